@@ -1,0 +1,128 @@
+# kplan - one non-recursive build.
+#
+#   make            build the CLI (build/bin/kplan) and host libraries
+#   make test       install missing packages, build, run every CPU test
+#   make asan       the same tests under AddressSanitizer + UBSan
+#   make demo       run the main job on the bundled trace
+#   make gpu-check  build and run the GPU end-to-end checks (needs a GPU)
+#   make bench      CPU benchmarks (figures in docs/PERFORMANCE.md)
+#
+# Variables: CUDA_HOME (default /usr/local/cuda), BUILD (output dir),
+# WERROR=0 to relax warnings, SANITIZER=address,undefined.
+
+CUDA_HOME ?= /usr/local/cuda
+BUILD ?= build
+WERROR ?= 1
+SANITIZER ?=
+OPT ?= -O2
+
+CC ?= gcc
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+
+# quiet by default; V=1 prints full commands
+ifeq ($(V),1)
+Q :=
+quiet = @true
+else
+Q := @
+quiet = @printf '  %-6s %s\n'
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+SANFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all)
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(SANFLAGS) -MMD -MP -I.
+LDFLAGS := $(SANFLAGS)
+# libcsv and yajl are linked statically so the binaries run where only
+# libsqlite3 is installed (the GPU machines).
+HOST_LIBS := -lsqlite3 -l:libcsv.a -l:libyajl_s.a -lz -lm -lpthread
+
+# CUDA pieces (collector, runtime, examples) find everything through CUDA_HOME.
+CUDA_INC := -I$(CUDA_HOME)/include
+CUDA_LIBDIR := $(CUDA_HOME)/lib64
+
+.PHONY: all deps test asan demo gpu-check bench clean unit
+all: $(BUILD)/bin/kplan
+
+deps:
+	@sh scripts/deps.sh
+
+# ---------------------------------------------------------------------------
+# Host libraries, one static archive per module, in dependency order
+# (a module may use the ones after it).
+HOST_MODULES := reports planner analyzer importers db common
+
+define module_rules
+$(1)_SRC := $$(wildcard $(1)/*.c) $$(wildcard $(1)/*.S)
+$(1)_OBJ := $$(patsubst %,$(BUILD)/obj/%.o,$$(basename $$($(1)_SRC)))
+$(BUILD)/lib/libkp_$(1).a: $$($(1)_OBJ)
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	$$(quiet) AR $$@
+	$$(Q)ar rcs $$@ $$^
+ALL_OBJ += $$($(1)_OBJ)
+endef
+$(foreach m,$(HOST_MODULES),$(eval $(call module_rules,$(m))))
+
+HOST_ARCHIVES := $(foreach m,$(HOST_MODULES),$(BUILD)/lib/libkp_$(m).a)
+
+$(BUILD)/obj/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	$(quiet) CC $@
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.S | deps
+	@mkdir -p $(dir $@)
+	$(quiet) AS $@
+	$(Q)$(CC) $(SANFLAGS) -c -o $@ $<
+
+# the schema is embedded with .incbin
+$(BUILD)/obj/db/schema_blob.o: db/schema.sql
+
+# ---------------------------------------------------------------------------
+# CLI
+CLI_SRC := $(wildcard cli/*.c)
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+ALL_OBJ += $(CLI_OBJ)
+
+$(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(HOST_ARCHIVES) $(HOST_LIBS) -Wl,-rpath,'$$ORIGIN/../lib'
+
+# ---------------------------------------------------------------------------
+# Unit tests (CUnit): one suite per module, listed in tests/unit/suites.h.
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_SRC))
+ALL_OBJ += $(UNIT_OBJ)
+UNIT_EXTRA_OBJ ?=
+
+$(BUILD)/bin/kplan-unit: $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES) $(HOST_LIBS) -lcunit
+
+unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan
+	KPLAN_BIN=$(abspath $(BUILD)/bin/kplan) KPLAN_SRC=$(CURDIR) $(BUILD)/bin/kplan-unit
+
+# Component makefiles (CUDA pieces, CLI tests, benchmarks, demo) add their
+# own targets and append to TEST_TARGETS / GPU_CHECK_TARGETS.
+TEST_TARGETS := unit
+-include collector/module.mk runtime/module.mk examples/module.mk
+-include tests/module.mk bench/module.mk reports/module.mk
+
+test: deps
+	@$(MAKE) --no-print-directory $(TEST_TARGETS)
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined OPT=-O1 test
+
+demo: deps $(BUILD)/bin/kplan
+	@sh scripts/demo.sh $(BUILD)/bin/kplan
+
+clean:
+	rm -rf build build-asan demo-out
+
+-include $(ALL_OBJ:.o=.d)

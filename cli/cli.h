@@ -1,0 +1,55 @@
+/*
+ * cli.h - shared pieces of the kplan command-line front end.
+ *
+ * Each subcommand lives in cli/cmd_<name>.c as `int cmd_<name>(argc, argv)`
+ * and is listed in the command table in cli/kplan.c. Subcommands parse
+ * options, call library code, print, and return an exit code; only this
+ * layer prints errors.
+ */
+#ifndef KP_CLI_H
+#define KP_CLI_H
+
+#include "../common/err.h"
+
+/* Exit codes, documented in `kplan --help`. */
+enum kp_exit {
+	KP_EXIT_OK = 0,
+	KP_EXIT_VERDICT = 1,  /* ran fine, answer is "no" (diff regressed, soft mismatch) */
+	KP_EXIT_ERROR = 2,    /* bad input or failed operation */
+	KP_EXIT_USAGE = 64,   /* bad command line */
+};
+
+struct kp_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;  /* one line for `kplan --help` */
+	const char *usage;    /* full help for `kplan help CMD` / `CMD --help` */
+};
+
+/* The command table (cli/kplan.c). */
+extern const struct kp_cmd kp_cmds[];
+const struct kp_cmd *kp_cmd_find(const char *name);
+
+/* Print "kplan: error: <msg>" and return KP_EXIT_ERROR. */
+int kp_cli_error(const struct kp_err *err);
+/* Print "kplan CMD: <msg>", a hint to see --help, return KP_EXIT_USAGE. */
+int kp_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print the command's usage text to stdout and return KP_EXIT_OK. */
+int kp_cli_help(const char *cmd);
+/* 1 when argv holds -h or --help before a "--". */
+int kp_cli_wants_help(int argc, char **argv);
+
+/*
+ * Each cmd_<name>.c defines the command and its help text:
+ *   const char kp_usage_<name>[] = "usage: kplan <name> ...\n";
+ *   KP_CMD(<name>) { ... }
+ */
+#define KP_CMD(name) int cmd_##name(int argc, char **argv)
+#define KP_DECLARE_CMD(name) KP_CMD(name); extern const char kp_usage_##name[];
+KP_DECLARE_CMD(record) KP_DECLARE_CMD(import) KP_DECLARE_CMD(analyze)
+KP_DECLARE_CMD(plan) KP_DECLARE_CMD(report) KP_DECLARE_CMD(diff)
+KP_DECLARE_CMD(show) KP_DECLARE_CMD(check) KP_DECLARE_CMD(calibrate)
+KP_DECLARE_CMD(export) KP_DECLARE_CMD(info) KP_DECLARE_CMD(version)
+KP_DECLARE_CMD(help)
+
+#endif

@@ -1,0 +1,84 @@
+/* info.c - see info.h. */
+#include "info.h"
+
+#include <string.h>
+
+static const char *const counted[] = {
+	"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+	"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+	"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "PROFILER_OVERHEAD",
+	"TARGET_INFO_GPU", "StringIds", "kp_launch_args", "kp_calibration",
+	"kp_regions", "kp_region_occurrences", "kp_blockers", "kp_gaps",
+	"kp_fusion_candidates", "kp_plans", "kp_validations",
+};
+
+static const char *col(sqlite3_stmt *st, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(st, i);
+
+	return s ? s : "-";
+}
+
+static void version(FILE *f, const char *label, int v)
+{
+	/* CUDA encodes 13000 as 13.0; CUPTI versions are plain integers */
+	if (v <= 0)
+		fprintf(f, "  %-10s -\n", label);
+	else if (v >= 1000 && v < 100000)
+		fprintf(f, "  %-10s %d.%d\n", label, v / 1000, (v % 1000) / 10);
+	else
+		fprintf(f, "  %-10s %d\n", label, v);
+}
+
+int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int rc;
+
+	fprintf(f, "database   %s (schema v%d)\n", db->path, db->schema_version);
+	rc = kp_db_prepare(db,
+		"SELECT runId, source, source_path, command, device_name, compute_major,"
+		" compute_minor, sm_count, driver_version, runtime_version, cupti_version,"
+		" dropped_records, dropped_detail, status, t_begin_ns, t_end_ns, host"
+		" FROM kp_runs ORDER BY runId", &st, err);
+	if (rc)
+		return rc;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t dropped = sqlite3_column_int64(st, 11);
+		int64_t span = sqlite3_column_int64(st, 15) - sqlite3_column_int64(st, 14);
+
+		fprintf(f, "run %lld    %s (%s)\n", (long long)sqlite3_column_int64(st, 0),
+			col(st, 1), col(st, 13));
+		if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+			fprintf(f, "  source     %s\n", col(st, 2));
+		if (sqlite3_column_type(st, 3) != SQLITE_NULL)
+			fprintf(f, "  command    %s\n", col(st, 3));
+		if (sqlite3_column_type(st, 16) != SQLITE_NULL)
+			fprintf(f, "  host       %s\n", col(st, 16));
+		fprintf(f, "  gpu        %s, compute %d.%d, %d SMs\n", col(st, 4),
+			sqlite3_column_int(st, 5), sqlite3_column_int(st, 6),
+			sqlite3_column_int(st, 7));
+		version(f, "driver", sqlite3_column_int(st, 8));
+		version(f, "runtime", sqlite3_column_int(st, 9));
+		version(f, "cupti", sqlite3_column_int(st, 10));
+		if (sqlite3_column_type(st, 14) != SQLITE_NULL)
+			fprintf(f, "  span       %.3f ms\n", span / 1e6);
+		if (dropped)
+			fprintf(f, "  DROPPED    %lld records (%s)\n", (long long)dropped,
+				col(st, 12));
+		else
+			fprintf(f, "  dropped    0 records\n");
+	}
+	sqlite3_finalize(st);
+	fprintf(f, "tables\n");
+	for (i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
+		char sql[128];
+
+		if (!kp_db_has_table(db, counted[i]))
+			continue;
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", counted[i]);
+		fprintf(f, "  %-36s %lld\n", counted[i], (long long)kp_db_int(db, sql, 0));
+	}
+	return 0;
+}

@@ -1,0 +1,308 @@
+-- kplan database schema, version 1.
+--
+-- Trace tables reuse the Nsight Systems SQLite export's names and columns, so
+-- that queries written for an nsys export run on a kplan database. Each trace
+-- table has one extra trailing column, runId, naming the row of kp_runs the
+-- record belongs to (an nsys export imported into kplan becomes one run).
+-- All times are integer nanoseconds; names are interned in StringIds.
+-- Indexes are created by kp_db_create_indexes() after bulk loads.
+
+CREATE TABLE IF NOT EXISTS StringIds (
+	id INTEGER PRIMARY KEY,
+	value TEXT NOT NULL
+);
+
+-- One row per GPU kernel execution (CUPTI CONCURRENT_KERNEL records).
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL (
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	deviceId INTEGER NOT NULL,
+	contextId INTEGER NOT NULL DEFAULT 0,
+	streamId INTEGER NOT NULL,
+	correlationId INTEGER,
+	globalPid INTEGER,
+	demangledName INTEGER NOT NULL,  -- StringIds.id
+	shortName INTEGER NOT NULL,      -- StringIds.id
+	mangledName INTEGER,             -- StringIds.id
+	launchType INTEGER,              -- 0 regular, 1 cooperative single, 2 cooperative multi, 3 cbl
+	cacheConfig INTEGER,
+	registersPerThread INTEGER NOT NULL DEFAULT 0,
+	gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, gridZ INTEGER NOT NULL,
+	blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL,
+	staticSharedMemory INTEGER NOT NULL DEFAULT 0,
+	dynamicSharedMemory INTEGER NOT NULL DEFAULT 0,
+	localMemoryPerThread INTEGER,
+	localMemoryTotal INTEGER,
+	gridId INTEGER,
+	sharedMemoryExecuted INTEGER,
+	graphNodeId INTEGER,             -- non-zero when launched from a CUDA graph
+	graphId INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+-- CUDA runtime and driver API calls (only the calls that matter).
+-- eventClass: 0 runtime API, 1 driver API (kplan's convention).
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME (
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	eventClass INTEGER NOT NULL DEFAULT 0,
+	globalTid INTEGER,               -- (pid << 24) | tid, as nsys serializes it
+	correlationId INTEGER,
+	nameId INTEGER NOT NULL,         -- StringIds.id, e.g. cudaLaunchKernel
+	returnValue INTEGER NOT NULL DEFAULT 0,
+	callchainId INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+-- copyKind: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...)
+-- srcKind/dstKind: CUpti_ActivityMemoryKind (1 pageable, 2 pinned, 3 device, ...)
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMCPY (
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	deviceId INTEGER NOT NULL,
+	contextId INTEGER NOT NULL DEFAULT 0,
+	streamId INTEGER NOT NULL,
+	correlationId INTEGER,
+	globalPid INTEGER,
+	bytes INTEGER NOT NULL,
+	copyKind INTEGER NOT NULL,
+	srcKind INTEGER,
+	dstKind INTEGER,
+	srcDeviceId INTEGER,
+	dstDeviceId INTEGER,
+	graphNodeId INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMSET (
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	deviceId INTEGER NOT NULL,
+	contextId INTEGER NOT NULL DEFAULT 0,
+	streamId INTEGER NOT NULL,
+	correlationId INTEGER,
+	globalPid INTEGER,
+	value INTEGER NOT NULL DEFAULT 0,
+	bytes INTEGER NOT NULL,
+	graphNodeId INTEGER,
+	memKind INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+-- syncType: CUpti_ActivitySynchronizationType (1 event sync, 2 stream wait
+-- event, 3 stream sync, 4 context sync)
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	deviceId INTEGER NOT NULL DEFAULT 0,
+	contextId INTEGER NOT NULL DEFAULT 0,
+	streamId INTEGER,
+	correlationId INTEGER,
+	globalPid INTEGER,
+	syncType INTEGER NOT NULL,
+	eventId INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+-- NVTX ranges and marks. eventType as nsys: 34 mark, 59 push/pop range,
+-- 60 start/end range, 75 domain create. end is NULL for marks.
+-- Profiler annotations from imported traces are stored as push/pop ranges.
+CREATE TABLE IF NOT EXISTS NVTX_EVENTS (
+	start INTEGER NOT NULL,
+	end INTEGER,
+	eventType INTEGER NOT NULL,
+	rangeId INTEGER,
+	category INTEGER,
+	color INTEGER,
+	text TEXT,
+	globalTid INTEGER,
+	endGlobalTid INTEGER,
+	textId INTEGER,                  -- StringIds.id when text is interned
+	domainId INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+-- CUPTI / collector overhead intervals.
+CREATE TABLE IF NOT EXISTS PROFILER_OVERHEAD (
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	globalTid INTEGER,
+	nameId INTEGER,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+CREATE TABLE IF NOT EXISTS TARGET_INFO_GPU (
+	id INTEGER NOT NULL,             -- device ordinal
+	name TEXT NOT NULL,
+	busLocation TEXT,
+	totalMemory INTEGER,
+	smCount INTEGER,
+	computeMajor INTEGER,
+	computeMinor INTEGER,
+	clockRate INTEGER,               -- kHz
+	memoryBandwidth INTEGER,         -- bytes/s
+	l2CacheSize INTEGER,
+	maxThreadsPerBlock INTEGER,
+	maxRegistersPerSm INTEGER,
+	maxShmemPerBlock INTEGER,
+	maxShmemPerSm INTEGER,
+	threadsPerWarp INTEGER,
+	uuid TEXT,
+	runId INTEGER NOT NULL DEFAULT 1
+);
+
+-- ---------------------------------------------------------------------------
+-- kplan's own tables.
+
+-- One row per recording or import. source: record | chrome | nsys | synthetic.
+CREATE TABLE IF NOT EXISTS kp_runs (
+	runId INTEGER PRIMARY KEY,
+	created_ns INTEGER NOT NULL,
+	source TEXT NOT NULL,
+	source_path TEXT,
+	command TEXT,
+	host TEXT,
+	pid INTEGER,
+	device_name TEXT,
+	compute_major INTEGER,
+	compute_minor INTEGER,
+	sm_count INTEGER,
+	driver_version INTEGER,
+	runtime_version INTEGER,
+	cupti_version INTEGER,
+	kplan_version TEXT,
+	t_begin_ns INTEGER,              -- first and last record time
+	t_end_ns INTEGER,
+	dropped_records INTEGER NOT NULL DEFAULT 0,
+	dropped_detail TEXT,             -- what was dropped and why
+	overhead_ns INTEGER,             -- collector time, when known
+	status TEXT NOT NULL DEFAULT 'complete',  -- complete | partial | failed
+	note TEXT
+);
+
+-- Per launch argument, recorded with `kplan record --args`.
+-- value holds the parameter's bytes as an integer when size <= 8.
+CREATE TABLE IF NOT EXISTS kp_launch_args (
+	runId INTEGER NOT NULL,
+	correlationId INTEGER NOT NULL,
+	argIndex INTEGER NOT NULL,
+	size INTEGER NOT NULL,
+	value INTEGER,
+	PRIMARY KEY (runId, correlationId, argIndex)
+) WITHOUT ROWID;
+
+-- Cost-model constants measured by `kplan calibrate`, per GPU and driver.
+CREATE TABLE IF NOT EXISTS kp_calibration (
+	gpu_name TEXT NOT NULL,
+	driver_version INTEGER NOT NULL,
+	quantity TEXT NOT NULL,          -- e.g. launch_host_ns, graph_node_ns
+	value_ns REAL NOT NULL,
+	n_samples INTEGER,
+	created_ns INTEGER NOT NULL,
+	PRIMARY KEY (gpu_name, driver_version, quantity)
+);
+
+-- Regions found by the analyzer (per run). Times are per occurrence.
+CREATE TABLE IF NOT EXISTS kp_regions (
+	runId INTEGER NOT NULL,
+	regionId INTEGER NOT NULL,
+	parentId INTEGER,                -- set on the parts of a split region
+	label TEXT NOT NULL,
+	source TEXT NOT NULL,            -- nvtx | mined | split
+	streamId INTEGER,
+	occurrences INTEGER NOT NULL,
+	kernels INTEGER NOT NULL,        -- kernels per occurrence
+	eager_ns INTEGER NOT NULL,       -- median wall time per occurrence
+	busy_ns INTEGER NOT NULL,        -- summed kernel time per occurrence
+	host_idle_ns INTEGER NOT NULL,
+	device_idle_ns INTEGER NOT NULL,
+	graph_ns_pred INTEGER,
+	speedup_pred REAL,
+	capturable INTEGER NOT NULL,
+	blockers TEXT,                   -- comma-separated blocker kinds
+	one_time_ns INTEGER,             -- capture + instantiate
+	break_even INTEGER,              -- replays to amortise one_time_ns
+	extra_mem_bytes INTEGER,
+	fingerprint TEXT,                -- hash of the kernel signature sequence
+	shape_keys INTEGER,              -- distinct launch configurations
+	patch_slots INTEGER,             -- changing pointer arguments
+	PRIMARY KEY (runId, regionId)
+);
+
+CREATE TABLE IF NOT EXISTS kp_region_occurrences (
+	runId INTEGER NOT NULL,
+	regionId INTEGER NOT NULL,
+	occIndex INTEGER NOT NULL,
+	start INTEGER NOT NULL,
+	end INTEGER NOT NULL,
+	kernels INTEGER NOT NULL,
+	first_correlationId INTEGER,
+	last_correlationId INTEGER,
+	signature TEXT,
+	PRIMARY KEY (runId, regionId, occIndex)
+);
+
+-- Why a region cannot be captured whole: the API call and when.
+CREATE TABLE IF NOT EXISTS kp_blockers (
+	runId INTEGER NOT NULL,
+	regionId INTEGER NOT NULL,
+	kind TEXT NOT NULL,              -- sync | pageable_copy | malloc | ...
+	api_name TEXT,
+	start INTEGER,
+	correlationId INTEGER,
+	detail TEXT
+);
+
+-- Idle gap before each kernel (evidence for the launch-bound verdicts).
+CREATE TABLE IF NOT EXISTS kp_gaps (
+	runId INTEGER NOT NULL,
+	deviceId INTEGER NOT NULL,
+	streamId INTEGER NOT NULL,
+	correlationId INTEGER,
+	kernel_start INTEGER NOT NULL,
+	gap_ns INTEGER NOT NULL,
+	host_bound INTEGER NOT NULL,     -- 1: launch call began after previous kernel ended
+	queue_ns INTEGER,                -- kernel start - launch call start
+	launch_api_ns INTEGER            -- duration of the launch call
+);
+
+CREATE TABLE IF NOT EXISTS kp_fusion_candidates (
+	runId INTEGER NOT NULL,
+	candId INTEGER NOT NULL,
+	regionId INTEGER,
+	streamId INTEGER,
+	first_correlationId INTEGER,
+	n_kernels INTEGER NOT NULL,
+	kernel_names TEXT NOT NULL,      -- ' -> ' separated
+	dur_ns INTEGER,
+	saved_bytes INTEGER,
+	saved_nodes INTEGER,
+	score REAL,
+	feasible INTEGER NOT NULL,
+	reason TEXT,
+	PRIMARY KEY (runId, candId)
+);
+
+-- Plans written by `kplan plan`; never deleted, marked stale with a reason.
+CREATE TABLE IF NOT EXISTS kp_plans (
+	planId INTEGER PRIMARY KEY,
+	runId INTEGER NOT NULL,
+	created_ns INTEGER NOT NULL,
+	path TEXT,
+	checksum TEXT NOT NULL,
+	status TEXT NOT NULL DEFAULT 'current',  -- current | stale
+	stale_reason TEXT,
+	speedup_pred REAL,
+	body TEXT NOT NULL
+);
+
+-- Predicted vs measured, per region, from runs that applied a plan.
+CREATE TABLE IF NOT EXISTS kp_validations (
+	planId INTEGER,
+	runId INTEGER,
+	label TEXT NOT NULL,
+	predicted_ns INTEGER,
+	measured_ns INTEGER,
+	created_ns INTEGER NOT NULL,
+	note TEXT
+);

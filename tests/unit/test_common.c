@@ -1,0 +1,115 @@
+/* test_common.c - common/: errors, strbuf, vec, arena, hash map. */
+#include <string.h>
+#include <CUnit/CUnit.h>
+
+#include "common/arena.h"
+#include "common/err.h"
+#include "common/hash.h"
+#include "common/strbuf.h"
+#include "common/vec.h"
+
+static void test_err(void)
+{
+	struct kp_err err = {0};
+
+	CU_ASSERT_EQUAL(kp_err_set(&err, KP_EFORMAT, "bad %s at %d", "thing", 7), KP_EFORMAT);
+	CU_ASSERT_STRING_EQUAL(err.msg, "bad thing at 7");
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.where, "test_common.c"));
+	kp_err_prefix(&err, "file.db");
+	CU_ASSERT_STRING_EQUAL(err.msg, "file.db: bad thing at 7");
+	CU_ASSERT_STRING_EQUAL(kp_errcode_name(err.code), "EFORMAT");
+	CU_ASSERT_EQUAL(kp_err_set(NULL, KP_EIO, "ignored"), KP_EIO);
+	kp_err_clear(&err);
+	CU_ASSERT_EQUAL(err.code, 0);
+}
+
+static void test_strbuf(void)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	char *p;
+	size_t len;
+	int i;
+
+	CU_ASSERT_STRING_EQUAL(sb.buf, "");
+	for (i = 0; i < 1000; i++)
+		kp_strbuf_addf(&sb, "%d,", i);
+	CU_ASSERT_EQUAL(strncmp(sb.buf, "0,1,2,", 6), 0);
+	CU_ASSERT_EQUAL(sb.len, strlen(sb.buf));
+	kp_strbuf_reset(&sb);
+	kp_strbuf_adds(&sb, "ab");
+	kp_strbuf_addch(&sb, 'c');
+	p = kp_strbuf_detach(&sb, &len);
+	CU_ASSERT_STRING_EQUAL(p, "abc");
+	CU_ASSERT_EQUAL(len, 3);
+	CU_ASSERT_EQUAL(sb.len, 0);
+	free(p);
+	kp_strbuf_release(&sb);
+}
+
+static void test_vec(void)
+{
+	KP_VEC(int) v = KP_VEC_INIT;
+	int i, sum = 0;
+
+	for (i = 0; i < 10000; i++)
+		CU_ASSERT_EQUAL_FATAL(kp_vec_push(&v, i), 0);
+	CU_ASSERT_EQUAL(v.len, 10000);
+	for (i = 0; i < (int)v.len; i++)
+		sum += v.data[i] == i;
+	CU_ASSERT_EQUAL(sum, 10000);
+	kp_vec_release(&v);
+	CU_ASSERT_PTR_NULL(v.data);
+}
+
+static void test_arena(void)
+{
+	struct kp_arena a;
+	char *s;
+	int *big;
+
+	kp_arena_init(&a);
+	s = kp_arena_strdup(&a, "hello");
+	big = kp_arena_alloc(&a, 1 << 20);  /* larger than a block */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+	CU_ASSERT_EQUAL(big[12345], 0);
+	CU_ASSERT_STRING_EQUAL(s, "hello");
+	CU_ASSERT_EQUAL((uintptr_t)kp_arena_alloc(&a, 3) % 16, 0);
+	CU_ASSERT(a.used_bytes >= (1 << 20));
+	kp_arena_release(&a);
+}
+
+static void test_hash(void)
+{
+	struct kp_strmap m;
+	char key[32];
+	int64_t v;
+	int i, ok = 0;
+
+	/* stable across runs: plans and databases store these */
+	CU_ASSERT_EQUAL(kp_hash_str("step"), kp_hash_str("step"));
+	CU_ASSERT_NOT_EQUAL(kp_hash_str("step"), kp_hash_str("step "));
+	CU_ASSERT_NOT_EQUAL(kp_hash_mix(1, 2), kp_hash_mix(2, 1));
+	kp_strmap_init(&m);
+	for (i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		CU_ASSERT_EQUAL_FATAL(kp_strmap_put(&m, key, i * 3), 0);
+	}
+	CU_ASSERT_EQUAL(kp_strmap_put(&m, "k7", -1), 0);
+	CU_ASSERT_EQUAL(m.len, 5000);
+	for (i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ok += kp_strmap_get(&m, key, &v) && v == (i == 7 ? -1 : i * 3);
+	}
+	CU_ASSERT_EQUAL(ok, 5000);
+	CU_ASSERT_FALSE(kp_strmap_get(&m, "missing", &v));
+	kp_strmap_release(&m);
+}
+
+CU_TestInfo kp_tests_common[] = {
+	{ "err", test_err },
+	{ "strbuf", test_strbuf },
+	{ "vec", test_vec },
+	{ "arena", test_arena },
+	{ "hash", test_hash },
+	CU_TEST_INFO_NULL,
+};

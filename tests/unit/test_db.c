@@ -1,0 +1,351 @@
+/* test_db.c - db/: open/validate/migrate, writer, CSV, info, concurrency. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <CUnit/CUnit.h>
+
+#include "db/csv.h"
+#include "db/db.h"
+#include "db/info.h"
+#include "db/writer.h"
+#include "testutil.h"
+
+static struct kp_db *new_db(const char *name)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
+
+	if (!db)
+		fprintf(stderr, "open: %s\n", err.msg);
+	return db;
+}
+
+static void test_create(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = new_db("create.db");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "PRAGMA user_version", -1), KP_DB_SCHEMA_VERSION);
+	CU_ASSERT_EQUAL(kp_db_int(db, "PRAGMA application_id", -1), KP_DB_APPLICATION_ID);
+	CU_ASSERT_TRUE(kp_db_has_table(db, "CUPTI_ACTIVITY_KIND_KERNEL"));
+	CU_ASSERT_TRUE(kp_db_has_table(db, "kp_runs"));
+	kp_db_close(db);
+	/* reopen read-only: no migration, same version */
+	db = kp_db_open(kp_test_path("create.db"), KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(db->schema_version, KP_DB_SCHEMA_VERSION);
+	CU_ASSERT_EQUAL(kp_db_exec(db, "CREATE TABLE x(a)", &err) < 0, 1);
+	kp_db_close(db);
+}
+
+static void test_missing(void)
+{
+	struct kp_err err = {0};
+
+	CU_ASSERT_PTR_NULL(kp_db_open(kp_test_path("nope.db"), KP_DB_RDONLY, &err));
+	CU_ASSERT_EQUAL(err.code, KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nope.db"));
+}
+
+/* a rejected file must be byte-for-byte unchanged */
+static void expect_rejected(const char *path, int flags, int code, const char *words)
+{
+	struct kp_err err = {0};
+	size_t n1, n2;
+	char *before = kp_test_read(path, &n1), *after;
+
+	CU_ASSERT_PTR_NULL(kp_db_open(path, flags, &err));
+	CU_ASSERT_EQUAL(err.code, code);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, words));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, path));
+	after = kp_test_read(path, &n2);
+	CU_ASSERT_EQUAL(n1, n2);
+	CU_ASSERT(before && after && !memcmp(before, after, n1));
+	free(before);
+	free(after);
+}
+
+static void test_not_sqlite(void)
+{
+	const char *p = kp_test_path("text.db");
+
+	kp_test_write(p, "this is a text file, not a database\n", -1);
+	expect_rejected(p, 0, KP_EFORMAT, "not a kplan database");
+	expect_rejected(p, KP_DB_CREATE, KP_EFORMAT, "not a kplan database");
+	expect_rejected(p, KP_DB_RDONLY, KP_EFORMAT, "not a kplan database");
+}
+
+static void test_truncated(void)
+{
+	struct kp_db *db = new_db("trunc.db");
+	const char *p = kp_test_path("trunc.db");
+	struct kp_writer w;
+	struct kp_err err = {0};
+	struct kp_api_rec a = { .name = "cudaLaunchKernel" };
+	size_t n;
+	char *data;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_writer_init(&w, db, 1);
+	kp_db_begin(db, &err);
+	for (i = 0; i < 20000; i++) {
+		a.start = i;
+		a.end = i + 1;
+		kp_writer_api(&w, &a, &err);
+	}
+	kp_db_commit(db, &err);
+	kp_writer_release(&w);
+	kp_db_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", &err);
+	kp_db_close(db);
+	data = kp_test_read(p, &n);
+	CU_ASSERT_FATAL(data && n > 8192);
+	kp_test_write(p, data, (long)(n / 2 + 100));  /* cut mid-page */
+	free(data);
+	expect_rejected(p, KP_DB_RDONLY, KP_EFORMAT, "truncated");
+	expect_rejected(p, 0, KP_EFORMAT, "truncated");
+}
+
+static void test_foreign_and_newer(void)
+{
+	const char *p = kp_test_path("foreign.db");
+	struct kp_err err = {0};
+	struct kp_db *db;
+
+	CU_ASSERT_EQUAL(kp_test_sh("sqlite3 '%s' 'CREATE TABLE t(a); INSERT INTO t VALUES(1)'", p), 0);
+	expect_rejected(p, 0, KP_EFORMAT, "not a kplan database");
+
+	p = kp_test_path("nsys.sqlite");
+	CU_ASSERT_EQUAL(kp_test_sh("sqlite3 '%s' 'CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
+				   "CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INT)'", p), 0);
+	expect_rejected(p, KP_DB_RDONLY, KP_EFORMAT, "Nsight Systems export");
+
+	db = new_db("newer.db");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_db_exec(db, "PRAGMA user_version = 99", &err);
+	kp_db_close(db);
+	p = kp_test_path("newer.db");
+	kp_test_sh("sqlite3 '%s' 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null", p);
+	expect_rejected(p, 0, KP_EVERSION, "newer");
+	db = kp_db_open(p, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_TRUE(db->newer);
+	kp_db_close(db);
+}
+
+static void test_writer_and_intern(void)
+{
+	struct kp_db *db = new_db("writer.db");
+	struct kp_err err = {0};
+	struct kp_writer w;
+	struct kp_run_info ri = { .source = "synthetic", .device_name = "NVIDIA H200",
+				  .compute_major = 9, .sm_count = 132, .driver_version = 13000 };
+	struct kp_kernel_rec k = {
+		.start = 1000, .end = 3000, .stream_id = 7, .correlation_id = 42,
+		.name = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int, float*)",
+		.grid = { 10, 1, 1 }, .block = { 128, 1, 1 }, .registers = 16,
+	};
+	struct kp_nvtx_rec nv = { .start = 900, .end = 5000, .event_type = KP_NVTX_PUSHPOP,
+				  .text = "step" };
+	int64_t run = 0, id1, id2;
+	char buf[64];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+	CU_ASSERT_EQUAL(run, 1);
+	kp_writer_init(&w, db, run);
+	CU_ASSERT_EQUAL(kp_db_begin(db, &err), 0);
+	CU_ASSERT_EQUAL(kp_writer_kernel(&w, &k, &err), 0);
+	k.start = 4000;
+	k.end = 4500;
+	CU_ASSERT_EQUAL(kp_writer_kernel(&w, &k, &err), 0);
+	CU_ASSERT_EQUAL(kp_writer_nvtx(&w, &nv, &err), 0);
+	CU_ASSERT_EQUAL(kp_db_commit(db, &err), 0);
+	kp_writer_release(&w);
+	CU_ASSERT_EQUAL(w.rows[KP_T_KERNEL], 2);
+	CU_ASSERT_EQUAL(kp_db_run_finish(db, run, 3, "3 records lost", "complete", &err), 0);
+
+	id1 = kp_db_intern(db, "abc", &err);
+	id2 = kp_db_intern(db, "abc", &err);
+	CU_ASSERT(id1 > 0 && id1 == id2);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM StringIds WHERE value='abc'", 0), 1);
+	/* names are interned once: two kernels, two strings (demangled + short) */
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(DISTINCT demangledName) FROM CUPTI_ACTIVITY_KIND_KERNEL", 0), 1);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s"
+				  " ON s.id = k.shortName WHERE s.value = 'vectorized_elementwise_kernel'", 0), 2);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT t_begin_ns FROM kp_runs", 0), 1000);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT t_end_ns FROM kp_runs", 0), 4500);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT dropped_records FROM kp_runs", 0), 3);
+	CU_ASSERT_EQUAL(kp_db_create_indexes(db, &err), 0);
+	CU_ASSERT_STRING_EQUAL(kp_kernel_short_name("kernel_a(float*)", buf, sizeof(buf)), "kernel_a");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_short_name("simple", buf, sizeof(buf)), "simple");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_short_name("void ns::k<1>(int)", buf, sizeof(buf)), "k");
+	kp_db_close(db);
+}
+
+static void test_rollback(void)
+{
+	struct kp_db *db = new_db("rollback.db");
+	struct kp_err err = {0};
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_db_begin(db, &err);
+	CU_ASSERT(kp_db_intern(db, "gone", &err) > 0);
+	kp_db_rollback(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM StringIds", -1), 0);
+	/* the cache forgot it too: re-interning inserts again */
+	CU_ASSERT(kp_db_intern(db, "gone", &err) > 0);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM StringIds", -1), 1);
+	CU_ASSERT(kp_db_commit(db, &err) < 0);  /* commit without begin */
+	kp_db_close(db);
+}
+
+static void test_csv(void)
+{
+	struct kp_db *db = new_db("csv.db");
+	struct kp_err err = {0};
+	const char *out = kp_test_path("out.csv");
+	FILE *f;
+	int64_t rows = -1;
+	char *text;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_db_exec(db, "CREATE TABLE t(name TEXT, n INTEGER, x REAL, z);"
+		   "INSERT INTO t VALUES('plain', 1, 0.5, NULL),"
+		   "('a,b', -2, 1.25, 'x'), ('say \"hi\"', 3, 2.0, 'line\nbreak')", &err);
+	f = fopen(out, "w");
+	CU_ASSERT_EQUAL(kp_csv_table(db, "t", f, &rows, &err), 0);
+	fclose(f);
+	CU_ASSERT_EQUAL(rows, 3);
+	text = kp_test_read(out, NULL);
+	CU_ASSERT_STRING_EQUAL(text,
+		"name,n,x,z\n"
+		"plain,1,0.5,\n"
+		"\"a,b\",-2,1.25,x\n"
+		"\"say \"\"hi\"\"\",3,2,\"line\nbreak\"\n");
+	free(text);
+	f = fopen(out, "w");
+	CU_ASSERT_EQUAL(kp_csv_table(db, "nosuch", f, NULL, &err), KP_ENOTFOUND);
+	CU_ASSERT_EQUAL(kp_csv_query(db, "SELECT nonsense FROM", f, NULL, &err), KP_EDB);
+	fclose(f);
+	kp_db_close(db);
+}
+
+static void test_info(void)
+{
+	struct kp_db *db = new_db("info.db");
+	struct kp_err err = {0};
+	struct kp_run_info ri = { .source = "record", .device_name = "NVIDIA H100",
+				  .compute_major = 9, .sm_count = 132, .driver_version = 13000,
+				  .command = "./app --x" };
+	const char *out = kp_test_path("info.txt");
+	int64_t run;
+	FILE *f;
+	char *text;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_db_run_insert(db, &ri, &run, &err);
+	kp_db_run_finish(db, run, 12, "cupti buffer full", "partial", &err);
+	f = fopen(out, "w");
+	CU_ASSERT_EQUAL(kp_db_info(db, f, &err), 0);
+	fclose(f);
+	text = kp_test_read(out, NULL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "NVIDIA H100, compute 9.0, 132 SMs"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "driver     13.0"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "./app --x"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "DROPPED    12 records (cupti buffer full)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "CUPTI_ACTIVITY_KIND_KERNEL"));
+	free(text);
+	kp_db_close(db);
+}
+
+/* Two processes appending to one database at once: both succeed, no corruption. */
+static void test_concurrent_writers(void)
+{
+	const char *p = kp_test_path("conc.db");
+	struct kp_err err = {0};
+	struct kp_db *db;
+	pid_t pids[2];
+	int i, status, ok = 0;
+
+	db = kp_db_open(p, KP_DB_CREATE, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_db_close(db);
+	for (i = 0; i < 2; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			struct kp_api_rec a = { .name = i ? "writerB" : "writerA" };
+			struct kp_writer w;
+			int b, j, rc = 0;
+
+			db = kp_db_open(p, KP_DB_CREATE, &err);
+			if (!db)
+				_exit(3);
+			kp_writer_init(&w, db, i + 1);
+			for (b = 0; b < 20 && !rc; b++) {
+				rc = kp_db_begin(db, &err);
+				for (j = 0; j < 500 && !rc; j++) {
+					a.start = b * 1000 + j;
+					a.end = a.start + 1;
+					rc = kp_writer_api(&w, &a, &err);
+				}
+				if (!rc)
+					rc = kp_db_commit(db, &err);
+			}
+			kp_writer_release(&w);
+			kp_db_close(db);
+			_exit(rc ? 4 : 0);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		waitpid(pids[i], &status, 0);
+		ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	}
+	CU_ASSERT_EQUAL(ok, 2);
+	db = kp_db_open(p, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME", 0), 20000);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
+				  " JOIN StringIds s ON s.id = r.nameId"
+				  " WHERE s.value = CASE r.runId WHEN 1 THEN 'writerA' ELSE 'writerB' END", 0),
+			20000);
+	kp_db_close(db);
+	CU_ASSERT_EQUAL(kp_test_sh("test \"$(sqlite3 '%s' 'PRAGMA integrity_check')\" = ok", p), 0);
+}
+
+/* The CLI: exit 2 and a one-line error naming the file for a bad database. */
+static void test_cli_errors(void)
+{
+	const char *bad = kp_test_path("bad-cli.db");
+	const char *log = kp_test_path("cli.err");
+	char *text;
+
+	kp_test_write(bad, "garbage", -1);
+	CU_ASSERT_EQUAL(kp_test_sh("%s info '%s' 2>'%s'", kp_test_kplan(), bad, log), 2);
+	text = kp_test_read(log, NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "bad-cli.db: not a kplan database"));
+	CU_ASSERT(text && strchr(text, '\n') == text + strlen(text) - 1);  /* one line */
+	free(text);
+	CU_ASSERT_EQUAL(kp_test_sh("%s nosuchcmd 2>/dev/null", kp_test_kplan()), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s --help | grep -q 'exit codes'", kp_test_kplan()), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s help info | grep -q 'usage: kplan info DB'", kp_test_kplan()), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s version | grep -q '^kplan [0-9]'", kp_test_kplan()), 0);
+}
+
+CU_TestInfo kp_tests_db[] = {
+	{ "create", test_create },
+	{ "missing", test_missing },
+	{ "not_sqlite", test_not_sqlite },
+	{ "truncated", test_truncated },
+	{ "foreign_and_newer", test_foreign_and_newer },
+	{ "writer_and_intern", test_writer_and_intern },
+	{ "rollback", test_rollback },
+	{ "csv", test_csv },
+	{ "info", test_info },
+	{ "concurrent_writers", test_concurrent_writers },
+	{ "cli_errors", test_cli_errors },
+	CU_TEST_INFO_NULL,
+};
