@@ -93,11 +93,24 @@ $(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(HOST_ARCHIVES) $(HOST_LIBS) -Wl,-rpath,'$$ORIGIN/../lib'
 
 # ---------------------------------------------------------------------------
+# Component makefiles (CUDA pieces, browser test, benchmarks) add their own
+# targets and append to UNIT_EXTRA_OBJ, TEST_TARGETS, GPU_CHECK_TARGETS and
+# ALL_TARGETS. They are read before the unit-test rule so that its
+# prerequisites see everything they add.
+UNIT_EXTRA_OBJ :=
+TEST_TARGETS := unit
+GPU_CHECK_TARGETS :=
+ALL_TARGETS :=
+-include collector/module.mk runtime/module.mk examples/module.mk
+-include tests/module.mk bench/module.mk reports/module.mk
+
+all: $(ALL_TARGETS) $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
+
+# ---------------------------------------------------------------------------
 # Unit tests (CUnit): one suite per module, listed in tests/unit/suites.h.
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_SRC))
 ALL_OBJ += $(UNIT_OBJ)
-UNIT_EXTRA_OBJ ?=
 
 $(BUILD)/bin/kplan-unit: $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES)
 	@mkdir -p $(dir $@)
@@ -107,12 +120,6 @@ $(BUILD)/bin/kplan-unit: $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES)
 unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan
 	KPLAN_BIN=$(abspath $(BUILD)/bin/kplan) KPLAN_SRC=$(CURDIR) $(BUILD)/bin/kplan-unit
 
-# Component makefiles (CUDA pieces, CLI tests, benchmarks, demo) add their
-# own targets and append to TEST_TARGETS / GPU_CHECK_TARGETS.
-TEST_TARGETS := unit
--include collector/module.mk runtime/module.mk examples/module.mk
--include tests/module.mk bench/module.mk reports/module.mk
-
 test: deps
 	@$(MAKE) --no-print-directory $(TEST_TARGETS)
 
@@ -121,6 +128,9 @@ asan:
 
 demo: deps $(BUILD)/bin/kplan
 	@sh scripts/demo.sh $(BUILD)/bin/kplan
+
+# GPU end-to-end: build here or there, then run every GPU check script.
+gpu-check: $(BUILD)/bin/kplan $(GPU_CHECK_TARGETS)
 
 clean:
 	rm -rf build build-asan demo-out

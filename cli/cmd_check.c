@@ -1,16 +1,125 @@
-/* cmd_check.c - `kplan check` (not implemented yet). */
+/* cmd_check.c - `kplan check model.kplan`: does the plan apply on a GPU? */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
-const char kp_usage_check[] =
-	"usage: kplan check model.kplan\n";
+#include "../planner/gpuinfo.h"
+#include "../planner/planfile.h"
 
+const char kp_usage_check[] =
+	"usage: kplan check model.kplan [--device N]\n"
+	"       kplan check model.kplan [--gpu-name S] [--cc M.m] [--sms N] [--driver V]\n"
+	"                               [--cuda-major N]\n"
+	"\n"
+	"Verifies the plan file and compares its keys with this machine's GPU (found\n"
+	"through libcuda.so.1 at run time) or, when any GPU option is given, with the\n"
+	"GPU those options describe (for CI machines without one; options not given\n"
+	"are unknown). Hard keys: compute capability and CUDA major version; soft keys:\n"
+	"GPU name, SM count, driver version. Every mismatch is listed.\n"
+	"\n"
+	"options:\n"
+	"  --device N        which local GPU to compare with (default 0)\n"
+	"  --gpu-name S      GPU name, e.g. 'NVIDIA H200'\n"
+	"  --cc M.m          compute capability, e.g. 9.0\n"
+	"  --sms N           multiprocessor count\n"
+	"  --driver V        driver version as cuDriverGetVersion() gives it, e.g. 13000\n"
+	"  --cuda-major N    CUDA major version (default: driver version / 1000)\n"
+	"\n"
+	"exit status:\n"
+	"  0  the plan applies\n"
+	"  1  the plan applies, with soft mismatches (each listed)\n"
+	"  2  the plan does not apply (reasons listed), the file is invalid, or no GPU\n"
+	"     was found and none was described\n"
+	"\n"
+	"examples:\n"
+	"  kplan check model.kplan\n"
+	"  kplan check model.kplan --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200'\n";
+
+static int num(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
 
 KP_CMD(check)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "kplan check: not implemented yet\n");
-	return KP_EXIT_ERROR;
+	struct kp_err err = {0};
+	struct kp_gpu_desc gpu;
+	struct kp_plan_report rep;
+	struct kp_plan *p;
+	const char *path = NULL;
+	char name[256];
+	int described = 0, device = 0, i, verdict;
+	size_t k;
+
+	kp_gpu_desc_init(&gpu);
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char tail;
+
+		if (a[0] != '-' || !a[1]) {
+			if (path)
+				return kp_cli_usage("check", "unexpected argument '%s'", a);
+			path = a;
+			continue;
+		}
+		if (!v)
+			return kp_cli_usage("check", "%s needs a value", a);
+		i++;
+		if (!strcmp(a, "--device")) {
+			if (num(v, 0, 1024, &device))
+				return kp_cli_usage("check", "--device needs a GPU ordinal");
+			continue;
+		}
+		described = 1;
+		if (!strcmp(a, "--gpu-name")) {
+			gpu.name = v;
+		} else if (!strcmp(a, "--cc")) {
+			if (sscanf(v, "%d.%d%c", &gpu.cc_major, &gpu.cc_minor, &tail) != 2 ||
+			    gpu.cc_major < 1 || gpu.cc_minor < 0)
+				return kp_cli_usage("check", "--cc needs MAJOR.MINOR, e.g. 9.0");
+		} else if (!strcmp(a, "--sms")) {
+			if (num(v, 1, 100000, &gpu.sm_count))
+				return kp_cli_usage("check", "--sms needs a positive count");
+		} else if (!strcmp(a, "--driver")) {
+			if (num(v, 1, 10000000, &gpu.driver_version))
+				return kp_cli_usage("check", "--driver needs a version like 13000");
+		} else if (!strcmp(a, "--cuda-major")) {
+			if (num(v, 1, 99, &gpu.cuda_major))
+				return kp_cli_usage("check", "--cuda-major needs 1..99");
+		} else {
+			return kp_cli_usage("check", "unknown option '%s'", a);
+		}
+	}
+	if (!path)
+		return kp_cli_usage("check", "expected a plan file");
+	p = kp_plan_load(path, &err);
+	if (!p)
+		return kp_cli_error(&err);
+	if (!described && kp_gpuinfo_local(device, &gpu, name, sizeof(name), &err)) {
+		kp_err_prefix(&err, "%s: cannot check against this machine", path);
+		kp_plan_free(p);
+		fprintf(stderr, "kplan: error: %s; describe the target GPU with --cc M.m "
+			"--cuda-major N [--gpu-name S --sms N --driver V]\n", err.msg);
+		return KP_EXIT_ERROR;
+	}
+	verdict = kp_plan_check(p, &gpu, &rep);
+	printf("%s: %s on %s\n", path,
+	       verdict == KP_PLAN_APPLIES ? "applies" :
+	       verdict == KP_PLAN_SOFT_MISMATCH ? "applies, with soft mismatches" : "does not apply",
+	       described ? "the described GPU" : gpu.name);
+	for (k = 0; k < rep.n_items; k++)
+		printf("  %s %s: %s\n", rep.items[k].severity == KP_PLAN_NOT_APPLICABLE ? "hard" :
+		       rep.items[k].severity == KP_PLAN_SOFT_MISMATCH ? "soft" : "note",
+		       rep.items[k].key, rep.items[k].msg);
+	kp_plan_free(p);
+	return verdict == KP_PLAN_APPLIES ? KP_EXIT_OK :
+	       verdict == KP_PLAN_SOFT_MISMATCH ? KP_EXIT_VERDICT : KP_EXIT_ERROR;
 }

@@ -1,16 +1,184 @@
-/* cmd_plan.c - `kplan plan` (not implemented yet). */
+/* cmd_plan.c - `kplan plan DB [--run N] -o model.kplan`. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
-const char kp_usage_plan[] =
-	"usage: kplan plan DB [--run N] -o model.kplan\n";
+#include "../common/strbuf.h"
+#include "../planner/planner.h"
 
+const char kp_usage_plan[] =
+	"usage: kplan plan DB [--run N] -o model.kplan [options]\n"
+	"\n"
+	"Writes the plan file for an analyzed run (see planner/FORMAT.md): per region\n"
+	"graph (shape keys, warm-up, patch slots), eager (with the reason) or split;\n"
+	"fusion groups with their predicted gain; the graph memory budget and the\n"
+	"predicted speedup of the whole run. The plan is also stored in the database's\n"
+	"kp_plans table; older plans of the same run are marked stale, never deleted.\n"
+	"The same database always gives a byte-identical plan.\n"
+	"\n"
+	"options:\n"
+	"  -o, --output PATH     plan file to write ('-' for stdout); required\n"
+	"  --run N               run to plan (default: the newest)\n"
+	"  --warmup N            eager calls before capture in graph regions (default 2)\n"
+	"  --min-host-idle PCT   a region is launch-bound when host-bound idle is at\n"
+	"                        least PCT percent of its time (default 10)\n"
+	"  --mem-limit BYTES     cap on device memory for all graphs; regions with the\n"
+	"                        least gain per byte go eager first (default: no cap)\n"
+	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
+	"  --cuda-major N        CUDA major version when the run does not record one\n"
+	"  --no-store            do not record the plan in the database (read-only)\n"
+	"\n"
+	"examples:\n"
+	"  kplan plan run.db -o model.kplan\n"
+	"  kplan plan run.db --run 2 --mem-limit 268435456 -o model.kplan\n";
+
+static int parse_num(const char *s, long long lo, long long hi, long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	return errno || end == s || *end || *out < lo || *out > hi ? -1 : 0;
+}
+
+/* Write text to path through a temporary file, so a failed run leaves no half plan. */
+static int write_atomic(const char *path, const char *text, size_t len, struct kp_err *err)
+{
+	struct kp_strbuf tmp = KP_STRBUF_INIT;
+	FILE *f;
+	int rc = 0;
+
+	if (!strcmp(path, "-")) {
+		if (fwrite(text, 1, len, stdout) != len || fflush(stdout))
+			return kp_err_set(err, KP_EIO, "writing the plan to stdout failed");
+		return 0;
+	}
+	kp_strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	f = fopen(tmp.buf, "wb");
+	if (!f) {
+		rc = kp_err_set(err, KP_EIO, "%s: cannot create: %s", tmp.buf, strerror(errno));
+		goto out;
+	}
+	if (fwrite(text, 1, len, f) != len || fflush(f) || fsync(fileno(f))) {
+		fclose(f);
+		unlink(tmp.buf);
+		rc = kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(errno));
+		goto out;
+	}
+	if (fclose(f) || rename(tmp.buf, path)) {
+		unlink(tmp.buf);
+		rc = kp_err_set(err, KP_EIO, "%s: cannot write: %s", path, strerror(errno));
+	}
+out:
+	kp_strbuf_release(&tmp);
+	return rc;
+}
 
 KP_CMD(plan)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "kplan plan: not implemented yet\n");
-	return KP_EXIT_ERROR;
+	struct kp_planner_opts o;
+	struct kp_err err = {0};
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	const char *db_path = NULL, *out = NULL;
+	struct kp_plan *plan = NULL;
+	struct kp_db *db = NULL;
+	int store = 1, rc = KP_EXIT_ERROR, i, n_graph = 0, n_eager = 0, n_split = 0;
+	int64_t plan_id = 0;
+	long long v;
+	size_t r;
+
+	kp_planner_opts_init(&o);
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			if (!val)
+				return kp_cli_usage("plan", "%s needs a path", a);
+			out = val;
+			i++;
+		} else if (!strcmp(a, "--run")) {
+			if (!val || parse_num(val, 1, INT64_MAX, &v))
+				return kp_cli_usage("plan", "--run needs a positive run id");
+			o.run_id = v;
+			i++;
+		} else if (!strcmp(a, "--warmup")) {
+			if (!val || parse_num(val, 0, 1000, &v))
+				return kp_cli_usage("plan", "--warmup needs a count 0..1000");
+			o.warmup = (int)v;
+			i++;
+		} else if (!strcmp(a, "--min-host-idle")) {
+			if (!val || parse_num(val, 0, 100, &v))
+				return kp_cli_usage("plan", "--min-host-idle needs a percentage 0..100");
+			o.min_host_idle = (double)v / 100.0;
+			i++;
+		} else if (!strcmp(a, "--mem-limit")) {
+			if (!val || parse_num(val, 1, KP_PLAN_MAX_BYTES, &v))
+				return kp_cli_usage("plan", "--mem-limit needs a byte count");
+			o.mem_limit_bytes = v;
+			i++;
+		} else if (!strcmp(a, "--cc")) {
+			if (!val || sscanf(val, "%d.%d", &o.cc_major, &o.cc_minor) != 2 ||
+			    o.cc_major < 1 || o.cc_major > 99 || o.cc_minor < 0 || o.cc_minor > 9)
+				return kp_cli_usage("plan", "--cc needs MAJOR.MINOR, e.g. 9.0");
+			i++;
+		} else if (!strcmp(a, "--cuda-major")) {
+			if (!val || parse_num(val, 1, 99, &v))
+				return kp_cli_usage("plan", "--cuda-major needs 1..99");
+			o.cuda_major = (int)v;
+			i++;
+		} else if (!strcmp(a, "--no-store")) {
+			store = 0;
+		} else if (a[0] == '-' && a[1]) {
+			return kp_cli_usage("plan", "unknown option '%s'", a);
+		} else if (!db_path) {
+			db_path = a;
+		} else {
+			return kp_cli_usage("plan", "unexpected argument '%s'", a);
+		}
+	}
+	if (!db_path)
+		return kp_cli_usage("plan", "expected a database path");
+	if (!out)
+		return kp_cli_usage("plan", "expected -o model.kplan");
+
+	db = kp_db_open(db_path, store ? 0 : KP_DB_RDONLY, &err);
+	if (!db)
+		return kp_cli_error(&err);
+	plan = kp_planner_run(db, &o, &err);
+	if (!plan || kp_plan_write(plan, &text, &err) ||
+	    write_atomic(out, text.buf, text.len, &err)) {
+		rc = kp_cli_error(&err);
+		goto out;
+	}
+	if (store && kp_planner_store(db, plan, text.buf, text.len, strcmp(out, "-") ? out : NULL,
+				      &plan_id, &err)) {
+		rc = kp_cli_error(&err);
+		goto out;
+	}
+	for (r = 0; r < plan->n_regions; r++) {
+		int d = plan->regions[r].decision;
+
+		n_graph += d == KP_PLAN_GRAPH;
+		n_eager += d == KP_PLAN_EAGER;
+		n_split += d == KP_PLAN_SPLIT;
+	}
+	fprintf(strcmp(out, "-") ? stdout : stderr,
+		"%s: %zu regions (%d graph, %d eager, %d split), %zu fusion groups, "
+		"predicted speedup %.2fx",
+		out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions, plan->speedup_pred);
+	if (store)
+		fprintf(strcmp(out, "-") ? stdout : stderr, " (plan %lld in %s)\n",
+			(long long)plan_id, db_path);
+	else
+		fputc('\n', strcmp(out, "-") ? stdout : stderr);
+	rc = KP_EXIT_OK;
+out:
+	kp_strbuf_release(&text);
+	kp_plan_free(plan);
+	kp_db_close(db);
+	return rc;
 }

@@ -296,7 +296,7 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 	if (is_new && kp_db_exec(db, "PRAGMA page_size=16384", err))
 		goto out_close;
 	if (kp_db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-		       "PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY", err))
+		       "PRAGMA cache_size=-16384", err))
 		goto out_close;
 	if (version < KP_DB_SCHEMA_VERSION && migrate(db, err))
 		goto out_close;

@@ -195,33 +195,44 @@ CREATE TABLE IF NOT EXISTS kp_launch_args (
 CREATE TABLE IF NOT EXISTS kp_calibration (
 	gpu_name TEXT NOT NULL,
 	driver_version INTEGER NOT NULL,
-	quantity TEXT NOT NULL,          -- e.g. launch_host_ns, graph_node_ns
-	value_ns REAL NOT NULL,
+	quantity TEXT NOT NULL,          -- analyzer/cost.h kp_cost_name(): launch_host_ns, graph_node_ns, ...
+	value_ns REAL NOT NULL,          -- ns (bytes for *_bytes, bytes/ns for *_bytes_per_ns)
 	n_samples INTEGER,
 	created_ns INTEGER NOT NULL,
 	PRIMARY KEY (gpu_name, driver_version, quantity)
 );
 
--- Regions found by the analyzer (per run). Times are per occurrence.
+-- Regions found by the analyzer (per run). Times are per occurrence
+-- (medians over occurrences). Written by `kplan analyze`, which replaces a
+-- run's rows of kp_regions, kp_region_occurrences, kp_blockers, kp_gaps and
+-- kp_fusion_candidates in one transaction.
 CREATE TABLE IF NOT EXISTS kp_regions (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,
 	parentId INTEGER,                -- set on the parts of a split region
 	label TEXT NOT NULL,
 	source TEXT NOT NULL,            -- nvtx | mined | split
-	streamId INTEGER,
+	streamId INTEGER,                -- mined regions: the stream; else NULL
 	occurrences INTEGER NOT NULL,
-	kernels INTEGER NOT NULL,        -- kernels per occurrence
+	kernels INTEGER NOT NULL,        -- kernels per occurrence (first occurrence)
+	nodes INTEGER NOT NULL DEFAULT 0,-- graph nodes per occurrence: kernels + memsets + memcpys
+	period INTEGER,                  -- mined: period in nodes
+	coverage REAL,                   -- mined: share of the stream's nodes covered
 	eager_ns INTEGER NOT NULL,       -- median wall time per occurrence
-	busy_ns INTEGER NOT NULL,        -- summed kernel time per occurrence
-	host_idle_ns INTEGER NOT NULL,
-	device_idle_ns INTEGER NOT NULL,
-	graph_ns_pred INTEGER,
-	speedup_pred REAL,
-	capturable INTEGER NOT NULL,
-	blockers TEXT,                   -- comma-separated blocker kinds
-	one_time_ns INTEGER,             -- capture + instantiate
-	break_even INTEGER,              -- replays to amortise one_time_ns
+	busy_ns INTEGER NOT NULL,        -- summed GPU op time per occurrence
+	host_idle_ns INTEGER NOT NULL,   -- host-bound idle gaps inside an occurrence
+	device_idle_ns INTEGER NOT NULL, -- device-side idle gaps inside an occurrence
+	queue_p50_ns INTEGER,            -- launch call start -> op start, median
+	queue_p90_ns INTEGER,
+	launch_api_p50_ns INTEGER,       -- launch call duration, median
+	launch_api_p90_ns INTEGER,
+	graph_ns_pred INTEGER,           -- predicted time per occurrence as a CUDA graph
+	speedup_pred REAL,               -- eager_ns / graph_ns_pred
+	capturable INTEGER NOT NULL,     -- 1: no fatal blocker
+	blockers TEXT,                   -- comma-separated fatal blocker kinds
+	advisories TEXT,                 -- comma-separated non-fatal kinds (legacy_stream, shape_key, patch_slot)
+	one_time_ns INTEGER,             -- capture + instantiate (all shape keys)
+	break_even INTEGER,              -- replays to amortise one_time_ns; NULL: never
 	extra_mem_bytes INTEGER,
 	fingerprint TEXT,                -- hash of the kernel signature sequence
 	shape_keys INTEGER,              -- distinct launch configurations
@@ -233,27 +244,38 @@ CREATE TABLE IF NOT EXISTS kp_region_occurrences (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,
 	occIndex INTEGER NOT NULL,
-	start INTEGER NOT NULL,
+	start INTEGER NOT NULL,          -- CPU range (nvtx) or first launch call
 	end INTEGER NOT NULL,
-	kernels INTEGER NOT NULL,
+	kernels INTEGER NOT NULL,        -- GPU ops (nodes) in this occurrence
+	eager_ns INTEGER,
+	busy_ns INTEGER,
+	host_idle_ns INTEGER,
+	device_idle_ns INTEGER,
 	first_correlationId INTEGER,
 	last_correlationId INTEGER,
-	signature TEXT,
+	signature TEXT,                  -- fingerprint of this occurrence's sequence
 	PRIMARY KEY (runId, regionId, occIndex)
 );
 
--- Why a region cannot be captured whole: the API call and when.
+-- Why a region cannot be captured whole (fatal = 1), or what capture must
+-- handle (fatal = 0: legacy_stream, shape_key, patch_slot): the API call and
+-- when. Kinds: sync, blocking_copy, pageable_copy, malloc, free,
+-- host_callback, cross_stream_event, legacy_stream, shape_key, patch_slot.
 CREATE TABLE IF NOT EXISTS kp_blockers (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,
-	kind TEXT NOT NULL,              -- sync | pageable_copy | malloc | ...
+	kind TEXT NOT NULL,
+	fatal INTEGER NOT NULL DEFAULT 1,
 	api_name TEXT,
 	start INTEGER,
 	correlationId INTEGER,
+	occIndex INTEGER,                -- occurrence it was seen in
+	position INTEGER,                -- node index in the occurrence it precedes
 	detail TEXT
 );
 
--- Idle gap before each kernel (evidence for the launch-bound verdicts).
+-- Idle gap before each GPU op (evidence for the launch-bound verdicts).
+-- At most --gap-rows rows per run (the largest gaps) are kept.
 CREATE TABLE IF NOT EXISTS kp_gaps (
 	runId INTEGER NOT NULL,
 	deviceId INTEGER NOT NULL,
@@ -261,8 +283,8 @@ CREATE TABLE IF NOT EXISTS kp_gaps (
 	correlationId INTEGER,
 	kernel_start INTEGER NOT NULL,
 	gap_ns INTEGER NOT NULL,
-	host_bound INTEGER NOT NULL,     -- 1: launch call began after previous kernel ended
-	queue_ns INTEGER,                -- kernel start - launch call start
+	host_bound INTEGER NOT NULL,     -- 1: launch call began after previous op ended
+	queue_ns INTEGER,                -- op start - launch call start
 	launch_api_ns INTEGER            -- duration of the launch call
 );
 
@@ -271,38 +293,46 @@ CREATE TABLE IF NOT EXISTS kp_fusion_candidates (
 	candId INTEGER NOT NULL,
 	regionId INTEGER,
 	streamId INTEGER,
-	first_correlationId INTEGER,
+	first_correlationId INTEGER,     -- first instance
+	occurrences INTEGER NOT NULL DEFAULT 1,  -- identical chains seen
 	n_kernels INTEGER NOT NULL,
 	kernel_names TEXT NOT NULL,      -- ' -> ' separated
-	dur_ns INTEGER,
-	saved_bytes INTEGER,
+	pattern TEXT,                    -- elementwise | broadcast | reduction
+	dur_ns INTEGER,                  -- summed kernel time of one instance
+	saved_bytes INTEGER,             -- estimated DRAM traffic saved per instance
 	saved_nodes INTEGER,
-	score REAL,
+	penalty_ns INTEGER,
+	score REAL,                      -- predicted ns saved per instance
 	feasible INTEGER NOT NULL,
 	reason TEXT,
+	dependence TEXT,                 -- args (shared pointers) | adjacency
 	PRIMARY KEY (runId, candId)
 );
 
--- Plans written by `kplan plan`; never deleted, marked stale with a reason.
+-- Plans written by `kplan plan`; never deleted. A new plan for a run is
+-- 'current' and the run's older current plans become 'stale' with
+-- stale_reason 'superseded by plan N'. body is the whole plan file
+-- (header included, byte for byte what was written), so a plan can be
+-- recovered from the database; checksum is its header's body-hash.
 CREATE TABLE IF NOT EXISTS kp_plans (
 	planId INTEGER PRIMARY KEY,
-	runId INTEGER NOT NULL,
-	created_ns INTEGER NOT NULL,
-	path TEXT,
-	checksum TEXT NOT NULL,
+	runId INTEGER NOT NULL,          -- the run the plan was made from
+	created_ns INTEGER NOT NULL,     -- when it was stored (wall clock; not in the file)
+	path TEXT,                       -- where it was written; NULL for stdout
+	checksum TEXT NOT NULL,          -- body-hash, 16 lowercase hex digits
 	status TEXT NOT NULL DEFAULT 'current',  -- current | stale
 	stale_reason TEXT,
-	speedup_pred REAL,
-	body TEXT NOT NULL
+	speedup_pred REAL,               -- predicted speedup of the whole run
+	body TEXT NOT NULL               -- the plan file's text
 );
 
 -- Predicted vs measured, per region, from runs that applied a plan.
 CREATE TABLE IF NOT EXISTS kp_validations (
-	planId INTEGER,
-	runId INTEGER,
-	label TEXT NOT NULL,
-	predicted_ns INTEGER,
-	measured_ns INTEGER,
+	planId INTEGER,                  -- kp_plans.planId, when the plan is in this db
+	runId INTEGER,                   -- the run that applied the plan
+	label TEXT NOT NULL,             -- region label as in the plan
+	predicted_ns INTEGER,            -- the plan's graph-ns (or eager-ns) per occurrence
+	measured_ns INTEGER,             -- measured per occurrence
 	created_ns INTEGER NOT NULL,
 	note TEXT
 );

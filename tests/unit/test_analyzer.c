@@ -1,6 +1,827 @@
-/* test_analyzer.c - analyzer/ (suite filled in by the analyzer work). */
+/*
+ * test_analyzer.c - analyzer/: gap attribution, regions (NVTX and mined),
+ * every blocker kind, splits, shape keys, patch slots, fusion feasibility,
+ * the cost model, calibration loading, idempotence; and the CLI on the
+ * bundled ResNet-18 trace.
+ *
+ * Timelines are hand-built with kp_writer into temporary databases.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <CUnit/CUnit.h>
 
+#include "analyzer/analyzer.h"
+#include "analyzer/internal.h"
+#include "common/hash.h"
+#include "db/writer.h"
+#include "testutil.h"
+
+#define EW "void at::native::vectorized_elementwise_kernel<4, add>(int)"
+#define EW2 "void at::native::vectorized_elementwise_kernel<4, mul>(int)"
+#define EW3 "void at::native::vectorized_elementwise_kernel<4, relu>(int)"
+#define GEMM "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128"
+
+struct tl {
+	struct kp_db *db;
+	struct kp_writer w;
+	int64_t run;
+	uint32_t corr;
+	int32_t grid, smem, regs;
+};
+
+static void tl_open(struct tl *t, const char *name)
+{
+	struct kp_err err = {0};
+	struct kp_run_info ri = { .source = "synthetic", .device_name = "TestGPU",
+				  .driver_version = 580 };
+
+	memset(t, 0, sizeof(*t));
+	t->grid = 64;
+	t->regs = 32;
+	t->db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t->db);
+	CU_ASSERT_EQUAL_FATAL(kp_db_run_insert(t->db, &ri, &t->run, &err), 0);
+	kp_writer_init(&t->w, t->db, t->run);
+	CU_ASSERT_EQUAL_FATAL(kp_db_begin(t->db, &err), 0);
+}
+
+static void tl_api(struct tl *t, const char *name, int64_t start, int64_t dur, uint32_t corr)
+{
+	struct kp_err err = {0};
+	struct kp_api_rec a = { .start = start, .end = start + dur, .name = name,
+				.correlation_id = corr, .global_tid = 1 };
+	CU_ASSERT_EQUAL(kp_writer_api(&t->w, &a, &err), 0);
+}
+
+/* A kernel launched by a 1 us cudaLaunchKernel at api; returns its corr. */
+static uint32_t tl_kernel(struct tl *t, const char *name, uint32_t stream,
+			  int64_t api, int64_t start, int64_t dur)
+{
+	struct kp_err err = {0};
+	struct kp_kernel_rec k = {
+		.start = start, .end = start + dur, .stream_id = stream,
+		.correlation_id = ++t->corr, .name = name, .registers = t->regs,
+		.grid = { t->grid, 1, 1 }, .block = { 256, 1, 1 },
+		.static_smem = t->smem,
+	};
+	tl_api(t, "cudaLaunchKernel", api, 1000, t->corr);
+	CU_ASSERT_EQUAL(kp_writer_kernel(&t->w, &k, &err), 0);
+	return t->corr;
+}
+
+static void tl_nvtx(struct tl *t, const char *text, int64_t start, int64_t end)
+{
+	struct kp_err err = {0};
+	struct kp_nvtx_rec n = { .start = start, .end = end, .event_type = KP_NVTX_PUSHPOP,
+				 .text = text, .global_tid = 1 };
+	CU_ASSERT_EQUAL(kp_writer_nvtx(&t->w, &n, &err), 0);
+}
+
+static void tl_arg(struct tl *t, uint32_t corr, int idx, int64_t value)
+{
+	char sql[256];
+	struct kp_err err = {0};
+	snprintf(sql, sizeof(sql), "INSERT INTO kp_launch_args VALUES (%lld, %u, %d, 8, %lld)",
+		 (long long)t->run, corr, idx, (long long)value);
+	CU_ASSERT_EQUAL(kp_db_exec(t->db, sql, &err), 0);
+}
+
+static int tl_analyze(struct tl *t, struct kp_analyze_opts *o, struct kp_analysis_summary *s)
+{
+	struct kp_err err = {0};
+	struct kp_analyze_opts def;
+	int rc;
+
+	if (t->db->txn_depth) {
+		CU_ASSERT_EQUAL(kp_db_commit(t->db, &err), 0);
+		kp_writer_release(&t->w);
+	}
+	if (!o) {
+		kp_analyze_opts_init(&def);
+		o = &def;
+	}
+	rc = kp_analyze(t->db, o, s, &err);
+	if (rc)
+		fprintf(stderr, "analyze: %s\n", err.msg);
+	return rc;
+}
+
+static int64_t q(struct tl *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int64_t q(struct tl *t, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	return kp_db_int(t->db, sql, -999);
+}
+
+/* First column of the first row as text (static buffer). */
+static const char *qtext(struct tl *t, const char *sql)
+{
+	static char buf[256];
+	sqlite3_stmt *st;
+
+	buf[0] = 0;
+	if (sqlite3_prepare_v2(t->db->h, sql, -1, &st, NULL) != SQLITE_OK)
+		return buf;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(buf, sizeof(buf), "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return buf;
+}
+
+static void tl_close(struct tl *t)
+{
+	if (t->db && t->db->txn_depth) {
+		kp_db_rollback(t->db);
+		kp_writer_release(&t->w);
+	}
+	kp_db_close(t->db);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_gaps(void)
+{
+	struct tl t;
+	struct kp_analysis_summary s;
+
+	tl_open(&t, "gaps.db");
+	tl_kernel(&t, EW, 13, 0, 1000, 1000);          /* ends 2000 */
+	tl_kernel(&t, EW, 13, 2500, 4000, 1000);       /* launched after: host-bound gap 2000 */
+	tl_kernel(&t, EW, 13, 3000, 5500, 500);        /* launched before 5000: device gap 500 */
+	tl_api(&t, "cudaLaunchKernel", 99, 1, 12345);  /* a launch call without a kernel */
+	t.corr = 50000000;   /* sparse correlation ids: the sort-merge join */
+	tl_kernel(&t, EW, 14, 100, 1100, 100);         /* other stream: first op, no gap */
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	CU_ASSERT_EQUAL(s.n_joined, 4);
+	CU_ASSERT_EQUAL(s.n_ops, 4);
+	CU_ASSERT_EQUAL(s.n_streams, 2);
+	CU_ASSERT_EQUAL(s.host_idle_ns, 2000);
+	CU_ASSERT_EQUAL(s.device_idle_ns, 500);
+	CU_ASSERT_EQUAL(s.busy_ns, 2600);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_gaps"), 2);
+	CU_ASSERT_EQUAL(q(&t, "SELECT host_bound FROM kp_gaps WHERE correlationId = 2"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT gap_ns FROM kp_gaps WHERE correlationId = 2"), 2000);
+	CU_ASSERT_EQUAL(q(&t, "SELECT queue_ns FROM kp_gaps WHERE correlationId = 2"), 1500);
+	CU_ASSERT_EQUAL(q(&t, "SELECT launch_api_ns FROM kp_gaps WHERE correlationId = 2"), 1000);
+	CU_ASSERT_EQUAL(q(&t, "SELECT host_bound FROM kp_gaps WHERE correlationId = 3"), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT gap_ns FROM kp_gaps WHERE correlationId = 3"), 500);
+	tl_close(&t);
+}
+
+static void test_gap_rows_cap(void)
+{
+	struct tl t;
+	struct kp_analyze_opts o;
+
+	tl_open(&t, "gapcap.db");
+	for (int i = 0; i < 10; i++)   /* gaps 0..8 * 100 */
+		tl_kernel(&t, EW, 13, i * 10000 + i * i * 50, i * 10000 + i * i * 50 + 10, 100);
+	kp_analyze_opts_init(&o);
+	o.gap_rows_max = 3;
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, &o, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_gaps"), 3);
+	/* the largest three gaps are kept */
+	CU_ASSERT_EQUAL(q(&t, "SELECT min(correlationId) FROM kp_gaps"), 8);
+	tl_close(&t);
+	/* ties at the threshold do not crowd out larger gaps later on */
+	tl_open(&t, "gapties.db");
+	int64_t tt = 0;
+	for (int i = 0; i < 12; i++) {
+		int64_t gap = i < 10 ? 100 : 5000;
+		tt += gap;
+		tl_kernel(&t, EW, 13, tt, tt + 10, 100);
+		tt += 100;
+	}
+	kp_analyze_opts_init(&o);
+	o.gap_rows_max = 4;
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, &o, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_gaps"), 4);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_gaps WHERE gap_ns > 1000"), 2);
+	tl_close(&t);
+}
+
+/*
+ * Region "r": n_occ occurrences of four kernels launched at T+1000..T+4000
+ * (T = k * 100000) on stream, inside an NVTX range [T, T+50000].
+ */
+static void region_fixture(struct tl *t, int n_occ, uint32_t stream)
+{
+	for (int k = 0; k < n_occ; k++) {
+		int64_t T = (int64_t)k * 100000;
+		tl_nvtx(t, "r", T, T + 50000);
+		for (int i = 0; i < 4; i++)
+			tl_kernel(t, i % 2 ? EW2 : EW, stream, T + 1000 * (i + 1),
+				  T + 10000 + 2000 * i, 1500);
+	}
+}
+
+static void test_nvtx_region(void)
+{
+	struct tl t;
+	struct kp_analysis_summary s;
+
+	tl_open(&t, "nvtx.db");
+	region_fixture(&t, 3, 13);
+	/* annotations that are not CPU ranges are ignored */
+	struct kp_nvtx_rec gpu = { .start = 0, .end = 400000, .event_type = KP_NVTX_PUSHPOP,
+				   .text = "gpu_side", .category = 1 };
+	struct kp_nvtx_rec op = { .start = 0, .end = 400000, .event_type = KP_NVTX_PUSHPOP,
+				  .text = "aten::add", .domain_id = 2 };
+	struct kp_err err = {0};
+	CU_ASSERT_EQUAL(kp_writer_nvtx(&t.w, &gpu, &err), 0);
+	CU_ASSERT_EQUAL(kp_writer_nvtx(&t.w, &op, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	CU_ASSERT_EQUAL(s.regions_from, 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT occurrences FROM kp_regions WHERE label = 'r'"), 3);
+	CU_ASSERT_EQUAL(q(&t, "SELECT kernels FROM kp_regions WHERE label = 'r'"), 4);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'r'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT busy_ns FROM kp_regions WHERE label = 'r'"), 6000);
+	/* eager: the 50 us range (longer than GPU span 7.5 us) */
+	CU_ASSERT_EQUAL(q(&t, "SELECT eager_ns FROM kp_regions WHERE label = 'r'"), 50000);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_region_occurrences"), 3);
+	CU_ASSERT_EQUAL(q(&t, "SELECT kernels FROM kp_region_occurrences WHERE occIndex = 2"), 4);
+	CU_ASSERT_EQUAL(q(&t, "SELECT first_correlationId FROM kp_region_occurrences WHERE occIndex = 1"), 5);
+	/* no blockers on a side stream */
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers"), 0);
+	/* the fingerprint is planner/FORMAT.md's: kernels' signature strings folded */
+	uint64_t fp = KP_HASH_SEED;
+	for (int i = 0; i < 4; i++) {
+		char sig[256];
+		int n = snprintf(sig, sizeof(sig), "%s|64,1,1|256,1,1|0", i % 2 ? EW2 : EW);
+		fp = kp_hash_mix(fp, kp_hash64(sig, (size_t)n, KP_HASH_SEED));
+	}
+	char want[32];
+	snprintf(want, sizeof(want), "%016llx", (unsigned long long)fp);
+	CU_ASSERT_STRING_EQUAL(qtext(&t, "SELECT fingerprint FROM kp_regions WHERE label = 'r'"), want);
+	CU_ASSERT_STRING_EQUAL(qtext(&t, "SELECT signature FROM kp_region_occurrences WHERE occIndex = 2"), want);
+	/* graphed: 4 x (1500 + 400) = 7600 */
+	CU_ASSERT_EQUAL(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'r'"), 7600);
+	tl_close(&t);
+}
+
+/* One blocking call between launches 2 and 3 of occurrence 1. */
+static void check_blocker(const char *api, const char *kind, int fatal)
+{
+	struct tl t;
+	char name[64];
+
+	snprintf(name, sizeof(name), "blk_%s.db", api);
+	tl_open(&t, name);
+	region_fixture(&t, 3, 13);
+	tl_api(&t, api, 100000 + 2500, 300, 9999);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	if (!kind) {
+		CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers"), 0);
+		CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), 1);
+		tl_close(&t);
+		return;
+	}
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = '%s' AND fatal = %d"
+			  " AND api_name = '%s' AND start = 102500 AND correlationId = 9999"
+			  " AND occIndex = 1 AND position = 2", kind, fatal, api), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), !fatal);
+	if (fatal) {
+		/* split into two capturable parts of two kernels each */
+		CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE parentId = 1"
+				  " AND source = 'split' AND nodes = 2 AND capturable = 1"
+				  " AND occurrences = 3"), 2);
+		CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE label = 'r[2:4]'"), 1);
+		CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE regionId = 1"
+				  " AND blockers = '%s'", kind), 1);
+		/* parent: only the parts gain */
+		CU_ASSERT_TRUE(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE regionId = 1") >
+			       q(&t, "SELECT sum(graph_ns_pred) FROM kp_regions WHERE parentId = 1"));
+	}
+	tl_close(&t);
+}
+
+static void test_blocker_sync(void) { check_blocker("cudaDeviceSynchronize", "sync", 1); }
+static void test_blocker_stream_sync(void) { check_blocker("cuStreamSynchronize", "sync", 1); }
+static void test_blocker_copy(void) { check_blocker("cudaMemcpy", "blocking_copy", 1); }
+static void test_blocker_malloc(void) { check_blocker("cudaMalloc", "malloc", 1); }
+static void test_blocker_free(void) { check_blocker("cudaFree", "free", 1); }
+static void test_blocker_hostfn(void) { check_blocker("cudaLaunchHostFunc", "host_callback", 1); }
+static void test_blocker_callback(void) { check_blocker("cudaStreamAddCallback", "host_callback", 1); }
+static void test_blocker_event(void) { check_blocker("cudaStreamWaitEvent", "cross_stream_event", 1); }
+static void test_not_blockers(void)
+{
+	check_blocker("cudaMallocAsync", NULL, 0);
+	check_blocker("cudaFreeAsync", NULL, 0);
+	check_blocker("cudaGetDevice", NULL, 0);
+}
+
+static void test_blocker_pageable(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+	struct kp_memcpy_rec m = { .start = 111000, .end = 111500, .stream_id = 13,
+				   .correlation_id = 777, .bytes = 4096, .copy_kind = 1,
+				   .src_kind = 1, .dst_kind = 3 };
+
+	tl_open(&t, "pageable.db");
+	region_fixture(&t, 3, 13);
+	tl_api(&t, "cudaMemcpyAsync", 100000 + 2500, 300, 777);
+	CU_ASSERT_EQUAL(kp_writer_memcpy(&t.w, &m, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'pageable_copy'"
+			  " AND fatal = 1 AND api_name = 'cudaMemcpyAsync' AND start = 102500"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), 0);
+	tl_close(&t);
+}
+
+static void test_blocker_edge(void)
+{
+	struct tl t;
+
+	tl_open(&t, "edge.db");
+	region_fixture(&t, 2, 13);
+	/* after the last launch, inside the range: bounds capture, no split */
+	tl_api(&t, "cudaStreamSynchronize", 40000, 300, 9999);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'sync' AND fatal = 0"
+			  " AND position = 4"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE parentId IS NOT NULL"), 0);
+	tl_close(&t);
+}
+
+static void test_legacy_stream(void)
+{
+	struct tl t;
+	struct kp_analyze_opts o;
+
+	tl_open(&t, "legacy.db");
+	region_fixture(&t, 2, KP_LEGACY_STREAM_ID);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'legacy_stream'"
+			  " AND fatal = 0 AND api_name = 'cudaLaunchKernel' AND correlationId = 1"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE advisories = 'legacy_stream'"), 1);
+	kp_analyze_opts_init(&o);
+	o.legacy_stream = -1;
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, &o, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers"), 0);
+	tl_close(&t);
+}
+
+static void test_shape_keys(void)
+{
+	struct tl t;
+
+	tl_open(&t, "shape.db");
+	region_fixture(&t, 2, 13);
+	/* a third occurrence whose third kernel has a different grid */
+	tl_nvtx(&t, "r", 200000, 250000);
+	for (int i = 0; i < 4; i++) {
+		t.grid = i == 2 ? 128 : 64;
+		tl_kernel(&t, i % 2 ? EW2 : EW, 13, 200000 + 1000 * (i + 1),
+			  210000 + 2000 * i, 1500);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT shape_keys FROM kp_regions WHERE regionId = 1"), 2);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'shape_key'"
+			  " AND fatal = 0 AND occIndex = 2 AND position = 2"
+			  " AND detail LIKE '%%grid 64,1,1%%->%%grid 128,1,1%%'"), 1);
+	/* two graphs to instantiate: one-time cost doubles */
+	CU_ASSERT_EQUAL(q(&t, "SELECT one_time_ns FROM kp_regions WHERE regionId = 1"),
+			(int64_t)((1700 + 5000) * 4 * 2));
+	tl_close(&t);
+}
+
+static void test_fingerprint_mangled(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+
+	tl_open(&t, "mangled.db");
+	for (int k = 0; k < 2; k++) {
+		int64_t T = (int64_t)k * 100000;
+		tl_nvtx(&t, "m", T, T + 50000);
+		struct kp_kernel_rec kr = {
+			.start = T + 10000, .end = T + 11000, .stream_id = 13,
+			.correlation_id = ++t.corr, .name = "void foo<int>(int*)",
+			.mangled = "_Z3fooIiEvPi", .grid = { 8, 2, 1 }, .block = { 128, 1, 1 },
+			.static_smem = 1024, .dynamic_smem = 512,
+		};
+		tl_api(&t, "cuLaunchKernel", T + 1000, 1000, t.corr);
+		CU_ASSERT_EQUAL(kp_writer_kernel(&t.w, &kr, &err), 0);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	const char *sig = "_Z3fooIiEvPi|8,2,1|128,1,1|512";
+	uint64_t fp = kp_hash_mix(KP_HASH_SEED, kp_hash64(sig, strlen(sig), KP_HASH_SEED));
+	char want[32];
+	snprintf(want, sizeof(want), "%016llx", (unsigned long long)fp);
+	CU_ASSERT_STRING_EQUAL(qtext(&t, "SELECT fingerprint FROM kp_regions WHERE label = 'm'"), want);
+	tl_close(&t);
+}
+
+static void test_patch_slots(void)
+{
+	struct tl t;
+
+	tl_open(&t, "patch.db");
+	region_fixture(&t, 3, 13);
+	/* kernel 0 of each occurrence (corr 1, 5, 9): arg 0 a changing
+	 * pointer, arg 1 a stable pointer; kernel 1: arg 0 stable */
+	for (int k = 0; k < 3; k++) {
+		tl_arg(&t, 1 + 4 * k, 0, 0x7f0000000000LL + 0x100000LL * k);
+		tl_arg(&t, 1 + 4 * k, 1, 0x7f1000000000LL);
+		tl_arg(&t, 2 + 4 * k, 0, 0x7f2000000000LL);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT patch_slots FROM kp_regions WHERE regionId = 1"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'patch_slot'"
+			  " AND fatal = 0 AND position = 0 AND detail LIKE '%%arg 0: pointer%%'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE regionId = 1"), 1);
+	/* host side includes one set_params per patched node */
+	tl_close(&t);
+}
+
+static void test_mine_period(void)
+{
+	/* 5 warm-up ops, then 20 periods of a sequence with repeats inside */
+	static const uint32_t body[8] = { 1, 2, 1, 3, 4, 5, 1, 2 };
+	uint32_t s[5 + 160 + 3];
+	int64_t g[5 + 160 + 3];
+	size_t n = 0, p, first, cnt;
+	struct kp_err err = {0};
+
+	for (int i = 0; i < 5; i++) {
+		s[n] = 100 + (uint32_t)i;
+		g[n++] = 10;
+	}
+	for (int k = 0; k < 20; k++)
+		for (int i = 0; i < 8; i++) {
+			s[n] = body[i];
+			g[n++] = i == 0 ? 5000 : 100;   /* steps start after long gaps */
+		}
+	for (int i = 0; i < 3; i++) {
+		s[n] = 200 + (uint32_t)i;
+		g[n++] = 10;
+	}
+	CU_ASSERT_EQUAL_FATAL(kp__mine_period(s, n, 2, g, &p, &first, &cnt, &err), 0);
+	CU_ASSERT_EQUAL(p, 8);
+	CU_ASSERT_EQUAL(first, 5);
+	CU_ASSERT_EQUAL(cnt, 20);
+	/* no signature occurs once per step: A B A B C C repeated */
+	static const uint32_t body2[6] = { 1, 2, 1, 2, 3, 3 };
+	n = 0;
+	for (int k = 0; k < 15; k++)
+		for (int i = 0; i < 6; i++) {
+			s[n] = body2[i];
+			g[n++] = i == 0 ? 9000 : 100;
+		}
+	CU_ASSERT_EQUAL_FATAL(kp__mine_period(s, n, 2, g, &p, &first, &cnt, &err), 0);
+	CU_ASSERT_EQUAL(p, 6);
+	CU_ASSERT_EQUAL(first, 0);
+	CU_ASSERT_EQUAL(cnt, 15);
+	/* no repetition: nothing found */
+	for (size_t i = 0; i < n; i++)
+		s[i] = (uint32_t)i;
+	CU_ASSERT_EQUAL(kp__mine_period(s, n, 2, g, &p, &first, &cnt, &err), 1);
+}
+
+static int cmp64(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return (a > b) - (a < b);
+}
+
+static void test_select(void)
+{
+	enum { N = 5001 };
+	static int64_t v[N], w[N];
+	uint64_t r = 12345;
+	struct kp_dist d;
+
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < N; i++) {
+			r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+			/* round 1: many duplicates; round 2: sorted; round 3: reversed */
+			v[i] = round == 1 ? (int64_t)(r >> 60) : round == 2 ? i : round == 3 ? N - i
+				: (int64_t)(r >> 20) - (1LL << 42);
+			w[i] = v[i];
+		}
+		qsort(w, N, sizeof(*w), cmp64);
+		kp__dist(v, N, &d);
+		CU_ASSERT_EQUAL(d.p50, w[(N - 1) / 2]);
+		CU_ASSERT_EQUAL(d.p90, w[(size_t)((N - 1) * 0.9)]);
+		CU_ASSERT_EQUAL(d.p99, w[(size_t)((N - 1) * 0.99)]);
+		CU_ASSERT_EQUAL(d.max, w[N - 1]);
+		for (int k = 0; k < N; k += 97) {
+			memcpy(v, w, sizeof(v));
+			for (int i = N - 1; i > 0; i--) {   /* shuffle */
+				r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+				int j = (int)((r >> 33) % (uint64_t)(i + 1));
+				int64_t t = v[i];
+				v[i] = v[j];
+				v[j] = t;
+			}
+			CU_ASSERT_EQUAL(kp__nth(v, N, (size_t)k), w[k]);
+		}
+	}
+}
+
+static void test_mined_region(void)
+{
+	struct tl t;
+	struct kp_analysis_summary s;
+	const char *names[3] = { EW, EW2, EW3 };
+	int64_t tt = 0;
+
+	tl_open(&t, "mined.db");
+	for (int k = 0; k < 12; k++) {
+		tt += 50000;   /* a long host gap starts each step */
+		for (int i = 0; i < 6; i++) {
+			t.grid = 32 << (i % 3);
+			tl_kernel(&t, names[i % 3], 13, tt, tt + 500, 1000);
+			tt += 3000;
+		}
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	CU_ASSERT_EQUAL(s.regions_from, 2);
+	/* names x grids repeat every 3: the period is 3 (smallest) */
+	CU_ASSERT_EQUAL(q(&t, "SELECT period FROM kp_regions WHERE source = 'mined'"), 3);
+	CU_ASSERT_EQUAL(q(&t, "SELECT occurrences FROM kp_regions WHERE source = 'mined'"), 24);
+	CU_ASSERT_EQUAL(q(&t, "SELECT streamId FROM kp_regions WHERE source = 'mined'"), 13);
+	CU_ASSERT_EQUAL(q(&t, "SELECT CAST(coverage * 100 AS INTEGER) FROM kp_regions"), 100);
+	tl_close(&t);
+}
+
+static void test_fusion(void)
+{
+	struct tl t;
+	struct kp_analysis_summary s;
+
+	tl_open(&t, "fusion.db");
+	/* chain 1: three short elementwise kernels, one shape: feasible */
+	tl_kernel(&t, EW, 13, 0, 10000, 2000);
+	tl_kernel(&t, EW2, 13, 1000, 12500, 2000);
+	tl_kernel(&t, EW3, 13, 2000, 15000, 2000);
+	/* a GEMM breaks chains */
+	tl_kernel(&t, GEMM, 13, 3000, 18000, 2000);
+	/* chain 2: shapes 64 and 96 blocks do not map */
+	tl_kernel(&t, EW, 13, 4000, 21000, 2000);
+	t.grid = 96;
+	tl_kernel(&t, EW2, 13, 5000, 24000, 2000);
+	t.grid = 64;
+	/* a long kernel breaks chains */
+	tl_kernel(&t, EW3, 13, 6000, 27000, 50000);
+	/* chain 3: too much shared memory together */
+	t.smem = 40000;
+	tl_kernel(&t, EW, 13, 7000, 80000, 2000);
+	tl_kernel(&t, EW3, 13, 8000, 83000, 2000);
+	t.smem = 0;
+	tl_kernel(&t, GEMM, 13, 9000, 86000, 2000);
+	/* chain 4 with args: no shared pointer, no chain */
+	uint32_t c1 = tl_kernel(&t, EW2, 13, 10000, 90000, 2000);
+	uint32_t c2 = tl_kernel(&t, EW3, 13, 11000, 93000, 2000);
+	tl_arg(&t, c1, 0, 0x7f0000000000LL);
+	tl_arg(&t, c2, 0, 0x7f0000100000LL);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_fusion_candidates"), 3);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_fusion_candidates WHERE n_kernels = 3"
+			  " AND feasible = 1 AND pattern = 'elementwise' AND saved_nodes = 2"
+			  " AND saved_bytes > 0 AND score > 0 AND dependence = 'adjacency'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_fusion_candidates WHERE n_kernels = 2"
+			  " AND feasible = 0 AND reason LIKE 'shapes do not map%%'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_fusion_candidates WHERE n_kernels = 2"
+			  " AND feasible = 0 AND reason LIKE 'shared memory%%'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_fusion_candidates"
+			  " WHERE kernel_names LIKE '%%gemm%%'"), 0);
+	tl_close(&t);
+}
+
+static void test_fusion_args(void)
+{
+	struct tl t;
+
+	tl_open(&t, "fusion_args.db");
+	uint32_t c1 = tl_kernel(&t, EW, 13, 0, 10000, 2000);
+	uint32_t c2 = tl_kernel(&t, EW2, 13, 1000, 12500, 2000);
+	tl_arg(&t, c1, 0, 0x7f0000000000LL);   /* output of the first ... */
+	tl_arg(&t, c2, 1, 0x7f0000000000LL);   /* ... is an input of the second */
+	tl_arg(&t, c2, 0, 0x7f0000200000LL);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_fusion_candidates WHERE feasible = 1"
+			  " AND dependence = 'args'"), 1);
+	tl_close(&t);
+}
+
+static void test_cost_model(void)
+{
+	struct kp_cost c;
+	struct kp_region_pred p;
+	int64_t dur[3] = { 100, 5000, 300 };
+	uint8_t mem[3] = { 0, 0, 1 };
+
+	kp_cost_defaults(&c);
+	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_GRAPH_NODE], 1000, 1e-9);
+	kp_cost_predict(&c, dur, mem, 3, 20000, 0, 1, &p);
+	/* max(100+400, 1000) + (5000+400) + max(300+400, 1000 memop) */
+	CU_ASSERT_EQUAL(p.device_ns, 1000 + 5400 + 1000);
+	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19);
+	CU_ASSERT_EQUAL(p.graph_ns, 7400);
+	CU_ASSERT_DOUBLE_EQUAL(p.speedup, 20000.0 / 7400.0, 1e-9);
+	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3);
+	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12600 rounded up */
+	CU_ASSERT_EQUAL(p.extra_mem_bytes, 65536 + 3 * 4096);
+	/* host-bound graph: many patched nodes make the launch the limit */
+	kp_cost_predict(&c, dur, mem, 3, 20000, 20, 2, &p);
+	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19 + 20 * 550);
+	CU_ASSERT_EQUAL(p.graph_ns, p.host_ns);
+	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3 * 2);
+	/* no gain: never breaks even */
+	kp_cost_predict(&c, dur, mem, 3, 1000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.break_even, -1);
+}
+
+static void test_cost_names_and_load(void)
+{
+	struct tl t;
+	struct kp_cost c;
+	struct kp_err err = {0};
+
+	for (int q_ = 0; q_ < KP_COST__N; q_++) {
+		CU_ASSERT_PTR_NOT_NULL(kp_cost_name(q_));
+		CU_ASSERT_EQUAL(kp_cost_from_name(kp_cost_name(q_)), q_);
+		CU_ASSERT_TRUE(kp_cost_default(q_) > 0);
+	}
+	CU_ASSERT_STRING_EQUAL(kp_cost_name(KP_COST_LAUNCH_HOST), "launch_host_ns");
+	CU_ASSERT_STRING_EQUAL(kp_cost_name(KP_COST_GRAPH_LAUNCH_BASE), "graph_launch_base_ns");
+	CU_ASSERT_EQUAL(kp_cost_from_name("nope"), -1);
+	tl_open(&t, "cost.db");
+	CU_ASSERT_EQUAL(kp_cost_store(t.db, "TestGPU", 580, KP_COST_GRAPH_NODE, 1234, 10, &err), 0);
+	CU_ASSERT_EQUAL(kp_cost_store(t.db, "TestGPU", 570, KP_COST_GRAPH_NODE, 9999, 10, &err), 0);
+	CU_ASSERT_EQUAL(kp_cost_store(t.db, "TestGPU", 570, KP_COST_CAPTURE, 777, 10, &err), 0);
+	CU_ASSERT_EQUAL(kp_cost_load(t.db, "TestGPU", 580, &c, &err), 0);
+	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_GRAPH_NODE], 1234, 1e-9);
+	CU_ASSERT_EQUAL(c.src[KP_COST_GRAPH_NODE], KP_COST_SRC_EXACT);
+	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_CAPTURE], 777, 1e-9);   /* other driver */
+	CU_ASSERT_EQUAL(c.src[KP_COST_CAPTURE], KP_COST_SRC_GPU);
+	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_INSTANTIATE], kp_cost_default(KP_COST_INSTANTIATE), 1e-9);
+	CU_ASSERT_EQUAL(c.n_calibrated, 2);
+	CU_ASSERT_EQUAL(kp_cost_load(t.db, "OtherGPU", 580, &c, &err), 0);
+	CU_ASSERT_EQUAL(c.n_calibrated, 0);
+	/* the run's GPU (TestGPU, 580) drives the analysis */
+	CU_ASSERT_EQUAL(kp_cost_load_run(t.db, t.run, &c, &err), 0);
+	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_GRAPH_NODE], 1234, 1e-9);
+	tl_close(&t);
+}
+
+static void test_idempotent(void)
+{
+	struct tl t;
+	static const char sig[] =
+		"SELECT (SELECT count(*) FROM kp_regions) * 1000000 +"
+		" (SELECT count(*) FROM kp_blockers) * 10000 + (SELECT count(*) FROM kp_gaps) * 100 +"
+		" (SELECT count(*) FROM kp_region_occurrences) + (SELECT count(*) FROM kp_fusion_candidates) * 7";
+	static const char sum[] = "SELECT sum(graph_ns_pred) + sum(eager_ns) FROM kp_regions";
+
+	tl_open(&t, "idem.db");
+	region_fixture(&t, 3, 13);
+	tl_api(&t, "cudaDeviceSynchronize", 100000 + 2500, 300, 9999);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	int64_t a = kp_db_int(t.db, sig, -1), b = kp_db_int(t.db, sum, -1);
+	CU_ASSERT_TRUE(a > 3000000);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(kp_db_int(t.db, sig, -1), a);
+	CU_ASSERT_EQUAL(kp_db_int(t.db, sum, -1), b);
+	tl_close(&t);
+}
+
+static void test_no_run(void)
+{
+	struct tl t;
+	struct kp_analyze_opts o;
+	struct kp_err err = {0};
+
+	tl_open(&t, "norun.db");
+	kp_db_commit(t.db, &err);
+	kp_writer_release(&t.w);
+	kp_analyze_opts_init(&o);
+	o.run_id = 42;
+	CU_ASSERT_EQUAL(kp_analyze(t.db, &o, NULL, &err), KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no run 42"));
+	o.run_id = 0;   /* the run exists but holds no GPU work */
+	CU_ASSERT_EQUAL(kp_analyze(t.db, &o, NULL, &err), KP_ENOTFOUND);
+	kp_db_close(t.db);
+}
+
+/* ---- the bundled ResNet-18 trace, through the CLI ---- */
+
+static int import_resnet(const char *db)
+{
+	return kp_test_sh("%s import '%s' -o '%s' >/dev/null 2>&1", kp_test_kplan(),
+			  kp_test_src("tests/fixtures/resnet18_b1.json.gz"), db);
+}
+
+static void test_resnet_step(void)
+{
+	const char *db = kp_test_path("r18.db"), *dir = kp_test_path("r18csv");
+	char sql[256];
+	struct kp_err err = {0};
+
+	CU_ASSERT_EQUAL_FATAL(import_resnet(db), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s analyze '%s' --csv '%s' >/dev/null", kp_test_kplan(),
+					 db, dir), 0);
+	struct kp_db *h = kp_db_open(db, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	CU_ASSERT_EQUAL(kp_db_int(h, "SELECT occurrences FROM kp_regions WHERE label = 'step'", 0), 10);
+	CU_ASSERT_EQUAL(kp_db_int(h, "SELECT capturable FROM kp_regions WHERE label = 'step'", 0), 1);
+	int64_t g = kp_db_int(h, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'", 0);
+	CU_ASSERT_TRUE(g >= 474000 * 0.8 && g <= 474000 * 1.2);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM kp_gaps WHERE host_bound = 1");
+	CU_ASSERT_TRUE(kp_db_int(h, sql, 0) > 500);
+	kp_db_close(h);
+	/* regions.csv carries the required columns */
+	char *csv = kp_test_read(kp_test_path("r18csv/regions.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
+	const char *cols[] = { "label", "occurrences", "kernels", "eager_us", "graph_us_pred",
+			       "speedup_pred", "capturable", "blockers" };
+	char *nl = strchr(csv, '\n');
+	CU_ASSERT_PTR_NOT_NULL_FATAL(nl);
+	*nl = 0;
+	for (size_t i = 0; i < sizeof(cols) / sizeof(*cols); i++) {
+		char pat[64];
+		snprintf(pat, sizeof(pat), ",%s,", cols[i]);
+		char hdr[1024];
+		snprintf(hdr, sizeof(hdr), ",%s,", csv);
+		CU_ASSERT_PTR_NOT_NULL(strstr(hdr, pat));
+	}
+	CU_ASSERT_PTR_NOT_NULL(strstr(nl + 1, "step,nvtx,,10,102,109"));
+	free(csv);
+	CU_ASSERT_EQUAL(kp_test_sh("test -s '%s/gaps.csv' && test -s '%s/fusion.csv'", dir, dir), 0);
+}
+
+static void test_resnet_mined(void)
+{
+	const char *db = kp_test_path("r18m.db");
+	struct kp_err err = {0};
+
+	CU_ASSERT_EQUAL_FATAL(import_resnet(db), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("sqlite3 '%s' 'DELETE FROM NVTX_EVENTS'", db), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s analyze '%s' >/dev/null", kp_test_kplan(), db), 0);
+	struct kp_db *h = kp_db_open(db, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	/* the step: 102 kernels + 7 memsets = 109 nodes */
+	CU_ASSERT_EQUAL(kp_db_int(h, "SELECT period FROM kp_regions WHERE source = 'mined'", 0), 109);
+	CU_ASSERT_EQUAL(kp_db_int(h, "SELECT kernels FROM kp_regions WHERE source = 'mined'", 0), 102);
+	CU_ASSERT_TRUE(kp_db_int(h, "SELECT occurrences FROM kp_regions WHERE source = 'mined'", 0) >= 9);
+	kp_db_close(h);
+	/* --no-nvtx on an annotated copy finds the same */
+	const char *db2 = kp_test_path("r18n.db");
+	CU_ASSERT_EQUAL_FATAL(import_resnet(db2), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s analyze '%s' --no-nvtx | grep -q 'mined:s7:p109'",
+				   kp_test_kplan(), db2), 0);
+}
+
+static void test_cli_usage(void)
+{
+	CU_ASSERT_EQUAL(kp_test_sh("%s analyze >/dev/null 2>&1", kp_test_kplan()), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s analyze x.db --bogus >/dev/null 2>&1", kp_test_kplan()), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s analyze '%s' >/dev/null 2>&1", kp_test_kplan(),
+				   kp_test_path("missing.db")), 2);
+}
+
 CU_TestInfo kp_tests_analyzer[] = {
+	{ "gaps: host-bound vs device-side", test_gaps },
+	{ "gaps: largest kept under --gap-rows", test_gap_rows_cap },
+	{ "regions from nvtx ranges", test_nvtx_region },
+	{ "blocker: device sync", test_blocker_sync },
+	{ "blocker: driver stream sync", test_blocker_stream_sync },
+	{ "blocker: blocking copy", test_blocker_copy },
+	{ "blocker: malloc", test_blocker_malloc },
+	{ "blocker: free", test_blocker_free },
+	{ "blocker: host func", test_blocker_hostfn },
+	{ "blocker: stream callback", test_blocker_callback },
+	{ "blocker: cross-stream event", test_blocker_event },
+	{ "blocker: pageable copy", test_blocker_pageable },
+	{ "not blockers: async alloc, other calls", test_not_blockers },
+	{ "blocker at the edge does not split", test_blocker_edge },
+	{ "legacy default stream advisory", test_legacy_stream },
+	{ "shape keys", test_shape_keys },
+	{ "patch slots", test_patch_slots },
+	{ "fingerprint: mangled name, dynamic smem", test_fingerprint_mangled },
+	{ "mining: period, phase, occurrences", test_mine_period },
+	{ "mining: region from a stream", test_mined_region },
+	{ "selection and distributions", test_select },
+	{ "fusion: feasibility and reasons", test_fusion },
+	{ "fusion: dependence from args", test_fusion_args },
+	{ "cost model arithmetic", test_cost_model },
+	{ "cost constants: names, store, load", test_cost_names_and_load },
+	{ "re-analyze is idempotent", test_idempotent },
+	{ "missing run", test_no_run },
+	{ "cli: resnet18 step region", test_resnet_step },
+	{ "cli: resnet18 mined sequence", test_resnet_mined },
+	{ "cli: usage errors", test_cli_usage },
 	CU_TEST_INFO_NULL,
 };

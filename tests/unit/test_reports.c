@@ -1,6 +1,597 @@
-/* test_reports.c - reports/ (suite filled in by the reports work). */
+/*
+ * test_reports.c - reports/: HTML escaping, the report page, golden CSVs,
+ * a database without analysis, `kplan report` and `kplan diff`.
+ *
+ * The fixture is built in code: trace rows through kp_writer, analysis rows
+ * (kp_regions, kp_blockers, kp_fusion_candidates, kp_plans...) with SQL, so
+ * the reports are tested without the analyzer or the planner.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <CUnit/CUnit.h>
 
+#include "common/strbuf.h"
+
+#include "db/db.h"
+#include "db/writer.h"
+#include "planner/planfile.h"
+#include "reports/diff.h"
+#include "reports/html.h"
+#include "reports/report.h"
+#include "testutil.h"
+
+/* a name that tries to inject markup, with a raw 0xff byte */
+#define EVIL "<script>alert(\"x&y\")</script>\xff"
+#define EVIL_ESC "&lt;script&gt;alert(&quot;x&amp;y&quot;)&lt;/script&gt;\xef\xbf\xbd"
+
+static const char *const names[] = {
+	"void gemm_kernel<128, 64>(float const*, float*, int)",
+	EVIL,
+	"elementwise_add, \"fused\"",
+};
+
+/*
+ * One run on stream 7: `steps` steps of three kernels each, every kernel
+ * launched by cudaLaunchKernel. Kernel 0 of each step waits for the CPU
+ * (its launch call starts 5 us after the previous kernel ended: host-bound),
+ * kernels 1 and 2 were queued early (device-side gaps of 1 us). One
+ * cudaStreamSynchronize at the end. scale stretches kernel 0's duration.
+ */
+static int64_t add_run(struct kp_db *db, const char *gpu, int driver, int steps, double scale)
+{
+	struct kp_err err = {0};
+	struct kp_run_info ri = { .source = "synthetic", .device_name = gpu, .compute_major = 9,
+				  .sm_count = 132, .driver_version = driver, .runtime_version = 13000,
+				  .command = "python train.py --evil '<b>'" };
+	struct kp_writer w;
+	int64_t run = 0, prev_end = 100000;
+	uint32_t corr = 1;
+	int s, k;
+
+	if (kp_db_run_insert(db, &ri, &run, &err))
+		return -1;
+	kp_writer_init(&w, db, run);
+	kp_db_begin(db, &err);
+	for (s = 0; s < steps; s++) {
+		struct kp_nvtx_rec nv = { .event_type = KP_NVTX_PUSHPOP, .text = "step" };
+
+		nv.start = prev_end + 1000;
+		for (k = 0; k < 3; k++) {
+			int64_t dur = k == 0 ? (int64_t)(4000 * scale) : k == 1 ? 2000 : 1000;
+			struct kp_api_rec a = { .name = "cudaLaunchKernel", .correlation_id = corr };
+			struct kp_kernel_rec kr = { .stream_id = 7, .correlation_id = corr,
+						    .name = names[k], .grid = { 64, 1, 1 },
+						    .block = { 256, 1, 1 } };
+
+			if (k == 0) {
+				a.start = prev_end + 5000;
+				kr.start = a.start + 4000;
+			} else {
+				a.start = prev_end - 1500;
+				kr.start = prev_end + 1000;
+			}
+			a.end = a.start + 3000;
+			kr.end = kr.start + dur;
+			kp_writer_api(&w, &a, &err);
+			kp_writer_kernel(&w, &kr, &err);
+			prev_end = kr.end;
+			corr++;
+		}
+		nv.end = prev_end + 500;
+		kp_writer_nvtx(&w, &nv, &err);
+	}
+	{
+		struct kp_api_rec a = { .name = "cudaStreamSynchronize", .correlation_id = corr,
+					.start = prev_end + 100, .end = prev_end + 900 };
+
+		kp_writer_api(&w, &a, &err);
+	}
+	kp_db_commit(db, &err);
+	kp_writer_release(&w);
+	kp_db_run_finish(db, run, 2, "2 kernel records: buffer full", "complete", &err);
+	return run;
+}
+
+/* kp_db_exec of a printf-formatted statement list. */
+static int exec_f(struct kp_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int exec_f(struct kp_db *db, const char *fmt, ...)
+{
+	struct kp_err err = {0};
+	char *sql;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&sql, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return -1;
+	rc = kp_db_exec(db, sql, &err);
+	if (rc)
+		fprintf(stderr, "fixture: %s\n", err.msg);
+	free(sql);
+	return rc;
+}
+
+/* A plan for the fixture, written by the planner's own writer. */
+static char *plan_text(int64_t run)
+{
+	struct kp_plan *p = kp_plan_new();
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan_region *r;
+
+	if (!p)
+		return NULL;
+	p->cc_major = 9;
+	p->cuda_major = 13;
+	p->gpu_name = strdup("NVIDIA H200");
+	p->sm_count = 132;
+	p->driver_version = 13000;
+	p->tool_version = strdup("0.1.0");
+	p->source_run = run;
+	p->source_kind = strdup("synthetic");
+	p->date = strdup("");
+	p->run_eager_ns = 93000;
+	p->run_pred_ns = 30000;
+	p->speedup_pred = 3.1;
+	p->mem_budget_bytes = 1 << 20;
+	p->n_regions = 2;
+	p->regions = r = calloc(2, sizeof(*r));
+	r[0].label = strdup("step");
+	r[0].decision = KP_PLAN_GRAPH;
+	r[0].reason = KP_PLAN_R_LAUNCH_BOUND;
+	r[0].reason_text = strdup("host-bound idle 55% of the occurrence");
+	r[0].fingerprint = 0x1234;
+	r[0].kernels = 3;
+	r[0].nodes = 3;
+	r[0].occurrences = 3;
+	r[0].shape_keys = 1;
+	r[0].warmup = 2;
+	r[0].break_even = 4;
+	r[0].eager_ns = 18000;
+	r[0].graph_ns = 8000;
+	r[0].one_time_ns = 60000;
+	r[0].mem_budget_bytes = 65536;
+	r[0].speedup_pred = 2.25;
+	r[1].label = strdup("<b>opt</b>");
+	r[1].decision = KP_PLAN_EAGER;
+	r[1].reason = KP_PLAN_R_BLOCKER;
+	r[1].reason_text = strdup("cudaStreamSynchronize inside");
+	r[1].fingerprint = 0x5678;
+	r[1].kernels = 1;
+	r[1].nodes = 1;
+	r[1].occurrences = 1;
+	r[1].shape_keys = 1;
+	r[1].eager_ns = 2000;
+	r[1].graph_ns = 2000;
+	r[1].speedup_pred = 1;
+	if (kp_plan_write(p, &sb, &err)) {
+		fprintf(stderr, "plan write: %s\n", err.msg);
+		kp_plan_free(p);
+		kp_strbuf_release(&sb);
+		return NULL;
+	}
+	kp_plan_free(p);
+	return kp_strbuf_detach(&sb, NULL);
+}
+
+static int add_analysis(struct kp_db *db, int64_t run, int64_t eager_step)
+{
+	struct kp_err err = {0};
+	sqlite3_stmt *st;
+	char *plan = plan_text(run);
+	long long r = (long long)run;
+	int rc;
+
+	rc = exec_f(db,
+		"INSERT INTO kp_regions (runId, regionId, label, source, streamId, occurrences,"
+		" kernels, nodes, eager_ns, busy_ns, host_idle_ns, device_idle_ns, graph_ns_pred,"
+		" speedup_pred, capturable, blockers, one_time_ns, break_even, extra_mem_bytes,"
+		" fingerprint, shape_keys, patch_slots) VALUES"
+		" (%lld, 1, 'step', 'nvtx', NULL, 3, 3, 3, %lld, 7000, 9000, 2000, 8000, 2.25, 1, NULL,"
+		"  60000, 4, 65536, '0000000000001234', 1, 0),"
+		" (%lld, 2, '<b>opt</b>', 'mined', 7, 1, 1, 1, 2000, 2000, 0, 0, NULL, NULL, 0, 'sync',"
+		"  NULL, NULL, NULL, '0000000000005678', 1, 0);"
+		"INSERT INTO kp_region_occurrences (runId, regionId, occIndex, start, end, kernels) VALUES"
+		" (%lld, 1, 0, 101000, 116500, 3), (%lld, 1, 1, 117000, 132500, 3),"
+		" (%lld, 1, 2, 133000, 148500, 3);"
+		"INSERT INTO kp_blockers (runId, regionId, kind, fatal, api_name, start, correlationId)"
+		" VALUES (%lld, 2, 'sync', 1, 'cudaStreamSynchronize', 150000, 10),"
+		" (%lld, 1, 'shape_key', 0, 'cudaLaunchKernel', 120000, 4);"
+		"INSERT INTO kp_gaps (runId, deviceId, streamId, correlationId, kernel_start, gap_ns,"
+		" host_bound, queue_ns, launch_api_ns) VALUES"
+		" (%lld, 0, 7, 4, 126000, 9000, 1, 4000, 3000), (%lld, 0, 7, 5, 131000, 1000, 0, 3500, 3000);"
+		"INSERT INTO kp_fusion_candidates (runId, candId, regionId, streamId,"
+		" first_correlationId, occurrences, n_kernels, kernel_names, pattern, dur_ns,"
+		" saved_bytes, saved_nodes, penalty_ns, score, feasible, reason, dependence) VALUES"
+		" (%lld, 1, 1, 7, 2, 3, 2, 'elementwise_add, \"fused\" -> x' || char(10) || 'y',"
+		"  'elementwise', 3000, 1048576, 1, 100, 2500.5, 1, NULL, 'args');"
+		"INSERT OR REPLACE INTO kp_calibration VALUES ('NVIDIA H200', 13000, 'launch_host_ns', 3700.0, 50, 1);",
+		r, (long long)eager_step, r, r, r, r, r, r, r, r, r);
+	if (!rc && plan) {
+		rc = kp_db_prepare(db, "INSERT INTO kp_plans (runId, created_ns, path, checksum, status,"
+				   " speedup_pred, body) VALUES (?1, 1, 'model.kplan', 'abc', 'current', 2.25, ?2)",
+				   &st, &err);
+		if (!rc) {
+			sqlite3_bind_int64(st, 1, run);
+			sqlite3_bind_text(st, 2, plan, -1, SQLITE_STATIC);
+			rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+			sqlite3_finalize(st);
+		}
+	}
+	free(plan);
+	return plan ? rc : -1;
+}
+
+static struct kp_db *fixture(const char *name, int analyzed, double scale)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
+	int64_t run;
+
+	if (!db)
+		return NULL;
+	run = add_run(db, "NVIDIA H200", 13000, 3, scale);
+	kp_db_create_indexes(db, &err);
+	if (run < 0 || (analyzed && add_analysis(db, run, (int64_t)(18000 * scale)))) {
+		kp_db_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static char *html_of(void (*fn)(FILE *f, const char *s, const char *t), const char *s, const char *t)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	fn(f, s, t);
+	fclose(f);
+	return buf;
+}
+
+static void esc2(FILE *f, const char *s, const char *t)
+{
+	(void)t;
+	kp_html_esc(f, s);
+}
+
+static void name60(FILE *f, const char *s, const char *t)
+{
+	kp_html_name(f, s, t, 20);
+}
+
+static void test_escape(void)
+{
+	char *o = html_of(esc2, EVIL, NULL);
+
+	CU_ASSERT_STRING_EQUAL(o, EVIL_ESC);
+	free(o);
+	/* valid multi-byte UTF-8 passes, overlong / truncated / surrogate do not */
+	o = html_of(esc2, "\xc3\xa9 \xe2\x80\xa6 \xc0\xaf \xe2\x80 \xed\xa0\x80 'q'\x01", NULL);
+	CU_ASSERT_STRING_EQUAL(o, "\xc3\xa9 \xe2\x80\xa6 \xef\xbf\xbd\xef\xbf\xbd "
+			       "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+			       "&#39;q&#39;\xef\xbf\xbd");
+	free(o);
+}
+
+static void test_shorten(void)
+{
+	char *o = html_of(name60, "short", NULL);
+
+	CU_ASSERT_STRING_EQUAL(o, "short");
+	free(o);
+	o = html_of(name60, "void very::long::name<int, \"q\">(float*, float*)", "name");
+	CU_ASSERT_STRING_EQUAL(o, "<span title=\"void very::long::name&lt;int, &quot;q&quot;&gt;"
+			       "(float*, float*)\">name\xe2\x80\xa6</span>");
+	free(o);
+	o = html_of(name60, "abcdefghijklmnopqrstuvwxyz", NULL);
+	CU_ASSERT_STRING_EQUAL(o, "<span title=\"abcdefghijklmnopqrstuvwxyz\">abcdefghijklmnopqrst\xe2\x80\xa6</span>");
+	free(o);
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	while ((hay = strstr(hay, needle))) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
+/* every byte sequence of s is valid UTF-8 */
+static int valid_utf8(const char *s)
+{
+	char *o = html_of(esc2, s, NULL);
+	/* escaping changes markup bytes but not valid UTF-8: no U+FFFD added */
+	int ok = count(o, "\xef\xbf\xbd") == count(s, "\xef\xbf\xbd");
+
+	free(o);
+	return ok;
+}
+
+static char *report_html(struct kp_db *db, struct kp_report **rep_out)
+{
+	struct kp_err err = {0};
+	struct kp_report *rep = NULL;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	if (kp_report_load(db, NULL, &rep, &err)) {
+		fprintf(stderr, "load: %s\n", err.msg);
+		return NULL;
+	}
+	f = open_memstream(&buf, &n);
+	CU_ASSERT_EQUAL(kp_report_html(rep, f, &err), 0);
+	fclose(f);
+	if (rep_out)
+		*rep_out = rep;
+	else
+		kp_report_free(rep);
+	return buf;
+}
+
+static void test_report_page(void)
+{
+	struct kp_db *db = fixture("page.db", 1, 1.0);
+	struct kp_report *rep = NULL;
+	char *h, verdict[1024];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	h = report_html(db, &rep);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	/* whole-run attribution from the trace: 2 host-bound gaps of 9 us, 45 us of stream time */
+	CU_ASSERT_EQUAL(rep->n_ops, 9);
+	CU_ASSERT_EQUAL(rep->host_gap_ns, 18000);
+	CU_ASSERT_EQUAL(rep->device_gap_ns, 6000);
+	CU_ASSERT_EQUAL(rep->stream_span_ns, 45000);
+	CU_ASSERT_EQUAL(rep->n_kernels, 9);
+	CU_ASSERT_EQUAL(rep->kernel_ns, 21000);
+	CU_ASSERT_STRING_EQUAL(rep->missing, "");
+	kp_report_verdict(rep, verdict, sizeof(verdict));
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "partly launch-bound"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "40.0%"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "save 30.00 us (66.7% of stream time)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "'step' from 18.00 us to 8.00 us per occurrence (2.25x)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "the current plan model.kplan predicts 2.25x for the whole run."));
+	/* the evil kernel name appears only escaped */
+	CU_ASSERT_PTR_NULL(strstr(h, "<script>alert"));
+	CU_ASSERT_PTR_NULL(strstr(h, "<b>opt"));
+	CU_ASSERT_PTR_NULL(strstr(h, "'<b>'"));
+	CU_ASSERT(count(h, "&lt;script&gt;alert(&quot;x&amp;y&quot;)&lt;/script&gt;\xef\xbf\xbd") >= 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "&lt;b&gt;opt&lt;/b&gt;"));
+	CU_ASSERT(valid_utf8(h));
+	CU_ASSERT_EQUAL(count(h, "<script>"), 1);      /* only the page's own sort script */
+	/* self-contained: nothing fetched */
+	CU_ASSERT_PTR_NULL(strstr(h, "src="));
+	CU_ASSERT_PTR_NULL(strstr(h, "href="));
+	CU_ASSERT_PTR_NULL(strstr(h, "@import"));
+	CU_ASSERT_PTR_NULL(strstr(h, "url("));
+	/* sections */
+	CU_ASSERT_EQUAL(count(h, "<tr class=\"region\""), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "sync: cudaStreamSynchronize"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "shape_key (advisory): cudaLaunchKernel"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"kernels-by-time\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"kernels-by-count\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"fusion-table\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"plan-table\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "host-bound idle 55% of the occurrence"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td>launch_host_ns</td><td class=\"n\" data-v=\"3700\">3700</td><td>calibrated</td>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "dropped records: 2 (2 kernel records: buffer full)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<svg id=\"timeline-svg\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "fill=\"#e5532d\""));   /* a host-bound gap drawn */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "fill=\"#9aa4ae\""));   /* a device-side gap drawn */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "occurrence 2 of 3 of region 1"));
+	free(h);
+	kp_report_free(rep);
+	kp_db_close(db);
+}
+
+static const char *const csv_names[] = {
+	"kern_sum.csv", "api_sum.csv", "gaps.csv", "regions.csv", "fusion.csv", "plan.csv",
+};
+
+static void test_csv_golden(void)
+{
+	struct kp_db *db = fixture("csv.db", 1, 1.0);
+	struct kp_err err = {0};
+	struct kp_report *rep = NULL;
+	const char *dir = kp_test_path("csv");
+	int update = getenv("KPLAN_UPDATE_GOLDEN") && *getenv("KPLAN_UPDATE_GOLDEN") == '1';
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	CU_ASSERT_EQUAL(kp_report_csv(db, rep, dir, &err), 0);
+	for (i = 0; i < sizeof(csv_names) / sizeof(csv_names[0]); i++) {
+		char got_path[512], want_path[512];
+		char *got, *want;
+		size_t ng = 0, nw = 0;
+
+		snprintf(got_path, sizeof(got_path), "%s/%s", dir, csv_names[i]);
+		snprintf(want_path, sizeof(want_path), "%s",
+			 kp_test_src(strcat(strcpy(want_path, "tests/golden/reports/"), csv_names[i])));
+		got = kp_test_read(got_path, &ng);
+		CU_ASSERT_PTR_NOT_NULL(got);
+		if (update && got)
+			kp_test_write(want_path, got, (long)ng);
+		want = kp_test_read(want_path, &nw);
+		CU_ASSERT_PTR_NOT_NULL(want);
+		if (got && want && (ng != nw || memcmp(got, want, ng))) {
+			fprintf(stderr, "\n%s differs from %s (KPLAN_UPDATE_GOLDEN=1 regenerates)\n",
+				got_path, want_path);
+			CU_FAIL("csv differs from golden");
+		}
+		free(got);
+		free(want);
+	}
+	kp_report_free(rep);
+	kp_db_close(db);
+}
+
+static void test_no_analysis(void)
+{
+	struct kp_db *db = fixture("bare.db", 0, 1.0);
+	struct kp_report *rep = NULL;
+	char *h;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	h = report_html(db, &rep);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rep->missing, "run 'kplan analyze"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"missing\""));
+	/* the trace parts are still there */
+	CU_ASSERT_EQUAL(rep->host_gap_ns, 18000);
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<svg id=\"timeline-svg\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "a stretch from the middle of the run") ||
+			       strstr(h, "the whole run"));
+	free(h);
+	kp_report_free(rep);
+	kp_db_close(db);
+	/* the CLI notes it and still writes the page */
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s 2>%s >/dev/null", kp_test_kplan(),
+				   kp_test_path("bare.db"), kp_test_path("bare.html"),
+				   kp_test_path("bare.err")), 0);
+	h = kp_test_read(kp_test_path("bare.err"), NULL);
+	CU_ASSERT(h && strstr(h, "run 'kplan analyze"));
+	free(h);
+}
+
+static void test_cli_report(void)
+{
+	struct kp_db *db = fixture("cli.db", 1, 1.0);
+	const char *p = kp_test_path("cli.db");
+	char *h;
+	size_t n = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_db_close(db);
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s --csv %s >%s", kp_test_kplan(), p,
+				   kp_test_path("cli.html"), kp_test_path("cli-csv"),
+				   kp_test_path("cli.out")), 0);
+	h = kp_test_read(kp_test_path("cli.html"), &n);
+	CU_ASSERT(h && n > 1000 && strstr(h, "</html>"));
+	free(h);
+	h = kp_test_read(kp_test_path("cli-csv/regions.csv"), NULL);
+	CU_ASSERT(h && !strncmp(h, "region_id,", 10));
+	free(h);
+	h = kp_test_read(kp_test_path("cli.out"), NULL);
+	CU_ASSERT(h && strstr(h, "launch-bound") && strstr(h, "cli.html"));
+	free(h);
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s --run 9 -o /dev/null 2>/dev/null", kp_test_kplan(), p), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s --bogus 2>/dev/null", kp_test_kplan(), p), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s report 2>/dev/null", kp_test_kplan()), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s 2>/dev/null", kp_test_kplan(),
+				   kp_test_path("nope.db")), 2);
+}
+
+static void test_diff(void)
+{
+	struct kp_db *a = fixture("diff-a.db", 1, 1.0), *b = fixture("diff-b.db", 1, 2.0);
+	struct kp_diff_opts o = { .fail_pct = 10 };
+	struct kp_diff *d = NULL;
+	struct kp_err err = {0};
+	char *out;
+	size_t i;
+	int found = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL_FATAL(kp_diff_compute(a, b, &o, &d, &err), 0);
+	CU_ASSERT_TRUE(d->comparable);
+	CU_ASSERT_EQUAL(d->rows.data[0].kind, KP_DIFF_RUN);
+	CU_ASSERT_EQUAL(d->rows.data[0].a_ns, 45000);
+	CU_ASSERT_EQUAL(d->rows.data[0].b_ns, 57000);
+	for (i = 0; i < d->rows.len; i++) {
+		const struct kp_diff_row *r = &d->rows.data[i];
+
+		if (r->kind == KP_DIFF_REGION && !strcmp(r->name, "step")) {
+			found = 1;
+			CU_ASSERT_EQUAL(r->a_ns, 18000);
+			CU_ASSERT_EQUAL(r->b_ns, 36000);
+			CU_ASSERT_DOUBLE_EQUAL(r->change_pct, 100.0, 1e-9);
+			CU_ASSERT_TRUE(r->regressed);
+		}
+		if (r->kind == KP_DIFF_KERNEL)
+			CU_ASSERT_FALSE(r->regressed);
+	}
+	CU_ASSERT_TRUE(found);
+	CU_ASSERT_EQUAL(d->n_regressed, 2);  /* the run (+26.7%) and 'step' */
+	kp_diff_free(d);
+	kp_db_close(a);
+	kp_db_close(b);
+
+	/* CLI: exit 1 only with a threshold that is crossed */
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s >%s", kp_test_kplan(), kp_test_path("diff-a.db"),
+				   kp_test_path("diff-b.db"), kp_test_path("diff.out")), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression 10 --csv %s --html %s >/dev/null",
+				   kp_test_kplan(), kp_test_path("diff-a.db"), kp_test_path("diff-b.db"),
+				   kp_test_path("diff.csv"), kp_test_path("diff.html")), 1);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression 150 >/dev/null", kp_test_kplan(),
+				   kp_test_path("diff-a.db"), kp_test_path("diff-b.db")), 0);
+	/* B against A: faster, never a regression */
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression 0 >/dev/null", kp_test_kplan(),
+				   kp_test_path("diff-b.db"), kp_test_path("diff-a.db")), 0);
+	out = kp_test_read(kp_test_path("diff.out"), NULL);
+	CU_ASSERT(out && strstr(out, "comparable: same GPU"));
+	CU_ASSERT(out && strstr(out, "+100.0%"));
+	free(out);
+	out = kp_test_read(kp_test_path("diff.csv"), NULL);
+	CU_ASSERT(out && !strncmp(out, "kind,name,a_us,b_us,a_count,b_count,change_pct,regressed\n"
+				   "run,stream time,45,57,9,9,26.7,1\n", 90));
+	CU_ASSERT(out && strstr(out, "region,step,18,36,3,3,100.0,1\n"));
+	free(out);
+	out = kp_test_read(kp_test_path("diff.html"), NULL);
+	CU_ASSERT(out && strstr(out, "id=\"diff-table\"") && !strstr(out, "<script>alert"));
+	free(out);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s 2>/dev/null", kp_test_kplan(), kp_test_path("diff-a.db")), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression x 2>/dev/null", kp_test_kplan(),
+				   kp_test_path("diff-a.db"), kp_test_path("diff-b.db")), 64);
+}
+
+static void test_diff_not_comparable(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *a = fixture("nc-a.db", 1, 1.0);
+	struct kp_db *b = kp_db_open(kp_test_path("nc-b.db"), KP_DB_CREATE, &err);
+	struct kp_diff *d = NULL;
+	struct kp_kernel_rec k = { .start = 1, .end = 2, .name = "other_kernel" };
+	struct kp_writer w;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT(add_run(b, "NVIDIA H100 80GB HBM3", 12080, 3, 1.0) > 0);
+	kp_writer_init(&w, b, 1);
+	kp_writer_kernel(&w, &k, &err);
+	kp_writer_release(&w);
+	CU_ASSERT_EQUAL_FATAL(kp_diff_compute(a, b, NULL, &d, &err), 0);
+	CU_ASSERT_FALSE(d->comparable);
+	CU_ASSERT_PTR_NOT_NULL(strstr(d->why.buf, "gpu differs (A: NVIDIA H200, B: NVIDIA H100 80GB HBM3)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(d->why.buf, "driver differs (A: 13000, B: 12080)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(d->why.buf, "0 only in A, 1 only in B, e.g. other_kernel"));
+	CU_ASSERT_EQUAL(d->n_regressed, 0);   /* no threshold: never */
+	kp_diff_free(d);
+	kp_db_close(a);
+	kp_db_close(b);
+}
+
 CU_TestInfo kp_tests_reports[] = {
+	{ "html escaping and invalid utf-8", test_escape },
+	{ "long names shortened with a title", test_shorten },
+	{ "report page: verdict, sections, escaping", test_report_page },
+	{ "golden csv files", test_csv_golden },
+	{ "database without analysis", test_no_analysis },
+	{ "kplan report cli", test_cli_report },
+	{ "diff: regression and exit codes", test_diff },
+	{ "diff: comparability check", test_diff_not_comparable },
 	CU_TEST_INFO_NULL,
 };

@@ -1,6 +1,1003 @@
-/* test_runtime.c - runtime/ (suite filled in by the runtime work). */
+/*
+ * test_runtime.c - runtime/: the CUDA-free core driven by a fake backend.
+ *
+ * The fake "GPU" runs kernels on the host: a kernel named "store" takes
+ * (uint64_t *dst, uint64_t value) and writes value to *dst, so a stale or
+ * mis-patched pointer in a replayed graph shows up as a wrong memory write,
+ * exactly as it would on a GPU. Kernels may also carry a struct parameter
+ * holding a pointer at an inner offset.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <CUnit/CUnit.h>
 
+#include "common/hash.h"
+#include "common/log.h"
+#include "db/db.h"
+#include "planner/planfile.h"
+#include "runtime/rt_internal.h"
+#include "testutil.h"
+
+#define MAXK 16
+#define NSTREAM 4
+
+struct fk_kernel {
+	char name[32];
+	uint32_t grid[3], block[3], smem;
+	int memop;                  /* a memset node: words are pointers */
+	uint32_t n_params, off[4], size[4];
+	unsigned char params[64];
+	size_t len;
+};
+
+struct fk_graph {
+	struct fk_kernel k[MAXK];
+	int n;
+};
+
+struct fake {
+	pthread_mutex_t lock;
+	int capturing[NSTREAM], invalid[NSTREAM];
+	struct fk_graph cap[NSTREAM];
+	int n_eager_kernels, n_graph_kernels, n_launch, n_set, n_instantiate;
+	int n_captures, n_graphs_alive;
+	int fail_begin, fail_instantiate, fail_launch, fail_set, fail_nodes;
+	int corrupt_graph;          /* graph runs write value + 1: verify must see it */
+	int cc_major;
+};
+
+static struct fake fk;
+
+static int sidx(void *stream)
+{
+	return (int)((uintptr_t)stream % NSTREAM);
+}
+
+static void run_kernel(const struct fk_kernel *k, int in_graph)
+{
+	uint64_t *dst, val;
+
+	if (strcmp(k->name, "store"))
+		return;
+	memcpy(&dst, k->params, 8);
+	memcpy(&val, k->params + 8, 8);
+	*dst = val + (in_graph ? (uint64_t)fk.corrupt_graph : 0);
+}
+
+/* What the application's body calls: eager, or recorded by a capture. */
+static void launch(void *stream, const char *name, uint32_t grid, const void *p0,
+		   uint64_t v1, const void *inner)
+{
+	struct fk_kernel k;
+	int s = sidx(stream);
+
+	memset(&k, 0, sizeof(k));
+	snprintf(k.name, sizeof(k.name), "%s", name);
+	k.grid[0] = grid;
+	k.grid[1] = k.grid[2] = 1;
+	k.block[0] = 128;
+	k.block[1] = k.block[2] = 1;
+	k.n_params = inner ? 3 : 2;
+	k.off[0] = 0;
+	k.size[0] = 8;
+	k.off[1] = 8;
+	k.size[1] = 8;
+	memcpy(k.params, &p0, 8);
+	memcpy(k.params + 8, &v1, 8);
+	k.len = 16;
+	if (inner) {   /* struct { int n; int pad; void *p; int m; } at 16 */
+		int n = 3;
+
+		k.off[2] = 16;
+		k.size[2] = 24;
+		memcpy(k.params + 16, &n, 4);
+		memcpy(k.params + 24, &inner, 8);
+		k.len = 40;
+	}
+	pthread_mutex_lock(&fk.lock);
+	if (fk.capturing[s]) {
+		if (fk.cap[s].n < MAXK)
+			fk.cap[s].k[fk.cap[s].n++] = k;
+	} else {
+		fk.n_eager_kernels++;
+		run_kernel(&k, 0);
+	}
+	pthread_mutex_unlock(&fk.lock);
+}
+
+static void fake_memset_node(void *stream, const void *dst)
+{
+	struct fk_kernel k;
+	int s = sidx(stream);
+
+	memset(&k, 0, sizeof(k));
+	k.memop = 1;
+	memcpy(k.params, &dst, 8);
+	k.len = 8;
+	k.n_params = 1;
+	k.size[0] = 8;
+	if (fk.capturing[s] && fk.cap[s].n < MAXK)
+		fk.cap[s].k[fk.cap[s].n++] = k;
+}
+
+/* A host sync inside the region: invalidates a capture, as CUDA does. */
+static void host_sync(void *stream)
+{
+	if (fk.capturing[sidx(stream)])
+		fk.invalid[sidx(stream)] = 1;
+}
+
+static int f_device(void *ctx, struct kp__rt_device *d)
+{
+	snprintf(d->name, sizeof(d->name), "Fake H100");
+	d->cc_major = fk.cc_major;
+	d->cc_minor = 0;
+	d->sm_count = 132;
+	d->driver_version = 13000;
+	return 0;
+}
+
+static int f_capture_begin(void *ctx, void *stream)
+{
+	int s = sidx(stream);
+
+	if (fk.fail_begin)
+		return 900;
+	pthread_mutex_lock(&fk.lock);
+	fk.capturing[s] = 1;
+	fk.invalid[s] = 0;
+	fk.cap[s].n = 0;
+	pthread_mutex_unlock(&fk.lock);
+	return 0;
+}
+
+static int f_capture_end(void *ctx, void *stream, void **graph)
+{
+	int s = sidx(stream);
+	struct fk_graph *g;
+
+	pthread_mutex_lock(&fk.lock);
+	fk.capturing[s] = 0;
+	pthread_mutex_unlock(&fk.lock);
+	if (fk.invalid[s])
+		return 901;
+	g = malloc(sizeof(*g));
+	*g = fk.cap[s];
+	*graph = g;
+	__atomic_fetch_add(&fk.n_captures, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int f_capturing(void *ctx, void *stream)
+{
+	return fk.capturing[sidx(stream)];
+}
+
+static int f_nodes(void *ctx, void *graph, struct kp__rt_node **out, size_t *n)
+{
+	struct fk_graph *g = graph;
+	struct kp__rt_node *nd;
+	int i;
+
+	if (fk.fail_nodes)
+		return 902;
+	nd = calloc(g->n ? g->n : 1, sizeof(*nd));
+	for (i = 0; i < g->n; i++) {
+		struct fk_kernel *k = &g->k[i];
+
+		nd[i].kind = k->memop ? KP__RT_NODE_MEMOP : KP__RT_NODE_KERNEL;
+		nd[i].handle = (void *)(uintptr_t)i;
+		nd[i].name = k->name;
+		memcpy(nd[i].grid, k->grid, sizeof(k->grid));
+		memcpy(nd[i].block, k->block, sizeof(k->block));
+		nd[i].smem = k->smem;
+		nd[i].n_params = k->n_params;
+		nd[i].param_off = k->off;
+		nd[i].param_size = k->size;
+		nd[i].params = malloc(64);
+		memcpy(nd[i].params, k->params, 64);
+		nd[i].params_len = k->len;
+	}
+	*out = nd;
+	*n = (size_t)g->n;
+	return 0;
+}
+
+static void f_nodes_free(void *ctx, struct kp__rt_node *nd, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(nd[i].params);
+	free(nd);
+}
+
+static int f_instantiate(void *ctx, void *graph, void **exec)
+{
+	struct fk_graph *x;
+
+	if (fk.fail_instantiate)
+		return 903;
+	x = malloc(sizeof(*x));
+	*x = *(struct fk_graph *)graph;
+	*exec = x;
+	__atomic_fetch_add(&fk.n_instantiate, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&fk.n_graphs_alive, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int f_set_params(void *ctx, void *exec, struct kp__rt_node *node)
+{
+	struct fk_graph *x = exec;
+	int i = (int)(uintptr_t)node->handle;
+
+	if (fk.fail_set)
+		return 904;
+	memcpy(x->k[i].params, node->params, node->params_len);
+	__atomic_fetch_add(&fk.n_set, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int f_launch(void *ctx, void *exec, void *stream)
+{
+	struct fk_graph *x = exec;
+	int i;
+
+	if (fk.fail_launch)
+		return 905;
+	pthread_mutex_lock(&fk.lock);
+	for (i = 0; i < x->n; i++) {
+		run_kernel(&x->k[i], 1);
+		fk.n_graph_kernels++;
+	}
+	fk.n_launch++;
+	pthread_mutex_unlock(&fk.lock);
+	return 0;
+}
+
+static void f_graph_free(void *ctx, void *g) { free(g); }
+
+static void f_exec_free(void *ctx, void *x)
+{
+	__atomic_fetch_sub(&fk.n_graphs_alive, 1, __ATOMIC_RELAXED);
+	free(x);
+}
+
+static int f_sync(void *ctx, void *stream) { return 0; }
+
+static int f_alloc(void *ctx, void **p, size_t n)
+{
+	*p = malloc(n);
+	return *p ? 0 : 906;
+}
+
+static void f_free(void *ctx, void *p) { free(p); }
+
+static int f_copy(void *ctx, void *d, const void *s, size_t n, void *stream)
+{
+	memcpy(d, s, n);
+	return 0;
+}
+
+static int f_equal(void *ctx, const void *a, const void *b, size_t n, int *eq)
+{
+	*eq = !memcmp(a, b, n);
+	return 0;
+}
+
+static const char *f_strerror(void *ctx, int rc) { return "fake error"; }
+
+static const struct kp__rt_backend fake_be = {
+	.device = f_device, .capture_begin = f_capture_begin,
+	.capture_end = f_capture_end, .capturing = f_capturing, .nodes = f_nodes,
+	.nodes_free = f_nodes_free, .instantiate = f_instantiate,
+	.set_params = f_set_params, .launch = f_launch, .graph_free = f_graph_free,
+	.exec_free = f_exec_free, .sync = f_sync, .dev_alloc = f_alloc,
+	.dev_free = f_free, .dev_copy = f_copy, .dev_equal = f_equal,
+	.strerror = f_strerror,
+};
+
+static void fake_reset(void)
+{
+	memset(&fk, 0, sizeof(fk));
+	pthread_mutex_init(&fk.lock, NULL);
+	fk.cc_major = 9;
+}
+
+/* ---------------------------------------------------------------------- */
+/* plans */
+
+struct preg {
+	const char *label;
+	int decision;
+	uint64_t fingerprint;
+	uint32_t warmup, shape_keys;
+};
+
+static const char *write_plan(const char *name, int cc_major, const struct preg *regs, int n)
+{
+	struct kp_plan *p = kp_plan_new();
+	struct kp_err err = {0};
+	const char *path = kp_test_path(name);
+	FILE *f;
+	int i;
+
+	p->cc_major = cc_major;
+	p->cc_minor = 0;
+	p->cuda_major = 13;
+	p->gpu_name = kp_strdup("Fake H100");
+	p->sm_count = 132;
+	p->driver_version = 13000;
+	p->tool_version = kp_strdup("test");
+	p->source_kind = kp_strdup("synthetic");
+	p->date = kp_strdup("");
+	p->regions = calloc((size_t)n, sizeof(*p->regions));
+	p->n_regions = (size_t)n;
+	for (i = 0; i < n; i++) {
+		struct kp_plan_region *r = &p->regions[i];
+
+		r->label = kp_strdup(regs[i].label);
+		r->decision = regs[i].decision;
+		r->reason = regs[i].decision == KP_PLAN_GRAPH ? KP_PLAN_R_LAUNCH_BOUND
+			    : KP_PLAN_R_NOT_LAUNCH_BOUND;
+		r->reason_text = kp_strdup("");
+		r->fingerprint = regs[i].fingerprint;
+		r->kernels = 2;
+		r->occurrences = 10;
+		r->shape_keys = regs[i].shape_keys ? regs[i].shape_keys : 1;
+		r->warmup = regs[i].warmup;
+	}
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	if (kp_plan_write_file(p, f, &err))
+		fprintf(stderr, "plan write: %s\n", err.msg);
+	fclose(f);
+	kp_plan_free(p);
+	return path;
+}
+
+static int saved_log_level = -1;
+
+static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
+{
+	struct kp_rt_options o = { flags | KP_RT_NO_ENV, verify, -1, 0 };
+	struct kp_rt_err err;
+	kp_rt *rt;
+
+	/* the fallbacks below are expected: keep their warnings off the output
+	 * (restored by the last test) */
+	if (saved_log_level < 0)
+		saved_log_level = kp_log_get_level();
+	kp_log_set_level(KP_LOG_ERROR);
+	rt = kp__rt_open_backend(&fake_be, plan, &o, &err);
+
+	if (!rt)
+		fprintf(stderr, "open: %s\n", err.msg);
+	return rt;
+}
+
+static kp_rt *simple_rt(uint32_t warmup, unsigned flags)
+{
+	struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, warmup, 1 },
+			    { "cold", KP_PLAN_EAGER, 0, 0, 1 } };
+
+	fake_reset();
+	return open_rt(write_plan("simple.kplan", 9, r, 2), flags, 0);
+}
+
+/*
+ * One call of the application's region: store(out + 2, tag) and
+ * store(scratch, tag) (scratch never bound: baked in), with the KV-cache-like
+ * buffer passed inside a struct. Returns begin's value for the first try.
+ */
+static int call(kp_rt *rt, const char *name, uint64_t key, void *stream,
+		uint64_t *out, size_t out_n, uint64_t *scratch, uint64_t tag, int sync_inside)
+{
+	kp_region r;
+	int first = -100, rc;
+
+	do {
+		rc = kp_rt_region_begin(rt, &r, name, key, stream);
+		if (first == -100)
+			first = rc;
+		if (rc) {
+			launch(stream, "store", 4, out + 2, tag, NULL);
+			if (sync_inside)
+				host_sync(stream);
+			launch(stream, "store", 8, scratch, tag, out);
+		}
+		kp_rt_bind(rt, &r, 0, out, out_n * 8, KP_RT_BIND_OUTPUT);
+	} while (kp_rt_region_end(rt, &r) > 0);
+	return first;
+}
+
+static struct kp_rt_stats stats(kp_rt *rt)
+{
+	struct kp_rt_stats st;
+
+	kp_rt_get_stats(rt, &st);
+	return st;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void test_no_plan_and_disable(void)
+{
+	uint64_t out[8], scratch;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_rt(NULL, 0, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, i, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 4);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_NO_PLAN], 5);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	kp_rt_close(rt);
+	/* disabled: the plan is not even read (a missing file is fine) */
+	rt = open_rt("/nonexistent/plan.kplan", KP_RT_DISABLE, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_DISABLED], 1);
+	kp_rt_close(rt);
+	/* NULL runtime: body always runs, end does nothing */
+	CU_ASSERT_EQUAL(call(NULL, "step", 0, (void *)1, out, 8, &scratch, 9, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 9);
+}
+
+static void test_bad_plan_file(void)
+{
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0 };
+	struct kp_rt_err err;
+	const char *p = kp_test_path("garbage.kplan");
+
+	fake_reset();
+	kp_test_write(p, "not a plan\n", -1);
+	CU_ASSERT_PTR_NULL(kp__rt_open_backend(&fake_be, p, &o, &err));
+	CU_ASSERT_EQUAL(err.code, KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "garbage.kplan"));
+}
+
+static void test_state_machine(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(2, 0);
+	struct kp_rt_stats st;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	/* two warm-up calls run eagerly, the third is captured */
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0), 1);
+	CU_ASSERT_EQUAL(fk.n_eager_kernels, 4);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 3, 0), 1);
+	CU_ASSERT_EQUAL(fk.n_eager_kernels, 4);     /* captured, not run eagerly */
+	CU_ASSERT_EQUAL(fk.n_launch, 1);            /* ...but launched as the graph */
+	CU_ASSERT_EQUAL(out[2], 3);
+	/* replays: body skipped, one launch each; the captured tag is baked in */
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 100 + i, 0), 0);
+	CU_ASSERT_EQUAL(fk.n_eager_kernels, 4);
+	CU_ASSERT_EQUAL(fk.n_launch, 11);
+	CU_ASSERT_EQUAL(out[2], 3);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.calls, 13);
+	CU_ASSERT_EQUAL(st.captures, 1);
+	CU_ASSERT_EQUAL(st.replays, 10);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WARMUP], 2);
+	CU_ASSERT_EQUAL(st.patched_nodes, 0);       /* nothing moved */
+	CU_ASSERT_EQUAL(st.graphs, 1);
+	CU_ASSERT_EQUAL(st.graph_nodes, 2);
+	/* planned-eager region passes through */
+	CU_ASSERT_EQUAL(call(rt, "cold", 0, (void *)1, out, 8, &scratch, 5, 0), 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_PLANNED_EAGER], 1);
+	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
+}
+
+static void test_patch_by_range(void)
+{
+	uint64_t a[8] = {0}, b[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(0, KP_RT_TWO_EXECS);
+	struct kp_rt_stats st;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, a, 8, &scratch, 7, 0), 1);
+	CU_ASSERT_EQUAL(a[2], 7);
+	/* moved output: the interior pointer out+2 and the struct member are
+	 * rebased, the unbound scratch pointer is left alone */
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, b, 8, &scratch, 8, 0), 0);
+	CU_ASSERT_EQUAL(b[2], 7);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.patched_nodes, 2);
+	CU_ASSERT_EQUAL(st.patched_words, 2);
+	CU_ASSERT_EQUAL(fk.n_set, 2);
+	/* same buffer again: no update */
+	a[2] = 0;
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, b, 8, &scratch, 9, 0), 0);
+	CU_ASSERT_EQUAL(fk.n_set, 2);
+	/* and back: the first exec still holds a's pointers, no update */
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, a, 8, &scratch, 9, 0), 0);
+	CU_ASSERT_EQUAL(a[2], 7);
+	CU_ASSERT_EQUAL(fk.n_set, 2);
+	CU_ASSERT_EQUAL(stats(rt).graphs, 2);    /* two execs alternate */
+	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
+}
+
+/* one exec (the default): patched in place every time */
+static void test_patch_one_exec(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+	uint64_t bufs[3][8], scratch = 0;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_rt(write_plan("one.kplan", 9, rg, 1), 0, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	memset(bufs, 0, sizeof(bufs));
+	for (i = 0; i < 9; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, bufs[i % 3], 8, &scratch, 5, 0),
+				i == 0);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(bufs[i][2], 5);
+	CU_ASSERT_EQUAL(fk.n_set, 16);           /* 8 replays x 2 nodes */
+	CU_ASSERT_EQUAL(stats(rt).graphs, 1);
+	kp_rt_close(rt);
+}
+
+/* two execs, pointers moving every call over three buffers */
+static void test_patch_two_execs_rotate(void)
+{
+	uint64_t bufs[3][8], scratch = 0;
+	kp_rt *rt = simple_rt(0, KP_RT_TWO_EXECS);
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 30; i++) {
+		memset(bufs[i % 3], 0, sizeof(bufs[0]));
+		call(rt, "step", 0, (void *)1, bufs[i % 3], 8, &scratch, 5, 0);
+		CU_ASSERT_EQUAL(bufs[i % 3][2], 5);
+	}
+	CU_ASSERT_EQUAL(stats(rt).replays, 29);
+	CU_ASSERT_EQUAL(stats(rt).graphs, 2);
+	CU_ASSERT_EQUAL(fk.n_instantiate, 2);
+	kp_rt_close(rt);
+}
+
+static void test_patch_smallest_range(void)
+{
+	uint64_t cache[64] = {0}, out[4] = {0}, scratch;
+	kp_rt *rt = simple_rt(0, 0);
+	kp_region r;
+	int t;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	/* a KV-cache-like buffer (slot 0) and the slice written this step
+	 * (slot 1, inside slot 0): the slice pointer follows slot 1 */
+	for (t = 0; t < 20; t++) {
+		uint64_t *slice = cache + 2 * t;
+
+		do {
+			if (kp_rt_region_begin(rt, &r, "step", 0, (void *)1)) {
+				launch((void *)1, "store", 1, slice + 1, 1000, NULL);
+				launch((void *)1, "store", 1, out, 5, cache);
+			}
+			kp_rt_bind(rt, &r, 0, cache, sizeof(cache), 0);
+			kp_rt_bind(rt, &r, 1, slice, 16, 0);
+		} while (kp_rt_region_end(rt, &r) > 0);
+	}
+	for (t = 0; t < 20; t++)
+		CU_ASSERT_EQUAL(cache[2 * t + 1], 1000);
+	/* step 0: the slice starts where the cache does, ambiguous: captured
+	 * at step 1 instead; then only the slice kernel is patched */
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_AMBIGUOUS], 1);
+	CU_ASSERT_EQUAL(stats(rt).captures, 1);
+	CU_ASSERT_EQUAL(stats(rt).patched_nodes, 18);
+	CU_ASSERT_EQUAL(stats(rt).replays, 18);
+	(void)scratch;
+	kp_rt_close(rt);
+}
+
+static void test_capture_failure_backoff(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(0, 0);
+	struct kp_rt_stats st;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	/* a sync inside the region invalidates the capture: the body is run
+	 * again eagerly, so the work is done anyway */
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 11, 1), 1);
+	CU_ASSERT_EQUAL(out[2], 11);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_CAPTURE], 1);
+	CU_ASSERT_EQUAL(st.captures, 0);
+	/* back-off: 16 calls eager, then retried; 3 failures: given up */
+	for (i = 0; i < 200; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 12 + i, 1), 1);
+	CU_ASSERT_EQUAL(out[2], 211);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_CAPTURE], 3);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_BACKOFF], 15 + 31);
+	CU_ASSERT(st.eager_by_reason[KP_RT_R_GAVE_UP] > 0);
+	CU_ASSERT_EQUAL(st.replays, 0);
+	kp_rt_close(rt);
+}
+
+static void test_backoff_then_recovers(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(0, 0);
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	fk.fail_instantiate = 1;
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 1);   /* re-run eagerly */
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_INSTANTIATE], 1);
+	fk.fail_instantiate = 0;
+	for (i = 0; i < 40; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0);
+	CU_ASSERT_EQUAL(stats(rt).captures, 1);  /* retried after the back-off */
+	CU_ASSERT(stats(rt).replays > 0);
+	kp_rt_close(rt);
+}
+
+static void test_runtime_failures(void)
+{
+	uint64_t a[8] = {0}, b[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(0, 0);
+	kp_region r;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	call(rt, "step", 0, (void *)1, a, 8, &scratch, 1, 0);
+	/* patch failure: the body runs again eagerly, into b */
+	fk.fail_set = 1;
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, b, 8, &scratch, 2, 0), 0);
+	CU_ASSERT_EQUAL(b[2], 2);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_PATCH], 1);
+	fk.fail_set = 0;
+	kp_rt_close(rt);
+
+	/* launch failure */
+	rt = simple_rt(0, 0);
+	call(rt, "step", 0, (void *)1, a, 8, &scratch, 1, 0);
+	fk.fail_launch = 1;
+	call(rt, "step", 0, (void *)1, a, 8, &scratch, 3, 0);
+	CU_ASSERT_EQUAL(a[2], 3);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_LAUNCH], 1);
+	kp_rt_close(rt);
+
+	/* a slot the graph uses is not bound at replay */
+	rt = simple_rt(0, 0);
+	fk.fail_launch = 0;
+	call(rt, "step", 0, (void *)1, a, 8, &scratch, 1, 0);
+	do {
+		if (kp_rt_region_begin(rt, &r, "step", 0, (void *)1))
+			launch((void *)1, "store", 4, a + 2, 4, NULL);
+	} while (kp_rt_region_end(rt, &r) > 0);
+	CU_ASSERT_EQUAL(a[2], 4);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_BIND], 1);
+	kp_rt_close(rt);
+
+	/* capture begin / node enumeration errors */
+	rt = simple_rt(0, 0);
+	fk.fail_begin = 1;
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, a, 8, &scratch, 5, 0), 1);
+	CU_ASSERT_EQUAL(a[2], 5);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_CUDA], 1);
+	kp_rt_close(rt);
+	rt = simple_rt(0, 0);
+	fk.fail_nodes = 1;
+	call(rt, "step", 0, (void *)1, a, 8, &scratch, 6, 0);
+	CU_ASSERT_EQUAL(a[2], 6);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_CUDA], 1);
+	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
+}
+
+static void test_unpatchable_memop(void)
+{
+	uint64_t a[8] = {0}, b[8] = {0};
+	kp_rt *rt = simple_rt(0, 0);
+	kp_region r;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 2; i++) {
+		uint64_t *buf = i ? b : a;
+
+		do {
+			if (kp_rt_region_begin(rt, &r, "step", 0, (void *)1)) {
+				fake_memset_node((void *)1, buf);
+				launch((void *)1, "store", 4, buf + 2, 6, NULL);
+			}
+			kp_rt_bind(rt, &r, 0, buf, sizeof(a), 0);
+		} while (kp_rt_region_end(rt, &r) > 0);
+	}
+	CU_ASSERT_EQUAL(b[2], 6);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_UNPATCHABLE], 1);
+	kp_rt_close(rt);
+}
+
+static void test_fingerprint(void)
+{
+	uint32_t g4[3] = { 4, 1, 1 }, g8[3] = { 8, 1, 1 }, blk[3] = { 128, 1, 1 };
+	uint64_t fp = KP__RT_FINGERPRINT_SEED, out[8] = {0}, scratch = 0;
+	struct preg bad[] = { { "step", KP_PLAN_GRAPH, 0x1234, 0, 1 } };
+	struct preg good[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+	kp_rt *rt;
+
+	fp = kp__rt_fingerprint_add(fp, kp__rt_kernel_sig("store", g4, blk, 0));
+	fp = kp__rt_fingerprint_add(fp, kp__rt_kernel_sig("store", g8, blk, 0));
+	/* documented definition: hash of "name|gx,gy,gz|bx,by,bz|smem" */
+	CU_ASSERT_EQUAL(kp__rt_kernel_sig("store", g4, blk, 0),
+			kp_hash64("store|4,1,1|128,1,1|0", 21, KP_HASH_SEED));
+	good[0].fingerprint = fp;
+	fake_reset();
+	rt = open_rt(write_plan("fpgood.kplan", 9, good, 1), 0, 0);
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
+	CU_ASSERT_EQUAL(stats(rt).captures, 1);
+	kp_rt_close(rt);
+
+	fake_reset();
+	rt = open_rt(write_plan("fpbad.kplan", 9, bad, 1), 0, 0);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 2);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_FINGERPRINT], 1);
+	CU_ASSERT_EQUAL(stats(rt).captures, 0);
+	kp_rt_close(rt);
+
+	/* strict: the mismatch is an error (the body still ran) */
+	fake_reset();
+	rt = open_rt(write_plan("fpbad2.kplan", 9, bad, 1), KP_RT_STRICT, 0);
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 3, 0);
+	CU_ASSERT_EQUAL(out[2], 3);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 4, 0), KP_EMISMATCH);
+	CU_ASSERT_EQUAL(out[2], 4);
+	CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_last_error(), "step"));
+	kp_rt_close(rt);
+}
+
+static void test_unknown_region_and_plan_mismatch(void)
+{
+	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+	uint64_t out[8] = {0}, scratch = 0;
+	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0 };
+	struct kp_rt_err err;
+	const char *p;
+	kp_rt *rt;
+
+	fake_reset();
+	p = write_plan("u.kplan", 9, regs, 1);
+	rt = open_rt(p, 0, 0);
+	CU_ASSERT_EQUAL(call(rt, "other", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(call(rt, "other", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_UNKNOWN_REGION], 2);
+	kp_rt_close(rt);
+	rt = open_rt(p, KP_RT_STRICT, 0);
+	CU_ASSERT_EQUAL(call(rt, "other", 0, (void *)1, out, 8, &scratch, 2, 0), KP_EMISMATCH);
+	CU_ASSERT_EQUAL(out[2], 2);
+	kp_rt_close(rt);
+
+	/* a plan for compute capability 8.0 on a 9.0 GPU */
+	p = write_plan("a100.kplan", 8, regs, 1);
+	rt = open_rt(p, 0, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 3, 0), 1);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 3, 0), 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_PLAN_MISMATCH], 2);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	kp_rt_close(rt);
+	CU_ASSERT_PTR_NULL(kp__rt_open_backend(&fake_be, p, &o, &err));
+	CU_ASSERT_EQUAL(err.code, KP_EMISMATCH);
+}
+
+static void test_shape_keys_and_thrash(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(0, 0);
+	struct kp_rt_stats st;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	/* four keys fit (at least 4 kept): one capture each, then replays */
+	for (i = 0; i < 40; i++)
+		call(rt, "step", (uint64_t)(i % 4), (void *)1, out, 8, &scratch, 1, 0);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.captures, 4);
+	CU_ASSERT_EQUAL(st.replays, 36);
+	CU_ASSERT_EQUAL(st.evictions, 0);
+	/* six keys round robin: evictions, then the region pauses (key-thrash) */
+	for (i = 0; i < 60; i++)
+		call(rt, "step", (uint64_t)(10 + i % 6), (void *)1, out, 8, &scratch, 1, 0);
+	st = stats(rt);
+	CU_ASSERT(st.evictions >= 4);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_KEY_THRASH], 1);
+	CU_ASSERT(st.eager_by_reason[KP_RT_R_KEY_THRASH] > 0);
+	CU_ASSERT(st.graphs <= 4);
+	/* after the pause the region is tried again */
+	for (i = 0; i < 300; i++)
+		call(rt, "step", 99, (void *)1, out, 8, &scratch, 1, 0);
+	CU_ASSERT(stats(rt).replays > st.replays);
+	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
+}
+
+static void test_verify(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt;
+
+	fake_reset();
+	{
+		struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+
+		rt = open_rt(write_plan("v.kplan", 9, r, 1), 0, 2);
+	}
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
+	/* two verified calls run the body eagerly and the graph too */
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0), 1);
+	CU_ASSERT_EQUAL(stats(rt).verified, 2);
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0), 0);
+	kp_rt_close(rt);
+
+	/* a graph that computes something else is caught; eager result kept */
+	fake_reset();
+	{
+		struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+
+		rt = open_rt(write_plan("v2.kplan", 9, r, 1), 0, 2);
+	}
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 5, 0);
+	fk.corrupt_graph = 1;
+	CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 5, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 5);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_VERIFY], 1);
+	CU_ASSERT_EQUAL(stats(rt).verified, 0);
+	kp_rt_close(rt);
+}
+
+static void test_nested(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(0, 0);
+	kp_region outer, inner;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(kp_rt_region_begin(rt, &outer, "step", 0, (void *)1), 1);
+	CU_ASSERT_EQUAL(kp_rt_region_begin(rt, &inner, "step", 0, (void *)1), 1);
+	launch((void *)1, "store", 4, out + 2, 42, NULL);
+	CU_ASSERT_EQUAL(kp_rt_region_end(rt, &inner), 0);
+	kp_rt_bind(rt, &outer, 0, out, sizeof(out), 0);
+	CU_ASSERT_EQUAL(kp_rt_region_end(rt, &outer), 0);
+	CU_ASSERT_EQUAL(out[2], 42);   /* inner launches went into the outer graph */
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_NESTED], 1);
+	CU_ASSERT_EQUAL(stats(rt).graph_nodes, 1);
+	(void)scratch;
+	kp_rt_close(rt);
+}
+
+struct thr {
+	kp_rt *rt;
+	void *stream;
+	int ok;
+};
+
+static void *thread_main(void *arg)
+{
+	struct thr *t = arg;
+	uint64_t bufs[2][8], scratch;
+	int i;
+
+	t->ok = 1;
+	for (i = 0; i < 500; i++) {
+		uint64_t *b = bufs[i & 1];
+
+		b[2] = 0;
+		call(t->rt, "step", 0, t->stream, b, 8, &scratch, 77, 0);
+		if (b[2] != 77)
+			t->ok = 0;
+	}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	kp_rt *rt = simple_rt(1, 0);
+	pthread_t th[3];
+	struct thr t[3];
+	struct kp_rt_stats st;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 3; i++) {
+		t[i].rt = rt;
+		t[i].stream = (void *)(uintptr_t)(i + 1);
+		pthread_create(&th[i], NULL, thread_main, &t[i]);
+	}
+	for (i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		CU_ASSERT_TRUE(t[i].ok);
+	}
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.calls, 1500);
+	CU_ASSERT_EQUAL(st.captures, 3);          /* one graph per stream */
+	CU_ASSERT_EQUAL(st.replays + st.eager + st.captures, 1500);
+	kp_rt_close(rt);
+}
+
+static void test_reason_names(void)
+{
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(KP_RT_R_CAPTURE), "capture-failed");
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(KP_RT_R_FINGERPRINT), "fingerprint");
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(KP_RT_R_BUSY), "busy");
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(KP_RT_R_COUNT), "?");
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(-1), "?");
+	if (saved_log_level >= 0)
+		kp_log_set_level(saved_log_level);
+}
+
+/* `kplan calibrate` runs the measuring program and stores its lines */
+static void test_calibrate_cli(void)
+{
+	const char *prog = kp_test_path("fake-calibrate.sh");
+	const char *db = kp_test_path("calib.db");
+	const char *bad = kp_test_path("bad-calibrate.sh");
+
+	kp_test_write(prog, "#!/bin/sh\necho 'gpu Fake H100'\necho 'driver 13000'\n"
+		      "echo 'launch_host_ns 3800.5 9'\necho 'graph_node_ns 1012.0 9'\n"
+		      "echo 'bogus_ns 1 1'\n", -1);
+	kp_test_write(bad, "#!/bin/sh\necho 'gpu Fake'\nexit 3\n", -1);
+	CU_ASSERT_EQUAL(kp_test_sh("chmod +x %s %s", prog, bad), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=%s %s calibrate -o %s >/dev/null 2>&1",
+				   prog, kp_test_kplan(), db), 0);
+	{
+		struct kp_err err = {0};
+		struct kp_db *d = kp_db_open(db, KP_DB_RDONLY, &err);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+		CU_ASSERT_EQUAL(kp_db_int(d, "SELECT count(*) FROM kp_calibration WHERE "
+					  "gpu_name='Fake H100' AND driver_version=13000 AND "
+					  "quantity='launch_host_ns' AND value_ns=3800.5 AND n_samples=9", -1), 1);
+		CU_ASSERT_EQUAL(kp_db_int(d, "SELECT count(*) FROM kp_calibration", -1), 2);
+		kp_db_close(d);
+	}
+	/* a failing program is an error (2), a missing one too */
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=%s %s calibrate >/dev/null 2>&1", bad,
+				   kp_test_kplan()), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=/nonexistent %s calibrate 2>/dev/null",
+				   kp_test_kplan()), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("%s calibrate --bogus 2>/dev/null", kp_test_kplan()), 64);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
+	{ "kplan calibrate (fake program)", test_calibrate_cli },
+	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },
+	{ "bad plan file", test_bad_plan_file },
+	{ "warm-up, capture, replay", test_state_machine },
+	{ "patch by address range", test_patch_by_range },
+	{ "patch with one exec", test_patch_one_exec },
+	{ "patch, two execs, rotating buffers", test_patch_two_execs_rotate },
+	{ "smallest range wins (kv slice)", test_patch_smallest_range },
+	{ "capture failure, back-off, give up", test_capture_failure_backoff },
+	{ "back-off then recovery", test_backoff_then_recovers },
+	{ "patch/launch/bind/cuda failures", test_runtime_failures },
+	{ "memcpy/memset node unpatchable", test_unpatchable_memop },
+	{ "fingerprint check and strict", test_fingerprint },
+	{ "unknown region, plan for another gpu", test_unknown_region_and_plan_mismatch },
+	{ "shape-key cache and thrash hysteresis", test_shape_keys_and_thrash },
+	{ "verify mode", test_verify },
+	{ "nested region", test_nested },
+	{ "threads with own streams", test_threads },
+	{ "reason names", test_reason_names },
 	CU_TEST_INFO_NULL,
 };

@@ -1,0 +1,112 @@
+/*
+ * analyzer.h - `kplan analyze`: timeline and gaps, regions, capturability,
+ * cost model, fusion candidates; results stored in the run's kp_* tables.
+ *
+ * kp_analyze() reads one run's trace tables into compact arrays, builds the
+ * per-stream timeline (each GPU op joined to its launch call by correlation
+ * id), attributes every idle gap (host-bound or device-side), finds regions
+ * (NVTX ranges, else mined repeated sequences), checks capturability,
+ * predicts graphed time with the calibrated cost model (cost.h) and scores
+ * fusion chains. It then replaces the run's rows in kp_regions,
+ * kp_region_occurrences, kp_blockers, kp_gaps and kp_fusion_candidates in
+ * one transaction, so running it twice gives the same tables.
+ *
+ * The model and rules are described in docs/DESIGN.md "Analyzer".
+ */
+#ifndef KP_ANALYZER_H
+#define KP_ANALYZER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../db/db.h"
+#include "cost.h"
+
+/* The stream id CUPTI, nsys and PyTorch traces give the legacy default stream. */
+#define KP_LEGACY_STREAM_ID 7
+
+struct kp_analyze_opts {
+	int64_t run_id;          /* 0: the newest run */
+	int no_nvtx;             /* ignore annotations: mine sequences instead */
+	int mine;                /* mine sequences even when annotations exist */
+	int64_t legacy_stream;   /* legacy default stream id; -1: none (default KP_LEGACY_STREAM_ID) */
+	int64_t gap_rows_max;    /* kp_gaps keeps at most this many (largest) gaps; 0: 1,000,000 */
+	int min_period;          /* mining: shortest period in nodes (default 2) */
+	int max_chain;           /* fusion: longest chain (default 8) */
+	int dry_run;             /* analyze but store nothing */
+};
+
+/* Fill o with the defaults above. */
+void kp_analyze_opts_init(struct kp_analyze_opts *o);
+
+/* Distribution of a per-op quantity (ns). */
+struct kp_dist {
+	int64_t n, p50, p90, p99, max;
+	double mean;
+};
+
+/* What kp_analyze found, for the CLI's summary. */
+struct kp_analysis_summary {
+	int64_t run_id;
+	int64_t n_ops, n_kernels, n_memops, n_streams, n_api, n_joined;
+	int64_t busy_ns;          /* summed GPU op time over all streams */
+	int64_t host_idle_ns;     /* idle gaps the GPU spent waiting for launches */
+	int64_t device_idle_ns;   /* idle gaps with the launch already issued */
+	int64_t span_ns;          /* first op start to last op end */
+	struct kp_dist queue, launch_api;
+	int64_t n_regions, n_capturable, n_split, n_blockers;
+	int64_t n_fusion, n_fusion_feasible;
+	int64_t n_gap_rows;
+	int regions_from;         /* 0 none, 1 nvtx, 2 mined */
+	struct kp_cost cost;      /* constants used */
+	double seconds;           /* analysis wall time */
+};
+
+/*
+ * Analyze one run of db (opened KP_DB_CREATE, or RDONLY with dry_run) and
+ * store the results. OUT: *sum (may be NULL). Returns 0 or negative KP_E*
+ * (KP_ENOTFOUND: no such run or no GPU work in it).
+ */
+int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
+	       struct kp_analysis_summary *sum, struct kp_err *err);
+
+/*
+ * Write regions.csv, gaps.csv and fusion.csv for run_id into directory dir
+ * (created when missing) from the stored tables. regions.csv columns: label,
+ * occurrences, kernels, nodes, eager_us, graph_us_pred, speedup_pred,
+ * capturable, blockers, ... (times per occurrence).
+ */
+int kp_analyze_write_csv(struct kp_db *db, int64_t run_id, const char *dir,
+			 struct kp_err *err);
+
+/* Print the stored regions of run_id as an aligned table (the CLI summary). */
+int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
+			     int max_rows, struct kp_err *err);
+
+/*
+ * The cost model for one region occurrence (docs/DESIGN.md): graph replay
+ * overlaps each node's launch processing with the previous node's work, so
+ * a node costs max(dur + graph_dep_gap_ns, graph_node_ns) on the device
+ * (graph_memop_node_ns for memset/memcpy nodes); the host side is
+ * cudaGraphLaunch (base + per node) plus set_params_ns per patched node;
+ * the graphed time is the larger of the two.
+ */
+struct kp_region_pred {
+	int64_t device_ns, host_ns, graph_ns;
+	double speedup;           /* eager_ns / graph_ns */
+	int64_t one_time_ns;      /* (capture + instantiate) * nodes * shape_keys */
+	int64_t break_even;       /* replays to amortise one_time_ns; -1: never */
+	int64_t extra_mem_bytes;
+};
+
+/*
+ * dur_ns[i]: device time of node i; is_memop[i] (may be NULL): 1 for
+ * memset/memcpy nodes. patched_nodes: nodes needing parameter updates per
+ * replay; shape_keys >= 1 graphs are instantiated.
+ */
+void kp_cost_predict(const struct kp_cost *c, const int64_t *dur_ns,
+		     const uint8_t *is_memop, size_t n_nodes, int64_t eager_ns,
+		     int64_t patched_nodes, int64_t shape_keys,
+		     struct kp_region_pred *out);
+
+#endif

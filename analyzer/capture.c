@@ -1,0 +1,371 @@
+/*
+ * capture.c - capturability of each region, its split into capturable
+ * parts, shape keys, patch slots, and the cost model's prediction.
+ *
+ * A blocking API call inside an occurrence (sync, blocking or pageable
+ * copy, malloc/free, host callback, cross-stream event wait) is fatal when
+ * it falls between two of the occurrence's launches: the region is split
+ * there. One before the first or after the last launch only bounds the
+ * capture (recorded with fatal = 0). Legacy-stream use, shape keys and
+ * patch slots are recorded as advisories (fatal = 0): the runtime handles
+ * them (side stream, one graph per shape key, in-place patching).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_BLK_ROWS 2000   /* blocker rows kept per region */
+
+static int add_blk(struct kp__ana *a, struct kp__region *r, int kind, int fatal,
+		   const char *api, int64_t start, int64_t corr, int occ, int pos,
+		   const char *detail)
+{
+	struct kp__blk b = {
+		.kind = (uint8_t)kind, .fatal = (uint8_t)fatal, .api = api,
+		.start = start, .corr = corr, .occ = occ, .pos = pos,
+		.detail = detail ? kp_arena_strdup(&a->arena, detail) : NULL,
+	};
+	if (r->blk.len >= MAX_BLK_ROWS)
+		return 0;
+	return kp_vec_push(&r->blk, b) ? KP_ENOMEM : 0;
+}
+
+/* Number of the occurrence's ops whose launch call began before t. */
+static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t)
+{
+	uint32_t lo = 0, hi = o->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (a->ops[o->ops[mid]].api_start < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static size_t ev_lower(struct kp__ana *a, int64_t t)
+{
+	size_t lo = 0, hi = a->n_ev;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->ev[mid].start < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const char *op_name(struct kp__ana *a, const struct kp__op *op)
+{
+	return a->sigs.data[op->sig].name;
+}
+
+/* Blocking API calls; marks cut[pos] for the fatal ones. */
+static int event_blockers(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
+{
+	uint32_t tn = r->occ[r->tmpl].n;
+	char d[256];
+	int rc = 0;
+
+	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
+		const struct kp__occ *o = &r->occ[k];
+		for (size_t e = ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
+			const struct kp__ev *ev = &a->ev[e];
+			uint32_t pos = pos_in(a, o, ev->start);
+			int edge = pos == 0 || pos >= o->n;
+			const char *api = ev->name != UINT32_MAX ? a->names.data[ev->name].s : "memcpy";
+
+			if (edge)
+				snprintf(d, sizeof(d), "%s the region's launches: capture stops short of it",
+					 pos == 0 ? "before" : "after");
+			else
+				snprintf(d, sizeof(d), "between node %u (%s) and node %u (%s): splits the region",
+					 pos - 1, op_name(a, &a->ops[o->ops[pos - 1]]), pos,
+					 op_name(a, &a->ops[o->ops[pos]]));
+			if (!edge && o->n == tn)
+				cut[pos] = 1;
+			rc = add_blk(a, r, ev->kind, !edge, api, ev->start, ev->corr, (int)k,
+				     (int)pos, d);
+		}
+	}
+	return rc;
+}
+
+static int legacy_blocker(struct kp__ana *a, struct kp__region *r)
+{
+	const struct kp__occ *o = &r->occ[r->tmpl];
+
+	if (a->o.legacy_stream < 0)
+		return 0;
+	for (uint32_t i = 0; i < o->n; i++) {
+		const struct kp__op *op = &a->ops[o->ops[i]];
+		if (a->streams.data[op->stream].stream_id != a->o.legacy_stream)
+			continue;
+		return add_blk(a, r, KP__B_LEGACY_STREAM, 0,
+			       op->api_name != UINT32_MAX ? a->names.data[op->api_name].s : NULL,
+			       op->api_start, op->corr, (int)r->tmpl, (int)i,
+			       "launches on the legacy default stream, which cannot be captured:"
+			       " capture on a side stream (as torch.cuda.graph does)");
+	}
+	return 0;
+}
+
+/* One advisory row per launch configuration other than the template's. */
+static int shape_blockers(struct kp__ana *a, struct kp__region *r)
+{
+	const struct kp__occ *t = &r->occ[r->tmpl];
+	uint64_t seen[64];
+	int n_seen = 0, rc = 0;
+	char d[512];
+
+	if (r->shape_keys <= 1)
+		return 0;
+	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
+		const struct kp__occ *o = &r->occ[k];
+		int dup = o->fp == t->fp;
+		for (int s = 0; s < n_seen && !dup; s++)
+			dup = seen[s] == o->fp;
+		if (dup)
+			continue;
+		if (n_seen < 64)
+			seen[n_seen++] = o->fp;
+		uint32_t i = 0, m = o->n < t->n ? o->n : t->n;
+		while (i < m && a->ops[o->ops[i]].sig == a->ops[t->ops[i]].sig)
+			i++;
+		if (i == m) {
+			snprintf(d, sizeof(d), "occurrence %u has %u nodes, the common sequence %u",
+				 k, o->n, t->n);
+		} else {
+			const struct kp__sig *sa = &a->sigs.data[a->ops[t->ops[i]].sig];
+			const struct kp__sig *sb = &a->sigs.data[a->ops[o->ops[i]].sig];
+			snprintf(d, sizeof(d), "occurrence %u node %u: %.80s %s -> %.80s %s",
+				 k, i, sa->name, kp__sig_desc(a, sa), sb->name, kp__sig_desc(a, sb));
+		}
+		const struct kp__op *op = &a->ops[o->ops[i < o->n ? i : 0]];
+		rc = add_blk(a, r, KP__B_SHAPE_KEY, 0,
+			     op->api_name != UINT32_MAX ? a->names.data[op->api_name].s : NULL,
+			     op->api_start, op->corr, (int)k, (int)i, d);
+	}
+	return rc;
+}
+
+static const struct kp__arg *args_of(struct kp__ana *a, uint32_t corr, size_t *n)
+{
+	size_t lo = 0, hi = a->n_args;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->args[mid].corr < corr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*n = 0;
+	while (lo + *n < a->n_args && a->args[lo + *n].corr == corr)
+		(*n)++;
+	return *n ? &a->args[lo] : NULL;
+}
+
+/* 8-byte arguments whose value changes between occurrences. */
+static int patch_slots(struct kp__ana *a, struct kp__region *r)
+{
+	const struct kp__occ *t = &r->occ[r->tmpl];
+	char d[256];
+	int rc = 0;
+
+	r->patch_slots = r->patched_nodes = 0;
+	if (!a->n_args)
+		return 0;
+	for (uint32_t i = 0; i < t->n && !rc; i++) {
+		const struct kp__op *top = &a->ops[t->ops[i]];
+		size_t na, nb;
+		const struct kp__arg *ta = args_of(a, top->corr, &na);
+		int node_patched = 0;
+
+		if (top->kind != KP__OP_KERNEL || !ta)
+			continue;
+		for (size_t j = 0; j < na && !rc; j++) {
+			uint32_t changed = 0, compared = 0;
+			int ptr = 1;
+			if (ta[j].size != 8)
+				continue;
+			for (uint32_t k = 0; k < r->n_occ; k++) {
+				const struct kp__occ *o = &r->occ[k];
+				if (k == r->tmpl || o->n != t->n)
+					continue;
+				const struct kp__arg *b = args_of(a, a->ops[o->ops[i]].corr, &nb);
+				for (size_t x = 0; b && x < nb; x++) {
+					if (b[x].idx != ta[j].idx)
+						continue;
+					compared++;
+					if (b[x].value != ta[j].value) {
+						changed++;
+						uint64_t v = (uint64_t)b[x].value;
+						if (v < (1ULL << 32) || (v & 0x3))
+							ptr = 0;
+					}
+				}
+			}
+			if (!changed)
+				continue;
+			uint64_t v0 = (uint64_t)ta[j].value;
+			if (v0 < (1ULL << 32) || (v0 & 0x3))
+				ptr = 0;
+			r->patch_slots++;
+			node_patched = 1;
+			snprintf(d, sizeof(d), "node %u (%.80s) arg %u: %s changes in %u of %u occurrences",
+				 i, op_name(a, top), ta[j].idx, ptr ? "pointer" : "scalar",
+				 changed, compared);
+			rc = add_blk(a, r, KP__B_PATCH_SLOT, 0,
+				     top->api_name != UINT32_MAX ? a->names.data[top->api_name].s : NULL,
+				     top->api_start, top->corr, (int)r->tmpl, (int)i, d);
+		}
+		r->patched_nodes += node_patched;
+	}
+	return rc;
+}
+
+/* Graphed time: the model on each occurrence (up to ~1000), median. */
+static int predict(struct kp__ana *a, struct kp__region *r)
+{
+	const struct kp__occ *t = &r->occ[r->tmpl];
+	uint32_t n = t->n, step = r->n_occ > 1000 ? r->n_occ / 1000 : 1, nv = 0;
+	int64_t *dur = calloc(n ? n : 1, sizeof(*dur));
+	uint8_t *mem = calloc(n ? n : 1, 1);
+	int64_t *v = malloc((r->n_occ / step + 2) * sizeof(*v));
+	struct kp_region_pred p;
+
+	if (!dur || !mem || !v) {
+		free(dur);
+		free(mem);
+		free(v);
+		return KP_ENOMEM;
+	}
+	for (uint32_t k = 0; k < r->n_occ; k += step) {
+		const struct kp__occ *o = &r->occ[k];
+		if (o->n != n)
+			continue;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct kp__op *op = &a->ops[o->ops[i]];
+			dur[i] = op->end - op->start;
+			mem[i] = op->kind != KP__OP_KERNEL;
+		}
+		kp_cost_predict(&a->cost, dur, mem, n, o->eager, r->patched_nodes,
+				r->shape_keys, &p);
+		v[nv++] = p.graph_ns;
+	}
+	/* the template itself fixes one-time cost and memory */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct kp__op *op = &a->ops[t->ops[i]];
+		dur[i] = op->end - op->start;
+		mem[i] = op->kind != KP__OP_KERNEL;
+	}
+	kp_cost_predict(&a->cost, dur, mem, n, r->eager, r->patched_nodes,
+			r->shape_keys, &r->pred);
+	if (nv)
+		r->pred.graph_ns = kp__median(v, nv);
+	if (r->pred.graph_ns > 0)
+		r->pred.speedup = (double)r->eager / (double)r->pred.graph_ns;
+	r->pred.break_even = r->eager > r->pred.graph_ns
+		? (r->pred.one_time_ns + (r->eager - r->pred.graph_ns) - 1) / (r->eager - r->pred.graph_ns)
+		: -1;
+	r->has_pred = 1;
+	free(dur);
+	free(mem);
+	free(v);
+	return 0;
+}
+
+static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
+{
+	int rc = 0;
+
+	if (cut)
+		rc = event_blockers(a, r, cut);
+	if (!rc)
+		rc = legacy_blocker(a, r);
+	if (!rc)
+		rc = shape_blockers(a, r);
+	if (!rc)
+		rc = patch_slots(a, r);
+	if (!rc)
+		rc = predict(a, r);
+	return rc;
+}
+
+static int split(struct kp__ana *a, struct kp__region *r, const uint8_t *cut,
+		 struct kp_err *err)
+{
+	const struct kp__occ *t = &r->occ[r->tmpl];
+	uint32_t n = t->n, beg = 0, n_occ = 0;
+	int64_t benefit = 0;
+	char label[256];
+
+	for (uint32_t k = 0; k < r->n_occ; k++)
+		n_occ += r->occ[k].n == n;
+	r->capturable = 0;
+	for (uint32_t i = 1; i <= n; i++) {
+		if (i < n && !cut[i])
+			continue;
+		uint32_t len = i - beg;
+		if (len >= 2) {
+			snprintf(label, sizeof(label), "%.200s[%u:%u]", r->label, beg, i);
+			struct kp__region *c = kp__region_new(a, label, "split", n_occ);
+			if (!c)
+				return kp_err_set(err, KP_ENOMEM, "out of memory");
+			c->parent = r->id;
+			c->stream_id = r->stream_id;
+			uint32_t m = 0;
+			for (uint32_t k = 0; k < r->n_occ; k++) {
+				const struct kp__occ *o = &r->occ[k];
+				if (o->n != n)
+					continue;
+				struct kp__occ *co = &c->occ[m++];
+				co->ops = o->ops + beg;
+				co->n = len;
+				co->t0 = a->ops[co->ops[0]].api_start;
+				co->t1 = a->ops[co->ops[len - 1]].api_start;
+			}
+			kp__region_stats(a, c);
+			if (examine(a, c, NULL))
+				return kp_err_set(err, KP_ENOMEM, "out of memory");
+			if (c->eager > c->pred.graph_ns)
+				benefit += c->eager - c->pred.graph_ns;
+		}
+		beg = i;
+	}
+	/* the parent runs its capturable parts as graphs, the rest eagerly */
+	r->pred.graph_ns = r->eager - benefit;
+	r->pred.speedup = r->pred.graph_ns > 0 ? (double)r->eager / (double)r->pred.graph_ns : 1;
+	r->pred.break_even = -1;
+	return 0;
+}
+
+int kp__capturability(struct kp__ana *a, struct kp_err *err)
+{
+	size_t n_top = a->regions.len;
+	int rc = 0;
+
+	for (size_t i = 0; i < n_top && !rc; i++) {
+		struct kp__region *r = a->regions.data[i];
+		uint32_t n = r->n_occ ? r->occ[r->tmpl].n : 0;
+		uint8_t *cut = calloc(n + 1, 1);
+		int any = 0;
+
+		if (!cut)
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		if (examine(a, r, cut)) {
+			free(cut);
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
+		for (uint32_t p = 1; p < n; p++)
+			any |= cut[p];
+		if (any)
+			rc = split(a, r, cut, err);
+		free(cut);
+	}
+	return rc;
+}

@@ -1,0 +1,216 @@
+/*
+ * cost.c - cost-model constants: names, documented defaults, loading from
+ * kp_calibration. See cost.h and docs/DESIGN.md "Analyzer".
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cost.h"
+#include "../common/kptime.h"
+
+struct qdef {
+	const char *name;
+	double def;
+	const char *doc;
+};
+
+/*
+ * Defaults: ARCHITECTURE.md's table (H100, CUDA 13.0, driver 580), the
+ * middle of each measured range. graph_launch_*: the line through
+ * (10 nodes, 1.4 us) and (1000 nodes, 20 us). eager_gpu_gap_ns: the
+ * queued back-to-back gaps of the bundled H200 trace (0.77-0.93 us).
+ * graph_dep_gap_ns: graph_node_ns minus a tiny kernel's own ~0.6 us.
+ * Memory figures are estimates (kernel-node parameter buffers and the
+ * executable graph's bookkeeping); dram bandwidth is ~90% of H100 SXM.
+ */
+static const struct qdef qdefs[KP_COST__N] = {
+	[KP_COST_LAUNCH_HOST] = { "launch_host_ns", 3800,
+		"eager launch, host cost per kernel" },
+	[KP_COST_GRAPH_NODE] = { "graph_node_ns", 1000,
+		"graph replay, minimum device time per kernel node" },
+	[KP_COST_CAPTURE] = { "capture_ns", 1700,
+		"stream capture, host cost per kernel" },
+	[KP_COST_INSTANTIATE] = { "instantiate_ns", 5000,
+		"cudaGraphInstantiate, per node" },
+	[KP_COST_EXEC_UPDATE] = { "exec_update_ns", 330,
+		"cudaGraphExecUpdate (same topology), per node" },
+	[KP_COST_SET_PARAMS] = { "set_params_ns", 550,
+		"cudaGraphExecKernelNodeSetParams, per node" },
+	[KP_COST_GRAPH_LAUNCH_BASE] = { "graph_launch_base_ns", 1210,
+		"cudaGraphLaunch host cost, fixed part" },
+	[KP_COST_GRAPH_LAUNCH_NODE] = { "graph_launch_node_ns", 19,
+		"cudaGraphLaunch host cost, per node" },
+	[KP_COST_EAGER_GPU_GAP] = { "eager_gpu_gap_ns", 850,
+		"minimum device gap between queued back-to-back eager kernels" },
+	[KP_COST_GRAPH_MEMOP_NODE] = { "graph_memop_node_ns", 1000,
+		"graph replay, minimum device time per memset/memcpy node" },
+	[KP_COST_GRAPH_NODE_BYTES] = { "graph_node_bytes", 4096,
+		"extra device memory per instantiated graph node (estimate)" },
+	[KP_COST_GRAPH_BASE_BYTES] = { "graph_base_bytes", 65536,
+		"extra device memory per instantiated graph (estimate)" },
+	[KP_COST_DRAM_BW] = { "dram_bytes_per_ns", 3000,
+		"sustained DRAM bandwidth in bytes/ns (GB/s)" },
+	[KP_COST_SHORT_KERNEL] = { "short_kernel_ns", 10000,
+		"kernels shorter than this count as short" },
+	[KP_COST_GRAPH_DEP_GAP] = { "graph_dep_gap_ns", 400,
+		"graph replay, device gap between dependent kernel nodes" },
+};
+
+const char *kp_cost_name(int q)
+{
+	if (q < 0 || q >= KP_COST__N)
+		return NULL;
+	return qdefs[q].name;
+}
+
+int kp_cost_from_name(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int q = 0; q < KP_COST__N; q++)
+		if (strcmp(qdefs[q].name, name) == 0)
+			return q;
+	return -1;
+}
+
+const char *kp_cost_doc(int q)
+{
+	if (q < 0 || q >= KP_COST__N)
+		return NULL;
+	return qdefs[q].doc;
+}
+
+double kp_cost_default(int q)
+{
+	if (q < 0 || q >= KP_COST__N)
+		return 0;
+	return qdefs[q].def;
+}
+
+void kp_cost_defaults(struct kp_cost *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int q = 0; q < KP_COST__N; q++)
+		c->v[q] = qdefs[q].def;
+}
+
+/* Apply rows of st (quantity, value_ns) to quantities still at default. */
+static int apply_rows(struct kp_db *db, sqlite3_stmt *st, struct kp_cost *c,
+		      int src, struct kp_err *err)
+{
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		int q = kp_cost_from_name(name);
+		if (q < 0 || c->src[q] != KP_COST_SRC_DEFAULT)
+			continue;
+		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+			continue;
+		c->v[q] = sqlite3_column_double(st, 1);
+		c->src[q] = (unsigned char)src;
+		c->n_calibrated++;
+	}
+	if (rc != SQLITE_DONE)
+		return kp_db_error(db, err, "reading kp_calibration");
+	return 0;
+}
+
+int kp_cost_load(struct kp_db *db, const char *gpu_name, int driver_version,
+		 struct kp_cost *c, struct kp_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = 0;
+
+	kp_cost_defaults(c);
+	c->driver_version = driver_version;
+	if (gpu_name)
+		snprintf(c->gpu_name, sizeof(c->gpu_name), "%s", gpu_name);
+	if (!gpu_name || !*gpu_name || !db || !kp_db_has_table(db, "kp_calibration"))
+		return 0;
+
+	rc = kp_db_prepare(db, "SELECT quantity, value_ns FROM kp_calibration"
+			   " WHERE gpu_name = ?1 AND driver_version = ?2", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, gpu_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, driver_version);
+	rc = apply_rows(db, st, c, KP_COST_SRC_EXACT, err);
+	sqlite3_finalize(st);
+	if (rc || c->n_calibrated == KP_COST__N)
+		return rc;
+
+	/* other drivers of the same GPU, newest driver first */
+	rc = kp_db_prepare(db, "SELECT quantity, value_ns FROM kp_calibration"
+			   " WHERE gpu_name = ?1 AND driver_version <> ?2"
+			   " ORDER BY driver_version DESC, created_ns DESC", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, gpu_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, driver_version);
+	rc = apply_rows(db, st, c, KP_COST_SRC_GPU, err);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int kp_cost_load_run(struct kp_db *db, int64_t run_id, struct kp_cost *c,
+		     struct kp_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	char name[128] = "";
+	int driver = 0;
+	int rc;
+
+	rc = kp_db_prepare(db, "SELECT device_name, driver_version FROM kp_runs"
+			   " WHERE runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, run_id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const char *s = (const char *)sqlite3_column_text(st, 0);
+		if (s)
+			snprintf(name, sizeof(name), "%s", s);
+		driver = sqlite3_column_int(st, 1);
+	}
+	sqlite3_finalize(st);
+	/* fall back to the trace's GPU table when the run row has no name */
+	if (!*name && kp_db_has_table(db, "TARGET_INFO_GPU")) {
+		rc = kp_db_prepare(db, "SELECT name FROM TARGET_INFO_GPU WHERE runId = ?1"
+				   " ORDER BY id LIMIT 1", &st, err);
+		if (rc)
+			return rc;
+		sqlite3_bind_int64(st, 1, run_id);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			const char *s = (const char *)sqlite3_column_text(st, 0);
+			if (s)
+				snprintf(name, sizeof(name), "%s", s);
+		}
+		sqlite3_finalize(st);
+	}
+	return kp_cost_load(db, name, driver, c, err);
+}
+
+int kp_cost_store(struct kp_db *db, const char *gpu_name, int driver_version,
+		  int q, double value, int64_t n_samples, struct kp_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (!kp_cost_name(q) || !gpu_name)
+		return kp_err_set(err, KP_EINVAL, "unknown cost quantity %d", q);
+	rc = kp_db_prepare(db, "INSERT OR REPLACE INTO kp_calibration"
+			   " (gpu_name, driver_version, quantity, value_ns, n_samples,"
+			   " created_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, gpu_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, driver_version);
+	sqlite3_bind_text(st, 3, kp_cost_name(q), -1, SQLITE_STATIC);
+	sqlite3_bind_double(st, 4, value);
+	if (n_samples > 0)
+		sqlite3_bind_int64(st, 5, n_samples);
+	sqlite3_bind_int64(st, 6, kp_wall_ns());
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0
+		: kp_db_error(db, err, "writing kp_calibration");
+	sqlite3_finalize(st);
+	return rc;
+}

@@ -1,0 +1,219 @@
+/*
+ * internal.h - the analyzer's in-memory model, shared by its .c files.
+ *
+ * One analysis holds the run's GPU ops in one array (struct kp__op, 56
+ * bytes each: no allocation per row), orderings of it as uint32 index
+ * arrays, the API calls that can block capture, and the regions found.
+ * Strings and per-region arrays come from one arena.
+ */
+#ifndef KP_ANALYZER_INTERNAL_H
+#define KP_ANALYZER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "../common/arena.h"
+#include "../common/u64map.h"
+#include "../common/vec.h"
+#include "analyzer.h"
+
+enum { KP__OP_KERNEL = 0, KP__OP_MEMSET = 1, KP__OP_MEMCPY = 2 };
+
+/* op flags */
+#define KP__F_PAGEABLE 1   /* memcpy from/to pageable host memory */
+
+/* One GPU op (kernel, memset, memcpy) joined to its launch call. */
+struct kp__op {
+	int64_t start, end;
+	int64_t api_start;       /* launch call start; op start when not joined */
+	int64_t gap;             /* idle before it on its stream; -1 first op */
+	int32_t api_dur;         /* launch call duration; -1 when not joined */
+	uint32_t corr;
+	uint32_t sig;            /* index into ana->sigs */
+	uint32_t stream;         /* index into ana->streams */
+	uint32_t api_name;       /* index into ana->names, or UINT32_MAX */
+	uint8_t kind, has_api, host_bound, flags;
+};
+
+/* Launch signature: name, grid, block, shared memory (and kind). */
+struct kp__sig {
+	int64_t name_id;         /* StringIds.id; memops: 0 */
+	const char *name;        /* arena */
+	int32_t grid[3], block[3];
+	int32_t smem, regs;
+	int64_t bytes;           /* memops */
+	int64_t mangled_id;      /* StringIds.id of the mangled name, 0: none */
+	int32_t dyn_smem;        /* dynamic shared memory (part of smem) */
+	uint64_t fsig;           /* planner/FORMAT.md kernel signature; 0 for memops */
+	uint8_t kind;
+	uint8_t mem_class;       /* fusion: 0 unknown, 1 memory-bound, 2 compute-bound */
+	uint8_t reduction;       /* fusion: reduces rows */
+};
+
+struct kp__stream {
+	int64_t device_id, stream_id;
+	uint32_t beg, end;       /* slice of ana->ord */
+};
+
+/* API call classes that matter for capture. */
+enum kp__cls {
+	KP__C_OTHER = 0, KP__C_LAUNCH, KP__C_GRAPH_LAUNCH, KP__C_SYNC,
+	KP__C_COPY_SYNC, KP__C_COPY_ASYNC, KP__C_MALLOC, KP__C_FREE,
+	KP__C_HOST_FUNC, KP__C_WAIT_EVENT, KP__C_MEMSET, KP__C_EVENT_RECORD,
+};
+
+/* Blocker kinds, in the order of kp__blocker_kind_name. */
+enum kp__bk {
+	KP__B_SYNC = 0, KP__B_BLOCKING_COPY, KP__B_PAGEABLE_COPY, KP__B_MALLOC,
+	KP__B_FREE, KP__B_HOST_CALLBACK, KP__B_CROSS_STREAM_EVENT,
+	KP__B_LEGACY_STREAM, KP__B_SHAPE_KEY, KP__B_PATCH_SLOT, KP__B__N
+};
+
+struct kp__name {
+	int64_t id;              /* StringIds.id */
+	const char *s;
+	int cls;                 /* enum kp__cls */
+};
+
+/* A non-launch API call that may block capture. */
+struct kp__ev {
+	int64_t start, end;
+	uint32_t corr, name;     /* name: index into ana->names */
+	uint8_t kind;            /* enum kp__bk */
+	uint8_t pad[7];
+};
+
+struct kp__blk {
+	uint8_t kind, fatal;
+	const char *api;         /* arena or static */
+	int64_t start;
+	int64_t corr;            /* -1: none */
+	int32_t occ, pos;
+	const char *detail;      /* arena */
+};
+
+struct kp__occ {
+	const uint32_t *ops;     /* op indices in launch order (borrowed) */
+	uint32_t n;
+	int64_t t0, t1;          /* CPU range */
+	int64_t eager, busy, hidle, didle;
+	uint64_t fp;             /* full signature fingerprint */
+};
+
+struct kp__region {
+	int id, parent;          /* parent 0: none */
+	const char *label, *source;
+	int64_t stream_id;       /* -1: any */
+	struct kp__occ *occ;
+	uint32_t n_occ;
+	uint32_t tmpl;           /* occurrence whose sequence is the most common */
+	int period;              /* mined */
+	double coverage;
+	/* results */
+	int64_t kernels, nodes, eager, busy, hidle, didle;
+	struct kp_dist queue, launch_api;
+	struct kp_region_pred pred;
+	int capturable, has_pred;
+	int64_t shape_keys, patch_slots, patched_nodes;
+	uint64_t fingerprint;
+	KP_VEC(struct kp__blk) blk;
+};
+
+struct kp__arg {
+	uint32_t corr;
+	uint16_t idx, size;
+	int64_t value;
+};
+
+struct kp__cand {
+	int region;
+	int64_t stream_id;
+	uint32_t first_op;
+	int n;
+	uint64_t key;
+	int64_t occurrences;
+	const char *names, *pattern, *reason, *dependence;
+	int64_t dur, saved_bytes, saved_nodes, penalty;
+	double score;
+	int feasible;
+};
+
+struct kp__ana {
+	struct kp_db *db;
+	int64_t run;
+	struct kp_analyze_opts o;
+	struct kp_cost cost;
+	struct kp_arena arena;
+	struct kp_analysis_summary *sum;
+
+	struct kp__op *ops;
+	size_t n_ops;
+	KP_VEC(struct kp__sig) sigs;
+	struct kp_u64map sigmap;
+	KP_VEC(struct kp__stream) streams;
+	uint32_t *ord;           /* ops by (stream, start) */
+	uint32_t *by_cpu;        /* ops by launch call start */
+	int64_t t_min;
+
+	KP_VEC(struct kp__name) names;
+	struct kp_u64map namemap;  /* StringIds.id -> index into names */
+	struct kp__ev *ev;         /* by start */
+	size_t n_ev;
+
+	struct kp__arg *args;      /* by (corr, idx) */
+	size_t n_args;
+
+	KP_VEC(struct kp__region *) regions;
+	KP_VEC(struct kp__cand) cands;
+	int64_t smem_limit;
+};
+
+/* util.c */
+struct kp__kv { uint64_t key; uint32_t idx; uint32_t pad; };
+/* Sort a by key (LSD radix, stable); tmp holds n elements. */
+void kp__radix_sort(struct kp__kv *a, struct kp__kv *tmp, size_t n);
+/* Distribution of v[0..n) (reorders v). */
+void kp__dist(int64_t *v, size_t n, struct kp_dist *d);
+/* k-th smallest of v[0..n), n > 0 (reorders v). */
+int64_t kp__nth(int64_t *v, size_t n, size_t k);
+/* Median of v[0..n) (reorders v); 0 when n == 0. */
+int64_t kp__median(int64_t *v, size_t n);
+/* Index of the name with StringIds id, loading and classifying it. */
+int kp__name_get(struct kp__ana *a, int64_t id, uint32_t *ix, struct kp_err *err);
+int kp__classify_api(const char *name);
+const char *kp__blocker_kind_name(int kind);
+/*
+ * A kernel's signature as planner/FORMAT.md "Fingerprints" defines it (the
+ * runtime recomputes it from captured nodes): kp_hash64 of
+ * "NAME|GX,GY,GZ|BX,BY,BZ|DYNSMEM".
+ */
+uint64_t kp__kernel_sig(const char *name, const int32_t grid[3], const int32_t block[3],
+			int32_t dyn_smem);
+/* Describe a signature's launch configuration into an arena string. */
+const char *kp__sig_desc(struct kp__ana *a, const struct kp__sig *s);
+
+/* load.c: ops, launch calls, blocking calls, streams, gaps, launch args */
+int kp__load(struct kp__ana *a, struct kp_err *err);
+int kp__load_args(struct kp__ana *a, struct kp_err *err);
+
+/* regions.c */
+int kp__regions_nvtx(struct kp__ana *a, struct kp_err *err);
+int kp__regions_mine(struct kp__ana *a, struct kp_err *err);
+/* Mine one sequence: OUT period, first index and count of occurrences. */
+int kp__mine_period(const uint32_t *s, size_t n, int min_period,
+		    const int64_t *gap, size_t *period, size_t *first,
+		    size_t *count, struct kp_err *err);
+void kp__occ_stats(struct kp__ana *a, struct kp__occ *o);
+void kp__region_stats(struct kp__ana *a, struct kp__region *r);
+struct kp__region *kp__region_new(struct kp__ana *a, const char *label,
+				  const char *source, uint32_t n_occ);
+
+/* capture.c */
+int kp__capturability(struct kp__ana *a, struct kp_err *err);
+
+/* fusion.c */
+int kp__fusion(struct kp__ana *a, struct kp_err *err);
+
+/* store.c */
+int kp__store(struct kp__ana *a, struct kp_err *err);
+
+#endif

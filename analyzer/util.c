@@ -1,0 +1,221 @@
+/* util.c - sorting, distributions, API name classes for the analyzer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hash.h"
+#include "internal.h"
+
+void kp__radix_sort(struct kp__kv *a, struct kp__kv *tmp, size_t n)
+{
+	struct kp__kv *src = a, *dst = tmp;
+	uint64_t all_or = 0, all_and = ~0ULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		all_or |= a[i].key;
+		all_and &= a[i].key;
+	}
+	for (int shift = 0; shift < 64; shift += 8) {
+		size_t cnt[256] = {0}, sum = 0;
+
+		/* skip a digit every key shares */
+		if ((((all_or ^ all_and) >> shift) & 0xff) == 0)
+			continue;
+		for (i = 0; i < n; i++)
+			cnt[(src[i].key >> shift) & 0xff]++;
+		for (int d = 0; d < 256; d++) {
+			size_t c = cnt[d];
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (i = 0; i < n; i++)
+			dst[cnt[(src[i].key >> shift) & 0xff]++] = src[i];
+		struct kp__kv *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return (a > b) - (a < b);
+}
+
+int64_t kp__nth(int64_t *v, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n - 1;
+
+	while (hi > lo + 16) {
+		/* median of three as pivot, Hoare partition */
+		size_t mid = lo + (hi - lo) / 2;
+		int64_t x = v[lo], y = v[mid], z = v[hi];
+		int64_t p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+		size_t i = lo, j = hi;
+		for (;;) {
+			while (v[i] < p)
+				i++;
+			while (v[j] > p)
+				j--;
+			if (i >= j)
+				break;
+			int64_t t = v[i];
+			v[i] = v[j];
+			v[j] = t;
+			i++;
+			j--;
+		}
+		if (k <= j)
+			hi = j;
+		else
+			lo = j + 1;
+	}
+	qsort(v + lo, hi - lo + 1, sizeof(*v), cmp_i64);
+	return v[k];
+}
+
+void kp__dist(int64_t *v, size_t n, struct kp_dist *d)
+{
+	double s = 0;
+	int64_t mx = INT64_MIN;
+
+	memset(d, 0, sizeof(*d));
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		s += (double)v[i];
+		if (v[i] > mx)
+			mx = v[i];
+	}
+	d->n = (int64_t)n;
+	d->max = mx;
+	d->mean = s / (double)n;
+	/* selections from the top down: each narrows the next one's range */
+	size_t k99 = (size_t)((double)(n - 1) * 0.99), k90 = (size_t)((double)(n - 1) * 0.9);
+	d->p99 = kp__nth(v, n, k99);
+	d->p90 = kp__nth(v, k99 + 1, k90);
+	d->p50 = kp__nth(v, k90 + 1, (n - 1) / 2);
+}
+
+int64_t kp__median(int64_t *v, size_t n)
+{
+	if (!n)
+		return 0;
+	return kp__nth(v, n, (n - 1) / 2);
+}
+
+static int has(const char *s, const char *w)
+{
+	return strstr(s, w) != NULL;
+}
+
+/*
+ * Runtime and driver API names (and PyTorch trace names, which use the
+ * runtime's) to the classes that matter for capture. Stream-ordered
+ * allocation (cudaMallocAsync/cudaFreeAsync) is capturable: not malloc.
+ */
+int kp__classify_api(const char *n)
+{
+	if (!n)
+		return KP__C_OTHER;
+	if (has(n, "GraphLaunch"))
+		return KP__C_GRAPH_LAUNCH;
+	if (has(n, "LaunchHostFunc") || has(n, "StreamAddCallback"))
+		return KP__C_HOST_FUNC;
+	if (has(n, "LaunchKernel") || has(n, "LaunchCooperativeKernel") ||
+	    strncmp(n, "cuLaunch", 8) == 0 || strcmp(n, "cuLaunchGrid") == 0)
+		return KP__C_LAUNCH;
+	if (has(n, "Synchronize") || has(n, "StreamQuery") || has(n, "EventQuery"))
+		return KP__C_SYNC;
+	if (has(n, "StreamWaitEvent") || has(n, "cuStreamWaitValue"))
+		return KP__C_WAIT_EVENT;
+	if (has(n, "EventRecord"))
+		return KP__C_EVENT_RECORD;
+	if (has(n, "MallocAsync") || has(n, "FreeAsync") || has(n, "AllocAsync"))
+		return KP__C_OTHER;
+	if (has(n, "Malloc") || has(n, "MemAlloc") || has(n, "HostAlloc") ||
+	    has(n, "MemCreate"))
+		return KP__C_MALLOC;
+	if ((strncmp(n, "cudaFree", 8) == 0 && strcmp(n, "cudaFreeAsync")) ||
+	    has(n, "MemFree") || has(n, "MemRelease"))
+		return KP__C_FREE;
+	if (has(n, "Memset") || has(n, "cuMemsetD"))
+		return KP__C_MEMSET;
+	if (has(n, "Memcpy")) {
+		if (has(n, "Async"))
+			return KP__C_COPY_ASYNC;
+		return KP__C_COPY_SYNC;
+	}
+	return KP__C_OTHER;
+}
+
+static const char *const bk_names[KP__B__N] = {
+	"sync", "blocking_copy", "pageable_copy", "malloc", "free",
+	"host_callback", "cross_stream_event", "legacy_stream", "shape_key",
+	"patch_slot",
+};
+
+const char *kp__blocker_kind_name(int kind)
+{
+	return kind >= 0 && kind < KP__B__N ? bk_names[kind] : "unknown";
+}
+
+int kp__name_get(struct kp__ana *a, int64_t id, uint32_t *ix, struct kp_err *err)
+{
+	static const char sql[] = "SELECT value FROM StringIds WHERE id = ?1";
+	sqlite3_stmt *st;
+	struct kp__name nm = { .id = id, .s = "", .cls = KP__C_OTHER };
+	int rc;
+
+	if (kp_u64map_get(&a->namemap, (uint64_t)id, ix))
+		return 0;
+	rc = kp_db_prepare(a->db, sql, &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const char *s = (const char *)sqlite3_column_text(st, 0);
+		nm.s = kp_arena_strdup(&a->arena, s ? s : "");
+	}
+	sqlite3_finalize(st);
+	if (!nm.s)
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	nm.cls = kp__classify_api(nm.s);
+	*ix = (uint32_t)a->names.len;
+	if (kp_vec_push(&a->names, nm) ||
+	    kp_u64map_put(&a->namemap, (uint64_t)id, *ix))
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	return 0;
+}
+
+const char *kp__sig_desc(struct kp__ana *a, const struct kp__sig *s)
+{
+	char buf[160];
+
+	if (s->kind != KP__OP_KERNEL)
+		snprintf(buf, sizeof(buf), "%lld bytes", (long long)s->bytes);
+	else
+		snprintf(buf, sizeof(buf), "grid %d,%d,%d block %d,%d,%d smem %d",
+			 s->grid[0], s->grid[1], s->grid[2], s->block[0],
+			 s->block[1], s->block[2], s->smem);
+	return kp_arena_strdup(&a->arena, buf);
+}
+
+uint64_t kp__kernel_sig(const char *name, const int32_t grid[3], const int32_t block[3],
+			int32_t dyn_smem)
+{
+	char buf[2048];
+	int n = snprintf(buf, sizeof(buf), "%s|%u,%u,%u|%u,%u,%u|%u", name,
+			 (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
+			 (unsigned)block[0], (unsigned)block[1], (unsigned)block[2],
+			 (unsigned)dyn_smem);
+
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	return kp_hash64(buf, (size_t)n, KP_HASH_SEED);
+}

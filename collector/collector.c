@@ -1,0 +1,1255 @@
+/*
+ * collector.c - libkplan_collect.so, the CUPTI injection library.
+ *
+ * Loaded by the CUDA driver through CUDA_INJECTION64_PATH, which calls
+ * InitializeInjection() from inside cuInit. From there:
+ *
+ *   app threads --(CUPTI fills activity buffers)--> bufferCompleted
+ *        --(bounded queue)--> writer thread: decode.c -> struct kp_writer
+ *        --(one transaction per batch of buffers)--> SQLite
+ *
+ * The application's threads never touch the database: CUPTI's own worker
+ * hands completed buffers to us, we queue them, and our writer thread
+ * decodes and inserts. When more than KPLAN_MEM_MB of buffers wait, a
+ * completed buffer is dropped and its records counted (as are CUPTI's own
+ * drops); the counts end up in kp_runs.dropped_records/dropped_detail.
+ *
+ * Nothing here may exit, abort or crash the host process: every failure is
+ * one "kplan: ..." line on stderr and collection stops or degrades, while the
+ * program runs on with its own exit code.
+ *
+ * Environment (set by `kplan record`): KPLAN_OUT, KPLAN_NVTX_RANGE,
+ * KPLAN_PROFILER_API, KPLAN_SKIP, KPLAN_DURATION, KPLAN_ARGS, KPLAN_MEM_MB,
+ * KPLAN_COMMAND (the command line to store; default /proc/self/cmdline).
+ * For overhead studies: KPLAN_DISABLE=kernel,api,all (leave those records
+ * out) and KPLAN_DEVICE_BUFFER_MB (CUPTI's per-context device buffer).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include "decode.h"
+#include "window.h"
+#include "../common/kptime.h"
+#include "../common/log.h"
+#include "../common/strbuf.h"
+#include "../db/db.h"
+#include "../db/writer.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* Activity kinds we enable (runtime/driver API records are chosen per call). */
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_DEVICE,
+	CUPTI_ACTIVITY_KIND_CONTEXT,
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMCPY2,
+	CUPTI_ACTIVITY_KIND_MEMSET,
+	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+	CUPTI_ACTIVITY_KIND_MARKER,
+	CUPTI_ACTIVITY_KIND_MARKER_DATA,
+	CUPTI_ACTIVITY_KIND_OVERHEAD,
+};
+
+/*
+ * The API calls that matter, by name prefix (leading underscores ignored),
+ * matched against every callback id CUPTI knows so that new flavours
+ * (_ptsz, _v2, Ex, ...) are included without listing them.
+ */
+static const char *const rt_calls[] = {
+	"cudaLaunch",            /* Kernel, KernelExC, CooperativeKernel*, HostFunc */
+	"cudaGraphLaunch", "cudaGraphInstantiate", "cudaGraphUpload", "cudaGraphExecUpdate",
+	"cudaMemcpy", "cudaMemset",
+	"cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
+	"cudaEventSynchronize", "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventQuery",
+	"cudaStreamQuery",
+	"cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister", "cudaHostUnregister",
+	"cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaStreamAddCallback",
+	"cudaProfilerStart", "cudaProfilerStop",
+	NULL,
+};
+static const char *const drv_calls[] = {
+	"cuLaunch",              /* Kernel, KernelEx, CooperativeKernel*, HostFunc, Grid */
+	"cuGraphLaunch", "cuGraphInstantiate", "cuGraphUpload", "cuGraphExecUpdate",
+	"cuMemcpy", "cuMemset",
+	"cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuStreamWaitEvent",
+	"cuEventRecord", "cuEventQuery", "cuStreamQuery",
+	"cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemHostRegister",
+	"cuMemHostUnregister",
+	"cuStreamBeginCapture", "cuStreamEndCapture", "cuStreamAddCallback",
+	"cuProfilerStart", "cuProfilerStop",
+	NULL,
+};
+/* Launch calls whose arguments --args records (callback API). */
+static const char *const rt_launch_calls[] = { "cudaLaunchKernel", "cudaLaunchCooperativeKernel", NULL };
+static const char *const drv_launch_calls[] = { "cuLaunchKernel", "cuLaunchCooperativeKernel", NULL };
+
+struct qbuf {
+	uint8_t *p;
+	size_t size, valid;
+};
+
+struct arg_rec {
+	uint32_t corr;
+	uint16_t index;
+	uint32_t size;
+	int64_t value;
+	int has_value;
+};
+
+static struct {
+	pid_t pid;
+	int started;                 /* InitializeInjection got far enough */
+	atomic_int shutdown;
+	atomic_int sig_flush;        /* a signal handler asks the writer to finish */
+	atomic_int finished;         /* the writer closed the database */
+	atomic_int db_failed;        /* writer gave up: drop everything */
+	int have_writer;
+	int thread_created;
+	int zeroed_buffers;
+	/* config */
+	char *out, *nvtx_range, *command;
+	int profiler_api, args;
+	int64_t skip;
+	double duration_s;
+	size_t mem_bytes, buf_size;
+	int64_t t0_ns;
+	/* queue of completed buffers, guarded by mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct qbuf *q;
+	size_t qhead, qlen, qcap;
+	size_t queued_bytes;
+	int stop;
+	uint8_t *pool[8];
+	int npool;
+	/* launch arguments (--args), guarded by mu */
+	KP_VEC(struct arg_rec) argq;
+	int64_t args_dropped;
+	/* counts */
+	atomic_llong drop_queue_records, drop_queue_buffers, drop_cupti, drop_db_records;
+	atomic_llong drop_args;
+	int duration_hit;
+	int flush_timed_out;
+	pthread_t writer;
+	CUpti_SubscriberHandle sub;
+	int subscribed;
+	struct sigaction old_term, old_int;
+	/* writer-thread side */
+	struct kp_db *db;
+	int64_t run_id;
+	int64_t last_ts;
+	uint8_t enabled_rt[2048], enabled_drv[2048];
+} g = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+	.cv = PTHREAD_COND_INITIALIZER,
+};
+
+/* ------------------------------------------------------------------------ */
+/* small helpers */
+
+static const char *cupti_msg(CUptiResult r)
+{
+	const char *s = NULL;
+
+	if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		return "unknown cupti error";
+	return s;
+}
+
+static int64_t env_int(const char *name, int64_t def)
+{
+	const char *s = getenv(name);
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return def;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < 0) {
+		kp_warn("%s='%s' is not a non-negative integer; using %lld", name, s,
+			(long long)def);
+		return def;
+	}
+	return v;
+}
+
+static int name_matches(const char *name, const char *const *prefixes)
+{
+	size_t i;
+
+	while (*name == '_')
+		name++;
+	for (i = 0; prefixes[i]; i++) {
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			return 1;
+	}
+	return 0;
+}
+
+static char *read_cmdline(void)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	char buf[4096];
+	FILE *f = fopen("/proc/self/cmdline", "rb");
+	size_t n, i;
+
+	if (!f)
+		return kp_strdup("?");
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		for (i = 0; i < n; i++) {
+			if (!buf[i])
+				buf[i] = ' ';
+		}
+		kp_strbuf_add(&sb, buf, n);
+	}
+	fclose(f);
+	while (sb.len && sb.buf[sb.len - 1] == ' ')
+		sb.buf[--sb.len] = 0;
+	return kp_strbuf_detach(&sb, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* buffers */
+
+static uint8_t *buf_get(void)
+{
+	uint8_t *p = NULL;
+
+	pthread_mutex_lock(&g.mu);
+	if (g.npool)
+		p = g.pool[--g.npool];
+	pthread_mutex_unlock(&g.mu);
+	if (!p)
+		p = calloc(1, g.buf_size);   /* zeroed (fresh pages: no stall) */
+	return p;
+}
+
+/* Back to the pool, zeroed: CUPTI is told our buffers come zeroed so that
+ * it does not zero them itself in the application's thread. */
+static void buf_put(uint8_t *p)
+{
+	if (g.zeroed_buffers)
+		memset(p, 0, g.buf_size);
+	pthread_mutex_lock(&g.mu);
+	if (g.npool < (int)(sizeof(g.pool) / sizeof(g.pool[0]))) {
+		g.pool[g.npool++] = p;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&g.mu);
+	free(p);
+}
+
+static int64_t count_records(uint8_t *buf, size_t valid)
+{
+	CUpti_Activity *rec = NULL;
+	int64_t n = 0;
+
+	while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS)
+		n++;
+	return n;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	*max_records = 0;
+	*buffer = buf_get();
+	*size = *buffer ? g.buf_size : 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+				      size_t size, size_t valid)
+{
+	size_t dropped = 0;
+	int queued = 0;
+
+	if (ctx && cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS
+	    && dropped)
+		atomic_fetch_add(&g.drop_cupti, (long long)dropped);
+	if (!buffer)
+		return;
+	if (valid) {
+		pthread_mutex_lock(&g.mu);
+		if (g.have_writer && !g.stop && !atomic_load(&g.db_failed) &&
+		    g.queued_bytes + size <= g.mem_bytes) {
+			if (g.qlen == g.qcap) {
+				size_t cap = g.qcap ? 2 * g.qcap : 64, i;
+				struct qbuf *nq = malloc(cap * sizeof(*nq));
+
+				if (nq) {
+					for (i = 0; i < g.qlen; i++)
+						nq[i] = g.q[(g.qhead + i) % g.qcap];
+					free(g.q);
+					g.q = nq;
+					g.qhead = 0;
+					g.qcap = cap;
+				}
+			}
+			if (g.qlen < g.qcap) {
+				g.q[(g.qhead + g.qlen) % g.qcap] = (struct qbuf){ buffer, size, valid };
+				g.qlen++;
+				g.queued_bytes += size;
+				queued = 1;
+				pthread_cond_signal(&g.cv);
+			}
+		}
+		pthread_mutex_unlock(&g.mu);
+		if (!queued) {
+			int64_t n = count_records(buffer, valid);
+
+			if (atomic_load(&g.db_failed)) {
+				atomic_fetch_add(&g.drop_db_records, n);
+			} else {
+				atomic_fetch_add(&g.drop_queue_records, n);
+				atomic_fetch_add(&g.drop_queue_buffers, 1);
+			}
+		}
+	}
+	if (!queued)
+		buf_put(buffer);
+}
+
+/* ------------------------------------------------------------------------ */
+/* names and versions for the decoder / run row */
+
+/* CUPTI's name for a callback id, as nsys shows it ("cudaLaunchKernel_v7000");
+ * cached per id (only the writer thread calls this). */
+static const char *api_name(void *ctx, int driver, uint32_t cbid)
+{
+	static const char *cache[2][2048];
+	const char *name = NULL;
+
+	(void)ctx;
+	if (cbid < 2048 && cache[driver != 0][cbid])
+		return cache[driver != 0][cbid];
+	if (cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
+				 cbid, &name) != CUPTI_SUCCESS)
+		return NULL;
+	if (cbid < 2048)
+		cache[driver != 0][cbid] = name;
+	return name;
+}
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static char *demangle(void *ctx, const char *mangled)
+{
+	static demangle_fn fn;
+	static int looked;
+	int status = 0;
+	char *s;
+
+	(void)ctx;
+	if (mangled[0] != '_' || mangled[1] != 'Z')
+		return NULL;
+	if (!looked) {
+		looked = 1;
+		fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!fn) {
+			void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+
+			if (h)
+				fn = (demangle_fn)dlsym(h, "__cxa_demangle");
+		}
+	}
+	if (!fn)
+		return NULL;
+	s = fn(mangled, NULL, NULL, &status);
+	if (status) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* A driver or runtime symbol: the driver is often dlopen'ed RTLD_LOCAL (by
+ * static cudart, by PyTorch), so RTLD_DEFAULT alone does not find it. */
+static void *cuda_sym(const char *name)
+{
+	static const char *const libs[] = { "libcuda.so.1", "libcudart.so.13", "libcudart.so.12",
+					    "libcudart.so", NULL };
+	void *p = dlsym(RTLD_DEFAULT, name), *h;
+	size_t i;
+
+	for (i = 0; !p && libs[i]; i++) {
+		if ((h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD))) {
+			p = dlsym(h, name);
+			dlclose(h);
+		}
+	}
+	return p;
+}
+
+typedef CUresult (*drv_int_fn)(int *);
+typedef int (*rt_int_fn)(int *);
+
+static int driver_version(void)
+{
+	drv_int_fn fn = (drv_int_fn)cuda_sym("cuDriverGetVersion");
+	int v = 0;
+
+	if (fn && fn(&v) != CUDA_SUCCESS)
+		v = 0;
+	return v;
+}
+
+static int runtime_version(void)
+{
+	/* only visible when the app links libcudart dynamically */
+	rt_int_fn fn = (rt_int_fn)cuda_sym("cudaRuntimeGetVersion");
+	int v = 0;
+
+	if (fn && fn(&v) != 0)
+		v = 0;
+	return v;
+}
+
+/* Device rows from the driver, for when CUPTI sent no DEVICE record. */
+static void devices_from_driver(struct kp_writer *w)
+{
+	CUresult (*get_count)(int *) = (CUresult (*)(int *))cuda_sym("cuDeviceGetCount");
+	CUresult (*get_name)(char *, int, CUdevice) =
+		(CUresult (*)(char *, int, CUdevice))cuda_sym("cuDeviceGetName");
+	CUresult (*get_attr)(int *, CUdevice_attribute, CUdevice) =
+		(CUresult (*)(int *, CUdevice_attribute, CUdevice))cuda_sym("cuDeviceGetAttribute");
+	CUresult (*total_mem)(size_t *, CUdevice) =
+		(CUresult (*)(size_t *, CUdevice))cuda_sym("cuDeviceTotalMem_v2");
+	int n = 0, i;
+
+	if (!get_count || !get_name || !get_attr || get_count(&n) != CUDA_SUCCESS)
+		return;
+	for (i = 0; i < n && i < 64; i++) {
+		struct kp_gpu_rec r;
+		char name[256] = "";
+		size_t mem = 0;
+		int v;
+
+		memset(&r, 0, sizeof(r));
+		get_name(name, sizeof(name), i);
+		r.id = i;
+		r.name = name;
+#define ATTR(field, a) do { v = 0; get_attr(&v, a, i); r.field = v; } while (0)
+		ATTR(sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+		ATTR(compute_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+		ATTR(compute_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+		ATTR(clock_rate, CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+		ATTR(l2_cache_size, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+		ATTR(max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+		ATTR(max_registers_per_sm, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+		ATTR(max_shmem_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+		ATTR(max_shmem_per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+		ATTR(threads_per_warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+#undef ATTR
+		if (total_mem && total_mem(&mem, i) == CUDA_SUCCESS)
+			r.total_memory = (int64_t)mem;
+		kp_writer_gpu(w, &r, NULL);
+		if (i == 0) {
+			sqlite3_stmt *st;
+
+			if (!kp_db_prepare(w->db, "UPDATE kp_runs SET device_name = ?,"
+					   " compute_major = ?, compute_minor = ?, sm_count = ?"
+					   " WHERE runId = ? AND device_name IS NULL", &st, NULL)) {
+				sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_int(st, 2, r.compute_major);
+				sqlite3_bind_int(st, 3, r.compute_minor);
+				sqlite3_bind_int(st, 4, r.sm_count);
+				sqlite3_bind_int64(st, 5, w->run_id);
+				sqlite3_step(st);
+				sqlite3_finalize(st);
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* enabling / disabling collection */
+
+static void enable_api_records(int on)
+{
+	const char *name;
+	uint32_t cbid;
+
+	for (cbid = 1; cbid < sizeof(g.enabled_rt); cbid++) {
+		if (!on ? g.enabled_rt[cbid] :
+		    (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS
+		     && name && name_matches(name, rt_calls))) {
+			if (cuptiActivityEnableRuntimeApi(cbid, (uint8_t)on) == CUPTI_SUCCESS)
+				g.enabled_rt[cbid] = (uint8_t)on;
+		}
+	}
+	for (cbid = 1; cbid < sizeof(g.enabled_drv); cbid++) {
+		if (!on ? g.enabled_drv[cbid] :
+		    (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS
+		     && name && name_matches(name, drv_calls))) {
+			if (cuptiActivityEnableDriverApi(cbid, (uint8_t)on) == CUPTI_SUCCESS)
+				g.enabled_drv[cbid] = (uint8_t)on;
+		}
+	}
+}
+
+static void disable_all(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		cuptiActivityDisable(kinds[i]);
+	enable_api_records(0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* --args: the callback API on launch calls */
+
+static __thread uint32_t tls_rt_corr;
+static atomic_llong n_no_info;
+typedef CUresult (*param_info_fn)(CUfunction, size_t, size_t *, size_t *);
+static param_info_fn param_info;
+
+typedef CUresult (*kparam_info_fn)(CUkernel, size_t, size_t *, size_t *);
+static kparam_info_fn kernel_param_info;
+
+/* Parameter layout per launched handle (CUfunction, or a CUkernel cast to
+ * one, which is what the CUDA 12+ runtime passes to cuLaunchKernel). */
+struct param_layout {
+	const void *f;
+	int n;
+	uint32_t off[64], size[64];
+};
+static struct param_layout layouts[256];
+static pthread_mutex_t layout_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int get_layout(CUfunction f, struct param_layout *out)
+{
+	struct param_layout *l = &layouts[((uintptr_t)f >> 4) % 256];
+	size_t off, size, i;
+	int kernel = 0;
+
+	pthread_mutex_lock(&layout_mu);
+	if (l->f == f) {
+		*out = *l;
+		pthread_mutex_unlock(&layout_mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&layout_mu);
+	out->f = f;
+	out->n = 0;
+	if (param_info(f, 0, &off, &size) != CUDA_SUCCESS) {
+		if (!kernel_param_info ||
+		    kernel_param_info((CUkernel)f, 0, &off, &size) != CUDA_SUCCESS) {
+			/* no parameters, or a handle we cannot query */
+			atomic_fetch_add(&n_no_info, 1);
+			return -1;
+		}
+		kernel = 1;
+	}
+	for (i = 0; i < 64; i++) {
+		CUresult r = kernel ? kernel_param_info((CUkernel)f, i, &off, &size)
+				    : param_info(f, i, &off, &size);
+
+		if (r != CUDA_SUCCESS)
+			break;
+		out->off[i] = (uint32_t)off;
+		out->size[i] = (uint32_t)size;
+		out->n++;
+	}
+	pthread_mutex_lock(&layout_mu);
+	*l = *out;
+	pthread_mutex_unlock(&layout_mu);
+	return 0;
+}
+
+static void record_args(uint32_t corr, CUfunction f, void **params, void **extra)
+{
+	static __thread struct param_layout lay;
+	struct arg_rec a[64];
+	uint8_t *argbuf = NULL;
+	size_t i, n = 0;
+
+	if (!f || !param_info || get_layout(f, &lay))
+		return;
+	if (!params && extra) {
+		for (i = 0; extra[i] && extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				argbuf = extra[i + 1];
+		}
+	}
+	for (i = 0; i < (size_t)lay.n; i++) {
+		const void *src = params ? params[i] : argbuf ? argbuf + lay.off[i] : NULL;
+
+		a[n].corr = corr;
+		a[n].index = (uint16_t)i;
+		a[n].size = lay.size[i];
+		a[n].value = 0;
+		a[n].has_value = 0;
+		if (src && lay.size[i] <= 8) {
+			memcpy(&a[n].value, src, lay.size[i]);
+			a[n].has_value = 1;
+		}
+		n++;
+	}
+	pthread_mutex_lock(&g.mu);
+	if (g.argq.len + n > (size_t)(g.mem_bytes / sizeof(struct arg_rec) / 4)) {
+		g.args_dropped += (int64_t)n;
+	} else {
+		for (i = 0; i < n; i++) {
+			if (kp_vec_push(&g.argq, a[i]))
+				g.args_dropped++;
+		}
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+/*
+ * Runtime launch callbacks only remember the runtime call's correlation id:
+ * the driver launch that the runtime makes inside it (CUPTI reports it as a
+ * nested driver callback) carries the CUfunction, and its arguments are
+ * recorded under the runtime id, which is the one the kernel record has.
+ * (Calling back into the runtime from here, e.g. cudaGetFuncBySymbol, would
+ * change the application's cudaGetLastError state: never do that.)
+ */
+static atomic_llong n_rt_cb, n_drv_cb;
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+				 const void *data)
+{
+	const CUpti_CallbackData *cb = data;
+	const char *name;
+	uint32_t corr;
+
+	(void)ud;
+	(void)cbid;
+	if (!g.args || atomic_load(&g.shutdown))
+		return;
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+		if (cb->callbackSite == CUPTI_API_ENTER) {
+			atomic_fetch_add(&n_rt_cb, 1);
+			tls_rt_corr = cb->correlationId;
+		} else {
+			tls_rt_corr = 0;
+		}
+		return;
+	}
+	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER)
+		return;
+	atomic_fetch_add(&n_drv_cb, 1);
+	/* a driver launch inside a runtime launch carries the runtime's id */
+	corr = tls_rt_corr ? tls_rt_corr : cb->correlationId;
+	name = cb->functionName ? cb->functionName : "";
+	if (!strncmp(name, "cuLaunchKernelEx", 16)) {
+		const cuLaunchKernelEx_params *p = cb->functionParams;
+
+		record_args(corr, p->f, p->kernelParams, p->extra);
+	} else if (!strncmp(name, "cuLaunchKernel", 14)) {
+		const cuLaunchKernel_params *p = cb->functionParams;
+
+		record_args(corr, p->f, p->kernelParams, p->extra);
+	} else if (!strncmp(name, "cuLaunchCooperativeKernel", 25) &&
+		   !strstr(name, "Multi")) {
+		const cuLaunchCooperativeKernel_params *p = cb->functionParams;
+
+		record_args(corr, p->f, p->kernelParams, NULL);
+	}
+}
+
+static void enable_arg_callbacks(void)
+{
+	const char *name;
+	uint32_t cbid;
+
+	param_info = (param_info_fn)cuda_sym("cuFuncGetParamInfo");
+	kernel_param_info = (kparam_info_fn)cuda_sym("cuKernelGetParamInfo");
+	if (!param_info) {
+		kp_warn("--args: cuFuncGetParamInfo not found in the driver; launch arguments not recorded");
+		g.args = 0;
+		return;
+	}
+	for (cbid = 1; cbid < 2048; cbid++) {
+		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS
+		    && name && name_matches(name, rt_launch_calls))
+			cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS
+		    && name && name_matches(name, drv_launch_calls))
+			cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+	}
+}
+
+static int write_args(struct kp_db *db, int64_t run_id, struct arg_rec *a, size_t n)
+{
+	static sqlite3_stmt *st;
+	size_t i;
+
+	if (!db) {
+		sqlite3_finalize(st);
+		st = NULL;
+		return 0;
+	}
+	if (!st && kp_db_prepare(db, "INSERT OR IGNORE INTO kp_launch_args(runId, correlationId,"
+				 " argIndex, size, value) VALUES (?,?,?,?,?)", &st, NULL))
+		return -1;
+	for (i = 0; i < n; i++) {
+		sqlite3_bind_int64(st, 1, run_id);
+		sqlite3_bind_int64(st, 2, a[i].corr);
+		sqlite3_bind_int(st, 3, a[i].index);
+		sqlite3_bind_int(st, 4, (int)a[i].size);
+		if (a[i].has_value)
+			sqlite3_bind_int64(st, 5, a[i].value);
+		else
+			sqlite3_bind_null(st, 5);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			sqlite3_reset(st);
+			return -1;
+		}
+		sqlite3_reset(st);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the writer thread */
+
+static void writer_fail(const char *what, const struct kp_err *err)
+{
+	if (!atomic_exchange(&g.db_failed, 1))
+		kp_warn("%s: %s; recording stops, the program runs on", what,
+			err && err->msg[0] ? err->msg : "failed");
+}
+
+static struct kp_db *open_db(struct kp_err *err)
+{
+	struct kp_run_info ri;
+	struct kp_db *db;
+	char host[256] = "";
+	uint32_t cupti_v = 0;
+
+	db = kp_db_open(g.out, KP_DB_CREATE, err);
+	if (!db)
+		return NULL;
+	if (kp_db_set_bulk(db, 1, err))
+		goto fail;
+	gethostname(host, sizeof(host) - 1);
+	cuptiGetVersion(&cupti_v);
+	memset(&ri, 0, sizeof(ri));
+	ri.source = "record";
+	ri.source_path = g.out;
+	ri.command = g.command;
+	ri.host = host;
+	ri.pid = g.pid;
+	ri.driver_version = driver_version();
+	ri.runtime_version = runtime_version();
+	ri.cupti_version = (int)cupti_v;
+	if (kp_db_run_insert(db, &ri, &g.run_id, err))
+		goto fail;
+	return db;
+fail:
+	kp_db_close(db);
+	return NULL;
+}
+
+static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_writer *w)
+{
+	struct kp_err err = {0};
+	struct kp_strbuf detail = KP_STRBUF_INIT;
+	struct kp_window win = { g.nvtx_range, g.profiler_api, g.skip };
+	const char *note = NULL;
+	int64_t dropped, q = atomic_load(&g.drop_queue_records),
+		c = atomic_load(&g.drop_cupti), a = atomic_load(&g.drop_args) + g.args_dropped;
+	const char *status = "complete";
+
+	if (kp_db_begin(db, &err) == 0) {
+		kp_decode_finish(dec, g.last_ts, &err);
+		if (dec->st.devices == 0)
+			devices_from_driver(w);
+		kp_db_commit(db, &err);
+	}
+	if (kp_window_apply(db, g.run_id, &win, NULL, &note, &err))
+		kp_warn("capture window: %s", err.msg);
+	if (note)
+		kp_run_note(db, g.run_id, note, NULL);
+	if (atomic_load(&g.sig_flush)) {
+		kp_run_note(db, g.run_id, g.flush_timed_out ?
+			    "ended by a signal; the final CUPTI flush did not finish in 3 s, records"
+			    " still buffered by CUPTI were lost" : "ended by a signal", NULL);
+		if (g.flush_timed_out)
+			status = "partial";
+	}
+	if (g.duration_hit) {
+		char buf[96];
+
+		snprintf(buf, sizeof(buf), "capture stopped after %g s (--duration)", g.duration_s);
+		kp_run_note(db, g.run_id, buf, NULL);
+	}
+	if (dec->st.kernels + dec->st.apis + dec->st.memcpys + dec->st.memsets == 0 &&
+	    !note)
+		kp_run_note(db, g.run_id, "no GPU work was seen", NULL);
+	dropped = q + c;
+	if (q)
+		kp_strbuf_addf(&detail, "%lld records in %lld buffers dropped by kplan (queue over"
+			       " KPLAN_MEM_MB=%zu)", (long long)q,
+			       (long long)atomic_load(&g.drop_queue_buffers), g.mem_bytes >> 20);
+	if (c)
+		kp_strbuf_addf(&detail, "%s%lld records dropped by CUPTI", detail.len ? "; " : "",
+			       (long long)c);
+	if (g.args) {
+		char buf[256];
+
+		snprintf(buf, sizeof(buf), "--args: %lld runtime launch calls, %lld driver launch"
+			 " calls, %lld launches of functions without parameter info",
+			 (long long)atomic_load(&n_rt_cb), (long long)atomic_load(&n_drv_cb),
+			 (long long)atomic_load(&n_no_info));
+		kp_run_note(db, g.run_id, buf, NULL);
+	}
+	if (a)
+		kp_strbuf_addf(&detail, "%s%lld launch arguments dropped", detail.len ? "; " : "",
+			       (long long)a);
+	if (dec->st.unknown)
+		kp_strbuf_addf(&detail, "%s%lld records of unhandled kinds skipped",
+			       detail.len ? "; " : "", (long long)dec->st.unknown);
+	if (dec->st.failed)
+		kp_strbuf_addf(&detail, "%s%lld records failed to insert", detail.len ? "; " : "",
+			       (long long)dec->st.failed);
+	if (dropped || dec->st.failed)
+		status = "partial";
+	if (kp_db_run_finish(db, g.run_id, dropped, detail.len ? detail.buf : NULL, status, &err))
+		kp_warn("finishing the run row in %s: %s", g.out, err.msg);
+	kp_strbuf_release(&detail);
+	/* a dying process (signal) has no time to index; readers index later */
+	if (!atomic_load(&g.sig_flush) && kp_db_create_indexes(db, &err))
+		kp_warn("indexing %s: %s", g.out, err.msg);
+}
+
+/* Flush CUPTI's buffers into our queue and tell the writer to stop once
+ * the queue is drained. */
+static void final_flush(void)
+{
+	size_t dropped = 0;
+
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
+		atomic_fetch_add(&g.drop_cupti, (long long)dropped);
+	pthread_mutex_lock(&g.mu);
+	g.stop = 1;
+	pthread_cond_signal(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+}
+
+static atomic_int flush_done;
+
+static void *flush_thread(void *arg)
+{
+	(void)arg;
+	final_flush();
+	atomic_store(&flush_done, 1);
+	return NULL;
+}
+
+/*
+ * The process is dying by a signal. The interrupted thread may hold a lock
+ * that cuptiActivityFlushAll needs, so flush from a helper thread and give
+ * up after 3 s: the run is finished with what was delivered so far.
+ */
+static void signal_flush(void)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	pthread_attr_t attr;
+	pthread_t t;
+	int i;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, flush_thread, NULL) == 0) {
+		for (i = 0; i < 300 && !atomic_load(&flush_done); i++)
+			nanosleep(&tick, NULL);
+	}
+	pthread_attr_destroy(&attr);
+	if (!atomic_load(&flush_done))
+		g.flush_timed_out = 1;
+	pthread_mutex_lock(&g.mu);
+	g.stop = 1;
+	pthread_mutex_unlock(&g.mu);
+}
+
+/* remember the latest timestamp seen: the end for ranges left open */
+static void note_time(const CUpti_Activity *rec)
+{
+	int64_t t = 0;
+
+	if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+		t = (int64_t)((const CUpti_ActivityKernel10 *)rec)->end;
+	else if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME || rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+		t = (int64_t)((const CUpti_ActivityAPI *)rec)->end;
+	else if (rec->kind == CUPTI_ACTIVITY_KIND_MARKER)
+		t = (int64_t)((const CUpti_ActivityMarker2 *)rec)->timestamp;
+	if (t > g.last_ts)
+		g.last_ts = t;
+}
+
+static void *writer_main(void *arg)
+{
+	struct kp_err err = {0};
+	struct kp_writer w;
+	struct kp_decoder dec;
+	struct kp_decode_hooks hooks = { NULL, api_name, demangle };
+	struct qbuf batch[16];
+	sigset_t all;
+
+	(void)arg;
+	/* signals belong to the application's threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	g.db = open_db(&err);
+	if (!g.db) {
+		writer_fail("cannot record", &err);
+		pthread_mutex_lock(&g.mu);
+		g.have_writer = 0;
+		pthread_mutex_unlock(&g.mu);
+		disable_all();
+		atomic_store(&g.finished, 1);
+		return NULL;
+	}
+	kp_writer_init(&w, g.db, g.run_id);
+	kp_decode_init(&dec, &w, g.pid, &hooks);
+	for (;;) {
+		size_t n = 0, i;
+		KP_VEC(struct arg_rec) args = KP_VEC_INIT;
+		int stop;
+
+		if (atomic_load(&g.sig_flush) == 1) {
+			/* asked from a signal handler, which cannot flush itself */
+			atomic_store(&g.sig_flush, 2);
+			signal_flush();
+		}
+		pthread_mutex_lock(&g.mu);
+		while (!g.qlen && !g.stop && !g.argq.len && atomic_load(&g.sig_flush) != 1) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 250 * 1000 * 1000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&g.cv, &g.mu, &ts);
+			if (g.duration_s > 0 && !g.duration_hit &&
+			    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9))
+				break;
+		}
+		while (g.qlen && n < sizeof(batch) / sizeof(batch[0])) {
+			batch[n++] = g.q[g.qhead];
+			g.qhead = (g.qhead + 1) % g.qcap;
+			g.qlen--;
+		}
+		if (g.argq.len) {
+			args.data = g.argq.data;
+			args.len = g.argq.len;
+			args.cap = g.argq.cap;
+			memset(&g.argq, 0, sizeof(g.argq));
+		}
+		stop = g.stop && !g.qlen;
+		pthread_mutex_unlock(&g.mu);
+
+		if (g.duration_s > 0 && !g.duration_hit &&
+		    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9)) {
+			g.duration_hit = 1;
+			disable_all();
+		}
+		if ((n || args.len) && !atomic_load(&g.db_failed)) {
+			if (kp_db_begin(g.db, &err)) {
+				writer_fail("writing the database", &err);
+			} else {
+				for (i = 0; i < n; i++) {
+					CUpti_Activity *rec = NULL;
+
+					while (cuptiActivityGetNextRecord(batch[i].p, batch[i].valid,
+									  &rec) == CUPTI_SUCCESS) {
+						struct kp_err e2 = {0};
+
+						note_time(rec);
+						if (kp_decode_record(&dec, rec, &e2) < 0 && !err.code)
+							err = e2;
+					}
+				}
+				if (args.len && write_args(g.db, g.run_id, args.data, args.len))
+					atomic_fetch_add(&g.drop_args, (long long)args.len);
+				if (err.code) {
+					kp_db_rollback(g.db);
+					writer_fail("writing the database", &err);
+				} else if (kp_db_commit(g.db, &err)) {
+					kp_db_rollback(g.db);
+					writer_fail("writing the database", &err);
+				}
+			}
+		}
+		if (atomic_load(&g.db_failed)) {
+			for (i = 0; i < n; i++)
+				atomic_fetch_add(&g.drop_db_records,
+						 count_records(batch[i].p, batch[i].valid));
+		}
+		kp_vec_release(&args);
+		pthread_mutex_lock(&g.mu);
+		for (i = 0; i < n; i++)
+			g.queued_bytes -= batch[i].size;
+		pthread_mutex_unlock(&g.mu);
+		for (i = 0; i < n; i++)
+			buf_put(batch[i].p);
+		if (stop)
+			break;
+	}
+	if (!atomic_load(&g.db_failed))
+		finish_run(g.db, &dec, &w);
+	else if (atomic_load(&g.drop_db_records))
+		kp_warn("%lld records not written to %s", (long long)atomic_load(&g.drop_db_records),
+			g.out);
+	write_args(NULL, 0, NULL, 0);
+	kp_decode_release(&dec);
+	kp_writer_release(&w);
+	kp_db_close(g.db);
+	g.db = NULL;
+	atomic_store(&g.finished, 1);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* shutdown: atexit, signals */
+
+static void shutdown_collector(void)
+{
+	struct timespec ts;
+
+	if (!g.started || getpid() != g.pid || atomic_exchange(&g.shutdown, 1))
+		return;
+	final_flush();
+	if (g.thread_created) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 120;
+		if (pthread_timedjoin_np(g.writer, NULL, &ts))
+			kp_warn("the writer did not finish within 120 s; %s may miss its last records",
+				g.out);
+	}
+	pthread_mutex_lock(&g.mu);
+	g.have_writer = 0;
+	pthread_mutex_unlock(&g.mu);
+}
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction *old = sig == SIGTERM ? &g.old_term : &g.old_int;
+
+	if (old->sa_flags & SA_SIGINFO) {
+		if (old->sa_sigaction) {
+			old->sa_sigaction(sig, si, uc);
+			return;
+		}
+	} else if (old->sa_handler == SIG_IGN) {
+		return;
+	} else if (old->sa_handler != SIG_DFL) {
+		old->sa_handler(sig);
+		return;
+	}
+	/*
+	 * The default action ends the process: have the writer thread flush
+	 * and finish the run first (this thread may have been interrupted
+	 * inside CUDA or holding a lock, so it does no CUDA, CUPTI or SQLite
+	 * work itself), waiting at most 20 s, then die by the signal.
+	 */
+	if (g.started && getpid() == g.pid && g.thread_created &&
+	    !atomic_exchange(&g.shutdown, 1)) {
+		struct timespec tick = { 0, 10 * 1000 * 1000 };
+		int i;
+
+		atomic_store(&g.sig_flush, 1);
+		for (i = 0; i < 2000 && !atomic_load(&g.finished); i++)
+			nanosleep(&tick, NULL);
+	}
+	sigaction(sig, old, NULL);
+	raise(sig);
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, &g.old_term);
+	sigaction(SIGINT, &sa, &g.old_int);
+}
+
+static void atfork_child(void)
+{
+	/* a forked child has no writer thread and must not flush our run */
+	g.started = 0;
+	g.have_writer = 0;
+}
+
+/* Who holds CUPTI, for the message when we cannot subscribe. */
+static void describe_holder(char *out, size_t n)
+{
+	static const struct { const char *lib, *who; } known[] = {
+		{ "libkineto", "the PyTorch profiler (kineto)" },
+		{ "libtorch_cuda", "PyTorch (kineto, torch.profiler)" },
+		{ "libToolsInjection", "Nsight Systems" },
+		{ "libnvperf", "an Nsight/perfworks tool" },
+		{ "libcupti", "another CUPTI client" },
+	};
+	char line[1024];
+	FILE *f = fopen("/proc/self/maps", "r");
+	size_t i;
+
+	snprintf(out, n, "another tool");
+	if (!f)
+		return;
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		rewind(f);
+		while (fgets(line, sizeof(line), f)) {
+			if (strstr(line, known[i].lib)) {
+				snprintf(out, n, "%s", known[i].who);
+				fclose(f);
+				return;
+			}
+		}
+	}
+	fclose(f);
+}
+
+static void set_nvtx_injection(void)
+{
+	Dl_info info;
+
+	/* NVTX must load the same libcupti as ours, or its markers go elsewhere */
+	if (dladdr((void *)cuptiSubscribe, &info) && info.dli_fname && info.dli_fname[0] == '/')
+		setenv("NVTX_INJECTION64_PATH", info.dli_fname, 1);
+}
+
+KP_EXPORT int InitializeInjection(void)
+{
+	CUptiResult r;
+	const char *s;
+	size_t i;
+	int64_t mb;
+	int rc;
+
+	if (g.started)
+		return 1;
+	g.pid = getpid();
+	g.t0_ns = kp_now_ns();
+	s = getenv("KPLAN_OUT");
+	if (s && *s) {
+		g.out = kp_strdup(s);
+	} else {
+		char buf[64];
+
+		snprintf(buf, sizeof(buf), "kplan-%d.db", (int)g.pid);
+		g.out = kp_strdup(buf);
+	}
+	s = getenv("KPLAN_NVTX_RANGE");
+	g.nvtx_range = s && *s ? kp_strdup(s) : NULL;
+	g.profiler_api = env_int("KPLAN_PROFILER_API", 0) != 0;
+	g.skip = env_int("KPLAN_SKIP", 0);
+	g.args = env_int("KPLAN_ARGS", 0) != 0;
+	s = getenv("KPLAN_DURATION");
+	if (s && *s) {
+		char *end;
+
+		g.duration_s = strtod(s, &end);
+		if (*end || g.duration_s < 0) {
+			kp_warn("KPLAN_DURATION='%s' is not a number of seconds; ignored", s);
+			g.duration_s = 0;
+		}
+	}
+	mb = env_int("KPLAN_MEM_MB", 64);
+	if (mb < 1)
+		mb = 1;
+	g.mem_bytes = (size_t)mb << 20;
+	g.buf_size = g.mem_bytes / 8;
+	if (g.buf_size > (4u << 20))
+		g.buf_size = 4u << 20;
+	if (g.buf_size < (128u << 10))
+		g.buf_size = 128u << 10;
+	s = getenv("KPLAN_COMMAND");
+	g.command = s && *s ? kp_strdup(s) : read_cmdline();
+
+	/* KPLAN_SUBSCRIBE=0 (diagnostic): no callback subscriber, activity only */
+	r = g.args || env_int("KPLAN_SUBSCRIBE", 1) ? cuptiSubscribe(&g.sub, on_callback, NULL)
+		: CUPTI_SUCCESS;
+	if (r == CUPTI_SUCCESS) {
+		g.subscribed = 1;
+	} else {
+		char who[128];
+
+		describe_holder(who, sizeof(who));
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+			kp_warn("CUPTI is already in use by %s; kplan records nothing, the program"
+				" runs on", who);
+		else
+			kp_warn("cannot subscribe to CUPTI: %s; kplan records nothing", cupti_msg(r));
+		return 1;
+	}
+	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	{
+		uint8_t one = 1;
+		size_t len = sizeof(one);
+
+		g.zeroed_buffers = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+							     &len, &one) == CUPTI_SUCCESS;
+	}
+	r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	if (r != CUPTI_SUCCESS) {
+		kp_warn("cannot register CUPTI activity buffers: %s; kplan records nothing",
+			cupti_msg(r));
+		cuptiUnsubscribe(g.sub);
+		return 1;
+	}
+	g.have_writer = 1;
+	rc = pthread_create(&g.writer, NULL, writer_main, NULL);
+	if (rc) {
+		g.have_writer = 0;
+		kp_warn("cannot start the writer thread: %s; kplan records nothing", strerror(rc));
+		cuptiUnsubscribe(g.sub);
+		return 1;
+	}
+	g.thread_created = 1;
+	g.started = 1;
+	/* diagnostics for the overhead benchmark: KPLAN_DISABLE=kernel,api,... */
+	s = getenv("KPLAN_DISABLE");
+	if (!s)
+		s = "";
+	mb = env_int("KPLAN_DEVICE_BUFFER_MB", 0);
+	if (mb > 0) {
+		size_t sz = (size_t)mb << 20, len = sizeof(sz);
+
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &len, &sz);
+	}
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (strstr(s, "all") || (strstr(s, "kernel") &&
+					 kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+			continue;
+		r = cuptiActivityEnable(kinds[i]);
+		if (r != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
+		    kinds[i] != CUPTI_ACTIVITY_KIND_MARKER_DATA)
+			kp_warn("cannot enable CUPTI activity kind %d: %s", (int)kinds[i],
+				cupti_msg(r));
+	}
+	if (!strstr(s, "api") && !strstr(s, "all"))
+		enable_api_records(1);
+	if (g.args)
+		enable_arg_callbacks();
+	set_nvtx_injection();
+	pthread_atfork(NULL, NULL, atfork_child);
+	atexit(shutdown_collector);
+	install_signals();
+	return 1;
+}

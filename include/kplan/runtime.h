@@ -1,0 +1,269 @@
+/*
+ * kplan/runtime.h - libkplanrt: apply a kplan plan file at run time.
+ *
+ * The application marks the regions the plan names. For each region and
+ * shape key the runtime keeps a small state machine:
+ *
+ *   warm-up (eager, the plan's count) -> capture (stream capture, captured
+ *   kernels checked against the plan's fingerprint, instantiate) -> replay
+ *   (the body is skipped, changed pointer parameters are patched in place,
+ *   one graph launch) -> on failure: eager for a back-off period, retried,
+ *   and disabled after repeated failures.
+ *
+ * Anything unexpected (CUDA error, capture invalidated by a sync inside the
+ * region, fingerprint mismatch, plan for another GPU, unknown region) makes
+ * that region run eagerly, with one log line on stderr naming a stable reason
+ * code (kp_rt_reason_name). Nothing here ever exits or aborts.
+ *
+ * Usage (link -lkplanrt, plus -lcudart):
+ *
+ *   struct kp_rt_err err;
+ *   kp_rt *rt = kp_rt_open("model.kplan", &err);    // NULL path: all eager
+ *   ...
+ *   kp_region r;
+ *   do {
+ *       if (kp_region_begin(rt, &r, "decode", shape_key, stream))
+ *           launch_the_body(stream);                // eager, or captured
+ *       kp_rt_bind(rt, &r, 0, kv_cache, kv_bytes, 0);
+ *       kp_rt_bind(rt, &r, 1, logits, logits_bytes, KP_RT_BIND_OUTPUT);
+ *   } while (kp_region_end(rt, &r) > 0);            // > 0: run the body again
+ *   ...
+ *   kp_rt_close(rt);
+ *
+ * Rules:
+ * - Every launch of the body goes to `stream` (or to streams forked from it
+ *   with events), and the body does no synchronisation, allocation or host
+ *   copy: those invalidate the capture (the runtime then falls back).
+ * - kp_rt_bind is called after kp_region_begin and before kp_region_end on
+ *   every call, whatever begin returned, for every buffer whose address may
+ *   differ from one call to the next. At capture the runtime scans each
+ *   captured kernel's parameter bytes (every 8-byte aligned word, sizes from
+ *   cuFuncGetParamInfo) for addresses inside a bound range [base, base+size)
+ *   and remembers where they are; at replay it rewrites those words with
+ *   new_base + (old_value - old_base) — pointers into a buffer (a KV-cache
+ *   slice) are rebased too — for the slots whose base changed, with one
+ *   cuGraphExecKernelNodeSetParams per changed node. Pointers that are not
+ *   bound are baked into the graph: buffers that never move need no bind.
+ *   Overlapping ranges: the smallest range containing the address wins;
+ *   when the address is also the base of a larger range, it is ambiguous
+ *   (a KV slice at the cache's start): that capture is dropped and retried
+ *   on the next call.
+ * - kp_region_end returns > 0 when the body's work was NOT done (the capture
+ *   failed, or the graph could not be launched after a capture): call begin
+ *   again, which then runs the body eagerly. The loop above does that.
+ * - Different threads must use different streams; the graphs are kept per
+ *   (region, shape key, stream). A region entered while the same thread is
+ *   already capturing runs inline inside the outer capture.
+ *
+ * Environment (read by kp_rt_open; kp_rt_open_ex flags add to them):
+ *   KPLAN_RT_DISABLE=1   every region eager (the plan is not even read)
+ *   KPLAN_RT_STRICT=1    mismatches are errors (begin/end return < 0): CI
+ *   KPLAN_RT_VERIFY=N    the first N replays of each graph run eagerly AND as
+ *                        the graph, and the KP_RT_BIND_OUTPUT buffers are
+ *                        compared byte for byte (the region must be
+ *                        idempotent: re-running it on the same inputs gives
+ *                        the same outputs)
+ *   KPLAN_RT_STATS=1     print the counters to stderr at kp_rt_close (and at
+ *                        exit for handles never closed); also times replays
+ *   KPLAN_RT_EXECS=2     when pointers move, alternate two executable graphs of
+ *                        the same capture so that the one being patched is not
+ *                        the one the GPU may still be running (a second
+ *                        instantiation and its device memory); default 1: one
+ *                        exec patched in place (measured no slower)
+ *   KPLAN_LOG=info|debug more log lines (default: warnings only)
+ */
+#ifndef KPLAN_RUNTIME_H
+#define KPLAN_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An open runtime: plan, regions, graphs, counters. Thread-safe. */
+typedef struct kp_rt kp_rt;
+
+/* Error returned by kp_rt_open (codes are kplan's negative KP_E* values). */
+struct kp_rt_err {
+	int code;             /* 0 ok; -3 EIO, -5 EFORMAT, -6 EVERSION, -9 ECUDA, -12 EMISMATCH, ... */
+	char msg[512];        /* lowercase one-line message */
+};
+
+/* Flags of struct kp_rt_options. */
+enum kp_rt_flags {
+	KP_RT_STRICT = 1 << 0,       /* mismatches are errors (see KPLAN_RT_STRICT) */
+	KP_RT_DISABLE = 1 << 1,      /* all eager (see KPLAN_RT_DISABLE) */
+	KP_RT_PRINT_STATS = 1 << 2,  /* print counters at close (KPLAN_RT_STATS) */
+	KP_RT_TIMING = 1 << 3,       /* time replays (host ns in kp_rt_stats) */
+	KP_RT_NO_ENV = 1 << 4,       /* ignore the KPLAN_RT_* environment */
+	KP_RT_TWO_EXECS = 1 << 5,    /* two execs per graph alternate when pointers move (KPLAN_RT_EXECS=2) */
+};
+
+struct kp_rt_options {
+	unsigned flags;       /* enum kp_rt_flags */
+	int verify_calls;     /* replays per graph checked against eager (0: off) */
+	int warmup;           /* eager calls before capture; < 0: the plan's */
+	int max_failures;     /* failures of one graph before it is disabled (0: 3) */
+};
+
+/*
+ * Why a call ran eagerly (kp_rt_stats.eager_by_reason) or why a graph
+ * failed (kp_rt_stats.failures). The names are stable reason codes.
+ */
+enum kp_rt_reason {
+	KP_RT_R_NONE = 0,         /* "none" */
+	KP_RT_R_NO_PLAN,          /* "no-plan": opened without a plan */
+	KP_RT_R_DISABLED,         /* "disabled": KPLAN_RT_DISABLE / KP_RT_DISABLE */
+	KP_RT_R_PLAN_MISMATCH,    /* "plan-mismatch": plan's hard keys are for another GPU */
+	KP_RT_R_UNKNOWN_REGION,   /* "unknown-region": name not in the plan */
+	KP_RT_R_PLANNED_EAGER,    /* "planned-eager": the plan says eager (not a failure) */
+	KP_RT_R_WARMUP,           /* "warmup": eager warm-up call before capture */
+	KP_RT_R_CAPTURE,          /* "capture-failed": capture invalidated (sync, alloc...) */
+	KP_RT_R_FINGERPRINT,      /* "fingerprint": captured kernels differ from the plan */
+	KP_RT_R_INSTANTIATE,      /* "instantiate": cudaGraphInstantiate failed */
+	KP_RT_R_PATCH,            /* "patch": node parameter update failed */
+	KP_RT_R_LAUNCH,           /* "launch": cudaGraphLaunch failed */
+	KP_RT_R_CUDA,             /* "cuda-error": other CUDA error (node enumeration...) */
+	KP_RT_R_BIND,             /* "bad-bind": a slot used by the graph is unbound or too small */
+	KP_RT_R_UNPATCHABLE,      /* "unpatchable": bound pointer in a memcpy/memset node moved */
+	KP_RT_R_KEY_THRASH,       /* "key-thrash": too many shape keys evicted, region paused */
+	KP_RT_R_BACKOFF,          /* "backoff": eager after a failure, until the retry */
+	KP_RT_R_GAVE_UP,          /* "gave-up": failed too often, eager for good */
+	KP_RT_R_VERIFY,           /* "verify-mismatch": graph output differs from eager */
+	KP_RT_R_NESTED,           /* "nested": inside another region's capture (runs inline) */
+	KP_RT_R_BUSY,             /* "busy": same region+stream entered by another thread */
+	KP_RT_R_AMBIGUOUS,        /* "ambiguous-bind": at capture a pointer was the base of one
+				     bound range and inside another (a slice at its buffer's
+				     start): capture is retried on the next call */
+	KP_RT_R_COUNT
+};
+
+/* Counters since kp_rt_open (a consistent-enough snapshot; never reset). */
+struct kp_rt_stats {
+	uint64_t calls;           /* kp_region_begin calls */
+	uint64_t replays;         /* calls served by one graph launch (body skipped) */
+	uint64_t captures;        /* successful captures (graph instantiated) */
+	uint64_t eager;           /* calls whose body ran eagerly, all reasons */
+	uint64_t eager_by_reason[KP_RT_R_COUNT];
+	uint64_t failures[KP_RT_R_COUNT]; /* graph failures (each logged once per graph) */
+	uint64_t patched_nodes;   /* kernel nodes updated by SetParams */
+	uint64_t patched_words;   /* pointer words rewritten */
+	uint64_t evictions;       /* graphs dropped from a full shape-key cache */
+	uint64_t verified;        /* replays compared equal to eager in verify mode */
+	uint64_t graphs;          /* graphs alive now */
+	uint64_t graph_nodes;     /* nodes in the graphs alive now */
+	int64_t graph_mem_bytes;  /* device memory held by graph memory pools now */
+	int64_t replay_host_ns;   /* KP_RT_TIMING: host time in begin+end of replays */
+	int64_t replay_launch_ns; /* KP_RT_TIMING: part of it inside cudaGraphLaunch */
+	int64_t replay_patch_ns;  /* KP_RT_TIMING: part of it patching parameters */
+};
+
+/* Flags of kp_rt_bind. */
+enum kp_rt_bind_flags {
+	KP_RT_BIND_OUTPUT = 1 << 0,  /* compared against eager in verify mode */
+};
+
+#define KP_RT_MAX_BINDS 16
+
+/*
+ * One call of a region. Caller-owned (on the stack), filled by
+ * kp_region_begin; the fields are private to the runtime.
+ */
+typedef struct kp_region {
+	void *entry_;          /* the graph entry, NULL when eager */
+	void *stream_;         /* the stream given to begin */
+	int mode_;             /* what begin decided */
+	int n_binds_;          /* highest bound slot + 1 */
+	int64_t t0_;           /* KP_RT_TIMING start */
+	struct {
+		const void *base;
+		size_t size;
+		unsigned flags;
+	} bind_[KP_RT_MAX_BINDS];
+} kp_region;
+
+/*
+ * Open the runtime with the plan at plan_path (NULL: every region eager).
+ * Options come from the KPLAN_RT_* environment. Initialises CUDA on the
+ * current device and checks the plan's hard keys (compute capability, CUDA
+ * major version): a plan for another GPU is logged once and every region
+ * runs eagerly (in strict mode open fails with -12 EMISMATCH). Returns NULL
+ * with *err filled when the plan cannot be read or CUDA cannot start; err
+ * may be NULL. Close with kp_rt_close.
+ */
+kp_rt *kp_rt_open(const char *plan_path, struct kp_rt_err *err);
+
+/* kp_rt_open with explicit options (opt NULL: defaults). */
+kp_rt *kp_rt_open_ex(const char *plan_path, const struct kp_rt_options *opt,
+		     struct kp_rt_err *err);
+
+/*
+ * Free every graph and the plan; prints the counters first when stats
+ * printing is on. No region may be between begin and end. NULL is a no-op.
+ */
+void kp_rt_close(kp_rt *rt);
+
+/*
+ * Enter region `name` (a label of the plan) with shape key shape_key (the
+ * application's hash of whatever changes the launch configuration; calls
+ * with different keys get different graphs) on stream (a cudaStream_t).
+ * Returns 1 when the body must run (eager, warm-up or captured), 0 when it
+ * must be skipped (the graph is replayed at kp_region_end), or, in strict
+ * mode, a negative KP_E* code on a mismatch: the body must run then too,
+ * so `if (kp_region_begin(...))` is right in every mode. rt NULL: returns 1.
+ */
+int kp_rt_region_begin(kp_rt *rt, kp_region *r, const char *name,
+		       uint64_t shape_key, void *stream);
+
+/*
+ * Declare that slot (0..KP_RT_MAX_BINDS-1) is the buffer [base, base+size)
+ * for this call (see the rules above). Returns 0, or -1 (EINVAL) for a bad
+ * slot. rt NULL: returns 0.
+ */
+int kp_rt_bind(kp_rt *rt, kp_region *r, int slot, const void *base,
+	       size_t size, unsigned flags);
+
+/*
+ * Leave the region: finish the capture (verify, instantiate, launch) or
+ * patch and launch the graph, or nothing for an eager call. Returns 0 when
+ * the region's work is enqueued, 1 when the body must run again (begin
+ * again: it will run eagerly), or in strict mode a negative KP_E* code on a
+ * mismatch (the work was done eagerly). rt NULL: returns 0.
+ */
+int kp_rt_region_end(kp_rt *rt, kp_region *r);
+
+/* Copy the counters into *st. */
+void kp_rt_get_stats(kp_rt *rt, struct kp_rt_stats *st);
+
+/* Print the counters, one "kplan-rt: name value" line each, to f. */
+void kp_rt_print_stats(kp_rt *rt, FILE *f);
+
+/* Stable name of a reason ("capture-failed"); "?" when out of range. */
+const char *kp_rt_reason_name(int reason);
+
+/*
+ * Last strict-mode error message of this thread ("" when none). The string
+ * is thread-local and valid until the next runtime call of this thread.
+ */
+const char *kp_rt_last_error(void);
+
+/* The region-marking names of ARCHITECTURE.md, as inline aliases. */
+static inline int kp_region_begin(kp_rt *rt, kp_region *r, const char *name,
+				  uint64_t shape_key, void *stream)
+{
+	return kp_rt_region_begin(rt, r, name, shape_key, stream);
+}
+
+static inline int kp_region_end(kp_rt *rt, kp_region *r)
+{
+	return kp_rt_region_end(rt, r);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * planner.h - from an analyzed database to a plan (struct kp_plan).
+ *
+ * The planner reads the analyzer's results from the database (kp_runs,
+ * kp_regions, kp_region_occurrences, kp_blockers, kp_fusion_candidates,
+ * kp_launch_args, and the trace's kernel table for launch order) and decides
+ * per region: graph, eager (with the reason) or split. It does not run the
+ * analyzer. kp_planner_store records a written plan in kp_plans.
+ *
+ * Decision rules, in order (see docs/DESIGN.md, "Planner"):
+ *   not capturable, with parts (kp_regions.parentId)  -> split (blocker)
+ *   not capturable                                    -> eager (blocker)
+ *   host-bound idle < min_host_idle * eager time      -> eager (not-launch-bound)
+ *   no graph prediction, or graph >= eager            -> eager (predicted-loss)
+ *   occurrences - warmup < break-even                 -> eager (too-few-replays)
+ *   graph memory over the limit (cheapest gain first) -> eager (memory-budget)
+ *   otherwise                                         -> graph (launch-bound)
+ */
+#ifndef KP_PLANNER_H
+#define KP_PLANNER_H
+
+#include <stdint.h>
+
+#include "../db/db.h"
+#include "planfile.h"
+
+struct kp_planner_opts {
+	int64_t run_id;          /* 0: the newest run */
+	int warmup;              /* eager calls before capture; < 0: default 2 */
+	double min_host_idle;    /* launch-bound threshold as a fraction; < 0: 0.10 */
+	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */
+	/* hard keys when the run does not record them; < 0: take from the run */
+	int cc_major, cc_minor, cuda_major;
+};
+
+/* Defaults (all "unset"). */
+void kp_planner_opts_init(struct kp_planner_opts *o);
+
+/*
+ * Build the plan for o->run_id. Deterministic: the same database gives the
+ * same plan. Returns a new plan (kp_plan_free) or NULL with err set:
+ * KP_ENOTFOUND (no such run, or the run was not analyzed), KP_EFORMAT (the
+ * run lacks the compute capability / CUDA version and no override was
+ * given), KP_EDB.
+ */
+struct kp_plan *kp_planner_run(struct kp_db *db, const struct kp_planner_opts *o,
+			       struct kp_err *err);
+
+/*
+ * Insert a written plan (text = the whole file, len bytes) into kp_plans as
+ * 'current' for plan->source_run, and mark that run's older current plans
+ * 'stale' with the reason "superseded by plan N". path may be NULL.
+ * OUT: *plan_id (may be NULL). Opens its own transaction.
+ */
+int kp_planner_store(struct kp_db *db, const struct kp_plan *plan, const char *text,
+		     size_t len, const char *path, int64_t *plan_id, struct kp_err *err);
+
+#endif

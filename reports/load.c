@@ -1,0 +1,420 @@
+/*
+ * load.c - kp_report_load: read one run's trace aggregates and analysis
+ * results into a struct kp_report (see report.h).
+ */
+#include "report_int.h"
+
+#include <stdlib.h>
+#include "../common/kptime.h"
+#include "../common/log.h"
+#include "../common/strbuf.h"
+#include <string.h>
+
+#define DEF(v, d) ((v) > 0 ? (v) : (d))
+
+static const char *col_str(struct kp_report *rep, sqlite3_stmt *st, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(st, i);
+
+	return s ? kp_arena_strdup(&rep->arena, s) : NULL;
+}
+
+static int64_t col_i64(sqlite3_stmt *st, int i, int64_t def)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? def : sqlite3_column_int64(st, i);
+}
+
+static int nomem(struct kp_err *err)
+{
+	return kp_err_set(err, KP_ENOMEM, "out of memory while loading the report");
+}
+
+/* Prepare sql and bind ?1 to the run id. */
+static int prep(struct kp_db *db, struct kp_report *rep, const char *sql,
+		sqlite3_stmt **st, struct kp_err *err)
+{
+	int rc = kp_db_prepare(db, sql, st, err);
+
+	if (!rc && sqlite3_bind_parameter_count(*st) >= 1)
+		sqlite3_bind_int64(*st, 1, rep->run_id);
+	return rc;
+}
+
+static int done(struct kp_db *db, sqlite3_stmt *st, int rc, struct kp_err *err)
+{
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW && rc >= 0)
+		rc = kp_db_error(db, err, "report query failed");
+	else if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+		rc = 0;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int load_run(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = prep(db, rep,
+		"SELECT source, source_path, command, device_name, status, dropped_detail,"
+		" compute_major, compute_minor, sm_count, driver_version, runtime_version,"
+		" t_begin_ns, t_end_ns, dropped_records, overhead_ns"
+		" FROM kp_runs WHERE runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			return kp_db_error(db, err, "reading kp_runs");
+		return kp_err_set(err, KP_ENOTFOUND, "%s: no run %lld (see 'kplan info %s')",
+				  db->path, (long long)rep->run_id, db->path);
+	}
+	rep->source = col_str(rep, st, 0);
+	rep->source_path = col_str(rep, st, 1);
+	rep->command = col_str(rep, st, 2);
+	rep->device_name = col_str(rep, st, 3);
+	rep->status = col_str(rep, st, 4);
+	rep->dropped_detail = col_str(rep, st, 5);
+	rep->compute_major = sqlite3_column_int(st, 6);
+	rep->compute_minor = sqlite3_column_int(st, 7);
+	rep->sm_count = sqlite3_column_int(st, 8);
+	rep->driver_version = sqlite3_column_int(st, 9);
+	rep->runtime_version = sqlite3_column_int(st, 10);
+	rep->t_begin_ns = col_i64(st, 11, 0);
+	rep->t_end_ns = col_i64(st, 12, 0);
+	rep->dropped_records = col_i64(st, 13, 0);
+	rep->overhead_ns = col_i64(st, 14, -1);
+	return done(db, st, SQLITE_DONE, err);
+}
+
+static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	/* group by the interned id first (cheap), then resolve the names */
+	rc = prep(db, rep,
+		"SELECT n.value, s.value, g.c, g.t, g.mn, g.mx FROM"
+		" (SELECT demangledName AS d, min(shortName) AS sh, count(*) AS c,"
+		"   sum(end - start) AS t, min(end - start) AS mn, max(end - start) AS mx"
+		"  FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 GROUP BY demangledName) g"
+		" JOIN StringIds n ON n.id = g.d LEFT JOIN StringIds s ON s.id = g.sh"
+		" ORDER BY g.t DESC, g.c DESC, n.value", &st, err);
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_rep_kernel k = {
+			.name = col_str(rep, st, 0), .short_name = col_str(rep, st, 1),
+			.count = sqlite3_column_int64(st, 2), .total_ns = sqlite3_column_int64(st, 3),
+			.min_ns = sqlite3_column_int64(st, 4), .max_ns = sqlite3_column_int64(st, 5),
+		};
+		if (kp_vec_push(&rep->kernels, k)) {
+			sqlite3_finalize(st);
+			return nomem(err);
+		}
+		rep->n_kernels += k.count;
+		rep->kernel_ns += k.total_ns;
+	}
+	rc = done(db, st, rc, err);
+	if (rc)
+		return rc;
+	return 0;
+}
+
+static int load_apis(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = prep(db, rep,
+		"SELECT n.value, g.ec, g.c, g.t, g.mn, g.mx FROM"
+		" (SELECT nameId AS id, eventClass AS ec, count(*) AS c, sum(end - start) AS t,"
+		"   min(end - start) AS mn, max(end - start) AS mx"
+		"  FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE runId = ?1 GROUP BY nameId, eventClass) g"
+		" JOIN StringIds n ON n.id = g.id ORDER BY g.t DESC, g.c DESC, n.value, g.ec", &st, err);
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_rep_api a = {
+			.name = col_str(rep, st, 0), .event_class = sqlite3_column_int(st, 1),
+			.count = sqlite3_column_int64(st, 2), .total_ns = sqlite3_column_int64(st, 3),
+			.min_ns = sqlite3_column_int64(st, 4), .max_ns = sqlite3_column_int64(st, 5),
+		};
+		if (kp_vec_push(&rep->apis, a)) {
+			sqlite3_finalize(st);
+			return nomem(err);
+		}
+		rep->n_api += a.count;
+	}
+	return done(db, st, rc, err);
+}
+
+static int load_gaps(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = prep(db, rep, "SELECT count(*) FROM kp_gaps WHERE runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		rep->n_gaps = sqlite3_column_int64(st, 0);
+	rep->has_gaps = rep->n_gaps > 0;
+	if ((rc = done(db, st, rc, err)))
+		return rc;
+	return kp__report_gap_totals(db, rep, err);
+}
+
+static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	int rc;
+	size_t i;
+
+	rc = prep(db, rep, "SELECT count(*) FROM kp_regions WHERE runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		rep->n_regions_total = sqlite3_column_int64(st, 0);
+	if ((rc = done(db, st, rc, err)))
+		return rc;
+	rep->has_regions = rep->n_regions_total > 0;
+	rc = prep(db, rep,
+		"SELECT regionId, coalesce(parentId, 0), label, source, blockers, fingerprint,"
+		" coalesce(streamId, -1), occurrences, kernels, eager_ns, busy_ns, host_idle_ns,"
+		" device_idle_ns, coalesce(graph_ns_pred, -1), coalesce(speedup_pred, 0),"
+		" capturable, coalesce(one_time_ns, -1), coalesce(break_even, -1),"
+		" coalesce(extra_mem_bytes, -1), coalesce(shape_keys, -1), coalesce(patch_slots, -1)"
+		" FROM kp_regions WHERE runId = ?1"
+		" ORDER BY occurrences * eager_ns DESC, regionId LIMIT ?2", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 2, DEF(rep->opts.max_rows, 200));
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_rep_region r = {
+			.id = sqlite3_column_int64(st, 0), .parent_id = sqlite3_column_int64(st, 1),
+			.label = col_str(rep, st, 2), .source = col_str(rep, st, 3),
+			.blockers = col_str(rep, st, 4), .fingerprint = col_str(rep, st, 5),
+			.stream_id = sqlite3_column_int64(st, 6),
+			.occurrences = sqlite3_column_int64(st, 7), .kernels = sqlite3_column_int64(st, 8),
+			.eager_ns = sqlite3_column_int64(st, 9), .busy_ns = sqlite3_column_int64(st, 10),
+			.host_idle_ns = sqlite3_column_int64(st, 11),
+			.device_idle_ns = sqlite3_column_int64(st, 12),
+			.graph_ns_pred = sqlite3_column_int64(st, 13),
+			.speedup_pred = sqlite3_column_double(st, 14),
+			.capturable = sqlite3_column_int(st, 15),
+			.one_time_ns = sqlite3_column_int64(st, 16),
+			.break_even = sqlite3_column_int64(st, 17),
+			.extra_mem_bytes = sqlite3_column_int64(st, 18),
+			.shape_keys = sqlite3_column_int64(st, 19),
+			.patch_slots = sqlite3_column_int64(st, 20),
+		};
+		if (kp_vec_push(&rep->regions, r)) {
+			sqlite3_finalize(st);
+			return nomem(err);
+		}
+	}
+	if ((rc = done(db, st, rc, err)))
+		return rc;
+
+	/* the API calls that block each region, grouped */
+	rc = prep(db, rep,
+		"SELECT kind || CASE WHEN fatal THEN '' ELSE ' (advisory)' END, coalesce(api_name, ''),"
+		" count(*) FROM kp_blockers WHERE runId = ?1 AND regionId = ?2"
+		" GROUP BY kind, fatal, api_name ORDER BY fatal DESC, count(*) DESC, kind, api_name", &st, err);
+	if (rc)
+		return rc;
+	rc = SQLITE_DONE;
+	for (i = 0; i < rep->regions.len; i++) {
+		struct kp_rep_region *r = &rep->regions.data[i];
+
+		kp_strbuf_reset(&sb);
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 2, r->id);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			const char *api = (const char *)sqlite3_column_text(st, 1);
+
+			kp_strbuf_addf(&sb, "%s%s", sb.len ? "; " : "",
+				       (const char *)sqlite3_column_text(st, 0));
+			if (api && *api)
+				kp_strbuf_addf(&sb, ": %s", api);
+			if (sqlite3_column_int64(st, 2) > 1)
+				kp_strbuf_addf(&sb, " x%lld", (long long)sqlite3_column_int64(st, 2));
+		}
+		if (rc != SQLITE_DONE)
+			break;
+		r->blocker_apis = kp_arena_strdup(&rep->arena, sb.buf);
+		rc = SQLITE_DONE;
+	}
+	kp_strbuf_release(&sb);
+	return done(db, st, rc, err);
+}
+
+static int load_fusion(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = prep(db, rep, "SELECT count(*) FROM kp_fusion_candidates WHERE runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		rep->n_fusion_total = sqlite3_column_int64(st, 0);
+	if ((rc = done(db, st, rc, err)))
+		return rc;
+	rc = prep(db, rep,
+		"SELECT candId, coalesce(regionId, -1), coalesce(streamId, -1),"
+		" coalesce(first_correlationId, -1), n_kernels, kernel_names, reason,"
+		" coalesce(dur_ns, -1), coalesce(saved_bytes, -1), coalesce(saved_nodes, -1),"
+		" coalesce(score, 0), feasible FROM kp_fusion_candidates WHERE runId = ?1"
+		" ORDER BY coalesce(score, 0) DESC, candId LIMIT ?2", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 2, DEF(rep->opts.max_rows, 200));
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_rep_fusion c = {
+			.id = sqlite3_column_int64(st, 0), .region_id = sqlite3_column_int64(st, 1),
+			.stream_id = sqlite3_column_int64(st, 2), .first_corr = sqlite3_column_int64(st, 3),
+			.n_kernels = sqlite3_column_int64(st, 4), .kernel_names = col_str(rep, st, 5),
+			.reason = col_str(rep, st, 6), .dur_ns = sqlite3_column_int64(st, 7),
+			.saved_bytes = sqlite3_column_int64(st, 8),
+			.saved_nodes = sqlite3_column_int64(st, 9),
+			.score = sqlite3_column_double(st, 10), .feasible = sqlite3_column_int(st, 11),
+		};
+		if (kp_vec_push(&rep->fusion, c)) {
+			sqlite3_finalize(st);
+			return nomem(err);
+		}
+	}
+	return done(db, st, rc, err);
+}
+
+static int load_plans(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = prep(db, rep,
+		"SELECT planId, created_ns, path, checksum, status, stale_reason, body,"
+		" coalesce(speedup_pred, 0) FROM kp_plans WHERE runId = ?1"
+		" ORDER BY (status = 'current') DESC, planId DESC LIMIT 20", &st, err);
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_rep_plan p = {
+			.id = sqlite3_column_int64(st, 0), .created_ns = sqlite3_column_int64(st, 1),
+			.path = col_str(rep, st, 2), .checksum = col_str(rep, st, 3),
+			.status = col_str(rep, st, 4), .stale_reason = col_str(rep, st, 5),
+			.body = col_str(rep, st, 6), .speedup_pred = sqlite3_column_double(st, 7),
+		};
+		if (kp_vec_push(&rep->plans, p)) {
+			sqlite3_finalize(st);
+			return nomem(err);
+		}
+	}
+	if ((rc = done(db, st, rc, err)) || !rep->plans.len)
+		return rc;
+	/* the plan's decisions come from its own text, the file that ships */
+	if (rep->plans.data[0].body) {
+		struct kp_err perr = {0};
+		const char *body = rep->plans.data[0].body;
+
+		rep->plan = kp_plan_parse(body, strlen(body), "kp_plans.body", &perr);
+		if (!rep->plan)
+			snprintf(rep->plan_error, sizeof(rep->plan_error), "%s", perr.msg);
+	}
+	return 0;
+}
+
+static int load_overhead(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rep->profiler_overhead_ns = -1;
+	rc = prep(db, rep, "SELECT count(*), sum(end - start) FROM PROFILER_OVERHEAD WHERE runId = ?1",
+		  &st, err);
+	if (rc)
+		return rc;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
+		rep->profiler_overhead_ns = sqlite3_column_int64(st, 1);
+	return done(db, st, rc, err);
+}
+
+
+static int load_cost(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	return kp_cost_load_run(db, rep->run_id, &rep->cost, err);
+}
+
+/* In order: the timeline needs the regions, the gap scan the API count. */
+static const struct {
+	const char *what;
+	int (*fn)(struct kp_db *db, struct kp_report *rep, struct kp_err *err);
+} steps[] = {
+	{ "run", load_run }, { "kernel summary", load_kernels }, { "api summary", load_apis },
+	{ "gap scan", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
+	{ "plans", load_plans }, { "cost model", load_cost }, { "overhead", load_overhead },
+	{ "timeline", kp__report_timeline },
+};
+
+int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
+		   struct kp_report **out, struct kp_err *err)
+{
+	struct kp_report *rep = calloc(1, sizeof(*rep));
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if (!rep)
+		return nomem(err);
+	kp_arena_init(&rep->arena);
+	if (opts)
+		rep->opts = *opts;
+	rep->db_path = kp_arena_strdup(&rep->arena, db->path);
+	rep->run_id = rep->opts.run_id > 0 ? rep->opts.run_id : kp_db_last_run(db);
+	if (rep->run_id <= 0) {
+		rc = kp_err_set(err, KP_ENOTFOUND, "%s: no runs in the database (import or record one first)",
+				db->path);
+		goto out_free;
+	}
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		int64_t t0 = kp_now_ns();
+
+		if ((rc = steps[i].fn(db, rep, err)))
+			goto out_free;
+		kp_debug("report: %s in %.3f s", steps[i].what, (kp_now_ns() - t0) / 1e9);
+	}
+	if (!rep->has_regions)
+		snprintf(rep->missing, sizeof(rep->missing),
+			 "no analysis results for run %lld (kp_regions is empty): run 'kplan analyze %s' first",
+			 (long long)rep->run_id, db->path);
+	kp__report_corr_free(rep);
+	*out = rep;
+	return 0;
+out_free:
+	kp_report_free(rep);
+	return rc;
+}
+
+void kp_report_free(struct kp_report *rep)
+{
+	size_t i;
+
+	if (!rep)
+		return;
+	for (i = 0; i < rep->streams.len; i++)
+		kp_vec_release(&rep->streams.data[i].items);
+	kp_vec_release(&rep->streams);
+	kp_vec_release(&rep->kernels);
+	kp_vec_release(&rep->apis);
+	kp_vec_release(&rep->regions);
+	kp_vec_release(&rep->fusion);
+	kp_vec_release(&rep->plans);
+	kp_plan_free(rep->plan);
+	kp__report_corr_free(rep);
+	kp_arena_release(&rep->arena);
+	free(rep);
+}

@@ -1,0 +1,16 @@
+# reports/module.mk - the report's browser test (`make test-browser`).
+#
+# Renders a report in headless Chromium (installed through
+# `scripts/deps.sh chromium`) and checks the DOM and a screenshot; see
+# tests/browser/report_render.sh. Not part of `make test`: the lead adds it
+# to .ci/run.
+
+.PHONY: test-browser
+$(BUILD)/bin/pngcolors: tests/browser/pngcolors.c
+	@mkdir -p $(dir $@)
+	$(quiet) CC $@
+	$(Q)$(CC) -std=c11 -O2 $(WARN) $(SANFLAGS) -o $@ $< -lz
+
+test-browser: $(BUILD)/bin/kplan $(BUILD)/bin/bench_report $(BUILD)/bin/pngcolors
+	@sh scripts/deps.sh chromium
+	@sh tests/browser/report_render.sh $(BUILD)

@@ -1,0 +1,581 @@
+/*
+ * page.c - the report's HTML page: verdict, timeline strip (inline SVG),
+ * regions, top kernels, fusion candidates, plan, calibration, collection
+ * quality. One file, no external resources; every database string is
+ * escaped through html.h.
+ */
+#include "report.h"
+#include "html.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include "../common/version.h"
+#define KP_REPORT_VERSION KP_VERSION
+#include <string.h>
+
+#define DEF(v, d) ((v) > 0 ? (v) : (d))
+#define NAME_MAX_CP 60
+
+char *kp_fmt_dur(int64_t ns, char *buf, size_t n)
+{
+	double a = ns < 0 ? -(double)ns : (double)ns;
+
+	if (a < 1e3)
+		snprintf(buf, n, "%lld ns", (long long)ns);
+	else if (a < 1e6)
+		snprintf(buf, n, "%.2f us", ns / 1e3);
+	else if (a < 1e9)
+		snprintf(buf, n, "%.2f ms", ns / 1e6);
+	else
+		snprintf(buf, n, "%.2f s", ns / 1e9);
+	return buf;
+}
+
+/* Total predicted saving of the capturable regions, over the whole run. */
+static int64_t predicted_saving(const struct kp_report *rep, int *n_regions)
+{
+	int64_t saved = 0;
+	size_t i;
+
+	*n_regions = 0;
+	for (i = 0; i < rep->regions.len; i++) {
+		const struct kp_rep_region *r = &rep->regions.data[i];
+
+		if (!r->capturable || r->graph_ns_pred < 0 || r->graph_ns_pred >= r->eager_ns)
+			continue;
+		saved += r->occurrences * (r->eager_ns - r->graph_ns_pred);
+		(*n_regions)++;
+	}
+	return saved;
+}
+
+static const struct kp_rep_plan *current_plan(const struct kp_report *rep)
+{
+	size_t i;
+
+	for (i = 0; i < rep->plans.len; i++) {
+		if (rep->plans.data[i].status && !strcmp(rep->plans.data[i].status, "current"))
+			return &rep->plans.data[i];
+	}
+	return NULL;
+}
+
+char *kp_report_verdict(const struct kp_report *rep, char *buf, size_t n)
+{
+	char a[32], b[32], c[32], d[32];
+	size_t len = 0;
+	int n_reg;
+	int64_t saved = predicted_saving(rep, &n_reg);
+	int64_t base = rep->stream_span_ns;
+	const struct kp_rep_plan *plan = current_plan(rep);
+
+	buf[0] = '\0';
+	if (!rep->n_kernels) {
+		snprintf(buf, n, "Run %lld has no kernels: nothing to report.", (long long)rep->run_id);
+		return buf;
+	}
+	if (rep->n_ops && base > 0) {
+		double host = 100.0 * rep->host_gap_ns / base;
+		const char *word = host >= 50 ? "launch-bound" : host >= 20 ? "partly launch-bound"
+				 : "not launch-bound";
+
+		len += snprintf(buf + len, n - len,
+			"This run is %s: the GPU sat idle waiting for the CPU for %.1f%% of its stream time"
+			" (%s of %s; kernels ran for %s)", word, host,
+			kp_fmt_dur(rep->host_gap_ns, a, sizeof(a)), kp_fmt_dur(base, b, sizeof(b)),
+			kp_fmt_dur(rep->kernel_ns, c, sizeof(c)));
+	} else {
+		len += snprintf(buf + len, n - len, "Run %lld has no stream time to attribute",
+				(long long)rep->run_id);
+	}
+	if (len >= n)
+		return buf;
+	if (n_reg && rep->regions.len) {
+		const struct kp_rep_region *top = NULL;
+		size_t i;
+
+		for (i = 0; i < rep->regions.len && !top; i++) {
+			if (rep->regions.data[i].capturable && rep->regions.data[i].graph_ns_pred >= 0)
+				top = &rep->regions.data[i];
+		}
+		len += snprintf(buf + len, n - len,
+			"; running %d capturable region%s as CUDA graphs is predicted to save %s"
+			" (%.1f%% of stream time)", n_reg, n_reg == 1 ? "" : "s",
+			kp_fmt_dur(saved, a, sizeof(a)), base > 0 ? 100.0 * saved / base : 0.0);
+		if (top && len < n)
+			len += snprintf(buf + len, n - len, ", '%s' from %s to %s per occurrence (%.2fx)",
+				top->label, kp_fmt_dur(top->eager_ns, c, sizeof(c)),
+				kp_fmt_dur(top->graph_ns_pred, d, sizeof(d)),
+				top->graph_ns_pred > 0 ? (double)top->eager_ns / top->graph_ns_pred : 0.0);
+	} else if (rep->has_regions && len < n) {
+		len += snprintf(buf + len, n - len, "; no region is capturable as a CUDA graph, so a plan would save nothing");
+	}
+	if (plan && plan->speedup_pred > 0 && len < n)
+		len += snprintf(buf + len, n - len, "; the current plan%s%s predicts %.2fx for the whole run",
+				plan->path ? " " : "", plan->path ? plan->path : "", plan->speedup_pred);
+	if (len < n)
+		snprintf(buf + len, n - len, ".");
+	return buf;
+}
+
+static void h2(FILE *f, const char *id, const char *title)
+{
+	fprintf(f, "<h2 id=\"%s\">%s</h2>\n", id, title);
+}
+
+static void td_dur(FILE *f, int64_t ns)
+{
+	char b[32];
+
+	if (ns < 0) {
+		fputs("<td class=\"n\" data-v=\"\">-</td>", f);
+		return;
+	}
+	fprintf(f, "<td class=\"n\" data-v=\"%lld\">%s</td>", (long long)ns, kp_fmt_dur(ns, b, sizeof(b)));
+}
+
+static void td_int(FILE *f, int64_t v)
+{
+	if (v < 0)
+		fputs("<td class=\"n\" data-v=\"\">-</td>", f);
+	else
+		fprintf(f, "<td class=\"n\" data-v=\"%lld\">%lld</td>", (long long)v, (long long)v);
+}
+
+static void td_name(FILE *f, const char *name, const char *short_name)
+{
+	fputs("<td>", f);
+	kp_html_name(f, name, short_name, NAME_MAX_CP);
+	fputs("</td>", f);
+}
+
+static void header(FILE *f, const struct kp_report *rep)
+{
+	char v[1024], a[32];
+
+	fputs("<h1>kplan report</h1>\n<p class=\"meta\">", f);
+	kp_html_esc(f, rep->db_path);
+	fprintf(f, " &middot; run %lld (", (long long)rep->run_id);
+	kp_html_esc(f, rep->source);
+	fputs(") &middot; ", f);
+	kp_html_esc(f, rep->device_name ? rep->device_name : "unknown GPU");
+	if (rep->compute_major)
+		fprintf(f, ", compute %d.%d", rep->compute_major, rep->compute_minor);
+	if (rep->sm_count)
+		fprintf(f, ", %d SMs", rep->sm_count);
+	if (rep->driver_version)
+		fprintf(f, " &middot; driver %d.%d", rep->driver_version / 1000,
+			(rep->driver_version % 1000) / 10);
+	fprintf(f, " &middot; %lld kernels, %lld API calls, span %s",
+		(long long)rep->n_kernels, (long long)rep->n_api,
+		kp_fmt_dur(rep->t_end_ns - rep->t_begin_ns, a, sizeof(a)));
+	if (rep->command) {
+		fputs("<br>command: ", f);
+		kp_html_esc(f, rep->command);
+	} else if (rep->source_path) {
+		fputs("<br>source: ", f);
+		kp_html_esc(f, rep->source_path);
+	}
+	fputs("</p>\n<div class=\"verdict\" id=\"verdict\">", f);
+	kp_html_esc(f, kp_report_verdict(rep, v, sizeof(v)));
+	fputs("</div>\n", f);
+	if (rep->missing[0]) {
+		fputs("<p class=\"missing\" id=\"missing\">", f);
+		kp_html_esc(f, rep->missing);
+		fputs(".</p>\n", f);
+	}
+}
+
+/* colours of the timeline classes, shared by the strip and its legend */
+static const char *const tl_color[] = {
+	[KP_TL_KERNEL] = "#2f6fde", [KP_TL_HOST_GAP] = "#e5532d",
+	[KP_TL_DEVICE_GAP] = "#9aa4ae", [KP_TL_UNKNOWN_GAP] = "#e8d36a",
+};
+static const char *const tl_label[] = {
+	[KP_TL_KERNEL] = "kernel", [KP_TL_HOST_GAP] = "idle, host-bound (GPU waited for the CPU)",
+	[KP_TL_DEVICE_GAP] = "idle, device-side",
+	[KP_TL_UNKNOWN_GAP] = "idle, no launch record",
+};
+
+static void timeline(FILE *f, const struct kp_report *rep)
+{
+	const int left = 150, width = 1000, row = 28, bar = 18;
+	double span = (double)(rep->tl_end - rep->tl_begin);
+	char a[32], b[32];
+	size_t i, j;
+	int k;
+
+	h2(f, "timeline", "Timeline");
+	if (!rep->streams.len || span <= 0) {
+		fputs("<p class=\"cap\">no kernels to draw.</p>\n", f);
+		return;
+	}
+	fputs("<p class=\"cap\">window: ", f);
+	kp_html_esc(f, rep->tl_what);
+	fprintf(f, ", %s long; one row per stream (busiest %zu)%s.</p>\n",
+		kp_fmt_dur(rep->tl_end - rep->tl_begin, a, sizeof(a)), rep->streams.len,
+		rep->tl_capped ? "; rows with more kernels than the cap stop early" : "");
+	fputs("<p class=\"legend\">", f);
+	for (k = 0; k <= KP_TL_UNKNOWN_GAP; k++)
+		fprintf(f, "<span style=\"background:%s\"></span>%s", tl_color[k], tl_label[k]);
+	fputs("</p>\n", f);
+	fprintf(f, "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%zu\""
+		" viewBox=\"0 0 %d %zu\" role=\"img\">\n", left + width + 10, rep->streams.len * row + 24,
+		left + width + 10, rep->streams.len * row + 24);
+	for (i = 0; i < rep->streams.len; i++) {
+		const struct kp_tl_stream *s = &rep->streams.data[i];
+		int y = (int)i * row;
+
+		fprintf(f, "<text x=\"0\" y=\"%d\">dev %lld stream %lld</text>\n", y + 14,
+			(long long)s->device_id, (long long)s->stream_id);
+		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f6f8fa\"/>\n",
+			left, y, width, bar);
+		for (j = 0; j < s->items.len; j++) {
+			const struct kp_tl_item *it = &s->items.data[j];
+			int64_t t0 = it->start < rep->tl_begin ? rep->tl_begin : it->start;
+			int64_t t1 = it->end > rep->tl_end ? rep->tl_end : it->end;
+			double x = left + (t0 - rep->tl_begin) / span * width;
+			double w = (t1 - t0) / span * width;
+
+			if (w < 0.4)
+				w = 0.4;
+			fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+				x, y + (it->kind == KP_TL_KERNEL ? 0 : 4), w,
+				it->kind == KP_TL_KERNEL ? bar : bar - 8, tl_color[it->kind]);
+			if (it->kind == KP_TL_KERNEL)
+				kp_html_name(f, it->name, NULL, 80);
+			else
+				fputs(tl_label[it->kind], f);
+			fprintf(f, " %s</title></rect>\n", kp_fmt_dur(it->end - it->start, b, sizeof(b)));
+		}
+	}
+	fprintf(f, "<text x=\"%d\" y=\"%zu\">0</text><text x=\"%d\" y=\"%zu\" text-anchor=\"end\">%s</text>\n",
+		left, rep->streams.len * row + 14, left + width, rep->streams.len * row + 14,
+		kp_fmt_dur(rep->tl_end - rep->tl_begin, a, sizeof(a)));
+	fputs("</svg>\n", f);
+}
+
+static void regions(FILE *f, const struct kp_report *rep)
+{
+	static const char *const cols[] = {
+		"id|n", "label|s", "source|s", "stream|n", "occurrences|n", "kernels|n",
+		"eager / occ|n", "graphed / occ (pred)|n", "speedup|n", "host idle / occ|n",
+		"capturable|s", "blockers (API call)|s", "break-even|n",
+	};
+	size_t i;
+
+	h2(f, "regions", "Regions");
+	if (!rep->has_regions) {
+		fputs("<p class=\"cap\">no regions: run <code>kplan analyze</code> first.</p>\n", f);
+		return;
+	}
+	kp_html_table_begin(f, "regions-table", cols, (int)(sizeof(cols) / sizeof(cols[0])));
+	for (i = 0; i < rep->regions.len; i++) {
+		const struct kp_rep_region *r = &rep->regions.data[i];
+
+		fprintf(f, "<tr class=\"region\" data-region=\"%lld\">", (long long)r->id);
+		td_int(f, r->id);
+		td_name(f, r->label, NULL);
+		kp_html_td_str(f, r->source);
+		td_int(f, r->stream_id);
+		td_int(f, r->occurrences);
+		td_int(f, r->kernels);
+		td_dur(f, r->eager_ns);
+		td_dur(f, r->graph_ns_pred);
+		if (r->speedup_pred > 0)
+			kp_html_td_num(f, r->speedup_pred, "%.2fx");
+		else
+			fputs("<td class=\"n\" data-v=\"\">-</td>", f);
+		td_dur(f, r->host_idle_ns);
+		kp_html_td_str(f, r->capturable ? "yes" : "no");
+		fputs("<td>", f);
+		kp_html_esc(f, r->blocker_apis && *r->blocker_apis ? r->blocker_apis
+			    : r->blockers ? r->blockers : "");
+		fputs("</td>", f);
+		td_int(f, r->break_even);
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, (long)rep->regions.len, (long)rep->n_regions_total, "regions");
+}
+
+static int cmp_count(const void *a, const void *b)
+{
+	const struct kp_rep_kernel *x = *(const struct kp_rep_kernel *const *)a;
+	const struct kp_rep_kernel *y = *(const struct kp_rep_kernel *const *)b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	if (x->total_ns != y->total_ns)
+		return x->total_ns < y->total_ns ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+static void kernel_table(FILE *f, const char *id, const struct kp_report *rep,
+			 const struct kp_rep_kernel *const *ks, size_t n)
+{
+	static const char *const cols[] = {
+		"kernel|s", "count|n", "total|n", "% of kernel time|n", "avg|n", "min|n", "max|n",
+	};
+	size_t i;
+
+	kp_html_table_begin(f, id, cols, 7);
+	for (i = 0; i < n; i++) {
+		const struct kp_rep_kernel *k = ks[i];
+
+		fputs("<tr>", f);
+		td_name(f, k->name, k->short_name);
+		td_int(f, k->count);
+		td_dur(f, k->total_ns);
+		kp_html_td_num(f, rep->kernel_ns ? 100.0 * k->total_ns / rep->kernel_ns : 0, "%.1f");
+		td_dur(f, k->count ? k->total_ns / k->count : 0);
+		td_dur(f, k->min_ns);
+		td_dur(f, k->max_ns);
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, (long)n, (long)rep->kernels.len, "distinct kernels");
+}
+
+static int kernels(FILE *f, const struct kp_report *rep)
+{
+	size_t n = rep->kernels.len, top = (size_t)DEF(rep->opts.top_kernels, 25), i;
+	const struct kp_rep_kernel **ks = malloc((n ? n : 1) * sizeof(*ks));
+
+	if (!ks)
+		return -1;
+	for (i = 0; i < n; i++)
+		ks[i] = &rep->kernels.data[i];
+	h2(f, "kernels-time", "Top kernels by time");
+	kernel_table(f, "kernels-by-time", rep, ks, n < top ? n : top);
+	qsort(ks, n, sizeof(*ks), cmp_count);
+	h2(f, "kernels-count", "Top kernels by count");
+	kernel_table(f, "kernels-by-count", rep, ks, n < top ? n : top);
+	free(ks);
+	return 0;
+}
+
+static void fusion(FILE *f, const struct kp_report *rep)
+{
+	static const char *const cols[] = {
+		"id|n", "region|n", "kernels|n", "chain|s", "time|n", "saved bytes|n",
+		"saved launches|n", "score (ns saved)|n", "feasible|s", "reason|s",
+	};
+	size_t i;
+
+	h2(f, "fusion", "Fusion candidates");
+	if (!rep->n_fusion_total) {
+		fputs("<p class=\"cap\">no fusion candidates", f);
+		fputs(rep->has_regions ? ".</p>\n" : " (the run has not been analyzed).</p>\n", f);
+		return;
+	}
+	kp_html_table_begin(f, "fusion-table", cols, 10);
+	for (i = 0; i < rep->fusion.len; i++) {
+		const struct kp_rep_fusion *c = &rep->fusion.data[i];
+
+		fputs("<tr>", f);
+		td_int(f, c->id);
+		td_int(f, c->region_id);
+		td_int(f, c->n_kernels);
+		td_name(f, c->kernel_names, NULL);
+		td_dur(f, c->dur_ns);
+		td_int(f, c->saved_bytes);
+		td_int(f, c->saved_nodes);
+		kp_html_td_num(f, c->score, "%.1f");
+		kp_html_td_str(f, c->feasible ? "yes" : "no");
+		kp_html_td_str(f, c->reason);
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, (long)rep->fusion.len, (long)rep->n_fusion_total, "fusion candidates");
+}
+
+static void plan_decisions(FILE *f, const struct kp_plan *pl)
+{
+	static const char *const cols[] = {
+		"region|s", "decision|s", "reason|s", "kernels|n", "occurrences|n", "eager / occ|n",
+		"graphed / occ (pred)|n", "speedup|n", "warm-up|n", "break-even|n", "patch slots|n",
+		"why|s",
+	};
+	size_t i;
+
+	kp_html_table_begin(f, "plan-table", cols, 12);
+	for (i = 0; i < pl->n_regions; i++) {
+		const struct kp_plan_region *r = &pl->regions[i];
+
+		fputs("<tr>", f);
+		td_name(f, r->label, NULL);
+		kp_html_td_str(f, kp_plan_decision_name(r->decision));
+		kp_html_td_str(f, kp_plan_reason_name(r->reason));
+		td_int(f, r->kernels);
+		td_int(f, r->occurrences);
+		td_dur(f, r->eager_ns);
+		td_dur(f, r->graph_ns);
+		kp_html_td_num(f, r->speedup_pred, "%.2fx");
+		td_int(f, r->warmup);
+		td_int(f, r->break_even);
+		td_int(f, (int64_t)r->n_patches);
+		kp_html_td_str(f, r->reason_text);
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, (long)pl->n_regions, (long)pl->n_regions, "regions in the plan");
+	for (i = 0; i < pl->n_fusions; i++) {
+		const struct kp_plan_fusion *u = &pl->fusions[i];
+		char a[32];
+
+		if (!i)
+			fputs("<p>fusion groups:</p>\n<ul>\n", f);
+		fprintf(f, "<li>%u kernels in ", u->kernels);
+		kp_html_esc(f, u->region);
+		fprintf(f, " (saves %s per occurrence, score %.3g): ", kp_fmt_dur(u->gain_ns, a, sizeof(a)),
+			u->score);
+		kp_html_name(f, u->names, NULL, 120);
+		fputs("</li>\n", f);
+		if (i + 1 == pl->n_fusions)
+			fputs("</ul>\n", f);
+	}
+}
+
+static void plan(FILE *f, const struct kp_report *rep)
+{
+	const struct kp_rep_plan *p = rep->plans.len ? &rep->plans.data[0] : NULL;
+	size_t len;
+
+	h2(f, "plan", "Plan");
+	if (!p) {
+		fputs("<p class=\"cap\">no plan for this run: <code>kplan plan DB -o model.kplan</code> writes one.</p>\n", f);
+		return;
+	}
+	fprintf(f, "<p>plan %lld (", (long long)p->id);
+	kp_html_esc(f, p->status);
+	if (p->stale_reason) {
+		fputs(": ", f);
+		kp_html_esc(f, p->stale_reason);
+	}
+	fputs(")", f);
+	if (p->path) {
+		fputs(", written to <code>", f);
+		kp_html_esc(f, p->path);
+		fputs("</code>", f);
+	}
+	fputs(", checksum <code>", f);
+	kp_html_esc(f, p->checksum);
+	fputs("</code>", f);
+	if (p->speedup_pred > 0)
+		fprintf(f, ", predicted speedup %.2fx", p->speedup_pred);
+	fputs(".</p>\n", f);
+	if (rep->plan) {
+		plan_decisions(f, rep->plan);
+	} else {
+		/* unreadable plan text: say why and show it as it is */
+		fputs("<p class=\"missing\">the stored plan does not parse: ", f);
+		kp_html_esc(f, rep->plan_error);
+		fputs("</p>\n<pre id=\"plan-body\">", f);
+		len = p->body ? strlen(p->body) : 0;
+		kp_html_escn(f, p->body, len > 65536 ? 65536 : len);
+		if (len > 65536)
+			fprintf(f, "\n... (%zu more bytes)", len - 65536);
+		fputs("</pre>\n", f);
+	}
+	if (rep->plans.len > 1)
+		fprintf(f, "<p class=\"cap\">%zu older or stale plans for this run are in kp_plans.</p>\n",
+			rep->plans.len - 1);
+}
+
+static void calibration(FILE *f, const struct kp_report *rep)
+{
+	static const char *const cols[] = { "quantity|s", "value|n", "from|s", "meaning|s" };
+	static const char *const src[] = { "default", "calibrated", "calibrated (other driver)" };
+	const struct kp_cost *c = &rep->cost;
+	int q;
+
+	h2(f, "calibration", "Calibration constants");
+	fputs("<p class=\"cap\">", f);
+	if (c->n_calibrated)
+		fprintf(f, "%d of %d constants were measured on this GPU by <code>kplan calibrate</code>;"
+			" the rest are the documented defaults.", c->n_calibrated, KP_COST__N);
+	else
+		fputs("no calibration for this GPU in the database: the cost model used its documented"
+		      " defaults (measured on H100/H200, CUDA 13.0); <code>kplan calibrate</code> measures"
+		      " this GPU.", f);
+	fputs("</p>\n", f);
+	kp_html_table_begin(f, "calibration-table", cols, 4);
+	for (q = 0; q < KP_COST__N; q++) {
+		unsigned s = c->src[q];
+
+		fputs("<tr>", f);
+		kp_html_td_str(f, kp_cost_name(q));
+		kp_html_td_num(f, c->v[q], "%.4g");
+		kp_html_td_str(f, s < 3 ? src[s] : "?");
+		kp_html_td_str(f, kp_cost_doc(q));
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, KP_COST__N, KP_COST__N, "constants");
+}
+
+static void quality(FILE *f, const struct kp_report *rep)
+{
+	char a[32];
+
+	h2(f, "collection", "Collection");
+	fputs("<ul>\n<li>status: ", f);
+	kp_html_esc(f, rep->status);
+	fprintf(f, "</li>\n<li id=\"dropped\">dropped records: %lld", (long long)rep->dropped_records);
+	if (rep->dropped_detail) {
+		fputs(" (", f);
+		kp_html_esc(f, rep->dropped_detail);
+		fputs(")", f);
+	}
+	if (rep->dropped_records)
+		fputs(" &mdash; <b>the trace is incomplete; gaps near the losses are suspect</b>", f);
+	fputs("</li>\n<li>collector overhead: ", f);
+	if (rep->overhead_ns >= 0)
+		fputs(kp_fmt_dur(rep->overhead_ns, a, sizeof(a)), f);
+	else if (rep->profiler_overhead_ns >= 0)
+		fprintf(f, "%s (sum of PROFILER_OVERHEAD)", kp_fmt_dur(rep->profiler_overhead_ns, a, sizeof(a)));
+	else
+		fputs("unknown (not recorded by this source)", f);
+	fputs("</li>\n</ul>\n", f);
+}
+
+static void api_table(FILE *f, const struct kp_report *rep)
+{
+	static const char *const cols[] = { "API call|s", "class|s", "count|n", "total|n", "avg|n", "max|n" };
+	size_t i, n = rep->apis.len, top = (size_t)DEF(rep->opts.top_kernels, 25);
+
+	h2(f, "api", "CUDA API calls");
+	if (n > top)
+		n = top;
+	kp_html_table_begin(f, "api-table", cols, 6);
+	for (i = 0; i < n; i++) {
+		const struct kp_rep_api *a = &rep->apis.data[i];
+
+		fputs("<tr>", f);
+		td_name(f, a->name, NULL);
+		kp_html_td_str(f, a->event_class ? "driver" : "runtime");
+		td_int(f, a->count);
+		td_dur(f, a->total_ns);
+		td_dur(f, a->count ? a->total_ns / a->count : 0);
+		td_dur(f, a->max_ns);
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, (long)n, (long)rep->apis.len, "API calls");
+}
+
+int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err)
+{
+	kp_html_begin(f, "kplan report");
+	header(f, rep);
+	timeline(f, rep);
+	regions(f, rep);
+	if (kernels(f, rep))
+		return kp_err_set(err, KP_ENOMEM, "out of memory while writing the report");
+	fusion(f, rep);
+	plan(f, rep);
+	api_table(f, rep);
+	calibration(f, rep);
+	quality(f, rep);
+	fprintf(f, "<p class=\"meta\">kplan %s. Tables sort when a header is clicked; names cut short show"
+		" the full name on hover.</p>\n", KP_REPORT_VERSION);
+	kp_html_end(f);
+	if (ferror(f))
+		return kp_err_set(err, KP_EIO, "write error while writing the html report");
+	return 0;
+}

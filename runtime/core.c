@@ -1,0 +1,1076 @@
+/*
+ * core.c - libkplanrt's CUDA-free core: regions, the per-(region, shape key,
+ * stream) state machine, the shape-key cache with its hysteresis, patch
+ * sites found by address range, fallbacks with stable reason codes, and
+ * counters. Every CUDA call goes through struct kp__rt_backend, so the unit
+ * tests drive all of this with a fake backend.
+ *
+ * Locking: rt->lock guards the region table and each region's entry list
+ * (held only for the lookup); an entry's own mutex is held from begin to end
+ * of one call, so two threads never drive one graph at once (the second runs
+ * eagerly, reason "busy"). Counters are relaxed atomics.
+ */
+#include "rt_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hash.h"
+#include "../common/kptime.h"
+#include "../common/log.h"
+#include "../common/vec.h"
+#include "../planner/planfile.h"
+
+enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
+enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY };
+
+#define BACKOFF_BASE 16       /* calls of eager after the first failure, doubled per failure */
+#define THRASH_WINDOW 64      /* region calls per thrash window */
+#define THRASH_EVICTIONS 4    /* evictions in one window that pause the region */
+#define THRASH_PAUSE 256      /* first pause in region calls, doubled each time */
+#define MIN_KEYS 4            /* shape keys kept per region and stream, at least */
+
+struct site {
+	uint32_t node;            /* index in entry->nodes */
+	uint32_t off;             /* byte offset in the node's parameter buffer */
+	uint32_t slot;
+	uint64_t delta;           /* captured value - captured slot base */
+};
+
+struct region;
+
+struct entry {
+	struct region *reg;
+	uint64_t key;
+	void *stream;
+	pthread_mutex_t lock;
+	struct entry *next;
+	int state;
+	int strict_err;           /* strict mode: a mismatch made this graph fail */
+	uint64_t calls, retry_at, last_use;
+	uint32_t warm_done, fails;
+	uint32_t logged;          /* reasons already logged (bit per reason) */
+	void *graph;
+	void *exec[2];            /* two execs alternate when pointers move (see patch_and_launch) */
+	int cur;                  /* exec launched last */
+	struct kp__rt_node *nodes;
+	size_t n_nodes;
+	struct site *sites;
+	size_t n_sites;
+	uint32_t slot_mask;       /* slots with sites in kernel nodes */
+	uint32_t memop_mask;      /* slots with words in memcpy/memset nodes */
+	uintptr_t cap_base[KP_RT_MAX_BINDS];   /* bases at capture (the graph's params) */
+	uintptr_t base[2][KP_RT_MAX_BINDS];    /* bases each exec's params hold */
+	uint64_t max_delta[KP_RT_MAX_BINDS];
+	unsigned char *dirty;
+	int verify_left;
+	void *vbuf[KP_RT_MAX_BINDS];
+	size_t vbuf_size[KP_RT_MAX_BINDS];
+};
+
+struct region {
+	char *name;
+	const struct kp_plan_region *plan;
+	int static_reason;        /* nonzero: every call eager for this reason */
+	int logged;
+	uint32_t warmup, max_keys;
+	uint64_t calls, eager_until, pause, win_calls, win_evict;
+	struct entry *entries;
+	size_t n_entries;
+};
+
+struct kp_rt {
+	struct kp__rt_backend be;
+	struct kp_rt_options opt;
+	struct kp_plan *plan;
+	int global_reason;
+	pthread_mutex_t lock;
+	struct kp_strmap names;   /* region name -> index in regions */
+	KP_VEC(struct region *) regions;
+	int n_execs;              /* 1 or 2 execs per graph (KPLAN_RT_EXECS) */
+	uint64_t tick;
+	struct kp_rt_stats st;
+	struct kp_rt *next_open;
+};
+
+static _Thread_local int tl_capture_depth;
+static _Thread_local char tl_err[512];
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kp_rt *open_list;
+
+#define ADD(rt, field, v) __atomic_fetch_add(&(rt)->st.field, (v), __ATOMIC_RELAXED)
+
+static const char *const reason_names[KP_RT_R_COUNT] = {
+	"none", "no-plan", "disabled", "plan-mismatch", "unknown-region",
+	"planned-eager", "warmup", "capture-failed", "fingerprint", "instantiate",
+	"patch", "launch", "cuda-error", "bad-bind", "unpatchable", "key-thrash",
+	"backoff", "gave-up", "verify-mismatch", "nested", "busy", "ambiguous-bind",
+};
+
+KP_RT_API const char *kp_rt_reason_name(int reason)
+{
+	if (reason < 0 || reason >= KP_RT_R_COUNT)
+		return "?";
+	return reason_names[reason];
+}
+
+KP_RT_API const char *kp_rt_last_error(void)
+{
+	return tl_err;
+}
+
+uint64_t kp__rt_kernel_sig(const char *name, const uint32_t grid[3],
+			   const uint32_t block[3], uint32_t smem)
+{
+	char buf[2048];
+	int n = snprintf(buf, sizeof(buf), "%s|%u,%u,%u|%u,%u,%u|%u", name,
+			 grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
+
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	return kp_hash64(buf, (size_t)n, KP_HASH_SEED);
+}
+
+uint64_t kp__rt_fingerprint_add(uint64_t fp, uint64_t kernel_sig)
+{
+	return kp_hash_mix(fp, kernel_sig);
+}
+
+/* A reason that strict mode turns into an error. */
+static int strict_reason(int reason)
+{
+	switch (reason) {
+	case KP_RT_R_NONE: case KP_RT_R_NO_PLAN: case KP_RT_R_DISABLED:
+	case KP_RT_R_PLANNED_EAGER: case KP_RT_R_WARMUP: case KP_RT_R_NESTED:
+	case KP_RT_R_BUSY: case KP_RT_R_BACKOFF: case KP_RT_R_KEY_THRASH:
+	case KP_RT_R_AMBIGUOUS:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* One eager call for reason; in strict mode a mismatch becomes an error. */
+static int eager(kp_rt *rt, int reason)
+{
+	ADD(rt, eager, 1);
+	ADD(rt, eager_by_reason[reason], 1);
+	return 1;
+}
+
+static int strict_error(kp_rt *rt, int reason, const char *region)
+{
+	snprintf(tl_err, sizeof(tl_err), "region '%s': %s (strict mode)", region,
+		 kp_rt_reason_name(reason));
+	return KP_EMISMATCH;
+}
+
+/* ---------------------------------------------------------------------- */
+/* entries */
+
+static void entry_drop_graph(kp_rt *rt, struct entry *e)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (!e->exec[i])
+			continue;
+		rt->be.exec_free(rt->be.ctx, e->exec[i]);
+		ADD(rt, graphs, (uint64_t)-1);
+		ADD(rt, graph_nodes, (uint64_t)0 - e->n_nodes);
+		e->exec[i] = NULL;
+	}
+	if (e->graph)
+		rt->be.graph_free(rt->be.ctx, e->graph);
+	if (e->nodes)
+		rt->be.nodes_free(rt->be.ctx, e->nodes, e->n_nodes);
+	for (i = 0; i < KP_RT_MAX_BINDS; i++) {
+		if (e->vbuf[i])
+			rt->be.dev_free(rt->be.ctx, e->vbuf[i]);
+		e->vbuf[i] = NULL;
+		e->vbuf_size[i] = 0;
+	}
+	free(e->sites);
+	free(e->dirty);
+	e->graph = NULL;
+	e->nodes = NULL;
+	e->sites = NULL;
+	e->dirty = NULL;
+	e->n_nodes = e->n_sites = 0;
+	e->slot_mask = e->memop_mask = 0;
+}
+
+static void entry_free(kp_rt *rt, struct entry *e)
+{
+	entry_drop_graph(rt, e);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+/*
+ * A graph failed: drop it, count, log once per reason, back off (doubling)
+ * or give up. Returns 1: "the body's work was not done, run it again".
+ */
+static int fail(kp_rt *rt, struct entry *e, int reason, const char *detail)
+{
+	int gave_up;
+
+	entry_drop_graph(rt, e);
+	ADD(rt, failures[reason], 1);
+	if (reason == KP_RT_R_AMBIGUOUS) {
+		/* not the graph's fault: the re-run is eager, the call after
+		 * it captures again (pointers have moved by then) */
+		e->state = S_BACKOFF;
+		e->retry_at = e->calls + 2;
+		kp_debug("runtime: region '%s' key %#llx: %s: %s; capture retried",
+			 e->reg->name, (unsigned long long)e->key,
+			 kp_rt_reason_name(reason), detail);
+		return 1;
+	}
+	e->fails++;
+	gave_up = e->fails >= (uint32_t)rt->opt.max_failures;
+	if (gave_up) {
+		e->state = S_DISABLED;
+	} else {
+		e->state = S_BACKOFF;
+		e->retry_at = e->calls + ((uint64_t)BACKOFF_BASE << (e->fails - 1));
+	}
+	if (rt->opt.flags & KP_RT_STRICT && strict_reason(reason)) {
+		e->strict_err = 1;
+		strict_error(rt, reason, e->reg->name);
+	}
+	if (!(e->logged & (1u << reason)) || gave_up) {
+		e->logged |= 1u << reason;
+		kp_warn("runtime: region '%s' key %#llx: %s: %s; eager %s", e->reg->name,
+			(unsigned long long)e->key, kp_rt_reason_name(reason), detail,
+			gave_up ? "for good (gave-up)" : "for a while, then retried");
+	}
+	return 1;
+}
+
+static int fail_rc(kp_rt *rt, struct entry *e, int reason, const char *what, int rc)
+{
+	char buf[384];
+
+	snprintf(buf, sizeof(buf), "%s failed: %s", what,
+		 rt->be.strerror ? rt->be.strerror(rt->be.ctx, rc) : "error");
+	return fail(rt, e, reason, buf);
+}
+
+/* Evict the least recently used idle entry of reg (rt->lock held). */
+static int evict_lru(kp_rt *rt, struct region *reg, void *stream)
+{
+	struct entry **pp, **victim = NULL;
+
+	for (pp = &reg->entries; *pp; pp = &(*pp)->next) {
+		if ((*pp)->stream != stream)
+			continue;
+		if (!victim || (*pp)->last_use < (*victim)->last_use)
+			victim = pp;
+	}
+	if (!victim || pthread_mutex_trylock(&(*victim)->lock))
+		return 0;
+	{
+		struct entry *e = *victim;
+
+		*victim = e->next;
+		pthread_mutex_unlock(&e->lock);
+		entry_free(rt, e);
+	}
+	reg->n_entries--;
+	ADD(rt, evictions, 1);
+	return 1;
+}
+
+static struct entry *entry_new(kp_rt *rt, struct region *reg, uint64_t key, void *stream)
+{
+	struct entry *e, *x;
+	size_t same = 0;
+
+	for (x = reg->entries; x; x = x->next)
+		same += x->stream == stream;
+	if (same >= reg->max_keys && evict_lru(rt, reg, stream)) {
+		if (++reg->win_evict >= THRASH_EVICTIONS) {
+			reg->eager_until = reg->calls + reg->pause;
+			if (!reg->logged)
+				kp_warn("runtime: region '%s': %s: %llu shape keys evicted within %d calls; eager for %llu calls, then retried",
+					reg->name, kp_rt_reason_name(KP_RT_R_KEY_THRASH),
+					(unsigned long long)reg->win_evict, THRASH_WINDOW,
+					(unsigned long long)reg->pause);
+			reg->logged = 1;
+			ADD(rt, failures[KP_RT_R_KEY_THRASH], 1);
+			if (reg->pause < (1u << 20))
+				reg->pause *= 2;
+			reg->win_evict = 0;
+		}
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->reg = reg;
+	e->key = key;
+	e->stream = stream;
+	pthread_mutex_init(&e->lock, NULL);
+	e->next = reg->entries;
+	reg->entries = e;
+	reg->n_entries++;
+	return e;
+}
+
+/* Region by name, created on first use (rt->lock held). */
+static struct region *region_get(kp_rt *rt, const char *name)
+{
+	struct region *reg;
+	int64_t idx;
+
+	if (kp_strmap_get(&rt->names, name, &idx))
+		return rt->regions.data[idx];
+	reg = calloc(1, sizeof(*reg));
+	if (!reg)
+		return NULL;
+	reg->name = kp_strdup(name);
+	if (!reg->name || kp_vec_push(&rt->regions, reg) ||
+	    kp_strmap_put(&rt->names, name, (int64_t)rt->regions.len - 1)) {
+		if (reg->name && rt->regions.len && rt->regions.data[rt->regions.len - 1] == reg)
+			rt->regions.len--;
+		free(reg->name);
+		free(reg);
+		return NULL;
+	}
+	reg->pause = THRASH_PAUSE;
+	reg->plan = kp_plan_find(rt->plan, name);
+	if (!reg->plan) {
+		reg->static_reason = KP_RT_R_UNKNOWN_REGION;
+		kp_warn("runtime: region '%s': %s: the plan has no region of that name; eager",
+			name, kp_rt_reason_name(KP_RT_R_UNKNOWN_REGION));
+	} else if (reg->plan->decision != KP_PLAN_GRAPH) {
+		reg->static_reason = KP_RT_R_PLANNED_EAGER;
+		kp_info("runtime: region '%s': planned %s", name,
+			kp_plan_decision_name(reg->plan->decision));
+	} else {
+		reg->warmup = rt->opt.warmup >= 0 ? (uint32_t)rt->opt.warmup : reg->plan->warmup;
+		reg->max_keys = reg->plan->shape_keys > MIN_KEYS ? reg->plan->shape_keys : MIN_KEYS;
+	}
+	return reg;
+}
+
+/* ---------------------------------------------------------------------- */
+/* begin / bind / end */
+
+KP_RT_API int kp_rt_region_begin(kp_rt *rt, kp_region *r, const char *name,
+				 uint64_t shape_key, void *stream)
+{
+	struct region *reg;
+	struct entry *e;
+	int reason, rc;
+
+	r->entry_ = NULL;
+	r->stream_ = stream;
+	r->mode_ = M_EAGER;
+	r->n_binds_ = 0;
+	if (!rt)
+		return 1;
+	ADD(rt, calls, 1);
+	if (rt->global_reason)
+		return eager(rt, rt->global_reason);
+	if (tl_capture_depth > 0) {
+		r->mode_ = M_NESTED;
+		return eager(rt, KP_RT_R_NESTED);
+	}
+	pthread_mutex_lock(&rt->lock);
+	reg = region_get(rt, name ? name : "");
+	if (!reg) {
+		pthread_mutex_unlock(&rt->lock);
+		return eager(rt, KP_RT_R_CUDA);
+	}
+	reg->calls++;
+	if (reg->static_reason) {
+		reason = reg->static_reason;
+		pthread_mutex_unlock(&rt->lock);
+		eager(rt, reason);
+		if (rt->opt.flags & KP_RT_STRICT && strict_reason(reason))
+			return strict_error(rt, reason, reg->name);
+		return 1;
+	}
+	if (++reg->win_calls >= THRASH_WINDOW)
+		reg->win_calls = reg->win_evict = 0;
+	if (reg->calls < reg->eager_until) {
+		pthread_mutex_unlock(&rt->lock);
+		return eager(rt, KP_RT_R_KEY_THRASH);
+	}
+	for (e = reg->entries; e; e = e->next) {
+		if (e->key == shape_key && e->stream == stream)
+			break;
+	}
+	if (!e && !(e = entry_new(rt, reg, shape_key, stream))) {
+		pthread_mutex_unlock(&rt->lock);
+		return eager(rt, KP_RT_R_CUDA);
+	}
+	e->last_use = ++rt->tick;
+	if (pthread_mutex_trylock(&e->lock)) {
+		pthread_mutex_unlock(&rt->lock);
+		return eager(rt, KP_RT_R_BUSY);
+	}
+	pthread_mutex_unlock(&rt->lock);
+
+	e->calls++;
+	switch (e->state) {
+	case S_DISABLED:
+		rc = e->strict_err ? KP_EMISMATCH : 1;
+		if (e->strict_err)
+			strict_error(rt, KP_RT_R_GAVE_UP, reg->name);
+		pthread_mutex_unlock(&e->lock);
+		eager(rt, KP_RT_R_GAVE_UP);
+		return rc;
+	case S_BACKOFF:
+		if (e->calls < e->retry_at) {
+			rc = e->strict_err ? KP_EMISMATCH : 1;
+			if (e->strict_err)
+				strict_error(rt, KP_RT_R_BACKOFF, reg->name);
+			pthread_mutex_unlock(&e->lock);
+			eager(rt, KP_RT_R_BACKOFF);
+			return rc;
+		}
+		e->state = S_WARMUP;
+		e->warm_done = reg->warmup;
+		/* capture now */
+		__attribute__((fallthrough));
+	case S_WARMUP:
+		if (e->warm_done < reg->warmup) {
+			e->warm_done++;
+			pthread_mutex_unlock(&e->lock);
+			return eager(rt, KP_RT_R_WARMUP);
+		}
+		rc = rt->be.capture_begin(rt->be.ctx, stream);
+		if (rc) {
+			fail_rc(rt, e, KP_RT_R_CUDA, "stream capture begin", rc);
+			pthread_mutex_unlock(&e->lock);
+			return eager(rt, KP_RT_R_CUDA);
+		}
+		tl_capture_depth++;
+		r->entry_ = e;
+		r->mode_ = M_CAPTURE;
+		return 1;
+	default: /* S_READY */
+		r->entry_ = e;
+		if (e->verify_left > 0) {
+			r->mode_ = M_VERIFY;
+			return 1;
+		}
+		r->mode_ = M_REPLAY;
+		if (rt->opt.flags & KP_RT_TIMING)
+			r->t0_ = kp_now_ns();
+		return 0;
+	}
+}
+
+KP_RT_API int kp_rt_bind(kp_rt *rt, kp_region *r, int slot, const void *base,
+			 size_t size, unsigned flags)
+{
+	int i;
+
+	if (slot < 0 || slot >= KP_RT_MAX_BINDS)
+		return KP_EINVAL;
+	if (!rt)
+		return 0;
+	for (i = r->n_binds_; i < slot; i++) {
+		r->bind_[i].base = NULL;
+		r->bind_[i].size = 0;
+		r->bind_[i].flags = 0;
+	}
+	r->bind_[slot].base = base;
+	r->bind_[slot].size = size;
+	r->bind_[slot].flags = flags;
+	if (slot >= r->n_binds_)
+		r->n_binds_ = slot + 1;
+	return 0;
+}
+
+/*
+ * The bound slot whose range holds v, the smallest such; -1 when none; -2
+ * when ambiguous: v is also the base of a larger range holding it.
+ */
+static int slot_of(const kp_region *r, uint64_t v)
+{
+	int i, best = -1;
+
+	for (i = 0; i < r->n_binds_; i++) {
+		uintptr_t b = (uintptr_t)r->bind_[i].base;
+		size_t n = r->bind_[i].size;
+
+		if (!n || v < b || v - b >= n)
+			continue;
+		if (best < 0 || n < r->bind_[best].size)
+			best = i;
+	}
+	for (i = 0; best >= 0 && i < r->n_binds_; i++) {
+		/* v is where another bound buffer starts too: a slice at its
+		 * buffer's start, or one buffer bound twice */
+		if (i != best && r->bind_[i].size && v == (uintptr_t)r->bind_[i].base)
+			return -2;
+	}
+	return best;
+}
+
+/* Find the patch sites: every aligned 8-byte word of every parameter. */
+static int find_sites(struct entry *e, const kp_region *r)
+{
+	KP_VEC(struct site) v = KP_VEC_INIT;
+	size_t i;
+	uint32_t j, w;
+
+	for (i = 0; i < e->n_nodes; i++) {
+		const struct kp__rt_node *nd = &e->nodes[i];
+
+		if (nd->kind == KP__RT_NODE_OTHER)
+			continue;
+		for (j = 0; j < nd->n_params; j++) {
+			uint32_t off = nd->param_off[j], end = off + nd->param_size[j];
+
+			if (end > nd->params_len)
+				end = (uint32_t)nd->params_len;
+			for (w = (off + 7) & ~7u; w + 8 <= end; w += 8) {
+				uint64_t val;
+				struct site s;
+				int slot;
+
+				memcpy(&val, nd->params + w, 8);
+				slot = slot_of(r, val);
+				if (slot == -2) {
+					kp_vec_release(&v);
+					return 1;
+				}
+				if (slot < 0)
+					continue;
+				if (nd->kind == KP__RT_NODE_MEMOP) {
+					e->memop_mask |= 1u << slot;
+					continue;
+				}
+				s.node = (uint32_t)i;
+				s.off = w;
+				s.slot = (uint32_t)slot;
+				s.delta = val - (uintptr_t)r->bind_[slot].base;
+				if (s.delta > e->max_delta[slot])
+					e->max_delta[slot] = s.delta;
+				e->slot_mask |= 1u << slot;
+				if (kp_vec_push(&v, s)) {
+					kp_vec_release(&v);
+					return KP_ENOMEM;
+				}
+			}
+		}
+	}
+	e->sites = v.data;
+	e->n_sites = v.len;
+	return 0;
+}
+
+static void take_bases(struct entry *e, const kp_region *r)
+{
+	int i;
+
+	for (i = 0; i < KP_RT_MAX_BINDS; i++)
+		e->cap_base[i] = e->base[0][i] = i < r->n_binds_ ? (uintptr_t)r->bind_[i].base : 0;
+	e->cur = 0;
+}
+
+static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
+{
+	const struct kp_plan_region *pr = e->reg->plan;
+	uint64_t fp = KP__RT_FINGERPRINT_SEED;
+	size_t i, n_kernels = 0;
+	int rc;
+
+	rc = rt->be.capture_end(rt->be.ctx, r->stream_, &e->graph);
+	if (rc) {
+		e->graph = NULL;
+		return fail_rc(rt, e, KP_RT_R_CAPTURE,
+			       "stream capture (a sync, allocation or host copy inside the region?)", rc);
+	}
+	rc = rt->be.nodes(rt->be.ctx, e->graph, &e->nodes, &e->n_nodes);
+	if (rc) {
+		e->nodes = NULL;
+		e->n_nodes = 0;
+		return fail_rc(rt, e, KP_RT_R_CUDA, "graph node enumeration", rc);
+	}
+	for (i = 0; i < e->n_nodes; i++) {
+		const struct kp__rt_node *nd = &e->nodes[i];
+
+		if (nd->kind != KP__RT_NODE_KERNEL)
+			continue;
+		n_kernels++;
+		fp = kp__rt_fingerprint_add(fp, kp__rt_kernel_sig(nd->name, nd->grid,
+								   nd->block, nd->smem));
+	}
+	if (pr->fingerprint && fp != pr->fingerprint) {
+		char buf[256];
+
+		snprintf(buf, sizeof(buf),
+			 "captured %zu kernels with fingerprint %016llx, plan has %u kernels, %016llx",
+			 n_kernels, (unsigned long long)fp, pr->kernels,
+			 (unsigned long long)pr->fingerprint);
+		return fail(rt, e, KP_RT_R_FINGERPRINT, buf);
+	}
+	memset(e->max_delta, 0, sizeof(e->max_delta));
+	rc = find_sites(e, r);
+	if (rc == 1)
+		return fail(rt, e, KP_RT_R_AMBIGUOUS,
+			    "a kernel parameter is the base of one bound buffer and inside another");
+	if (rc || !(e->dirty = calloc(e->n_nodes ? e->n_nodes : 1, 1)))
+		return fail(rt, e, KP_RT_R_CUDA, "out of memory");
+	rc = rt->be.instantiate(rt->be.ctx, e->graph, &e->exec[0]);
+	if (rc) {
+		e->exec[0] = NULL;
+		return fail_rc(rt, e, KP_RT_R_INSTANTIATE, "graph instantiate", rc);
+	}
+	ADD(rt, graphs, 1);
+	ADD(rt, graph_nodes, e->n_nodes);
+	rc = rt->be.launch(rt->be.ctx, e->exec[0], r->stream_);
+	if (rc)
+		return fail_rc(rt, e, KP_RT_R_LAUNCH, "graph launch", rc);
+	take_bases(e, r);
+	e->state = S_READY;
+	e->verify_left = rt->opt.verify_calls;
+	ADD(rt, captures, 1);
+	if (rt->be.graph_mem)
+		__atomic_store_n(&rt->st.graph_mem_bytes, rt->be.graph_mem(rt->be.ctx),
+				 __ATOMIC_RELAXED);
+	kp_info("runtime: region '%s' key %#llx: captured %zu nodes (%zu kernels), %zu patch sites",
+		e->reg->name, (unsigned long long)e->key, e->n_nodes, n_kernels, e->n_sites);
+	return 0;
+}
+
+/* Slots in mask whose bound base differs from base[] */
+static uint32_t moved_slots(const kp_region *r, const uintptr_t *base, uint32_t mask)
+{
+	uint32_t moved = 0;
+	int s;
+
+	for (s = 0; s < KP_RT_MAX_BINDS && mask >> s; s++) {
+		if (mask & (1u << s) && (uintptr_t)r->bind_[s].base != base[s])
+			moved |= 1u << s;
+	}
+	return moved;
+}
+
+/*
+ * Bring exec k up to the current bindings: every node with a site in a
+ * moved slot gets all its sites rewritten (new_base + delta; the node's
+ * parameter buffer is shared scratch between the two execs) and one
+ * set_params.
+ */
+static int patch_exec(kp_rt *rt, struct entry *e, kp_region *r, int k, uint32_t moved)
+{
+	size_t i, words = 0, nodes = 0;
+	int s, rc;
+
+	for (i = 0; i < e->n_sites; i++) {
+		if (moved & (1u << e->sites[i].slot))
+			e->dirty[e->sites[i].node] = 1;
+	}
+	for (i = 0; i < e->n_sites; i++) {
+		const struct site *st = &e->sites[i];
+		uint64_t v;
+
+		if (!e->dirty[st->node])
+			continue;
+		v = (uintptr_t)r->bind_[st->slot].base + st->delta;
+		memcpy(e->nodes[st->node].params + st->off, &v, 8);
+		words++;
+	}
+	for (i = 0; i < e->n_nodes; i++) {
+		if (!e->dirty[i])
+			continue;
+		e->dirty[i] = 0;
+		rc = rt->be.set_params(rt->be.ctx, e->exec[k], &e->nodes[i]);
+		if (rc) {
+			memset(e->dirty, 0, e->n_nodes);
+			return fail_rc(rt, e, KP_RT_R_PATCH, "kernel node parameter update", rc);
+		}
+		nodes++;
+	}
+	for (s = 0; s < KP_RT_MAX_BINDS; s++) {
+		if (moved & (1u << s))
+			e->base[k][s] = (uintptr_t)r->bind_[s].base;
+	}
+	ADD(rt, patched_words, words);
+	ADD(rt, patched_nodes, nodes);
+	return 0;
+}
+
+/*
+ * Check the bindings, patch, launch. By default one exec is patched in
+ * place. With two execs (KPLAN_RT_EXECS=2) the runtime alternates two
+ * instantiations of the same graph when pointers move, so that the one
+ * patched was launched two replays ago; measured on an H200 this did not
+ * change throughput and made each update dearer (docs/PERFORMANCE.md), so it
+ * is opt-in. Bindings that do not move need no update at all.
+ */
+static int patch_and_launch(kp_rt *rt, struct entry *e, kp_region *r)
+{
+	uint32_t used = e->slot_mask | e->memop_mask, moved;
+	int64_t t1 = 0;
+	int s, rc, k = e->cur;
+
+	for (s = 0; s < KP_RT_MAX_BINDS && used >> s; s++) {
+		if (!(used & (1u << s)))
+			continue;
+		if (s >= r->n_binds_ || !r->bind_[s].size)
+			return fail(rt, e, KP_RT_R_BIND, "a slot the graph uses was not bound");
+		if ((uintptr_t)r->bind_[s].base == e->cap_base[s])
+			continue;
+		if (e->memop_mask & (1u << s))
+			return fail(rt, e, KP_RT_R_UNPATCHABLE,
+				    "a moved bound buffer is used by a memcpy/memset node");
+		if (r->bind_[s].size <= e->max_delta[s])
+			return fail(rt, e, KP_RT_R_BIND,
+				    "a bound buffer shrank below an offset the graph uses");
+	}
+	moved = moved_slots(r, e->base[k], e->slot_mask);
+	if (moved) {
+		if (rt->opt.flags & KP_RT_TIMING)
+			t1 = kp_now_ns();
+		if (rt->n_execs > 1) {
+			k = 1 - k;
+			if (!e->exec[k]) {
+				rc = rt->be.instantiate(rt->be.ctx, e->graph, &e->exec[k]);
+				if (rc) {
+					e->exec[k] = NULL;
+					return fail_rc(rt, e, KP_RT_R_INSTANTIATE,
+						       "second graph instantiate", rc);
+				}
+				memcpy(e->base[k], e->cap_base, sizeof(e->cap_base));
+				ADD(rt, graphs, 1);
+				ADD(rt, graph_nodes, e->n_nodes);
+			}
+			moved = moved_slots(r, e->base[k], e->slot_mask);
+		}
+		if (moved && patch_exec(rt, e, r, k, moved))
+			return 1;
+		e->cur = k;
+		if (t1)
+			ADD(rt, replay_patch_ns, kp_now_ns() - t1);
+	}
+	if (rt->opt.flags & KP_RT_TIMING) {
+		t1 = kp_now_ns();
+		rc = rt->be.launch(rt->be.ctx, e->exec[k], r->stream_);
+		ADD(rt, replay_launch_ns, kp_now_ns() - t1);
+	} else {
+		rc = rt->be.launch(rt->be.ctx, e->exec[k], r->stream_);
+	}
+	if (rc)
+		return fail_rc(rt, e, KP_RT_R_LAUNCH, "graph launch", rc);
+	return 0;
+}
+
+/* Verify mode: the body ran eagerly; run the graph too and compare outputs. */
+static int verify(kp_rt *rt, struct entry *e, kp_region *r)
+{
+	int s, rc, equal = 1, n_out = 0;
+
+	for (s = 0; s < r->n_binds_; s++) {
+		size_t n = r->bind_[s].size;
+
+		if (!(r->bind_[s].flags & KP_RT_BIND_OUTPUT) || !n)
+			continue;
+		if (e->vbuf_size[s] < n) {
+			if (e->vbuf[s])
+				rt->be.dev_free(rt->be.ctx, e->vbuf[s]);
+			e->vbuf[s] = NULL;
+			e->vbuf_size[s] = 0;
+			if ((rc = rt->be.dev_alloc(rt->be.ctx, &e->vbuf[s], n))) {
+				fail_rc(rt, e, KP_RT_R_CUDA, "verify buffer allocation", rc);
+				return 0;
+			}
+			e->vbuf_size[s] = n;
+		}
+		if ((rc = rt->be.dev_copy(rt->be.ctx, e->vbuf[s], r->bind_[s].base, n,
+					  r->stream_))) {
+			fail_rc(rt, e, KP_RT_R_CUDA, "verify copy", rc);
+			return 0;
+		}
+		n_out++;
+	}
+	if (patch_and_launch(rt, e, r))
+		return 0;     /* the eager run did the work */
+	if ((rc = rt->be.sync(rt->be.ctx, r->stream_))) {
+		fail_rc(rt, e, KP_RT_R_CUDA, "verify sync", rc);
+		return 0;
+	}
+	for (s = 0; s < r->n_binds_ && equal; s++) {
+		size_t n = r->bind_[s].size;
+
+		if (!(r->bind_[s].flags & KP_RT_BIND_OUTPUT) || !n)
+			continue;
+		if ((rc = rt->be.dev_equal(rt->be.ctx, e->vbuf[s], r->bind_[s].base, n, &equal))) {
+			fail_rc(rt, e, KP_RT_R_CUDA, "verify compare", rc);
+			return 0;
+		}
+		if (!equal) {
+			char buf[128];
+
+			/* put the eager result back: it is the reference */
+			rt->be.dev_copy(rt->be.ctx, (void *)r->bind_[s].base, e->vbuf[s], n,
+					r->stream_);
+			snprintf(buf, sizeof(buf), "bound output slot %d differs from eager", s);
+			fail(rt, e, KP_RT_R_VERIFY, buf);
+			return rt->opt.flags & KP_RT_STRICT ? KP_EMISMATCH : 0;
+		}
+	}
+	(void)n_out;
+	e->verify_left--;
+	ADD(rt, verified, 1);
+	return 0;
+}
+
+KP_RT_API int kp_rt_region_end(kp_rt *rt, kp_region *r)
+{
+	struct entry *e = r->entry_;
+	int rc = 0;
+
+	if (!rt || !e)
+		return 0;
+	switch (r->mode_) {
+	case M_CAPTURE:
+		tl_capture_depth--;
+		rc = finish_capture(rt, e, r);
+		break;
+	case M_REPLAY:
+		rc = patch_and_launch(rt, e, r);
+		if (!rc) {
+			ADD(rt, replays, 1);
+			if (rt->opt.flags & KP_RT_TIMING)
+				ADD(rt, replay_host_ns, kp_now_ns() - r->t0_);
+		}
+		break;
+	case M_VERIFY:
+		ADD(rt, eager, 1);
+		rc = verify(rt, e, r);
+		break;
+	default:
+		break;
+	}
+	r->entry_ = NULL;
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* open / close / stats */
+
+static int env_int(const char *name, int def)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? atoi(s) : def;
+}
+
+kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_path,
+			   const struct kp_rt_options *opt, struct kp_rt_err *err)
+{
+	struct kp_err kerr = {0};
+	kp_rt *rt;
+
+	if (err) {
+		err->code = 0;
+		err->msg[0] = 0;
+	}
+	rt = calloc(1, sizeof(*rt));
+	if (!rt) {
+		if (err) {
+			err->code = KP_ENOMEM;
+			snprintf(err->msg, sizeof(err->msg), "out of memory");
+		}
+		if (be->destroy)
+			be->destroy(be->ctx);
+		return NULL;
+	}
+	rt->be = *be;
+	if (opt)
+		rt->opt = *opt;
+	else
+		rt->opt.warmup = -1;
+	if (!(rt->opt.flags & KP_RT_NO_ENV)) {
+		if (env_int("KPLAN_RT_DISABLE", 0))
+			rt->opt.flags |= KP_RT_DISABLE;
+		if (env_int("KPLAN_RT_STRICT", 0))
+			rt->opt.flags |= KP_RT_STRICT;
+		if (env_int("KPLAN_RT_STATS", 0))
+			rt->opt.flags |= KP_RT_PRINT_STATS | KP_RT_TIMING;
+		rt->opt.verify_calls = env_int("KPLAN_RT_VERIFY", rt->opt.verify_calls);
+	}
+	if (rt->opt.max_failures <= 0)
+		rt->opt.max_failures = 3;
+	rt->n_execs = rt->opt.flags & KP_RT_TWO_EXECS ? 2 : 1;
+	if (!(rt->opt.flags & KP_RT_NO_ENV) && env_int("KPLAN_RT_EXECS", 1) == 2)
+		rt->n_execs = 2;
+	pthread_mutex_init(&rt->lock, NULL);
+	kp_strmap_init(&rt->names);
+
+	if (rt->opt.flags & KP_RT_DISABLE) {
+		rt->global_reason = KP_RT_R_DISABLED;
+	} else if (!plan_path) {
+		rt->global_reason = KP_RT_R_NO_PLAN;
+	} else {
+		struct kp__rt_device dev;
+		struct kp_gpu_desc gpu;
+		struct kp_plan_report rep;
+		int rc;
+
+		rt->plan = kp_plan_load(plan_path, &kerr);
+		if (!rt->plan)
+			goto out_err;
+		memset(&dev, 0, sizeof(dev));
+		rc = be->device(be->ctx, &dev);
+		if (rc) {
+			kp_err_set(&kerr, KP_ECUDA, "cannot query the gpu: %s",
+				   be->strerror ? be->strerror(be->ctx, rc) : "error");
+			goto out_err;
+		}
+		kp_gpu_desc_init(&gpu);
+		gpu.name = dev.name;
+		gpu.cc_major = dev.cc_major;
+		gpu.cc_minor = dev.cc_minor;
+		gpu.sm_count = dev.sm_count;
+		gpu.driver_version = dev.driver_version;
+		gpu.cuda_major = dev.driver_version / 1000;
+		if (kp_plan_check(rt->plan, &gpu, &rep) == KP_PLAN_NOT_APPLICABLE) {
+			const char *why = rep.n_items ? rep.items[0].msg : "hard key mismatch";
+			size_t i;
+
+			for (i = 0; i < rep.n_items; i++) {
+				if (rep.items[i].severity == KP_PLAN_NOT_APPLICABLE) {
+					why = rep.items[i].msg;
+					break;
+				}
+			}
+			if (rt->opt.flags & KP_RT_STRICT) {
+				kp_err_set(&kerr, KP_EMISMATCH, "%s: plan does not apply to this gpu: %s",
+					   plan_path, why);
+				goto out_err;
+			}
+			kp_warn("runtime: %s: %s: plan does not apply to this gpu (%s); every region eager",
+				plan_path, kp_rt_reason_name(KP_RT_R_PLAN_MISMATCH), why);
+			rt->global_reason = KP_RT_R_PLAN_MISMATCH;
+		} else if (rep.verdict == KP_PLAN_SOFT_MISMATCH) {
+			kp_info("runtime: %s: applies with soft-key differences (%s)", plan_path,
+				rep.n_items ? rep.items[0].msg : "");
+		}
+	}
+	pthread_mutex_lock(&open_lock);
+	rt->next_open = open_list;
+	open_list = rt;
+	pthread_mutex_unlock(&open_lock);
+	return rt;
+
+out_err:
+	if (err) {
+		err->code = kerr.code;
+		snprintf(err->msg, sizeof(err->msg), "%s", kerr.msg);
+	}
+	kp_plan_free(rt->plan);
+	kp_strmap_release(&rt->names);
+	pthread_mutex_destroy(&rt->lock);
+	if (be->destroy)
+		be->destroy(be->ctx);
+	free(rt);
+	return NULL;
+}
+
+KP_RT_API void kp_rt_get_stats(kp_rt *rt, struct kp_rt_stats *st)
+{
+	const uint64_t *src = (const uint64_t *)&rt->st;
+	uint64_t *dst = (uint64_t *)st;
+	size_t i;
+
+	for (i = 0; i < sizeof(*st) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
+{
+	struct kp_rt_stats st;
+	int i;
+
+	if (!rt)
+		return;
+	kp_rt_get_stats(rt, &st);
+	fprintf(f, "kplan-rt: calls %llu\nkplan-rt: replays %llu\nkplan-rt: captures %llu\n"
+		"kplan-rt: eager %llu\nkplan-rt: patched_nodes %llu\nkplan-rt: patched_words %llu\n"
+		"kplan-rt: evictions %llu\nkplan-rt: verified %llu\nkplan-rt: graphs %llu\n"
+		"kplan-rt: graph_nodes %llu\nkplan-rt: graph_mem_bytes %lld\n",
+		(unsigned long long)st.calls, (unsigned long long)st.replays,
+		(unsigned long long)st.captures, (unsigned long long)st.eager,
+		(unsigned long long)st.patched_nodes, (unsigned long long)st.patched_words,
+		(unsigned long long)st.evictions, (unsigned long long)st.verified,
+		(unsigned long long)st.graphs, (unsigned long long)st.graph_nodes,
+		(long long)st.graph_mem_bytes);
+	for (i = 1; i < KP_RT_R_COUNT; i++) {
+		if (st.eager_by_reason[i])
+			fprintf(f, "kplan-rt: eager.%s %llu\n", kp_rt_reason_name(i),
+				(unsigned long long)st.eager_by_reason[i]);
+		if (st.failures[i])
+			fprintf(f, "kplan-rt: failures.%s %llu\n", kp_rt_reason_name(i),
+				(unsigned long long)st.failures[i]);
+	}
+	if (st.replays && (rt->opt.flags & KP_RT_TIMING))
+		fprintf(f, "kplan-rt: replay_host_ns_avg %.0f\nkplan-rt: replay_launch_ns_avg %.0f\n"
+			"kplan-rt: replay_patch_ns_avg %.0f\n",
+			(double)st.replay_host_ns / st.replays,
+			(double)st.replay_launch_ns / st.replays,
+			(double)st.replay_patch_ns / st.replays);
+}
+
+KP_RT_API void kp_rt_close(kp_rt *rt)
+{
+	struct kp_rt **pp;
+	size_t i;
+
+	if (!rt)
+		return;
+	pthread_mutex_lock(&open_lock);
+	for (pp = &open_list; *pp; pp = &(*pp)->next_open) {
+		if (*pp == rt) {
+			*pp = rt->next_open;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&open_lock);
+	if (rt->opt.flags & KP_RT_PRINT_STATS)
+		kp_rt_print_stats(rt, stderr);
+	for (i = 0; i < rt->regions.len; i++) {
+		struct region *reg = rt->regions.data[i];
+
+		while (reg->entries) {
+			struct entry *e = reg->entries;
+
+			reg->entries = e->next;
+			entry_free(rt, e);
+		}
+		free(reg->name);
+		free(reg);
+	}
+	kp_vec_release(&rt->regions);
+	kp_strmap_release(&rt->names);
+	kp_plan_free(rt->plan);
+	pthread_mutex_destroy(&rt->lock);
+	if (rt->be.destroy)
+		rt->be.destroy(rt->be.ctx);
+	free(rt);
+}
+
+/* Print the counters of handles never closed (KPLAN_RT_STATS=1). */
+__attribute__((destructor)) static void print_open_at_exit(void)
+{
+	struct kp_rt *rt;
+
+	for (rt = open_list; rt; rt = rt->next_open) {
+		if (rt->opt.flags & KP_RT_PRINT_STATS)
+			kp_rt_print_stats(rt, stderr);
+	}
+}

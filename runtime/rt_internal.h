@@ -1,0 +1,104 @@
+/*
+ * rt_internal.h - libkplanrt's CUDA-free core and its backend interface.
+ *
+ * The core (runtime/core.c: state machine, shape-key cache, patch sites,
+ * fallbacks, counters) never calls CUDA: it drives a struct kp__rt_backend.
+ * runtime/cuda_backend.c is the real one; tests/unit/test_runtime.c has a
+ * fake one that records what would have happened.
+ */
+#ifndef KP_RT_INTERNAL_H
+#define KP_RT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../include/kplan/runtime.h"
+#include "../common/err.h"
+
+#define KP_RT_API __attribute__((visibility("default")))
+
+enum kp__rt_node_kind {
+	KP__RT_NODE_KERNEL = 0,   /* patchable through set_params */
+	KP__RT_NODE_MEMOP = 1,    /* memset/memcpy: words = its pointers, not patchable */
+	KP__RT_NODE_OTHER = 2,    /* alloc/free/event/empty... ignored */
+};
+
+/*
+ * One node of a captured graph as the backend describes it. For kernels,
+ * params holds the kernel's parameter buffer (param i at param_off[i], size
+ * param_size[i], as cuFuncGetParamInfo lays it out); the core rewrites words
+ * in it and hands the node back to set_params. Owned by the backend's node
+ * array (free with nodes_free).
+ */
+struct kp__rt_node {
+	int kind;                 /* enum kp__rt_node_kind */
+	void *handle;             /* backend node handle */
+	const char *name;         /* kernel (mangled) name; "" for non-kernels */
+	uint32_t grid[3], block[3];
+	uint32_t smem;            /* dynamic shared memory bytes */
+	uint32_t n_params;
+	const uint32_t *param_off, *param_size;
+	unsigned char *params;    /* parameter buffer */
+	size_t params_len;
+};
+
+/* Device identity for the plan's hard and soft keys. */
+struct kp__rt_device {
+	char name[256];
+	int cc_major, cc_minor, sm_count;
+	int driver_version;       /* cuDriverGetVersion form */
+};
+
+/*
+ * The backend. Every int-returning call gives 0 or a backend error code
+ * (nonzero), described by strerror. Streams, graphs and execs are opaque.
+ */
+struct kp__rt_backend {
+	void *ctx;
+	int (*device)(void *ctx, struct kp__rt_device *dev);
+	/* begin/end a thread-local stream capture; end fails when invalidated */
+	int (*capture_begin)(void *ctx, void *stream);
+	int (*capture_end)(void *ctx, void *stream, void **graph);
+	/* 1 when stream is being captured now (nested regions) */
+	int (*capturing)(void *ctx, void *stream);
+	/* nodes of graph in creation order; *nodes owned by the backend */
+	int (*nodes)(void *ctx, void *graph, struct kp__rt_node **nodes, size_t *n);
+	void (*nodes_free)(void *ctx, struct kp__rt_node *nodes, size_t n);
+	int (*instantiate)(void *ctx, void *graph, void **exec);
+	/* write node->params into the instantiated exec */
+	int (*set_params)(void *ctx, void *exec, struct kp__rt_node *node);
+	int (*launch)(void *ctx, void *exec, void *stream);
+	void (*graph_free)(void *ctx, void *graph);
+	void (*exec_free)(void *ctx, void *exec);
+	int (*sync)(void *ctx, void *stream);
+	/* device memory for verify mode: alloc/free, device-to-device copy on
+	 * stream, and compare (after sync): *equal = 1 when identical */
+	int (*dev_alloc)(void *ctx, void **p, size_t n);
+	void (*dev_free)(void *ctx, void *p);
+	int (*dev_copy)(void *ctx, void *dst, const void *src, size_t n, void *stream);
+	int (*dev_equal)(void *ctx, const void *a, const void *b, size_t n, int *equal);
+	/* device memory held by graph pools now (0 when unknown) */
+	int64_t (*graph_mem)(void *ctx);
+	const char *(*strerror)(void *ctx, int rc);
+	void (*destroy)(void *ctx);
+};
+
+/*
+ * Open a runtime over backend be (copied; destroy is called at close) with
+ * plan_path (NULL: all eager). The CUDA-free entry point kp_rt_open_ex
+ * wraps. On failure be->destroy is called and NULL returned.
+ */
+kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_path,
+			   const struct kp_rt_options *opt, struct kp_rt_err *err);
+
+/* Signature hash of one kernel: kp_hash64 of "name|gx,gy,gz|bx,by,bz|smem". */
+uint64_t kp__rt_kernel_sig(const char *name, const uint32_t grid[3],
+			   const uint32_t block[3], uint32_t smem);
+/* Region fingerprint: kp_hash_mix fold (seed KP_HASH_SEED) of the kernel signatures in order. */
+uint64_t kp__rt_fingerprint_add(uint64_t fp, uint64_t kernel_sig);
+#define KP__RT_FINGERPRINT_SEED 0xcbf29ce484222325ULL
+
+/* The CUDA backend (cuda_backend.c); fills *be; 0 or KP_ECUDA. */
+int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err);
+
+#endif
