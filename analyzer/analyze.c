@@ -419,6 +419,7 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	free(a.ord);
 	free(a.by_cpu);
 	free(a.ev);
+	free(a.rec);
 	free(a.args);
 	kp_arena_release(&a.arena);
 	return rc;

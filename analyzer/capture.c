@@ -5,7 +5,8 @@
  * A blocking API call inside an occurrence (sync, blocking or pageable
  * copy, malloc/free, host callback, cross-stream event wait) is fatal when
  * it falls between two of the occurrence's launches: the region is split
- * there. One before the first or after the last launch only bounds the
+ * there. An event wait preceded by an event record inside the same
+ * occurrence is taken as a fork/join, which captures (fatal = 0). One before the first or after the last launch only bounds the
  * capture (recorded with fatal = 0). Legacy-stream use, shape keys and
  * patch slots are recorded as advisories (fatal = 0): the runtime handles
  * them (side stream, one graph per shape key, in-place patching).
@@ -59,6 +60,20 @@ static size_t ev_lower(struct kp__ana *a, int64_t t)
 	return lo;
 }
 
+/* 1 when a cudaEventRecord call started in [t0, t1). */
+static int recorded_inside(struct kp__ana *a, int64_t t0, int64_t t1)
+{
+	size_t lo = 0, hi = a->n_rec;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->rec[mid] < t0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < a->n_rec && a->rec[lo] < t1;
+}
+
 static const char *op_name(struct kp__ana *a, const struct kp__op *op)
 {
 	return a->sigs.data[op->sig].name;
@@ -79,16 +94,22 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
 			int edge = pos == 0 || pos >= o->n;
 			const char *api = ev->name != UINT32_MAX ? a->names.data[ev->name].s : "memcpy";
 
+			int fork_join = ev->kind == KP__B_CROSS_STREAM_EVENT &&
+				recorded_inside(a, o->t0, ev->start);
 			if (edge)
 				snprintf(d, sizeof(d), "%s the region's launches: capture stops short of it",
 					 pos == 0 ? "before" : "after");
+			else if (fork_join)
+				snprintf(d, sizeof(d), "before node %u: waits on an event recorded inside"
+					 " the region (fork/join): capture both streams", pos);
 			else
 				snprintf(d, sizeof(d), "between node %u (%s) and node %u (%s): splits the region",
 					 pos - 1, op_name(a, &a->ops[o->ops[pos - 1]]), pos,
 					 op_name(a, &a->ops[o->ops[pos]]));
-			if (!edge && o->n == tn)
+			int fatal = !edge && !fork_join;
+			if (fatal && o->n == tn)
 				cut[pos] = 1;
-			rc = add_blk(a, r, ev->kind, !edge, api, ev->start, ev->corr, (int)k,
+			rc = add_blk(a, r, ev->kind, fatal, api, ev->start, ev->corr, (int)k,
 				     (int)pos, d);
 		}
 	}

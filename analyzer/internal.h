@@ -158,6 +158,8 @@ struct kp__ana {
 	struct kp_u64map namemap;  /* StringIds.id -> index into names */
 	struct kp__ev *ev;         /* by start */
 	size_t n_ev;
+	int64_t *rec;              /* cudaEventRecord call starts, ascending */
+	size_t n_rec;
 
 	struct kp__arg *args;      /* by (corr, idx) */
 	size_t n_args;

@@ -309,6 +309,7 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 		[KP__C_EVENT_RECORD] = 0,
 	};
 	KP_VEC(struct kp__ev) ev = KP_VEC_INIT;
+	KP_VEC(int64_t) rec = KP_VEC_INIT;
 	int64_t last_id = -1;
 	uint32_t last_ix = 0;
 	int rc = 0;
@@ -336,6 +337,10 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 			l.name = ix;
 			j->rows[(*n_l)++] = l;
 		}
+		if (cls == KP__C_EVENT_RECORD && kp_vec_push(&rec, l.start)) {
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+			break;
+		}
 		if (cls < (int)sizeof(cls_kind) && cls_kind[cls]) {
 			struct kp__ev e = {
 				.start = l.start, .end = l.end, .corr = l.corr,
@@ -349,7 +354,15 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 	}
 	a->ev = ev.data;
 	a->n_ev = ev.len;
+	a->rec = rec.data;
+	a->n_rec = rec.len;
 	return rc;
+}
+
+static int cmp_t(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return (a > b) - (a < b);
 }
 
 static int cmp_ev(const void *x, const void *y)
@@ -568,6 +581,7 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 	if (rc)
 		return rc;
 	/* pageable copies are blockers at their launch call */
+	size_t ev_cap = a->n_ev;
 	for (size_t i = 0; i < a->n_ops; i++) {
 		struct kp__op *op = &a->ops[i];
 		struct kp__ev e;
@@ -580,14 +594,19 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 		e.corr = op->corr;
 		e.name = op->api_name;
 		e.kind = KP__B_PAGEABLE_COPY;
-		struct kp__ev *ne = realloc(a->ev, (a->n_ev + 1) * sizeof(*ne));
-		if (!ne)
-			return kp_err_set(err, KP_ENOMEM, "out of memory");
-		a->ev = ne;
+		if (a->n_ev == ev_cap) {
+			ev_cap = ev_cap ? ev_cap * 2 : 64;
+			struct kp__ev *ne = realloc(a->ev, ev_cap * sizeof(*ne));
+			if (!ne)
+				return kp_err_set(err, KP_ENOMEM, "out of memory");
+			a->ev = ne;
+		}
 		a->ev[a->n_ev++] = e;
 	}
 	if (a->n_ev)
 		qsort(a->ev, a->n_ev, sizeof(*a->ev), cmp_ev);
+	if (a->n_rec)
+		qsort(a->rec, a->n_rec, sizeof(*a->rec), cmp_t);
 	return timeline(a, err);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../common/hash.h"
+#include "../common/kname.h"
 #include "internal.h"
 
 void kp__radix_sort(struct kp__kv *a, struct kp__kv *tmp, size_t n)
@@ -207,15 +208,8 @@ const char *kp__sig_desc(struct kp__ana *a, const struct kp__sig *s)
 uint64_t kp__kernel_sig(const char *name, const int32_t grid[3], const int32_t block[3],
 			int32_t dyn_smem)
 {
-	char buf[2048];
-	int n = snprintf(buf, sizeof(buf), "%s|%u,%u,%u|%u,%u,%u|%u", name,
-			 (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
-			 (unsigned)block[0], (unsigned)block[1], (unsigned)block[2],
-			 (unsigned)dyn_smem);
+	uint32_t g[3] = { (uint32_t)grid[0], (uint32_t)grid[1], (uint32_t)grid[2] };
+	uint32_t b[3] = { (uint32_t)block[0], (uint32_t)block[1], (uint32_t)block[2] };
 
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= sizeof(buf))
-		n = sizeof(buf) - 1;
-	return kp_hash64(buf, (size_t)n, KP_HASH_SEED);
+	return kp_kernel_sig(name, g, b, (uint32_t)dyn_smem);
 }

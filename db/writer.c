@@ -1,5 +1,6 @@
 /* writer.c - see writer.h. */
 #include "writer.h"
+#include "../common/kname.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -105,35 +106,6 @@ static void bind_opt(sqlite3_stmt *st, int i, int64_t v)
 		sqlite3_bind_int64(st, i, v);
 	else
 		sqlite3_bind_null(st, i);
-}
-
-char *kp_kernel_short_name(const char *s, char *out, size_t n)
-{
-	const char *end, *p, *begin;
-	if (!n)
-		return out;
-	/* the identifier ends where the top-level '(' or '<' begins */
-	for (end = s; *end; end++) {
-		if (*end == '<' || *end == '(')
-			break;
-	}
-	/* skip a return type: the last space before end */
-	begin = s;
-	for (p = s; p < end; p++) {
-		if (*p == ' ')
-			begin = p + 1;
-	}
-	/* drop namespace qualifiers */
-	for (p = begin; p < end; p++) {
-		if (p[0] == ':' && p[1] == ':')
-			begin = p + 2;
-	}
-	if (end == begin) {
-		snprintf(out, n, "%s", s);
-		return out;
-	}
-	snprintf(out, n, "%.*s", (int)(end - begin), begin);
-	return out;
 }
 
 int kp_writer_kernel(struct kp_writer *w, const struct kp_kernel_rec *r, struct kp_err *err)

@@ -135,12 +135,4 @@ int kp_writer_nvtx(struct kp_writer *w, const struct kp_nvtx_rec *r, struct kp_e
 int kp_writer_overhead(struct kp_writer *w, const struct kp_overhead_rec *r, struct kp_err *err);
 int kp_writer_gpu(struct kp_writer *w, const struct kp_gpu_rec *r, struct kp_err *err);
 
-/*
- * The short name nsys shows for a demangled kernel name: the function's
- * unqualified identifier without return type, template arguments or
- * parameters ("void at::native::foo<4>(int)" -> "foo"). Writes into out
- * (always NUL-terminated) and returns out.
- */
-char *kp_kernel_short_name(const char *demangled, char *out, size_t n);
-
 #endif

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../common/hash.h"
+#include "../common/kname.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/vec.h"
@@ -120,25 +121,6 @@ KP_RT_API const char *kp_rt_reason_name(int reason)
 KP_RT_API const char *kp_rt_last_error(void)
 {
 	return tl_err;
-}
-
-uint64_t kp__rt_kernel_sig(const char *name, const uint32_t grid[3],
-			   const uint32_t block[3], uint32_t smem)
-{
-	char buf[2048];
-	int n = snprintf(buf, sizeof(buf), "%s|%u,%u,%u|%u,%u,%u|%u", name,
-			 grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
-
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= sizeof(buf))
-		n = sizeof(buf) - 1;
-	return kp_hash64(buf, (size_t)n, KP_HASH_SEED);
-}
-
-uint64_t kp__rt_fingerprint_add(uint64_t fp, uint64_t kernel_sig)
-{
-	return kp_hash_mix(fp, kernel_sig);
 }
 
 /* A reason that strict mode turns into an error. */
@@ -582,7 +564,7 @@ static void take_bases(struct entry *e, const kp_region *r)
 static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 {
 	const struct kp_plan_region *pr = e->reg->plan;
-	uint64_t fp = KP__RT_FINGERPRINT_SEED;
+	uint64_t fp = KP_FP_INIT;
 	size_t i, n_kernels = 0;
 	int rc;
 
@@ -604,7 +586,7 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 		if (nd->kind != KP__RT_NODE_KERNEL)
 			continue;
 		n_kernels++;
-		fp = kp__rt_fingerprint_add(fp, kp__rt_kernel_sig(nd->name, nd->grid,
+		fp = kp_fp_add(fp, kp_kernel_sig(nd->name, nd->grid,
 								   nd->block, nd->smem));
 	}
 	if (pr->fingerprint && fp != pr->fingerprint) {

@@ -91,13 +91,6 @@ struct kp__rt_backend {
 kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_path,
 			   const struct kp_rt_options *opt, struct kp_rt_err *err);
 
-/* Signature hash of one kernel: kp_hash64 of "name|gx,gy,gz|bx,by,bz|smem". */
-uint64_t kp__rt_kernel_sig(const char *name, const uint32_t grid[3],
-			   const uint32_t block[3], uint32_t smem);
-/* Region fingerprint: kp_hash_mix fold (seed KP_HASH_SEED) of the kernel signatures in order. */
-uint64_t kp__rt_fingerprint_add(uint64_t fp, uint64_t kernel_sig);
-#define KP__RT_FINGERPRINT_SEED 0xcbf29ce484222325ULL
-
 /* The CUDA backend (cuda_backend.c); fills *be; 0 or KP_ECUDA. */
 int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err);
 

@@ -20,7 +20,7 @@ static void fz_db_open(void)
 	struct kp_err err = {0};
 
 	kp_log_set_level(KP_LOG_ERROR);
-	fz_db = kp_db_open(fz_path("fuzz.db"), KP_DB_CREATE, &err);
+	fz_db = kp_db_open(":memory:", KP_DB_CREATE, &err);
 	if (!fz_db || kp_db_set_bulk(fz_db, 1, &err)) {
 		fprintf(stderr, "fuzz: cannot create the database: %s\n", err.msg);
 		abort();
@@ -44,6 +44,10 @@ static void fz_import(fz_reader reader, const char *path)
 	memset(&st, 0, sizeof(st));
 	FZ_CHECK(kp_db_begin(fz_db, &err) == 0, "begin: %s", err.msg);
 	rc = reader(fz_db, path, &opts, &st, &err);
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "import: rc %d %s; %lld kernels %lld api %lld nvtx\n", rc, err.msg,
+			(long long)st.rows[KP_T_KERNEL], (long long)st.rows[KP_T_RUNTIME],
+			(long long)st.rows[KP_T_NVTX]);
 	if (rc) {
 		FZ_CHECK(rc < 0 && err.code == rc && err.msg[0],
 			 "failed (rc %d) without a matching error (code %d, '%s')", rc, err.code,

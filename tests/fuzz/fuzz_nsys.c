@@ -43,6 +43,7 @@ static int build_from_sql(const char *path, const uint8_t *sql, size_t len)
 	}
 	sqlite3_limit(h, SQLITE_LIMIT_ATTACHED, 0);
 	sqlite3_limit(h, SQLITE_LIMIT_LENGTH, 1 << 20);
+	sqlite3_exec(h, "PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY", NULL, NULL, NULL);
 	sqlite3_progress_handler(h, 1000, fz_progress, &steps);
 	/* errors are fine: whatever the statements before the error made stays */
 	sqlite3_exec(h, text, NULL, NULL, NULL);

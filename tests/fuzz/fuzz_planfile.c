@@ -27,9 +27,13 @@ static void roundtrip(const char *buf, size_t len)
 	p1 = kp_plan_parse(buf, len, "fuzz.kplan", &err);
 	if (!p1) {
 		FZ_CHECK(err.code < 0 && err.msg[0], "parse failed without an error message");
+		if (getenv("FUZZ_VERBOSE"))
+			fprintf(stderr, "rejected: %s\n", err.msg);
 		return;
 	}
 	(void)kp_plan_find(p1, "step");
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "parsed: %zu regions, %zu fusions\n", p1->n_regions, p1->n_fusions);
 	rc = kp_plan_write(p1, &w1, &err);
 	FZ_CHECK(rc == 0, "a plan the reader accepted does not write back: %s", err.msg);
 	p2 = kp_plan_parse(w1.buf, w1.len, "rewritten.kplan", &err);

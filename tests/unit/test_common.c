@@ -5,6 +5,7 @@
 #include "common/arena.h"
 #include "common/err.h"
 #include "common/hash.h"
+#include "common/kname.h"
 #include "common/strbuf.h"
 #include "common/vec.h"
 
@@ -105,7 +106,52 @@ static void test_hash(void)
 	kp_strmap_release(&m);
 }
 
+static void test_kname(void)
+{
+	static const struct { const char *in, *ident; } cases[] = {
+		{ "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+		  "vectorized_elementwise_kernel" },
+		{ "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+		  "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+		  "vectorized_elementwise_kernel" },
+		{ "_Z10add_kernelPfPKfi", "add_kernel" },
+		{ "add_kernel(float*, float const*, int)", "add_kernel" },
+		{ "_ZN12_GLOBAL__N_18max_poolIfEEvPfi", "max_pool" },
+		{ "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*)",
+		  "max_pool_forward_nchw" },
+		{ "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize64x64x64", "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize64x64x64" },
+		{ "_ZN5Outer5InnerIiE6kernelEv", "kernel" },      /* member of a class template */
+		{ "_ZN2ns1kIJifEEEvDpT_", "k" },                  /* variadic template args */
+		{ "_Z", "_Z" },                                   /* malformed: copied whole */
+		{ "_ZN3abc", "_ZN3abc" },
+		{ "_ZN999abcE", "_ZN999abcE" },                   /* length past the end */
+		{ "", "" },
+	};
+	uint32_t g[3] = { 10, 1, 1 }, b[3] = { 128, 1, 1 };
+	char out[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		kp_kernel_ident(cases[i].in, out, sizeof(out));
+		if (strcmp(out, cases[i].ident))
+			fprintf(stderr, "\nident(%s) = %s, want %s\n", cases[i].in, out, cases[i].ident);
+		CU_ASSERT_STRING_EQUAL(out, cases[i].ident);
+	}
+	/* truncation keeps a terminated string */
+	kp_kernel_ident("_Z10add_kernelPfPKfi", out, 4);
+	CU_ASSERT_STRING_EQUAL(out, "add");
+	/* mangled and demangled spellings of one launch have one signature */
+	CU_ASSERT_EQUAL(kp_kernel_sig(cases[0].in, g, b, 0), kp_kernel_sig(cases[1].in, g, b, 0));
+	CU_ASSERT_NOT_EQUAL(kp_kernel_sig(cases[0].in, g, b, 0), kp_kernel_sig(cases[0].in, g, b, 16));
+	g[0] = 11;
+	CU_ASSERT_NOT_EQUAL(kp_kernel_sig(cases[0].in, g, b, 0), kp_kernel_sig(cases[1].in, b, g, 0));
+	/* order matters in a fingerprint */
+	CU_ASSERT_NOT_EQUAL(kp_fp_add(kp_fp_add(KP_FP_INIT, 1), 2), kp_fp_add(kp_fp_add(KP_FP_INIT, 2), 1));
+	CU_ASSERT_EQUAL(KP_FP_INIT, KP_HASH_SEED);
+}
+
 CU_TestInfo kp_tests_common[] = {
+	{ "kname", test_kname },
 	{ "err", test_err },
 	{ "strbuf", test_strbuf },
 	{ "vec", test_vec },

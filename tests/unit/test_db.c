@@ -10,6 +10,7 @@
 #include "db/db.h"
 #include "db/info.h"
 #include "db/writer.h"
+#include "common/kname.h"
 #include "testutil.h"
 
 static struct kp_db *new_db(const char *name)

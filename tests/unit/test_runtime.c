@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <CUnit/CUnit.h>
+#include "common/kname.h"
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -730,15 +731,15 @@ static void test_unpatchable_memop(void)
 static void test_fingerprint(void)
 {
 	uint32_t g4[3] = { 4, 1, 1 }, g8[3] = { 8, 1, 1 }, blk[3] = { 128, 1, 1 };
-	uint64_t fp = KP__RT_FINGERPRINT_SEED, out[8] = {0}, scratch = 0;
+	uint64_t fp = KP_FP_INIT, out[8] = {0}, scratch = 0;
 	struct preg bad[] = { { "step", KP_PLAN_GRAPH, 0x1234, 0, 1 } };
 	struct preg good[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
 	kp_rt *rt;
 
-	fp = kp__rt_fingerprint_add(fp, kp__rt_kernel_sig("store", g4, blk, 0));
-	fp = kp__rt_fingerprint_add(fp, kp__rt_kernel_sig("store", g8, blk, 0));
+	fp = kp_fp_add(fp, kp_kernel_sig("store", g4, blk, 0));
+	fp = kp_fp_add(fp, kp_kernel_sig("store", g8, blk, 0));
 	/* documented definition: hash of "name|gx,gy,gz|bx,by,bz|smem" */
-	CU_ASSERT_EQUAL(kp__rt_kernel_sig("store", g4, blk, 0),
+	CU_ASSERT_EQUAL(kp_kernel_sig("store", g4, blk, 0),
 			kp_hash64("store|4,1,1|128,1,1|0", 21, KP_HASH_SEED));
 	good[0].fingerprint = fp;
 	fake_reset();
