@@ -444,48 +444,59 @@ static int csv_to(struct kp_db *db, const char *dir, const char *name,
 	return rc;
 }
 
+/*
+ * The analysis tables as CSV (`kplan analyze --csv`, and the report's CSV
+ * set): one definition, units in the column names. %lld is the run id.
+ */
+static const struct { const char *file, *sql; } csv_files[] = {
+	{ "regions.csv",
+	  "SELECT regionId AS region_id, parentId AS parent_id, label, source, streamId AS stream_id,"
+	  " occurrences, kernels, nodes, eager_ns / 1000.0 AS eager_us, busy_ns / 1000.0 AS busy_us,"
+	  " host_idle_ns / 1000.0 AS host_idle_us, device_idle_ns / 1000.0 AS device_idle_us,"
+	  " queue_p50_ns / 1000.0 AS queue_p50_us, launch_api_p50_ns / 1000.0 AS launch_api_p50_us,"
+	  " graph_ns_pred / 1000.0 AS graph_us_pred, speedup_pred, capturable, blockers, advisories,"
+	  " (SELECT group_concat(x, '; ') FROM (SELECT b.kind"
+	  "   || CASE WHEN b.fatal THEN '' ELSE ' (advisory)' END || coalesce(': ' || b.api_name, '')"
+	  "   || CASE WHEN count(*) > 1 THEN ' x' || count(*) ELSE '' END AS x"
+	  "   FROM kp_blockers b WHERE b.runId = r.runId AND b.regionId = r.regionId"
+	  "   GROUP BY b.kind, b.fatal, b.api_name"
+	  "   ORDER BY b.fatal DESC, count(*) DESC, b.kind, b.api_name)) AS blocker_calls,"
+	  " one_time_ns / 1000.0 AS one_time_us, break_even, extra_mem_bytes, shape_keys,"
+	  " patch_slots, fingerprint"
+	  " FROM kp_regions r WHERE runId = %lld ORDER BY regionId" },
+	{ "gaps.csv",
+	  "SELECT deviceId AS device_id, streamId AS stream_id, correlationId AS correlation_id,"
+	  " kernel_start AS kernel_start_ns, gap_ns / 1000.0 AS gap_us, host_bound,"
+	  " queue_ns / 1000.0 AS queue_us, launch_api_ns / 1000.0 AS launch_api_us"
+	  " FROM kp_gaps WHERE runId = %lld ORDER BY rowid" },
+	{ "fusion.csv",
+	  "SELECT candId AS cand_id, regionId AS region_id, streamId AS stream_id,"
+	  " first_correlationId AS first_correlation_id, occurrences, n_kernels, kernel_names,"
+	  " pattern, dur_ns / 1000.0 AS dur_us, saved_bytes, saved_nodes,"
+	  " penalty_ns / 1000.0 AS penalty_us, score AS score_ns, feasible, reason, dependence"
+	  " FROM kp_fusion_candidates WHERE runId = %lld ORDER BY candId" },
+	{ "blockers.csv",
+	  "SELECT b.regionId AS region_id, r.label, b.kind, b.fatal, b.api_name,"
+	  " b.start AS start_ns, b.correlationId AS correlation_id, b.occIndex AS occurrence,"
+	  " b.position, b.detail FROM kp_blockers b"
+	  " JOIN kp_regions r ON r.runId = b.runId AND r.regionId = b.regionId"
+	  " WHERE b.runId = %lld ORDER BY b.regionId, b.start" },
+};
+
 int kp_analyze_write_csv(struct kp_db *db, int64_t run_id, const char *dir,
 			 struct kp_err *err)
 {
-	char sql[1536];
-	int rc;
+	char sql[2048];
+	size_t i;
+	int rc = 0;
 
 	if (mkdir(dir, 0777) && errno != EEXIST)
 		return kp_err_set(err, KP_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
-	snprintf(sql, sizeof(sql),
-		 "SELECT regionId, parentId, label, source, streamId, occurrences, kernels,"
-		 " nodes, period, coverage, eager_ns / 1000.0 AS eager_us,"
-		 " graph_ns_pred / 1000.0 AS graph_us_pred, speedup_pred, capturable,"
-		 " blockers, advisories, busy_ns / 1000.0 AS busy_us,"
-		 " host_idle_ns / 1000.0 AS host_idle_us, device_idle_ns / 1000.0 AS device_idle_us,"
-		 " queue_p50_ns / 1000.0 AS queue_p50_us, launch_api_p50_ns / 1000.0 AS launch_api_p50_us,"
-		 " one_time_ns / 1000.0 AS one_time_us, break_even, extra_mem_bytes,"
-		 " shape_keys, patch_slots, fingerprint"
-		 " FROM kp_regions WHERE runId = %lld ORDER BY regionId", (long long)run_id);
-	rc = csv_to(db, dir, "regions.csv", sql, err);
-	if (rc)
-		return rc;
-	snprintf(sql, sizeof(sql),
-		 "SELECT deviceId, streamId, correlationId, kernel_start, gap_ns, host_bound,"
-		 " queue_ns, launch_api_ns FROM kp_gaps WHERE runId = %lld"
-		 " ORDER BY deviceId, streamId, kernel_start", (long long)run_id);
-	rc = csv_to(db, dir, "gaps.csv", sql, err);
-	if (rc)
-		return rc;
-	snprintf(sql, sizeof(sql),
-		 "SELECT candId, regionId, streamId, occurrences, n_kernels, kernel_names,"
-		 " pattern, dur_ns, saved_bytes, saved_nodes, penalty_ns, score AS score_ns,"
-		 " feasible, reason, dependence, first_correlationId"
-		 " FROM kp_fusion_candidates WHERE runId = %lld ORDER BY candId", (long long)run_id);
-	rc = csv_to(db, dir, "fusion.csv", sql, err);
-	if (rc)
-		return rc;
-	snprintf(sql, sizeof(sql),
-		 "SELECT b.regionId, r.label, b.kind, b.fatal, b.api_name, b.start,"
-		 " b.correlationId, b.occIndex, b.position, b.detail FROM kp_blockers b"
-		 " JOIN kp_regions r ON r.runId = b.runId AND r.regionId = b.regionId"
-		 " WHERE b.runId = %lld ORDER BY b.regionId, b.start", (long long)run_id);
-	return csv_to(db, dir, "blockers.csv", sql, err);
+	for (i = 0; i < sizeof(csv_files) / sizeof(csv_files[0]) && !rc; i++) {
+		snprintf(sql, sizeof(sql), csv_files[i].sql, (long long)run_id);
+		rc = csv_to(db, dir, csv_files[i].file, sql, err);
+	}
+	return rc;
 }
 
 int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,

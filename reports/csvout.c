@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../analyzer/analyzer.h"
 #include "../db/csv.h"
 
 static void num(FILE *f, double v)
@@ -105,55 +106,26 @@ static int write_plan(const struct kp_report *rep, FILE *f)
 	return 0;
 }
 
-/* Row lists straight from the database (?1 is the run id). */
-static const char sql_gaps[] =
-	"SELECT deviceId AS device_id, streamId AS stream_id, correlationId AS correlation_id,"
-	" kernel_start AS kernel_start_ns, gap_ns / 1000.0 AS gap_us, host_bound,"
-	" queue_ns / 1000.0 AS queue_us, launch_api_ns / 1000.0 AS launch_api_us"
-	" FROM kp_gaps WHERE runId = %lld ORDER BY rowid";
-
-static const char sql_regions[] =
-	"SELECT regionId AS region_id, parentId AS parent_id, label, source, streamId AS stream_id,"
-	" occurrences, kernels, nodes, eager_ns / 1000.0 AS eager_us, busy_ns / 1000.0 AS busy_us,"
-	" host_idle_ns / 1000.0 AS host_idle_us, device_idle_ns / 1000.0 AS device_idle_us,"
-	" queue_p50_ns / 1000.0 AS queue_p50_us, launch_api_p50_ns / 1000.0 AS launch_api_p50_us,"
-	" graph_ns_pred / 1000.0 AS graph_us_pred, speedup_pred, capturable, blockers, advisories,"
-	" (SELECT group_concat(x, '; ') FROM (SELECT b.kind"
-	"   || CASE WHEN b.fatal THEN '' ELSE ' (advisory)' END || coalesce(': ' || b.api_name, '')"
-	"   || CASE WHEN count(*) > 1 THEN ' x' || count(*) ELSE '' END AS x"
-	"   FROM kp_blockers b WHERE b.runId = r.runId AND b.regionId = r.regionId"
-	"   GROUP BY b.kind, b.fatal, b.api_name"
-	"   ORDER BY b.fatal DESC, count(*) DESC, b.kind, b.api_name)) AS blocker_calls,"
-	" one_time_ns / 1000.0 AS one_time_us, break_even, extra_mem_bytes, shape_keys,"
-	" patch_slots, fingerprint"
-	" FROM kp_regions r WHERE runId = %lld ORDER BY regionId";
-
-static const char sql_fusion[] =
-	"SELECT candId AS cand_id, regionId AS region_id, streamId AS stream_id,"
-	" first_correlationId AS first_correlation_id, occurrences, n_kernels, kernel_names,"
-	" pattern, dur_ns / 1000.0 AS dur_us, saved_bytes, saved_nodes,"
-	" penalty_ns / 1000.0 AS penalty_us, score AS score_ns, feasible, reason, dependence"
-	" FROM kp_fusion_candidates WHERE runId = %lld ORDER BY candId";
-
+/*
+ * The summaries the report computes; the analysis tables (regions.csv,
+ * gaps.csv, fusion.csv, blockers.csv) come from kp_analyze_write_csv, the
+ * one definition `kplan analyze --csv` uses too.
+ */
 struct csv_file {
 	const char *name;
-	const char *sql;          /* NULL: written from the report */
 	int (*fn)(const struct kp_report *rep, FILE *f);
 };
 
 static const struct csv_file files[] = {
-	{ "kern_sum.csv", NULL, write_kern_sum },
-	{ "api_sum.csv", NULL, write_api_sum },
-	{ "gaps.csv", sql_gaps, NULL },
-	{ "regions.csv", sql_regions, NULL },
-	{ "fusion.csv", sql_fusion, NULL },
-	{ "plan.csv", NULL, write_plan },
+	{ "kern_sum.csv", write_kern_sum },
+	{ "api_sum.csv", write_api_sum },
+	{ "plan.csv", write_plan },
 };
 
 int kp_report_csv(struct kp_db *db, const struct kp_report *rep, const char *dir,
 		  struct kp_err *err)
 {
-	char path[4096], sql[2048];
+	char path[4096];
 	size_t i;
 	int rc = 0;
 
@@ -166,14 +138,9 @@ int kp_report_csv(struct kp_db *db, const struct kp_report *rep, const char *dir
 		f = fopen(path, "w");
 		if (!f)
 			return kp_err_set(err, KP_EIO, "%s: cannot write: %s", path, strerror(errno));
-		if (files[i].sql) {
-			snprintf(sql, sizeof(sql), files[i].sql, (long long)rep->run_id);
-			rc = kp_csv_query(db, sql, f, NULL, err);
-		} else {
-			rc = files[i].fn(rep, f);
-		}
+		rc = files[i].fn(rep, f);
 		if ((ferror(f) | fclose(f)) && !rc)
 			rc = kp_err_set(err, KP_EIO, "%s: write failed", path);
 	}
-	return rc;
+	return rc ? rc : kp_analyze_write_csv(db, rep->run_id, dir, err);
 }
