@@ -94,8 +94,8 @@ $(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
 
 # ---------------------------------------------------------------------------
 # Component makefiles (CUDA pieces, browser test, benchmarks) add their own
-# targets and append to UNIT_EXTRA_OBJ, TEST_TARGETS, GPU_CHECK_TARGETS and
-# ALL_TARGETS. They are read before the unit-test rule so that its
+# targets and append to UNIT_EXTRA_OBJ, TEST_TARGETS, GPU_CHECK_TARGETS (each
+# part's own GPU check, for running one alone) and ALL_TARGETS. They are read before the unit-test rule so that its
 # prerequisites see everything they add.
 UNIT_EXTRA_OBJ :=
 TEST_TARGETS := unit
@@ -129,8 +129,14 @@ asan:
 demo: deps $(BUILD)/bin/kplan
 	@sh scripts/demo.sh $(BUILD)/bin/kplan
 
-# GPU end-to-end: build here or there, then run every GPU check script.
-gpu-check: $(BUILD)/bin/kplan $(GPU_CHECK_TARGETS)
+# GPU end-to-end: build everything the checks need, then run them all
+# (tests/gpu/gpu-check.sh). On a GPU machine without the build's Debian
+# packages, build here with `make gpu-build` and run the script there.
+.PHONY: gpu-build
+gpu-build: all collector-gpu runtime examples stress-gpu
+
+gpu-check: gpu-build
+	bash tests/gpu/gpu-check.sh $(BUILD) $(BUILD)/gpu-check
 
 clean:
 	rm -rf build build-asan demo-out

@@ -1,0 +1,52 @@
+#!/bin/bash
+# gpu-check.sh - every GPU end-to-end check, in one go (`make gpu-check`).
+#
+#   tests/gpu/gpu-check.sh [BUILD] [OUTDIR]
+#
+# Runs, each under its own time limit and logging to OUTDIR/<name>.log:
+#   collector  tests/gpu/collector_check.sh  (kplan record on real programs, overhead)
+#   runtime    tests/gpu/runtime_check.sh    (libkplanrt on the examples, safety checks)
+#   pipeline   tests/gpu/pipeline_check.sh   (record -> analyze -> plan -> runtime)
+#   fusion     tests/gpu/fusion_check.sh     (when present)
+#   stress     tests/gpu/stress_check.sh     (when present)
+# and prints one line per part, then each part's table. Exit 1 if any failed.
+# GPU_CHECK_ONLY="runtime pipeline" runs a subset.
+set -u
+B=${1:-build}
+O=${2:-${OUT:-/tmp/kplan-gpu-check}}
+mkdir -p "$O"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "gpu-check: no NVIDIA GPU here (nvidia-smi -L failed); nothing to run" >&2
+	exit 2
+fi
+nvidia-smi -L | tee "$O/device.txt"
+parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress"}
+declare -A limit=([collector]=240 [runtime]=150 [pipeline]=150 [fusion]=120 [stress]=120)
+summary=$O/summary.txt
+: >"$summary"
+fail=0
+for p in $parts; do
+	script=tests/gpu/${p}_check.sh
+	if [ ! -f "$script" ]; then
+		echo "skip  $p (no $script)" >>"$summary"
+		continue
+	fi
+	t0=$(date +%s)
+	timeout "${limit[$p]:-120}" bash "$script" "$B" "$O/$p" >"$O/$p.log" 2>&1
+	rc=$?
+	t=$(( $(date +%s) - t0 ))
+	case $rc in
+	0) echo "ok    $p (${t}s)" >>"$summary" ;;
+	124) echo "FAIL  $p: timed out after ${t}s" >>"$summary"; fail=1 ;;
+	*) echo "FAIL  $p: exit $rc (${t}s, see $p.log)" >>"$summary"; fail=1 ;;
+	esac
+done
+for p in $parts; do
+	[ -f "$O/$p.log" ] || continue
+	echo "=== $p"
+	grep -E '^(FAIL|WARN|PERF|MISS)|^[a-z]+ +[0-9.]+ ' "$O/$p.log" | head -40
+	tail -n 12 "$O/$p.log"
+done
+echo "=== summary"
+cat "$summary"
+exit $fail

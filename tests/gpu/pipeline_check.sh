@@ -1,0 +1,89 @@
+#!/bin/bash
+# pipeline_check.sh - the whole kplan loop on the examples, on a GPU.
+#
+#   tests/gpu/pipeline_check.sh [BUILD] [OUTDIR]
+#
+# For each example (mlp, decode, solver): calibrate this GPU, record the
+# example run through the runtime with no plan (every region eager; the
+# runtime marks each region with an NVTX range named after it), analyze,
+# plan, check the plan applies, then run it eager, with the generated plan
+# and as the hand-written CUDA graph. Checks outputs are bit-identical and
+# the planned regions were replayed, and prints predicted vs measured.
+# Exit 1 when a correctness check fails; performance is reported.
+set -u
+B=${1:-build}
+O=${2:-${OUT:-/tmp/kplan-pipeline}}
+K=$B/bin/kplan
+BIN=$B/bin
+STEPS_mlp=${STEPS_mlp:-200}
+STEPS_decode=${STEPS_decode:-300}
+STEPS_solver=${STEPS_solver:-400}
+mkdir -p "$O"
+LOG=$O/pipeline.log
+: >"$LOG"
+fail=0
+note() { echo "$*" | tee -a "$LOG"; }
+bad() { note "FAIL $*"; fail=1; }
+
+DB=$O/examples.db
+rm -f "$DB" "$DB-wal" "$DB-shm"
+
+# one calibration, stored in the database the runs go to
+if "$K" calibrate -o "$DB" >>"$LOG" 2>&1; then
+	note "PASS calibrate: $(grep -c . <("$K" export "$DB" --csv kp_calibration) ) rows"
+else
+	bad "calibrate (see $LOG)"
+fi
+
+# field N of the RESULT line: 7 = us per step, 9 = hash
+result() { awk -v f="$2" '/^RESULT/ {print $f}' <<<"$1"; }
+stat() { awk -v k="kplan-rt: $2" 'index($0, k " ") == 1 {print $3}' <<<"$1"; }
+best() { # best EX MODE [PLAN]: best of 3 "us hash"
+	local b=999999999 h= o us
+	for _ in 1 2 3; do
+		o=$("$BIN/ex_$1" "$2" ${3:-} --steps "$4" 2>>"$LOG")
+		us=$(result "$o" 7)
+		h=$(result "$o" 9)
+		[ -n "$us" ] && awk -v a="$us" -v b="$b" 'BEGIN{exit !(a < b)}' && b=$us
+	done
+	echo "$b $h"
+}
+
+printf "%-7s %9s %9s %9s %9s %9s %9s %8s %s\n" example eager_us plan_us graph_us \
+	pred_us pred/meas speedup replays identical | tee -a "$LOG" >"$O/table.txt"
+run=0
+for ex in mlp decode solver; do
+	eval steps=\$STEPS_$ex
+	run=$((run + 1))
+	if ! "$K" record -o "$DB" -- "$BIN/ex_$ex" runtime --steps "$steps" >>"$LOG" 2>&1; then
+		bad "$ex: record"
+		continue
+	fi
+	"$K" analyze "$DB" --run "$run" >>"$LOG" 2>&1 || bad "$ex: analyze"
+	"$K" plan "$DB" --run "$run" -o "$O/$ex.kplan" >>"$LOG" 2>&1 || bad "$ex: plan"
+	"$K" check "$O/$ex.kplan" >>"$LOG" 2>&1
+	rc=$?
+	[ $rc -le 1 ] || bad "$ex: kplan check says the plan does not apply (exit $rc)"
+	"$K" show "$O/$ex.kplan" >>"$LOG" 2>&1
+	label=$("$K" export "$DB" --csv "SELECT label FROM kp_regions WHERE runId = $run AND parentId IS NULL ORDER BY occurrences * eager_ns DESC LIMIT 1" | sed -n 2p)
+	pred=$("$K" export "$DB" --csv "SELECT graph_ns_pred / 1000.0 FROM kp_regions WHERE runId = $run AND label = '$label' AND parentId IS NULL" | sed -n 2p)
+	[ -n "$label" ] || bad "$ex: no region found in the recording"
+	read -r e_us e_h <<<"$(best "$ex" eager "" "$steps")"
+	read -r g_us g_h <<<"$(best "$ex" graph "" "$steps")"
+	o=$(KPLAN_RT_STATS=1 "$BIN/ex_$ex" runtime "$O/$ex.kplan" --steps "$steps" 2>&1)
+	echo "== $ex runtime $O/$ex.kplan" >>"$LOG"
+	echo "$o" >>"$LOG"
+	read -r p_us p_h <<<"$(best "$ex" runtime "$O/$ex.kplan" "$steps")"
+	replays=$(stat "$o" replays)
+	same=yes
+	[ "$e_h" = "$p_h" ] && [ "$e_h" = "$g_h" ] || { same=NO; bad "$ex: outputs differ (eager $e_h plan $p_h graph $g_h)"; }
+	[ "${replays:-0}" -gt 0 ] || note "WARN $ex: the generated plan replayed no graph (see $LOG)"
+	printf "%-7s %9s %9s %9s %9s %9s %9s %8s %s\n" "$ex" "$e_us" "$p_us" "$g_us" "${pred:--}" \
+		"$(awk -v p="${pred:-0}" -v g="$g_us" 'BEGIN{ if (p > 0 && g > 0) printf "%.2f", p / g; else print "-" }')" \
+		"$(awk -v e="$e_us" -v p="$p_us" 'BEGIN{ if (p > 0) printf "%.2fx", e / p; else print "-" }')" \
+		"${replays:-0}" "$same" | tee -a "$LOG" >>"$O/table.txt"
+done
+note "(pred_us: the analyzer's predicted graphed time of the example's main region per"
+note " occurrence; graph_us: the hand-written graph per step; plan_us: the generated plan)"
+cat "$O/table.txt"
+exit $fail
