@@ -63,10 +63,30 @@ static int eligible(struct kp__ana *a, const struct kp__op *op)
 		a->sigs.data[op->sig].mem_class == 1;
 }
 
+/*
+ * a * b * c, saturated at INT64_MAX: launch shapes come from traces, and
+ * even a legal one (2^31-1 x 65535 x 65535 blocks of 1024) overflows int64.
+ */
+static int64_t mul3_sat(int64_t a, int64_t b, int64_t c)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r))
+		return INT64_MAX;
+	return r;
+}
+
+/* threads per block, at most INT32_MAX (occupancy() multiplies it again) */
+static int64_t block_threads(const struct kp__sig *s)
+{
+	int64_t t = mul3_sat(s->block[0], s->block[1], s->block[2]);
+
+	return t > INT32_MAX ? INT32_MAX : t;
+}
+
 static int64_t threads(const struct kp__sig *s)
 {
-	return (int64_t)s->grid[0] * s->grid[1] * s->grid[2] *
-		(int64_t)s->block[0] * s->block[1] * s->block[2];
+	return mul3_sat(mul3_sat(s->grid[0], s->grid[1], s->grid[2]), block_threads(s), 1);
 }
 
 static double occupancy(int regs, int64_t tpb)
@@ -94,7 +114,7 @@ static int evaluate(struct kp__ana *a, const uint32_t *ch, int k, struct kp__can
 	for (int i = 0; i < k; i++) {
 		const struct kp__op *op = &a->ops[ch[i]];
 		const struct kp__sig *s = &a->sigs.data[op->sig];
-		int64_t t = threads(s), tpb = (int64_t)s->block[0] * s->block[1] * s->block[2];
+		int64_t t = threads(s), tpb = block_threads(s);
 		int64_t d = op->end - op->start;
 
 		dur += d;

@@ -9,9 +9,11 @@
 
 #include "../common/strbuf.h"
 #include "../planner/planner.h"
+#include "../planner/fusion_gen.h"
 
 const char kp_usage_plan[] =
 	"usage: kplan plan DB [--run N] -o model.kplan [options]\n"
+	"       kplan plan --base PLAN --kernels TRACE --catalog FILE -o model.kplan\n"
 	"\n"
 	"Writes the plan file for an analyzed run (see planner/FORMAT.md): per region\n"
 	"graph (shape keys, warm-up, patch slots), eager (with the reason) or split;\n"
@@ -31,10 +33,20 @@ const char kp_usage_plan[] =
 	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
 	"  --cuda-major N        CUDA major version when the run does not record one\n"
 	"  --no-store            do not record the plan in the database (read-only)\n"
+	"  --catalog FILE        fusion catalog (planner/FUSION.md; repeatable, first\n"
+	"                        match wins): fusion groups whose kernels are all in it\n"
+	"                        get a generated fused kernel, written next to the plan\n"
+	"                        as kpfuse-HASH.cu and referenced by hash\n"
+	"  --base PLAN           instead of a database: add fusion groups to an existing\n"
+	"                        plan, from a kernel trace (needs --kernels, --catalog)\n"
+	"  --kernels TRACE       captured kernels per region, as KPLAN_FUSION_TRACE=TRACE\n"
+	"                        makes libkplanrt write them (REGION<tab>INDEX<tab>NAME)\n"
 	"\n"
 	"examples:\n"
 	"  kplan plan run.db -o model.kplan\n"
-	"  kplan plan run.db --run 2 --mem-limit 268435456 -o model.kplan\n";
+	"  kplan plan run.db --run 2 --mem-limit 268435456 -o model.kplan\n"
+	"  kplan plan run.db --catalog planner/catalog/examples.kpcat -o model.kplan\n"
+	"  kplan plan --base model.kplan --kernels trace.tsv --catalog my.kpcat -o fused.kplan\n";
 
 static int parse_num(const char *s, long long lo, long long hi, long long *out)
 {
@@ -78,6 +90,53 @@ out:
 	return rc;
 }
 
+/* Directory of path ("." when it has none). */
+static void dir_of(const char *path, char *out, size_t n)
+{
+	const char *sl = strrchr(path, '/');
+
+	if (!sl)
+		snprintf(out, n, ".");
+	else if (sl == path)
+		snprintf(out, n, "/");
+	else
+		snprintf(out, n, "%.*s", (int)(sl - path), path);
+}
+
+/* The fusion part: groups from a trace (base mode), then sources. */
+static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
+		       const char *out, struct kp_err *err)
+{
+	struct kp_fx_plan_stats st;
+	char dir[4096];
+	int rc;
+
+	if (trace) {
+		FILE *f = fopen(trace, "rb");
+		struct kp_strbuf buf = KP_STRBUF_INIT;
+		char chunk[65536];
+		size_t n;
+
+		if (!f)
+			return kp_err_set(err, KP_EIO, "%s: cannot open: %s", trace, strerror(errno));
+		while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+			kp_strbuf_add(&buf, chunk, n);
+		fclose(f);
+		rc = buf.oom ? kp_err_set(err, KP_ENOMEM, "out of memory") :
+			kp_fx_plan_add_trace(plan, buf.buf, buf.len, trace, cat, err);
+		kp_strbuf_release(&buf);
+		if (rc < 0)
+			return rc;
+	}
+	dir_of(out, dir, sizeof(dir));
+	if ((rc = kp_fx_plan_sources(plan, cat, dir, &st, err)))
+		return rc;
+	fprintf(stdout, "fusion: %d groups, %d generated, %d not in the catalog, %d infeasible, "
+		"%d below the cost threshold\n", st.groups, st.generated, st.not_in_catalog,
+		st.infeasible, st.unprofitable);
+	return 0;
+}
+
 KP_CMD(plan)
 {
 	struct kp_planner_opts o;
@@ -90,6 +149,8 @@ KP_CMD(plan)
 	int64_t plan_id = 0;
 	long long v;
 	size_t r;
+	struct kp_fx_catalog *cat = NULL;
+	const char *base = NULL, *trace = NULL;
 
 	kp_planner_opts_init(&o);
 	for (i = 1; i < argc; i++) {
@@ -132,6 +193,34 @@ KP_CMD(plan)
 			i++;
 		} else if (!strcmp(a, "--no-store")) {
 			store = 0;
+		} else if (!strcmp(a, "--catalog")) {
+			struct kp_fx_catalog *c;
+
+			if (!val)
+				return kp_cli_usage("plan", "--catalog needs a file");
+			if (!(c = kp_fx_catalog_load(val, &err))) {
+				kp_fx_catalog_free(cat);
+				return kp_cli_error(&err);
+			}
+			if (!cat) {
+				cat = c;
+			} else {
+				int mrc = kp_fx_catalog_merge(cat, c, &err);
+
+				kp_fx_catalog_free(c);
+				if (mrc) {
+					kp_fx_catalog_free(cat);
+					return kp_cli_error(&err);
+				}
+			}
+			i++;
+		} else if (!strcmp(a, "--base") || !strcmp(a, "--kernels")) {
+			if (!val) {
+				kp_fx_catalog_free(cat);
+				return kp_cli_usage("plan", "%s needs a path", a);
+			}
+			*(a[2] == 'b' ? &base : &trace) = val;
+			i++;
 		} else if (a[0] == '-' && a[1]) {
 			return kp_cli_usage("plan", "unknown option '%s'", a);
 		} else if (!db_path) {
@@ -140,15 +229,42 @@ KP_CMD(plan)
 			return kp_cli_usage("plan", "unexpected argument '%s'", a);
 		}
 	}
-	if (!db_path)
+	if (base || trace) {
+		if (!base || !trace || !cat || db_path) {
+			kp_fx_catalog_free(cat);
+			return kp_cli_usage("plan", "--base PLAN goes with --kernels TRACE and --catalog, without a database");
+		}
+	} else if (!db_path) {
+		kp_fx_catalog_free(cat);
 		return kp_cli_usage("plan", "expected a database path");
-	if (!out)
-		return kp_cli_usage("plan", "expected -o model.kplan");
+	}
+	if (!out || (cat && !strcmp(out, "-"))) {
+		kp_fx_catalog_free(cat);
+		return kp_cli_usage("plan", cat ? "--catalog needs -o PATH (sources go next to the plan)"
+					 : "expected -o model.kplan");
+	}
+	if (base) {
+		plan = kp_plan_load(base, &err);
+		if (!plan || plan_fusion(plan, cat, trace, out, &err) ||
+		    kp_plan_write(plan, &text, &err) || write_atomic(out, text.buf, text.len, &err)) {
+			rc = kp_cli_error(&err);
+			goto out;
+		}
+		printf("%s: %zu fusion groups\n", out, plan->n_fusions);
+		rc = KP_EXIT_OK;
+		goto out;
+	}
 
 	db = kp_db_open(db_path, store ? 0 : KP_DB_RDONLY, &err);
-	if (!db)
+	if (!db) {
+		kp_fx_catalog_free(cat);
 		return kp_cli_error(&err);
+	}
 	plan = kp_planner_run(db, &o, &err);
+	if (plan && cat && plan_fusion(plan, cat, NULL, out, &err)) {
+		rc = kp_cli_error(&err);
+		goto out;
+	}
 	if (!plan || kp_plan_write(plan, &text, &err) ||
 	    write_atomic(out, text.buf, text.len, &err)) {
 		rc = kp_cli_error(&err);
@@ -177,6 +293,7 @@ KP_CMD(plan)
 		fputc('\n', strcmp(out, "-") ? stdout : stderr);
 	rc = KP_EXIT_OK;
 out:
+	kp_fx_catalog_free(cat);
 	kp_strbuf_release(&text);
 	kp_plan_free(plan);
 	kp_db_close(db);

@@ -16,6 +16,7 @@
 
 #include "../common/kptime.h"
 #include "../common/log.h"
+#include "../common/strbuf.h"
 #include "../common/version.h"
 
 extern const char kp__schema_sql[];
@@ -218,6 +219,46 @@ out_rollback:
 	return rc;
 }
 
+/*
+ * A WAL database in a place this process cannot write (a read-only
+ * directory or mount, another user's file) cannot be read the normal way:
+ * SQLite must create the -shm index next to it. When no -wal file exists
+ * every committed page is in the main file, so a read-only opener may read
+ * it as immutable instead. 0 when reopened.
+ */
+static int reopen_immutable(struct kp_db *db, const char *path)
+{
+	int rc = sqlite3_errcode(db->h);
+	struct kp_strbuf uri = KP_STRBUF_INIT;
+	char wal[4096];
+	const char *c;
+
+	if (rc != SQLITE_READONLY && rc != SQLITE_CANTOPEN)
+		return -1;
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (!access(wal, F_OK))
+		return -1;
+	kp_strbuf_adds(&uri, "file:");
+	for (c = path; *c; c++) {
+		if (*c == '%' || *c == '?' || *c == '#' || (unsigned char)*c < 0x20)
+			kp_strbuf_addf(&uri, "%%%02X", (unsigned char)*c);
+		else
+			kp_strbuf_addch(&uri, *c);
+	}
+	kp_strbuf_adds(&uri, "?immutable=1");
+	sqlite3_close_v2(db->h);
+	db->h = NULL;
+	rc = uri.oom ? SQLITE_NOMEM :
+	     sqlite3_open_v2(uri.buf, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
+			     SQLITE_OPEN_NOMUTEX, NULL);
+	kp_strbuf_release(&uri);
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
+	if (rc == SQLITE_OK)
+		kp_debug("%s: read-only location: reading it as immutable", path);
+	return rc == SQLITE_OK ? 0 : -1;
+}
+
 struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 {
 	struct kp_db *db;
@@ -248,6 +289,8 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 	sqlite3_extended_result_codes(db->h, 0);
 
 	app_id = kp_db_int(db, "PRAGMA application_id", -1);
+	if (app_id < 0 && (flags & KP_DB_RDONLY) && db->h && !reopen_immutable(db, path))
+		app_id = kp_db_int(db, "PRAGMA application_id", -1);
 	version = kp_db_int(db, "PRAGMA user_version", -1);
 	n_tables = kp_db_int(db, "SELECT count(*) FROM sqlite_master", -1);
 	if (app_id < 0 || version < 0 || n_tables < 0) {

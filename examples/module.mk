@@ -21,8 +21,15 @@ $(BUILD)/bin/kplan-mkplan: $(BUILD)/obj/examples/mkplan.o $(HOST_ARCHIVES)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(HOST_ARCHIVES) $(HOST_LIBS)
 ALL_OBJ += $(BUILD)/obj/examples/mkplan.o
 
+# what an executable-graph update costs the next launches (runtime_check.sh)
+$(BUILD)/bin/kplan-graph-update: tests/gpu/graph_update.cu
+	@mkdir -p $(dir $@)
+	$(quiet) NVCC $@
+	$(Q)$(NVCC) -O2 -std=c++17 -arch=sm_90 -o $@ $< -L$(CUDA_LIBDIR)/stubs -lcuda \
+		-Xlinker -rpath,$(CUDA_LIBDIR)
+
 .PHONY: examples
-examples: $(EX_BINS) $(BUILD)/bin/kplan-mkplan
+examples: $(EX_BINS) $(BUILD)/bin/kplan-mkplan $(BUILD)/bin/kplan-graph-update
 GPU_CHECK_TARGETS += examples
 
 # The runtime's GPU end-to-end check (needs a GPU): examples eager / runtime /

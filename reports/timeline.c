@@ -397,8 +397,11 @@ int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *
 	sqlite3_finalize(ts.name);
 	if (rc)
 		return rc;
-	/* keep the busiest streams */
-	qsort(rep->streams.data, rep->streams.len, sizeof(*rep->streams.data), by_kernels_desc);
+	/* keep the busiest streams (a window with no GPU work has none: no
+	 * qsort of a NULL array) */
+	if (rep->streams.len)
+		qsort(rep->streams.data, rep->streams.len, sizeof(*rep->streams.data),
+		      by_kernels_desc);
 	for (i = (size_t)max_streams; i < rep->streams.len; i++)
 		kp_vec_release(&rep->streams.data[i].items);
 	if (rep->streams.len > (size_t)max_streams)

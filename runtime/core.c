@@ -23,6 +23,7 @@
 #include "../common/log.h"
 #include "../common/vec.h"
 #include "../planner/planfile.h"
+#include "fusion.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
 enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY };
@@ -52,6 +53,7 @@ struct entry {
 	int strict_err;           /* strict mode: a mismatch made this graph fail */
 	uint64_t calls, retry_at, last_use;
 	uint32_t warm_done, fails;
+	uint32_t captured;        /* successful captures (atomic: read under rt->lock) */
 	uint32_t logged;          /* reasons already logged (bit per reason) */
 	void *graph;
 	void *exec[2];            /* two execs alternate when pointers move (see patch_and_launch) */
@@ -87,10 +89,12 @@ struct kp_rt {
 	struct kp_rt_options opt;
 	struct kp_plan *plan;
 	int global_reason;
+	struct kp__rt_fusion *fusion;   /* fused kernels (runtime/fusion.c), NULL: none */
 	pthread_mutex_t lock;
 	struct kp_strmap names;   /* region name -> index in regions */
 	KP_VEC(struct region *) regions;
 	int n_execs;              /* 1 or 2 execs per graph (KPLAN_RT_EXECS) */
+	int key_warmup;           /* KPLAN_RT_KEY_WARMUP=1: warm up every shape key */
 	uint64_t tick;
 	struct kp_rt_stats st;
 	struct kp_rt *next_open;
@@ -389,9 +393,25 @@ KP_RT_API int kp_rt_region_begin(kp_rt *rt, kp_region *r, const char *name,
 		if (e->key == shape_key && e->stream == stream)
 			break;
 	}
-	if (!e && !(e = entry_new(rt, reg, shape_key, stream))) {
-		pthread_mutex_unlock(&rt->lock);
-		return eager(rt, KP_RT_R_CUDA);
+	if (!e) {
+		/*
+		 * Warm-up is for first-use effects (module loading, library
+		 * workspaces, first allocations): a new shape key of a region
+		 * that already captured cleanly on this stream captures at once.
+		 * An eager warm-up call would also drain the GPU's queue, so the
+		 * capture's host time would be GPU idle time.
+		 */
+		struct entry *x;
+		int warm = 0;
+
+		for (x = reg->entries; x && !rt->key_warmup && !warm; x = x->next)
+			warm = x->stream == stream && __atomic_load_n(&x->captured, __ATOMIC_RELAXED);
+		if (!(e = entry_new(rt, reg, shape_key, stream))) {
+			pthread_mutex_unlock(&rt->lock);
+			return eager(rt, KP_RT_R_CUDA);
+		}
+		if (warm)
+			e->warm_done = reg->warmup;
 	}
 	e->last_use = ++rt->tick;
 	if (pthread_mutex_trylock(&e->lock)) {
@@ -437,6 +457,7 @@ KP_RT_API int kp_rt_region_begin(kp_rt *rt, kp_region *r, const char *name,
 		tl_capture_depth++;
 		r->entry_ = e;
 		r->mode_ = M_CAPTURE;
+		r->t0_ = kp_now_ns();
 		return 1;
 	default: /* S_READY */
 		r->entry_ = e;
@@ -566,9 +587,11 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	const struct kp_plan_region *pr = e->reg->plan;
 	uint64_t fp = KP_FP_INIT;
 	size_t i, n_kernels = 0;
+	int64_t t1, t2, t3;
 	int rc;
 
 	rc = rt->be.capture_end(rt->be.ctx, r->stream_, &e->graph);
+	t1 = kp_now_ns();
 	if (rc) {
 		e->graph = NULL;
 		return fail_rc(rt, e, KP_RT_R_CAPTURE,
@@ -598,6 +621,20 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 			 (unsigned long long)pr->fingerprint);
 		return fail(rt, e, KP_RT_R_FINGERPRINT, buf);
 	}
+	/* fusion hook (runtime/fusion.c): planned chains -> fused kernel nodes */
+	rc = kp__rt_fusion_apply(rt->fusion, e->reg->name, e->graph, e->nodes, e->n_nodes);
+	if (rc < 0)
+		return fail(rt, e, KP_RT_R_CUDA, "a fusion graph edit failed half way");
+	if (rc > 0) {
+		rt->be.nodes_free(rt->be.ctx, e->nodes, e->n_nodes);
+		e->nodes = NULL;
+		e->n_nodes = 0;
+		if ((rc = rt->be.nodes(rt->be.ctx, e->graph, &e->nodes, &e->n_nodes))) {
+			e->nodes = NULL;
+			e->n_nodes = 0;
+			return fail_rc(rt, e, KP_RT_R_CUDA, "graph node enumeration after fusion", rc);
+		}
+	}
 	memset(e->max_delta, 0, sizeof(e->max_delta));
 	rc = find_sites(e, r);
 	if (rc == 1)
@@ -605,11 +642,13 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 			    "a kernel parameter is the base of one bound buffer and inside another");
 	if (rc || !(e->dirty = calloc(e->n_nodes ? e->n_nodes : 1, 1)))
 		return fail(rt, e, KP_RT_R_CUDA, "out of memory");
+	t2 = kp_now_ns();
 	rc = rt->be.instantiate(rt->be.ctx, e->graph, &e->exec[0]);
 	if (rc) {
 		e->exec[0] = NULL;
 		return fail_rc(rt, e, KP_RT_R_INSTANTIATE, "graph instantiate", rc);
 	}
+	t3 = kp_now_ns();
 	ADD(rt, graphs, 1);
 	ADD(rt, graph_nodes, e->n_nodes);
 	rc = rt->be.launch(rt->be.ctx, e->exec[0], r->stream_);
@@ -618,12 +657,15 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	take_bases(e, r);
 	e->state = S_READY;
 	e->verify_left = rt->opt.verify_calls;
+	__atomic_store_n(&e->captured, e->captured + 1, __ATOMIC_RELAXED);
 	ADD(rt, captures, 1);
 	if (rt->be.graph_mem)
 		__atomic_store_n(&rt->st.graph_mem_bytes, rt->be.graph_mem(rt->be.ctx),
 				 __ATOMIC_RELAXED);
-	kp_info("runtime: region '%s' key %#llx: captured %zu nodes (%zu kernels), %zu patch sites",
-		e->reg->name, (unsigned long long)e->key, e->n_nodes, n_kernels, e->n_sites);
+	kp_info("runtime: region '%s' key %#llx: captured %zu nodes (%zu kernels), %zu patch sites; "
+		"host us: body %.0f, nodes+checks %.0f, instantiate %.0f, launch %.0f",
+		e->reg->name, (unsigned long long)e->key, e->n_nodes, n_kernels, e->n_sites,
+		(t1 - r->t0_) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3, (kp_now_ns() - t3) / 1e3);
 	return 0;
 }
 
@@ -891,6 +933,8 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 	rt->n_execs = rt->opt.flags & KP_RT_TWO_EXECS ? 2 : 1;
 	if (!(rt->opt.flags & KP_RT_NO_ENV) && env_int("KPLAN_RT_EXECS", 1) == 2)
 		rt->n_execs = 2;
+	if (!(rt->opt.flags & KP_RT_NO_ENV))
+		rt->key_warmup = env_int("KPLAN_RT_KEY_WARMUP", 0);
 	pthread_mutex_init(&rt->lock, NULL);
 	kp_strmap_init(&rt->names);
 
@@ -944,6 +988,9 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 				rep.n_items ? rep.items[0].msg : "");
 		}
 	}
+	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */
+	if (rt->plan && !rt->global_reason)
+		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, NULL);
 	pthread_mutex_lock(&open_lock);
 	rt->next_open = open_list;
 	open_list = rt;
@@ -1006,6 +1053,7 @@ KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
 			(double)st.replay_host_ns / st.replays,
 			(double)st.replay_launch_ns / st.replays,
 			(double)st.replay_patch_ns / st.replays);
+	kp__rt_fusion_print(rt->fusion, f);   /* fusion hook */
 }
 
 KP_RT_API void kp_rt_close(kp_rt *rt)
@@ -1039,6 +1087,7 @@ KP_RT_API void kp_rt_close(kp_rt *rt)
 	}
 	kp_vec_release(&rt->regions);
 	kp_strmap_release(&rt->names);
+	kp__rt_fusion_close(rt->fusion);      /* fusion hook; before the plan it points into */
 	kp_plan_free(rt->plan);
 	pthread_mutex_destroy(&rt->lock);
 	if (rt->be.destroy)

@@ -8,9 +8,17 @@
  * could leave a stale pointer in the graph). Updates go through
  * cuGraphExecKernelNodeSetParams with the node's own parameter buffer.
  * Error codes: cudaError_t values as they are, CUresult values + DRV_BASE.
+ *
+ * Parameter layouts are read once per CUfunction and cached: CUDA 13.0 has
+ * no parameter-count query, so the layout is probed with cuFuncGetParamInfo
+ * until it answers CUDA_ERROR_INVALID_VALUE (past the last parameter). That
+ * one expected error per distinct kernel is what compute-sanitizer lists as
+ * an API error; the cache keeps it to one per kernel function per runtime,
+ * instead of one per captured node.
  */
 #include "rt_internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +26,41 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "../common/strbuf.h"
+#include "../common/u64map.h"
+#include "../common/vec.h"
+
 #define DRV_BASE 100000
+
+/*
+ * A kernel's parameter layout, cached per handle the graph node names (its
+ * CUkernel, or its CUfunction), with the CUfunction and name it was probed
+ * for. Owned by the ctx (every layout ever probed stays until close: nodes
+ * point at their arrays). Besides sparing the probe's expected errors, this
+ * keeps the node walk after a capture to four driver calls per kernel node,
+ * instead of five plus one per parameter.
+ */
+struct layout {
+	CUfunction f;
+	char *name;                   /* a copy */
+	uint32_t n;
+	size_t len;
+	uint32_t *off, *size;
+};
+
+struct cuda_ctx {
+	pthread_mutex_t lock;         /* guards fn and layouts */
+	struct kp_u64map fn;          /* CUkernel or CUfunction -> index in layouts */
+	KP_VEC(struct layout *) layouts;
+};
+
+/* the graph this thread enumerated last, and whether it allocates */
+static _Thread_local void *tl_nodes_graph;
+static _Thread_local int tl_nodes_alloc;
 
 struct cnode {
 	CUgraphNode node;
 	CUDA_KERNEL_NODE_PARAMS p;    /* kernelParams points at ptrs */
-	uint32_t *off, *size;
 	void **ptrs;
 };
 
@@ -151,8 +188,6 @@ static void cb_nodes_free(void *ctx, struct kp__rt_node *nodes, size_t n)
 		struct cnode *c = nodes[i].handle;
 
 		if (c) {
-			free(c->off);
-			free(c->size);
 			free(c->ptrs);
 			free(c);
 		}
@@ -161,11 +196,130 @@ static void cb_nodes_free(void *ctx, struct kp__rt_node *nodes, size_t n)
 	free(nodes);
 }
 
-static int read_kernel(CUgraphNode node, struct kp__rt_node *out)
+/* Probe f's parameter layout (past the last parameter: INVALID_VALUE). */
+static int probe_layout(CUfunction f, struct layout **out)
+{
+	struct layout *ly = calloc(1, sizeof(*ly));
+	size_t o, s, cap = 0;
+
+	if (!ly)
+		return cudaErrorMemoryAllocation;
+	for (;;) {
+		CUresult r = drvapi.FuncGetParamInfo(f, ly->n, &o, &s);
+
+		if (r == CUDA_ERROR_INVALID_VALUE)
+			break;       /* past the last parameter */
+		if (r != CUDA_SUCCESS) {
+			free(ly->off);
+			free(ly->size);
+			free(ly);
+			return drv(r);
+		}
+		if (ly->n == cap) {
+			uint32_t *no, *ns;
+
+			cap = cap ? 2 * cap : 16;
+			no = realloc(ly->off, cap * sizeof(*no));
+			if (no)
+				ly->off = no;
+			ns = realloc(ly->size, cap * sizeof(*ns));
+			if (ns)
+				ly->size = ns;
+			if (!no || !ns) {
+				free(ly->off);
+				free(ly->size);
+				free(ly);
+				return cudaErrorMemoryAllocation;
+			}
+		}
+		ly->off[ly->n] = (uint32_t)o;
+		ly->size[ly->n] = (uint32_t)s;
+		if (o + s > ly->len)
+			ly->len = o + s;
+		ly->n++;
+	}
+	*out = ly;
+	return 0;
+}
+
+static void layout_free(struct layout *ly)
+{
+	if (ly) {
+		free(ly->name);
+		free(ly->off);
+		free(ly->size);
+		free(ly);
+	}
+}
+
+/*
+ * The kernel behind handle (a CUkernel when kern, else a CUfunction):
+ * resolved and named every time (two cheap calls), its layout probed on
+ * first use and cached by handle. A hit whose name differs (a module
+ * unloaded and another loaded at the same address) is probed again.
+ */
+static int get_layout(struct cuda_ctx *cx, void *handle, int kern, const struct layout **out)
+{
+	struct layout *ly = NULL, *old = NULL;
+	CUfunction f = kern ? NULL : (CUfunction)handle;
+	const char *name = NULL;
+	uint32_t idx;
+	int rc, hit;
+
+	rc = kern ? drv(drvapi.KernelGetFunction(&f, (CUkernel)handle)) : 0;
+	if (!rc && !f)
+		rc = DRV_BASE + CUDA_ERROR_INVALID_HANDLE;
+	if (!rc)
+		rc = drv(drvapi.FuncGetName(&name, f));
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&cx->lock);
+	hit = kp_u64map_get(&cx->fn, (uint64_t)(uintptr_t)handle, &idx);
+	if (hit) {
+		old = cx->layouts.data[idx];
+		if (old->f == f && !strcmp(old->name, name)) {
+			*out = old;
+			pthread_mutex_unlock(&cx->lock);
+			return 0;
+		}
+	}
+	rc = probe_layout(f, &ly);
+	if (!rc) {
+		ly->f = f;
+		if (!(ly->name = kp_strdup(name))) {
+			layout_free(ly);
+			rc = cudaErrorMemoryAllocation;
+		}
+	}
+	if (!rc && hit) {
+		/* replaced in place: nodes of live graphs may still point at the
+		 * old layout's arrays, so it is kept (leaked until close) */
+		if (kp_vec_push(&cx->layouts, old)) {
+			layout_free(ly);
+			rc = cudaErrorMemoryAllocation;
+		} else {
+			cx->layouts.data[idx] = ly;
+		}
+	} else if (!rc && kp_vec_push(&cx->layouts, ly)) {
+		layout_free(ly);
+		rc = cudaErrorMemoryAllocation;
+	} else if (!rc && kp_u64map_put(&cx->fn, (uint64_t)(uintptr_t)handle,
+					(uint32_t)(cx->layouts.len - 1))) {
+		cx->layouts.len--;
+		layout_free(ly);
+		rc = cudaErrorMemoryAllocation;
+	}
+	if (!rc)
+		*out = ly;
+	pthread_mutex_unlock(&cx->lock);
+	return rc;
+}
+
+static int read_kernel(struct cuda_ctx *cx, CUgraphNode node, struct kp__rt_node *out)
 {
 	struct cnode *c = calloc(1, sizeof(*c));
-	CUfunction f;
-	size_t o, s, i, n = 0, len = 0, cap = 0;
+	const struct layout *ly;
+	size_t i, n, len;
 	int rc;
 
 	if (!c)
@@ -174,46 +328,24 @@ static int read_kernel(CUgraphNode node, struct kp__rt_node *out)
 	c->node = node;
 	if ((rc = drv(drvapi.GraphKernelNodeGetParams(node, &c->p))))
 		return rc;
-	f = c->p.func;
-	if (!f && c->p.kern && (rc = drv(drvapi.KernelGetFunction(&f, c->p.kern))))
+	if (c->p.func)
+		rc = get_layout(cx, c->p.func, 0, &ly);
+	else if (c->p.kern)
+		rc = get_layout(cx, c->p.kern, 1, &ly);
+	else
+		rc = DRV_BASE + CUDA_ERROR_INVALID_HANDLE;
+	if (rc)
 		return rc;
-	if (!f)
-		return DRV_BASE + CUDA_ERROR_INVALID_HANDLE;
-	if ((rc = drv(drvapi.FuncGetName(&out->name, f))))
-		return rc;
-	for (;;) {
-		CUresult r = drvapi.FuncGetParamInfo(f, n, &o, &s);
-
-		if (r == CUDA_ERROR_INVALID_VALUE)
-			break;       /* past the last parameter */
-		if (r != CUDA_SUCCESS)
-			return drv(r);
-		if (n == cap) {
-			uint32_t *no, *ns;
-
-			cap = cap ? 2 * cap : 16;
-			no = realloc(c->off, cap * sizeof(*no));
-			if (no)
-				c->off = no;
-			ns = realloc(c->size, cap * sizeof(*ns));
-			if (ns)
-				c->size = ns;
-			if (!no || !ns)
-				return cudaErrorMemoryAllocation;
-		}
-		c->off[n] = (uint32_t)o;
-		c->size[n] = (uint32_t)s;
-		if (o + s > len)
-			len = o + s;
-		n++;
-	}
+	out->name = ly->name;
+	n = ly->n;
+	len = ly->len;
 	out->params = calloc(len ? len : 1, 1);
 	c->ptrs = calloc(n ? n : 1, sizeof(void *));
 	if (!out->params || !c->ptrs)
 		return cudaErrorMemoryAllocation;
 	if (c->p.kernelParams) {
 		for (i = 0; i < n; i++)
-			memcpy(out->params + c->off[i], c->p.kernelParams[i], c->size[i]);
+			memcpy(out->params + ly->off[i], c->p.kernelParams[i], ly->size[i]);
 	} else if (c->p.extra) {
 		void *buf = NULL;
 		size_t bsz = 0;
@@ -228,8 +360,8 @@ static int read_kernel(CUgraphNode node, struct kp__rt_node *out)
 			memcpy(out->params, buf, bsz < len ? bsz : len);
 	}
 	for (i = 0; i < n; i++)
-		c->ptrs[i] = out->params + c->off[i];
-	c->p.func = f;
+		c->ptrs[i] = out->params + ly->off[i];
+	c->p.func = ly->f;
 	c->p.kernelParams = c->ptrs;
 	c->p.extra = NULL;
 	out->kind = KP__RT_NODE_KERNEL;
@@ -241,8 +373,8 @@ static int read_kernel(CUgraphNode node, struct kp__rt_node *out)
 	out->block[2] = c->p.blockDimZ;
 	out->smem = c->p.sharedMemBytes;
 	out->n_params = (uint32_t)n;
-	out->param_off = c->off;
-	out->param_size = c->size;
+	out->param_off = ly->off;
+	out->param_size = ly->size;
 	out->params_len = len;
 	return 0;
 }
@@ -285,7 +417,7 @@ static int cb_nodes(void *ctx, void *graph, struct kp__rt_node **out, size_t *n_
 	CUgraphNode *hs = NULL;
 	struct kp__rt_node *nodes = NULL;
 	size_t n = 0, i;
-	int rc;
+	int rc, alloc = 0;
 
 	if ((rc = drv(drvapi.GraphGetNodes((CUgraph)graph, NULL, &n))))
 		return rc;
@@ -303,8 +435,10 @@ static int cb_nodes(void *ctx, void *graph, struct kp__rt_node **out, size_t *n_
 		nodes[i].name = "";
 		if ((rc = drv(drvapi.GraphNodeGetType(hs[i], &t))))
 			goto out;
+		if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+			alloc = 1;
 		if (t == CU_GRAPH_NODE_TYPE_KERNEL)
-			rc = read_kernel(hs[i], &nodes[i]);
+			rc = read_kernel(ctx, hs[i], &nodes[i]);
 		else if (t == CU_GRAPH_NODE_TYPE_MEMSET || t == CU_GRAPH_NODE_TYPE_MEMCPY)
 			rc = read_memop(hs[i], t, &nodes[i]);
 		else
@@ -315,6 +449,8 @@ static int cb_nodes(void *ctx, void *graph, struct kp__rt_node **out, size_t *n_
 	*out = nodes;
 	*n_out = n;
 	nodes = NULL;
+	tl_nodes_graph = graph;
+	tl_nodes_alloc = alloc;
 out:
 	if (nodes)
 		cb_nodes_free(ctx, nodes, n);
@@ -322,14 +458,46 @@ out:
 	return rc;
 }
 
+/*
+ * Instantiate as a person would (flags 0), adding AutoFreeOnLaunch only for
+ * graphs that allocate (a relaunch would fail without it); 1 when graph
+ * holds a memory allocation node (for graphs cb_nodes did not just walk).
+ */
+static int has_alloc_node(CUgraph g)
+{
+	CUgraphNode *hs;
+	size_t n = 0, i;
+	int found = 0;
+
+	if (drvapi.GraphGetNodes(g, NULL, &n) != CUDA_SUCCESS)
+		return 1;
+	if (!(hs = calloc(n ? n : 1, sizeof(*hs))))
+		return 1;
+	if (drvapi.GraphGetNodes(g, hs, &n) != CUDA_SUCCESS) {
+		free(hs);
+		return 1;
+	}
+	for (i = 0; i < n && !found; i++) {
+		CUgraphNodeType t;
+
+		if (drvapi.GraphNodeGetType(hs[i], &t) != CUDA_SUCCESS ||
+		    t == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+			found = 1;
+	}
+	free(hs);
+	return found;
+}
+
 static int cb_instantiate(void *ctx, void *graph, void **exec)
 {
 	cudaGraphExec_t x = NULL;
+	unsigned long long flags = 0;
 	int rc;
 
 	(void)ctx;
-	rc = cudaGraphInstantiateWithFlags(&x, (cudaGraph_t)graph,
-					   cudaGraphInstantiateFlagAutoFreeOnLaunch);
+	if (graph != tl_nodes_graph ? has_alloc_node((CUgraph)graph) : tl_nodes_alloc)
+		flags = cudaGraphInstantiateFlagAutoFreeOnLaunch;
+	rc = cudaGraphInstantiateWithFlags(&x, (cudaGraph_t)graph, flags);
 	if (rc) {
 		cudaGetLastError();
 		return rc;
@@ -414,8 +582,24 @@ static int64_t cb_graph_mem(void *ctx)
 	return (int64_t)v;
 }
 
+static void cb_destroy(void *ctx)
+{
+	struct cuda_ctx *cx = ctx;
+	size_t i;
+
+	if (!cx)
+		return;
+	for (i = 0; i < cx->layouts.len; i++)
+		layout_free(cx->layouts.data[i]);
+	kp_vec_release(&cx->layouts);
+	kp_u64map_release(&cx->fn);
+	pthread_mutex_destroy(&cx->lock);
+	free(cx);
+}
+
 int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err)
 {
+	struct cuda_ctx *cx;
 	int rc;
 
 	memset(be, 0, sizeof(*be));
@@ -428,6 +612,12 @@ int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err)
 		return kp_err_set(err, KP_ECUDA, "cannot resolve the cuda driver entry points "
 				  "(driver older than cuda %d.%d?): %s", CUDART_VERSION / 1000,
 				  CUDART_VERSION % 1000 / 10, cb_strerror(NULL, rc));
+	if (!(cx = calloc(1, sizeof(*cx))))
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	pthread_mutex_init(&cx->lock, NULL);
+	kp_u64map_init(&cx->fn);
+	be->ctx = cx;
+	be->destroy = cb_destroy;
 	be->device = cb_device;
 	be->capture_begin = cb_capture_begin;
 	be->capture_end = cb_capture_end;

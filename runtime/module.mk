@@ -5,13 +5,14 @@
 # Its CUDA-free core (runtime/core.c) is also linked into kplan-unit, where
 # tests/unit/test_runtime.c drives it with a fake backend.
 
-RT_SRC := runtime/core.c runtime/cuda_backend.c planner/planfile.c $(wildcard common/*.c)
+RT_SRC := runtime/core.c runtime/cuda_backend.c planner/planfile.c $(wildcard common/*.c) \
+	runtime/fusion.c runtime/fusion_cuda.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
 RT_LIBS := -L$(CUDA_LIBDIR) -lcudart -lpthread
 ALL_OBJ += $(RT_PIC_OBJ)
 
-RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o
+RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o $(BUILD)/obj/runtime/fusion.o
 UNIT_EXTRA_OBJ += $(RT_UNIT_OBJ)
 ALL_OBJ += $(RT_UNIT_OBJ)
 # the top Makefile expanded kplan-unit's prerequisites before this file

@@ -102,10 +102,24 @@ $(STRESS_GPU_BIN): tests/gpu/stress_collector.cu
 	$(Q)$(NVCC) -O2 -std=c++17 $(STRESS_NVCC_ARCH) -o $@ $< -lpthread \
 		-Xlinker -rpath,$(CUDA_LIBDIR)
 
-stress-gpu: $(STRESS_GPU_BIN) $(BUILD)/bin/kplan $(COLLECTOR_LIB)
+# the runtime under 8 threads (tests/gpu/stress_runtime.cu), linked like
+# the examples: shared cudart, libkplanrt from $(BUILD)/lib
+STRESS_RT_BIN := $(BUILD)/gpu/stress_runtime
+$(STRESS_RT_BIN): tests/gpu/stress_runtime.cu include/kplan/runtime.h $(BUILD)/lib/libkplanrt.so
+	@mkdir -p $(dir $@)
+	$(quiet) NVCC $@
+	$(Q)$(NVCC) -O2 -std=c++17 $(STRESS_NVCC_ARCH) -Iinclude -cudart shared -o $@ $< \
+		-L$(BUILD)/lib -lkplanrt -lpthread -Xlinker -rpath,'$$ORIGIN/../lib' \
+		-Xlinker -rpath,$(CUDA_LIBDIR)
+
+stress-gpu: $(STRESS_GPU_BIN) $(STRESS_RT_BIN) $(BUILD)/bin/kplan $(BUILD)/bin/kplan-mkplan $(COLLECTOR_LIB)
 stress-gpu-check: stress-gpu
 	sh tests/gpu/stress_check.sh $(BUILD)
 GPU_CHECK_TARGETS += stress-gpu-check
 
 # keep the harness objects (make would delete them as intermediates)
 .SECONDARY: $(patsubst %,$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
+
+# tests/unit/test_reliability.c drives the collector's decoder with
+# synthesized CUPTI records (CUDA headers only, no CUDA library).
+$(BUILD)/obj/tests/unit/test_reliability.o: CFLAGS += $(CUDA_INC)

@@ -206,6 +206,19 @@ int main(int argc, char **argv)
 	CK(cudaGetLastError());
 	ex_result("mlp", &a, t1 - t0, ex_dev_hash(outs, (size_t)a.steps * B * D * sizeof(float),
 						   0xcbf29ce484222325ULL));
+	if (getenv("EX_MLP_DUMP")) {
+		/* raw outputs for tolerance checks (tests/gpu/fusion_check.sh) */
+		size_t n = (size_t)a.steps * B * D * sizeof(float);
+		void *h = malloc(n);
+		FILE *f = fopen(getenv("EX_MLP_DUMP"), "wb");
+
+		CK(cudaMemcpy(h, outs, n, cudaMemcpyDeviceToHost));
+		if (!f || fwrite(h, 1, n, f) != n)
+			fprintf(stderr, "EX_MLP_DUMP: cannot write %s\n", getenv("EX_MLP_DUMP"));
+		if (f)
+			fclose(f);
+		free(h);
+	}
 	kp_rt_close(rt);
 	if (ge) {
 		cudaGraphExecDestroy(ge);

@@ -10,6 +10,16 @@
 # fingerprint, a plan for another GPU, KPLAN_RT_DISABLE, a planned-eager
 # region) and kplan-calibrate. Prints a table; exit status 1 when a
 # correctness check fails (performance targets are reported PASS/MISS).
+#
+# Environment: ROUNDS (default 3), EXAMPLES (default "mlp decode solver"),
+# UPD_ROUNDS (update section, default ROUNDS), SAN_SPECS (sanitizer runs,
+# default "decode-eager decode-runtime mlp-runtime"),
+# RT_CHECK: the sections to run (default "table host safety update passthru
+# calibrate"; "sanitizer" adds compute-sanitizer memcheck runs, "profile" a
+# per-kernel GPU time breakdown of one decode step).
+#   update     what an exec update costs the next launches: kplan-graph-update
+#              (synthetic chain) and decode's hand-written graph patched like
+#              the runtime patches it, and the runtime's KPLAN_RT_* variants
 set -u
 B=${1:-build-rt}
 OUT=${2:-${OUT:-/tmp/kplan-rt-check}}
@@ -19,6 +29,9 @@ LOG=$OUT/runtime_check.log
 : >"$LOG"
 fail=0
 ROUNDS=${ROUNDS:-3}
+EXAMPLES=${EXAMPLES:-mlp decode solver}
+RT_CHECK=${RT_CHECK:-table host safety update passthru calibrate}
+want() { case " $RT_CHECK " in *" $1 "*) return 0;; esac; return 1; }
 
 note() { echo "$*" | tee -a "$LOG"; }
 
@@ -52,9 +65,11 @@ rtstat() { # stat FILE-CONTENT NAME
 }
 
 declare -A T H
+: >"$OUT/times.txt"
+if want table; then
 printf "%-7s %10s %10s %10s %8s %8s %8s  %s\n" example eager_us rt_us graph_us \
 	speedup rt/graph rt/eager identical | tee -a "$LOG"
-for ex in mlp decode solver; do
+for ex in $EXAMPLES; do
 	for m in eager runtime graph; do T[$m]=999999999; H[$m]=; done
 	for r in $(seq "$ROUNDS"); do
 		for m in eager runtime graph; do
@@ -85,11 +100,13 @@ while read -r ex e r g; do
 		if (ex == "decode") printf "  decode  >= 3x faster than eager:         %s (%.2fx)\n", (e/r >= 3 ? "PASS" : "MISS"), e/r }' |
 		tee -a "$LOG"
 done <"$OUT/times.txt"
+fi
 
 # host cost of begin+end on replay, from the runtime's own timing
+if want host; then
 note ""
 note "replay host cost (KPLAN_RT_STATS timing; 'overhead' excludes cudaGraphLaunch):"
-for ex in mlp decode solver; do
+for ex in $EXAMPLES; do
 	s=$(KPLAN_RT_STATS=1 "$BIN/ex_$ex" runtime "$OUT/examples.kplan" 2>&1)
 	echo "== stats $ex" >>"$LOG"; echo "$s" >>"$LOG"
 	rep=$(rtstat "$s" replays); pn=$(rtstat "$s" patched_nodes)
@@ -99,7 +116,9 @@ for ex in mlp decode solver; do
 		printf "  %-7s replays %d, patched nodes/replay %.2f, begin+end %.0f ns, in launch %.0f ns, overhead %.0f ns, limit %.0f ns: %s\n",
 			ex, rep, ppr, h, l, ov, lim, (ov <= lim ? "PASS" : "MISS") }' | tee -a "$LOG"
 done
+fi
 
+if want safety; then
 note ""
 note "safety checks (outputs must equal eager):"
 check() { # check NAME EX EXPECT_STAT PLAN ENV...
@@ -122,21 +141,72 @@ check "wrong fingerprint" decode "failures.fingerprint" "$OUT/badfp.kplan"
 check "plan for another gpu" decode "eager.plan-mismatch" "$OUT/a100.kplan"
 check "KPLAN_RT_DISABLE=1" decode "eager.disabled" "$OUT/examples.kplan" KPLAN_RT_DISABLE=1
 check "no plan" mlp "eager.no-plan" ""
+fi
 
+if want update; then
 note ""
-note "decode with one exec patched in place (KPLAN_RT_EXECS=1) vs two alternating (default):"
-one=999999999; two=999999999
-for r in $(seq "$ROUNDS"); do
-	read -r us _ < <(run decode runtime "$OUT/examples.kplan" KPLAN_RT_EXECS=1)
-	one=$(awk -v a=$one -v b=$us 'BEGIN{print (b<a?b:a)}')
-	read -r us _ < <(run decode runtime "$OUT/examples.kplan")
-	two=$(awk -v a=$two -v b=$us 'BEGIN{print (b<a?b:a)}')
-done
-note "  one exec ${one} us/step, two execs ${two} us/step"
+note "exec updates: synthetic chain (kplan-graph-update; us per replay, GPU-bound loop):"
+"$BIN/kplan-graph-update" 400 2>&1 | tee "$OUT/graph_update.txt" | sed 's/^/  /' | tee -a "$LOG"
+note ""
+note "exec updates on decode (us/token, best of ${UPD_ROUNDS:-$ROUNDS}; hash must equal eager's):"
+ref=$("$BIN/ex_decode" eager 2>/dev/null | awk '/^RESULT/ {print $9}')
+upd() { # upd NAME MODE PLAN ENV...
+	local name=$1 mode=$2 plan=$3 best=999999999 h= us hh o x; shift 3
+	for r in $(seq "${UPD_ROUNDS:-$ROUNDS}"); do
+		o=$(env "$@" KPLAN_RT_STATS=1 "$BIN/ex_decode" "$mode" $plan 2>&1)
+		echo "== update $name" >>"$LOG"; echo "$o" >>"$LOG"
+		read -r us hh < <(echo "$o" | awk '/^RESULT/ {print $7, $9}')
+		[ -z "$us" ] && { note "  $name: no result"; fail=1; return; }
+		best=$(awk -v a=$best -v b=$us 'BEGIN{print (b<a?b:a)}'); h=$hh
+	done
+	[ "$h" = "$ref" ] || fail=1
+	# host time of the last round: updates and launch per token
+	x=$(echo "$o" | awk '/graph patch:/ {printf "upd %.1f launch %.1f", $8, $11}
+		/kplan-rt: replay_patch_ns_avg/ {p = $3} /kplan-rt: replay_launch_ns_avg/ {l = $3}
+		END {if (l != "") printf "upd %.1f launch %.1f", p / 1000, l / 1000}')
+	printf "  %-44s %9.2f  %-9s host us: %s\n" "$name" "$best" \
+		"$([ "$h" = "$ref" ] && echo same || echo DIFFERENT)" "$x" | tee -a "$LOG"
+}
+upd "graph (hand-written, fixed addresses)" graph ""
+upd "graph + 12 nodes patched per token" graph "" EX_DECODE_GRAPH_PATCH=1
+upd "graph + patched + upload (2nd stream)" graph "" EX_DECODE_GRAPH_PATCH=2
+upd "graph + patched, 2 execs + upload (2nd)" graph "" EX_DECODE_GRAPH_PATCH=3
+upd "runtime (defaults)" runtime "$OUT/examples.kplan"
+upd "runtime KPLAN_RT_EXECS=2" runtime "$OUT/examples.kplan" KPLAN_RT_EXECS=2
+upd "runtime KPLAN_RT_UPLOAD=1 (launch stream)" runtime "$OUT/examples.kplan" KPLAN_RT_UPLOAD=1
+upd "runtime KPLAN_RT_UPLOAD=2 (2nd stream)" runtime "$OUT/examples.kplan" KPLAN_RT_UPLOAD=2
+upd "runtime EXECS=2 UPLOAD=2" runtime "$OUT/examples.kplan" KPLAN_RT_EXECS=2 KPLAN_RT_UPLOAD=2
+upd "runtime KPLAN_RT_AUTOFREE=1 (old flags)" runtime "$OUT/examples.kplan" KPLAN_RT_AUTOFREE=1
+upd "runtime KPLAN_RT_SETP_KERN=1" runtime "$OUT/examples.kplan" KPLAN_RT_SETP_KERN=1
+fi
 
+if want profile; then
+note ""
+note "decode kernels (eager, last of 600 steps, launches queued behind a spin kernel):"
+EX_DECODE_PROFILE=1 "$BIN/ex_decode" eager --steps 600 2>&1 | grep -A40 '^profile' | tee -a "$LOG"
+fi
+
+if want sanitizer; then
+note ""
+note "compute-sanitizer memcheck (errors; API errors counted separately):"
+for spec in ${SAN_SPECS:-decode-eager decode-runtime mlp-runtime}; do
+	set -- ${spec/-/ }
+	plan=; [ "$2" = runtime ] && plan=$OUT/examples.kplan
+	o=$(timeout 120 compute-sanitizer --tool memcheck "$BIN/ex_$1" "$2" $plan --steps 3 2>&1)
+	echo "== sanitizer $spec" >>"$LOG"; echo "$o" >>"$LOG"
+	a=$(echo "$o" | awk '/ERROR SUMMARY/ {print $4}')
+	api=$(echo "$o" | grep -c "Program hit .* on CUDA API call")
+	ap=$(echo "$o" | grep -c "Program hit .* on CUDA API call to cuFuncGetParamInfo")
+	e=$(( ${a:-999999} - api ))
+	[ "$e" = 0 ] || fail=1
+	note "  $spec: memory errors $e (summary ${a:-?}: API errors $api, of them cuFuncGetParamInfo probes $ap)"
+done
+fi
+
+if want passthru; then
 note ""
 note "pass-through cost of planned-eager regions (runtime with eager plan vs eager, best of $((ROUNDS + 2))):"
-for ex in mlp decode solver; do
+for ex in $EXAMPLES; do
 	e=999999999; p=999999999
 	for r in $(seq $((ROUNDS + 2))); do
 		read -r us _ < <(run $ex eager ""); e=$(awk -v a=$e -v b=$us 'BEGIN{print (b<a?b:a)}')
@@ -144,11 +214,14 @@ for ex in mlp decode solver; do
 	done
 	awk -v ex=$ex -v e=$e -v p=$p 'BEGIN {printf "  %-7s eager %.2f us, through runtime %.2f us: %.3f %s\n", ex, e, p, p/e, (p <= e*1.02 ? "PASS" : "MISS")}' | tee -a "$LOG"
 done
+fi
 
+if want calibrate; then
 note ""
 note "kplan-calibrate:"
 "$BIN/kplan-calibrate" 2>&1 | tee "$OUT/calibrate.txt" | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+fi
 
 note ""
 [ $fail = 0 ] && note "runtime_check: OK" || note "runtime_check: FAILED"

@@ -10,5 +10,7 @@
 	X(analyzer) \
 	X(planner) \
 	X(runtime) \
+	X(fusion) \
 	X(collector) \
-	X(reports)
+	X(reports) \
+	X(reliability)

@@ -1,0 +1,935 @@
+/*
+ * fusion_catalog.c - the fusion catalog reader (format: planner/FUSION.md).
+ *
+ * Line based; each line is checked as it is read and every error names the
+ * line and the field. Expressions are parsed by recursive descent into a
+ * bounded node array per kernel; the generator re-emits them from the tree,
+ * so nothing from the input reaches generated code unchecked (identifiers
+ * are declared names, numbers are re-validated literals).
+ */
+#include "fusion_catalog.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int arity;
+} funcs[] = {
+	{ "expf", 1 }, { "logf", 1 }, { "tanhf", 1 }, { "sqrtf", 1 }, { "rsqrtf", 1 },
+	{ "fabsf", 1 }, { "erff", 1 }, { "exp2f", 1 }, { "fmaxf", 2 }, { "fminf", 2 },
+	{ "powf", 2 }, { "gelu_tanh", 1 }, { "gelu_erf", 1 }, { "sigmoid", 1 }, { "relu", 1 },
+};
+#define N_FUNCS (int)(sizeof(funcs) / sizeof(funcs[0]))
+
+const char *kp_fx_func_name(int f)
+{
+	return f >= 0 && f < N_FUNCS ? funcs[f].name : "?";
+}
+
+int kp_fx_func_arity(int f)
+{
+	return f >= 0 && f < N_FUNCS ? funcs[f].arity : 0;
+}
+
+const char *kp_fx_op_name(int op)
+{
+	switch (op) {
+	case '+': return "+";
+	case '-': return "-";
+	case '*': return "*";
+	case '/': return "/";
+	case '%': return "%";
+	case '<': return "<";
+	case '>': return ">";
+	case 'L': return "<=";
+	case 'G': return ">=";
+	case 'E': return "==";
+	case 'N': return "!=";
+	case 'A': return "&&";
+	case 'O': return "||";
+	case '!': return "!";
+	default: return "?";
+	}
+}
+
+int kp_fx_type_size(int t)
+{
+	switch (t) {
+	case KP_FX_PTR_F32: case KP_FX_I64: return 8;
+	case KP_FX_I32: case KP_FX_F32: return 4;
+	default: return 0;
+	}
+}
+
+const char *kp_fx_type_c(int t)
+{
+	switch (t) {
+	case KP_FX_PTR_F32: return "float *";
+	case KP_FX_I32: return "int ";
+	case KP_FX_I64: return "long long ";
+	case KP_FX_F32: return "float ";
+	default: return "? ";
+	}
+}
+
+int kp_fx_glob(const char *pattern, const char *name)
+{
+	return fnmatch(pattern, name, 0) == 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+struct ps {
+	const char *file;
+	int line;
+	struct kp_err *err;
+	struct kp_fx_kernel *k;   /* kernel being read, NULL outside one */
+	const char *field;
+	/* expression tokenizer */
+	const char *s, *end;
+	int depth;
+};
+
+__attribute__((format(printf, 2, 3)))
+static int perr(struct ps *p, const char *fmt, ...)
+{
+	char msg[320];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (p->k)
+		return kp_err_set(p->err, KP_EFORMAT, "%s:%d: kernel '%s': field '%s': %s",
+				  p->file, p->line, p->k->name, p->field, msg);
+	return kp_err_set(p->err, KP_EFORMAT, "%s:%d: field '%s': %s", p->file, p->line,
+			  p->field, msg);
+}
+
+/* Printable excerpt of untrusted text for messages. */
+static const char *shown(const char *s, size_t n, char *buf, size_t cap)
+{
+	size_t i, j = 0;
+
+	for (i = 0; i < n && j + 1 < cap && i < 40; i++)
+		buf[j++] = isprint((unsigned char)s[i]) ? s[i] : '?';
+	buf[j] = 0;
+	return buf;
+}
+
+static int is_ident(const char *s, size_t n)
+{
+	size_t i;
+
+	if (!n || n > KP_FX_MAX_NAME || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+		return 0;
+	for (i = 1; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+			return 0;
+	return 1;
+}
+
+static int reserved(const char *s, size_t n)
+{
+	static const char *const words[] = { "i", "row", "col", "rows", "cols", "grid",
+					     "block", NULL };
+	int w;
+
+	for (w = 0; words[w]; w++)
+		if (strlen(words[w]) == n && !memcmp(words[w], s, n))
+			return 1;
+	/* prefixes the generator uses */
+	return (n >= 3 && !memcmp(s, "kp_", 3)) || (n >= 2 && s[0] == 'k' && isdigit((unsigned char)s[1]));
+}
+
+static int find_param(const struct kp_fx_kernel *k, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_params; i++)
+		if (k->params[i].type && strlen(k->params[i].name) == n &&
+		    !memcmp(k->params[i].name, s, n))
+			return (int)i;
+	return -1;
+}
+
+static int find_red(const struct kp_fx_kernel *k, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_stmts; i++)
+		if (k->stmts[i].kind == KP_FX_S_REDUCE && strlen(k->stmts[i].name) == n &&
+		    !memcmp(k->stmts[i].name, s, n))
+			return (int)i;
+	return -1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* expressions */
+
+static void skip_ws(struct ps *p)
+{
+	while (p->s < p->end && (*p->s == ' ' || *p->s == '\t'))
+		p->s++;
+}
+
+static int peek_is(struct ps *p, const char *tok)
+{
+	size_t n = strlen(tok);
+
+	skip_ws(p);
+	return (size_t)(p->end - p->s) >= n && !memcmp(p->s, tok, n);
+}
+
+static int accept(struct ps *p, const char *tok)
+{
+	if (!peek_is(p, tok))
+		return 0;
+	p->s += strlen(tok);
+	return 1;
+}
+
+static int new_node(struct ps *p, int kind, int op, int a, int b, int c)
+{
+	struct kp_fx_kernel *k = p->k;
+	struct kp_fx_node *nd;
+
+	if (k->n_nodes >= KP_FX_MAX_NODES) {
+		perr(p, "expression too large: more than %d nodes in the kernel", KP_FX_MAX_NODES);
+		return -1;
+	}
+	nd = &k->nodes[k->n_nodes];
+	memset(nd, 0, sizeof(*nd));
+	nd->kind = kind;
+	nd->op = op;
+	nd->a = a;
+	nd->b = b;
+	nd->c = c;
+	nd->d = -1;
+	return (int)k->n_nodes++;
+}
+
+static int parse_expr(struct ps *p);
+
+static int parse_number(struct ps *p)
+{
+	const char *s = p->s, *q = s;
+	int is_float = 0, n;
+	char buf[48];
+
+	while (q < p->end && isdigit((unsigned char)*q))
+		q++;
+	if (q < p->end && *q == '.') {
+		is_float = 1;
+		q++;
+		while (q < p->end && isdigit((unsigned char)*q))
+			q++;
+	}
+	if (q < p->end && (*q == 'e' || *q == 'E')) {
+		const char *e = q + 1;
+
+		if (e < p->end && (*e == '+' || *e == '-'))
+			e++;
+		if (e >= p->end || !isdigit((unsigned char)*e)) {
+			perr(p, "bad number '%s'", shown(s, (size_t)(e - s) + 1, buf, sizeof(buf)));
+			return -1;
+		}
+		while (e < p->end && isdigit((unsigned char)*e))
+			e++;
+		q = e;
+		is_float = 1;
+	}
+	if (q < p->end && (*q == 'f' || *q == 'F')) {
+		q++;
+		is_float = 1;
+	}
+	if (q < p->end && (isalnum((unsigned char)*q) || *q == '_' || *q == '.')) {
+		perr(p, "bad number '%s'", shown(s, (size_t)(q - s) + 1, buf, sizeof(buf)));
+		return -1;
+	}
+	if (q - s > 20) {
+		perr(p, "number '%s' longer than 20 characters", shown(s, (size_t)(q - s), buf, sizeof(buf)));
+		return -1;
+	}
+	n = new_node(p, KP_FX_N_NUM, 0, -1, -1, -1);
+	if (n < 0)
+		return -1;
+	/* a float literal always carries its f suffix: float arithmetic, like the kernels */
+	snprintf(p->k->nodes[n].text, sizeof(p->k->nodes[n].text), "%.*s%s",
+		 (int)(q - s - (q[-1] == 'f' || q[-1] == 'F')), s, is_float ? "f" : "");
+	p->s = q;
+	return n;
+}
+
+static int parse_primary(struct ps *p)
+{
+	const char *id;
+	size_t n;
+	int x, f, pi;
+	char buf[48];
+
+	skip_ws(p);
+	if (p->s >= p->end) {
+		perr(p, "expression ends early");
+		return -1;
+	}
+	if (isdigit((unsigned char)*p->s) || (*p->s == '.' && p->s + 1 < p->end &&
+					       isdigit((unsigned char)p->s[1])))
+		return parse_number(p);
+	if (accept(p, "(")) {
+		x = parse_expr(p);
+		if (x < 0)
+			return -1;
+		if (!accept(p, ")")) {
+			perr(p, "expected ')', found '%s'", shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+			return -1;
+		}
+		return x;
+	}
+	if (!(isalpha((unsigned char)*p->s) || *p->s == '_')) {
+		perr(p, "unexpected '%s'", shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+		return -1;
+	}
+	id = p->s;
+	while (p->s < p->end && (isalnum((unsigned char)*p->s) || *p->s == '_'))
+		p->s++;
+	n = (size_t)(p->s - id);
+	if (n > KP_FX_MAX_NAME) {
+		perr(p, "name '%s' longer than %d characters", shown(id, n, buf, sizeof(buf)), KP_FX_MAX_NAME);
+		return -1;
+	}
+	if (peek_is(p, "(")) {
+		int args[3] = { -1, -1, -1 }, na = 0;
+
+		for (f = 0; f < N_FUNCS; f++)
+			if (strlen(funcs[f].name) == n && !memcmp(funcs[f].name, id, n))
+				break;
+		if (f == N_FUNCS) {
+			perr(p, "unknown function '%s'", shown(id, n, buf, sizeof(buf)));
+			return -1;
+		}
+		accept(p, "(");
+		for (;;) {
+			if (na == 3) {
+				perr(p, "too many arguments to %s", funcs[f].name);
+				return -1;
+			}
+			if ((args[na++] = parse_expr(p)) < 0)
+				return -1;
+			if (accept(p, ","))
+				continue;
+			if (accept(p, ")"))
+				break;
+			perr(p, "expected ',' or ')' in the arguments of %s", funcs[f].name);
+			return -1;
+		}
+		if (na != funcs[f].arity) {
+			perr(p, "%s takes %d argument%s, found %d", funcs[f].name, funcs[f].arity,
+			     funcs[f].arity == 1 ? "" : "s", na);
+			return -1;
+		}
+		/* a: the function; b, c, d: its arguments (-1 when absent) */
+		x = new_node(p, KP_FX_N_CALL, 0, f, args[0], args[1]);
+		if (x >= 0)
+			p->k->nodes[x].d = args[2];
+		return x;
+	}
+	if ((pi = find_param(p->k, id, n)) >= 0) {
+		int t = p->k->params[pi].type;
+
+		if (t != KP_FX_PTR_F32)
+			return new_node(p, KP_FX_N_SCALAR, 0, pi, -1, -1);
+		if (!accept(p, "[")) {
+			perr(p, "tensor '%.*s' must be indexed: %.*s[i], [col] or [row]", (int)n, id, (int)n, id);
+			return -1;
+		}
+		if (accept(p, "i"))
+			x = KP_FX_I;
+		else if (accept(p, "col"))
+			x = KP_FX_COL;
+		else if (accept(p, "row"))
+			x = KP_FX_ROW;
+		else
+			x = -1;
+		if (x < 0 || !accept(p, "]")) {
+			perr(p, "index of '%.*s': expected i, col or row", (int)n, id);
+			return -1;
+		}
+		return new_node(p, KP_FX_N_LOAD, 0, pi, x, -1);
+	}
+	if ((x = find_red(p->k, id, n)) >= 0)
+		return new_node(p, KP_FX_N_RED, 0, x, -1, -1);
+	{
+		static const char *const ix[] = { "i", "row", "col", "rows", "cols" };
+		int j;
+
+		for (j = 0; j < 5; j++)
+			if (strlen(ix[j]) == n && !memcmp(ix[j], id, n))
+				return new_node(p, KP_FX_N_INDEX, 0, j, -1, -1);
+	}
+	perr(p, "unknown name '%s' (not a parameter, an earlier reduction or i/row/col/rows/cols)",
+	     shown(id, n, buf, sizeof(buf)));
+	return -1;
+}
+
+static int parse_unary(struct ps *p)
+{
+	int x;
+
+	if (++p->depth > KP_FX_MAX_DEPTH) {
+		perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
+		return -1;
+	}
+	if (accept(p, "-"))
+		x = (x = parse_unary(p)) < 0 ? -1 : new_node(p, KP_FX_N_UNARY, '-', x, -1, -1);
+	else if (peek_is(p, "!") && !peek_is(p, "!="))
+		x = (accept(p, "!"), (x = parse_unary(p)) < 0) ? -1 : new_node(p, KP_FX_N_UNARY, '!', x, -1, -1);
+	else
+		x = parse_primary(p);
+	p->depth--;
+	return x;
+}
+
+/* Binary levels, lowest precedence first. */
+static const struct {
+	const char *tok[3];
+	int op[3];
+} levels[] = {
+	{ { "||" }, { 'O' } },
+	{ { "&&" }, { 'A' } },
+	{ { "==", "!=" }, { 'E', 'N' } },
+	{ { "<=", ">=" }, { 'L', 'G' } },   /* also < and >, below */
+	{ { "+", "-" }, { '+', '-' } },
+	{ { "*", "/", "%" }, { '*', '/', '%' } },
+};
+#define N_LEVELS (int)(sizeof(levels) / sizeof(levels[0]))
+
+static int parse_level(struct ps *p, int lv)
+{
+	int x, y, j, op;
+
+	if (lv == N_LEVELS)
+		return parse_unary(p);
+	if (++p->depth > KP_FX_MAX_DEPTH) {
+		perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
+		return -1;
+	}
+	x = parse_level(p, lv + 1);
+	while (x >= 0) {
+		op = 0;
+		for (j = 0; j < 3 && levels[lv].tok[j]; j++) {
+			if (peek_is(p, levels[lv].tok[j])) {
+				/* "||" and "&&" are never prefixes of other tokens here */
+				op = levels[lv].op[j];
+				p->s += strlen(levels[lv].tok[j]);
+				break;
+			}
+		}
+		if (!op && lv == 3) {
+			if (peek_is(p, "<") && !peek_is(p, "<<"))
+				op = '<', p->s++;
+			else if (peek_is(p, ">") && !peek_is(p, ">>"))
+				op = '>', p->s++;
+		}
+		if (!op)
+			break;
+		y = parse_level(p, lv + 1);
+		if (y < 0) {
+			x = -1;
+			break;
+		}
+		x = new_node(p, KP_FX_N_BINARY, op, x, y, -1);
+	}
+	p->depth--;
+	return x;
+}
+
+static int parse_expr(struct ps *p)
+{
+	int c, a, b;
+
+	if (++p->depth > KP_FX_MAX_DEPTH) {
+		perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
+		return -1;
+	}
+	c = parse_level(p, 0);
+	if (c >= 0 && accept(p, "?")) {
+		a = parse_expr(p);
+		if (a >= 0 && !accept(p, ":")) {
+			perr(p, "expected ':' of '?:'");
+			a = -1;
+		}
+		b = a >= 0 ? parse_expr(p) : -1;
+		c = b >= 0 ? new_node(p, KP_FX_N_COND, 0, c, a, b) : -1;
+	}
+	p->depth--;
+	return c;
+}
+
+/* A whole expression: s..end, nothing left over. */
+static int parse_full(struct ps *p, const char *s, const char *end)
+{
+	char buf[48];
+	int x;
+
+	p->s = s;
+	p->end = end;
+	p->depth = 0;
+	x = parse_expr(p);
+	if (x < 0)
+		return -1;
+	skip_ws(p);
+	if (p->s != p->end) {
+		perr(p, "unexpected '%s' after the expression",
+		     shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+		return -1;
+	}
+	return x;
+}
+
+/* ---------------------------------------------------------------------- */
+/* lines */
+
+static int parse_shape(struct ps *p, const char *s, const char *end, struct kp_fx_shape *sh)
+{
+	int t = 0;
+	char buf[48];
+
+	memset(sh, 0, sizeof(*sh));
+	p->s = s;
+	p->end = end;
+	for (;;) {
+		const char *id;
+		size_t n;
+
+		skip_ws(p);
+		id = p->s;
+		while (p->s < p->end && (isalnum((unsigned char)*p->s) || *p->s == '_' || *p->s == '.'))
+			p->s++;
+		n = (size_t)(p->s - id);
+		if (!n)
+			return perr(p, "expected a parameter, an integer, grid.x, grid.y or block.x");
+		if (n == 6 && !memcmp(id, "grid.x", 6)) {
+			sh->kind[t] = KP_FX_T_GRIDX;
+		} else if (n == 6 && !memcmp(id, "grid.y", 6)) {
+			sh->kind[t] = KP_FX_T_GRIDY;
+		} else if (n == 7 && !memcmp(id, "block.x", 7)) {
+			sh->kind[t] = KP_FX_T_BLOCKX;
+		} else if (isdigit((unsigned char)id[0])) {
+			char num[24], *e;
+
+			if (n >= sizeof(num))
+				return perr(p, "constant '%s' too long", shown(id, n, buf, sizeof(buf)));
+			memcpy(num, id, n);
+			num[n] = 0;
+			errno = 0;
+			sh->v[t] = strtoll(num, &e, 10);
+			if (errno || *e || sh->v[t] < 1 || sh->v[t] > (INT64_C(1) << 40))
+				return perr(p, "expected an integer 1..2^40, found '%s'", num);
+			sh->kind[t] = KP_FX_T_CONST;
+		} else {
+			int pi = find_param(p->k, id, n);
+
+			if (pi < 0)
+				return perr(p, "unknown parameter '%s'", shown(id, n, buf, sizeof(buf)));
+			if (p->k->params[pi].type != KP_FX_I32 && p->k->params[pi].type != KP_FX_I64)
+				return perr(p, "parameter '%s' is not an integer (i32 or i64)",
+					    p->k->params[pi].name);
+			sh->kind[t] = KP_FX_T_PARAM;
+			sh->v[t] = pi;
+		}
+		skip_ws(p);
+		if (p->s == p->end)
+			return 0;
+		if (t == 1)
+			return perr(p, "at most two terms (A, A / B or A * B)");
+		if (*p->s != '/' && *p->s != '*')
+			return perr(p, "expected '/' or '*', found '%s'",
+				    shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+		sh->op = *p->s++;
+		t = 1;
+	}
+}
+
+static int parse_type(const char *s, size_t n)
+{
+	if (n == 4 && !memcmp(s, "f32*", 4))
+		return KP_FX_PTR_F32;
+	if (n == 3 && !memcmp(s, "i32", 3))
+		return KP_FX_I32;
+	if (n == 3 && !memcmp(s, "i64", 3))
+		return KP_FX_I64;
+	if (n == 3 && !memcmp(s, "f32", 3))
+		return KP_FX_F32;
+	return 0;
+}
+
+/* Split off the next whitespace-separated word of s..end. */
+static int word(const char **s, const char *end, const char **w, size_t *n)
+{
+	while (*s < end && (**s == ' ' || **s == '\t'))
+		(*s)++;
+	*w = *s;
+	while (*s < end && **s != ' ' && **s != '\t')
+		(*s)++;
+	*n = (size_t)(*s - *w);
+	return *n > 0;
+}
+
+static void kernel_release(struct kp_fx_kernel *k)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_match; i++)
+		free(k->match[i]);
+	free(k->nodes);
+	memset(k, 0, sizeof(*k));
+}
+
+void kp_fx_catalog_free(struct kp_fx_catalog *cat)
+{
+	size_t i;
+
+	if (!cat)
+		return;
+	for (i = 0; i < cat->n_kernels; i++)
+		kernel_release(&cat->kernels[i]);
+	free(cat->kernels);
+	free(cat);
+}
+
+/* End of a kernel block: the rules across lines. */
+static int kernel_check(struct ps *p)
+{
+	struct kp_fx_kernel *k = p->k;
+	size_t i, outs = 0;
+
+	p->field = "end";
+	if (!k->n_match)
+		return perr(p, "no 'match' line");
+	for (i = 0; i < k->n_params; i++)
+		if (!k->params[i].type)
+			return perr(p, "parameter position %zu not declared (positions 0..%zu)",
+				    i, k->n_params - 1);
+	if (!k->rows.kind[0] || !k->cols.kind[0])
+		return perr(p, "'rows' and 'cols' are required");
+	for (i = 0; i < k->n_stmts; i++)
+		outs += k->stmts[i].kind == KP_FX_S_OUT;
+	if (!outs)
+		return perr(p, "no 'out' statement");
+	return 0;
+}
+
+static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
+		      const char *s, const char *end)
+{
+	const char *kw, *w;
+	size_t kn, wn, i;
+	char buf[48];
+	struct kp_fx_kernel *k = p->k;
+
+	if (!word(&s, end, &kw, &kn) || kw[0] == '#')
+		return 0;
+#define KW(x) (kn == sizeof(x) - 1 && !memcmp(kw, x, kn))
+	p->field = "keyword";
+	if (KW("kernel")) {
+		p->field = "kernel";
+		if (k)
+			return perr(p, "'kernel' inside kernel '%s' (missing 'end')", k->name);
+		if (!word(&s, end, &w, &wn) || !is_ident(w, wn))
+			return perr(p, "expected a name of 1..%d letters, digits and '_'", KP_FX_MAX_NAME);
+		if (word(&s, end, &kw, &kn))
+			return perr(p, "unexpected text after the name");
+		for (i = 0; i < cat->n_kernels; i++)
+			if (strlen(cat->kernels[i].name) == wn && !memcmp(cat->kernels[i].name, w, wn))
+				return perr(p, "kernel '%.*s' defined twice (first at line %d)", (int)wn,
+					    w, cat->kernels[i].line);
+		if (cat->n_kernels >= KP_FX_MAX_KERNELS)
+			return perr(p, "more than %d kernels", KP_FX_MAX_KERNELS);
+		if (cat->n_kernels == *cap) {
+			size_t nc = *cap ? *cap * 2 : 8;
+			void *q = realloc(cat->kernels, nc * sizeof(*cat->kernels));
+
+			if (!q)
+				return kp_err_set(p->err, KP_ENOMEM, "out of memory");
+			cat->kernels = q;
+			*cap = nc;
+		}
+		k = &cat->kernels[cat->n_kernels++];
+		memset(k, 0, sizeof(*k));
+		memcpy(k->name, w, wn);
+		k->line = p->line;
+		k->nodes = calloc(KP_FX_MAX_NODES, sizeof(*k->nodes));
+		if (!k->nodes)
+			return kp_err_set(p->err, KP_ENOMEM, "out of memory");
+		p->k = k;
+		return 0;
+	}
+	if (!k)
+		return perr(p, "expected 'kernel NAME', found '%s'", shown(kw, kn, buf, sizeof(buf)));
+	if (KW("end")) {
+		if (word(&s, end, &w, &wn))
+			return perr(p, "unexpected text after 'end'");
+		if (kernel_check(p))
+			return KP_EFORMAT;
+		p->k = NULL;
+		return 0;
+	}
+	if (KW("match")) {
+		p->field = "match";
+		while (s < end && (*s == ' ' || *s == '\t'))
+			s++;
+		while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		wn = (size_t)(end - s);
+		if (!wn || wn > KP_FX_MAX_PATTERN)
+			return perr(p, "expected a name or glob pattern of 1..%d characters", KP_FX_MAX_PATTERN);
+		if (k->n_match >= KP_FX_MAX_PATTERNS)
+			return perr(p, "more than %d match lines", KP_FX_MAX_PATTERNS);
+		for (i = 0; i < wn; i++)
+			if (!isprint((unsigned char)s[i]) || s[i] == '\\')
+				return perr(p, "a tab, non-printable byte or backslash in the pattern");
+		if (!(k->match[k->n_match] = malloc(wn + 1)))
+			return kp_err_set(p->err, KP_ENOMEM, "out of memory");
+		memcpy(k->match[k->n_match], s, wn);
+		k->match[k->n_match++][wn] = 0;
+		return 0;
+	}
+	if (KW("param")) {
+		char num[8], *e;
+		long pos;
+		int t;
+
+		p->field = "param";
+		if (!word(&s, end, &w, &wn) || wn >= sizeof(num))
+			return perr(p, "expected 'param POSITION NAME TYPE'");
+		memcpy(num, w, wn);
+		num[wn] = 0;
+		pos = strtol(num, &e, 10);
+		if (*e || !isdigit((unsigned char)num[0]) || pos < 0 || pos >= KP_FX_MAX_PARAMS)
+			return perr(p, "position: expected 0..%d, found '%s'", KP_FX_MAX_PARAMS - 1, num);
+		if (pos < (long)k->n_params && k->params[pos].type)
+			return perr(p, "position %ld declared twice", pos);
+		if (k->n_stmts || k->rows.kind[0] || k->cols.kind[0])
+			return perr(p, "parameters come before rows, cols and statements");
+		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+			return perr(p, "name: expected an identifier (not i, row, col, rows, cols, grid, block, kp_*, kN*)");
+		if (find_param(k, w, wn) >= 0)
+			return perr(p, "parameter name '%.*s' used twice", (int)wn, w);
+		memcpy(k->params[pos].name, w, wn);
+		k->params[pos].name[wn] = 0;
+		if (!word(&s, end, &w, &wn) || !(t = parse_type(w, wn)))
+			return perr(p, "type: expected f32*, f32, i32 or i64, found '%s'",
+				    shown(w, wn, buf, sizeof(buf)));
+		if (word(&s, end, &w, &wn))
+			return perr(p, "unexpected text after the type");
+		k->params[pos].type = t;
+		if ((size_t)pos + 1 > k->n_params)
+			k->n_params = (size_t)pos + 1;
+		return 0;
+	}
+	if (KW("rows") || KW("cols")) {
+		struct kp_fx_shape *sh = KW("rows") ? &k->rows : &k->cols;
+
+		p->field = KW("rows") ? "rows" : "cols";
+		if (sh->kind[0])
+			return perr(p, "given twice");
+		return parse_shape(p, s, end, sh);
+	}
+	if (KW("out")) {
+		struct kp_fx_stmt *st;
+		const char *q;
+		int pi, x;
+
+		p->field = "out";
+		if (k->n_stmts >= KP_FX_MAX_STMTS)
+			return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+		while (s < end && (*s == ' ' || *s == '\t'))
+			s++;
+		for (q = s; q < end && (isalnum((unsigned char)*q) || *q == '_'); q++)
+			;
+		if ((pi = find_param(k, s, (size_t)(q - s))) < 0 || k->params[pi].type != KP_FX_PTR_F32)
+			return perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* parameter");
+		p->s = q;
+		p->end = end;
+		if (!accept(p, "[") || !accept(p, "i") || !accept(p, "]") || !accept(p, "="))
+			return perr(p, "expected 'out %s[i] = EXPR' (stores are elementwise)",
+				    k->params[pi].name);
+		if (accept(p, "="))
+			return perr(p, "expected an expression after '=', found '='");
+		x = parse_full(p, p->s, end);
+		if (x < 0)
+			return KP_EFORMAT;
+		st = &k->stmts[k->n_stmts++];
+		memset(st, 0, sizeof(*st));
+		st->kind = KP_FX_S_OUT;
+		st->param = pi;
+		st->expr = x;
+		return 0;
+	}
+	if (KW("reduce")) {
+		struct kp_fx_stmt *st;
+		const char *op;
+		size_t on;
+		int ro, x;
+
+		p->field = "reduce";
+		if (k->n_stmts >= KP_FX_MAX_STMTS)
+			return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+			return perr(p, "expected 'reduce NAME sum|mean|max|min EXPR'");
+		if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
+			return perr(p, "name '%.*s' already used", (int)wn, w);
+		if (!word(&s, end, &op, &on))
+			return perr(p, "expected sum, mean, max or min after the name");
+		if (on == 3 && !memcmp(op, "sum", 3))
+			ro = KP_FX_R_SUM;
+		else if (on == 4 && !memcmp(op, "mean", 4))
+			ro = KP_FX_R_MEAN;
+		else if (on == 3 && !memcmp(op, "max", 3))
+			ro = KP_FX_R_MAX;
+		else if (on == 3 && !memcmp(op, "min", 3))
+			ro = KP_FX_R_MIN;
+		else
+			return perr(p, "operation: expected sum, mean, max or min, found '%s'",
+				    shown(op, on, buf, sizeof(buf)));
+		x = parse_full(p, s, end);
+		if (x < 0)
+			return KP_EFORMAT;
+		st = &k->stmts[k->n_stmts++];
+		memset(st, 0, sizeof(*st));
+		st->kind = KP_FX_S_REDUCE;
+		st->red_op = ro;
+		memcpy(st->name, w, wn);
+		st->expr = x;
+		k->has_reduce = 1;
+		return 0;
+	}
+	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, out, reduce, end)",
+		    shown(kw, kn, buf, sizeof(buf)));
+#undef KW
+}
+
+struct kp_fx_catalog *kp_fx_catalog_parse(const char *buf, size_t len, const char *name,
+					  struct kp_err *err)
+{
+	struct kp_fx_catalog *cat;
+	struct ps p;
+	size_t pos = 0, cap = 0;
+	int rc = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.file = name ? name : "catalog";
+	p.err = err;
+	p.field = "file";
+	if (len > KP_FX_MAX_FILE_BYTES) {
+		kp_err_set(err, KP_EFORMAT, "%s: %zu bytes, more than the %u allowed", p.file, len,
+			   KP_FX_MAX_FILE_BYTES);
+		return NULL;
+	}
+	if (!(cat = calloc(1, sizeof(*cat)))) {
+		kp_err_set(err, KP_ENOMEM, "out of memory");
+		return NULL;
+	}
+	while (pos < len && !rc) {
+		const char *s = buf + pos, *nl = memchr(s, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - s) : len - pos;
+		size_t i;
+
+		p.line++;
+		pos += n + (nl != NULL);
+		if (n && s[n - 1] == '\r')
+			n--;
+		p.field = "line";
+		if (n > KP_FX_MAX_LINE) {
+			rc = perr(&p, "line longer than %d bytes", KP_FX_MAX_LINE);
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (s[i] == '\t' || isprint((unsigned char)s[i]))
+				continue;
+			rc = perr(&p, "control or non-ASCII byte 0x%02x at column %zu",
+				  (unsigned char)s[i], i + 1);
+			break;
+		}
+		if (!rc)
+			rc = parse_line(&p, cat, &cap, s, s + n);
+	}
+	if (!rc && p.k) {
+		p.field = "end";
+		rc = perr(&p, "file ends inside the kernel (missing 'end')");
+	}
+	if (rc) {
+		kp_fx_catalog_free(cat);
+		return NULL;
+	}
+	return cat;
+}
+
+struct kp_fx_catalog *kp_fx_catalog_load(const char *path, struct kp_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	struct kp_fx_catalog *cat;
+	char *buf;
+	size_t n;
+
+	if (!f) {
+		kp_err_set(err, KP_EIO, "%s: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	buf = malloc(KP_FX_MAX_FILE_BYTES + 1);
+	if (!buf) {
+		fclose(f);
+		kp_err_set(err, KP_ENOMEM, "out of memory");
+		return NULL;
+	}
+	n = fread(buf, 1, KP_FX_MAX_FILE_BYTES + 1, f);
+	if (ferror(f)) {
+		kp_err_set(err, KP_EIO, "%s: read failed", path);
+		cat = NULL;
+	} else {
+		cat = kp_fx_catalog_parse(buf, n, path, err);
+	}
+	fclose(f);
+	free(buf);
+	return cat;
+}
+
+int kp_fx_catalog_merge(struct kp_fx_catalog *dst, struct kp_fx_catalog *src,
+			struct kp_err *err)
+{
+	void *q;
+
+	if (!src->n_kernels)
+		return 0;
+	q = realloc(dst->kernels, (dst->n_kernels + src->n_kernels) * sizeof(*dst->kernels));
+	if (!q)
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	dst->kernels = q;
+	memcpy(dst->kernels + dst->n_kernels, src->kernels, src->n_kernels * sizeof(*src->kernels));
+	dst->n_kernels += src->n_kernels;
+	free(src->kernels);
+	src->kernels = NULL;
+	src->n_kernels = 0;
+	return 0;
+}
+
+const struct kp_fx_kernel *kp_fx_catalog_find(const struct kp_fx_catalog *cat,
+					      const char *name)
+{
+	size_t i, j;
+
+	if (!cat || !name)
+		return NULL;
+	for (i = 0; i < cat->n_kernels; i++)
+		for (j = 0; j < cat->kernels[i].n_match; j++)
+			if (kp_fx_glob(cat->kernels[i].match[j], name))
+				return &cat->kernels[i];
+	return NULL;
+}

@@ -1,0 +1,808 @@
+/*
+ * fusion_gen.c - generate one stitched CUDA kernel per fusion group and put
+ * its source next to the plan (schemes: fusion_gen.h; format and rules:
+ * planner/FUSION.md).
+ */
+#include "fusion_gen.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../analyzer/cost.h"
+#include "../common/hash.h"
+#include "../common/log.h"
+#include "../common/vec.h"
+
+/* penalty per elementwise kernel folded into a row-reduction kernel: its
+ * elements are then walked by one block per row instead of the whole grid */
+#define ROWS_FOLD_PENALTY_NS 250
+
+static const char prelude[] =
+	"#define KP_INF __int_as_float(0x7f800000)\n"
+	"__device__ __forceinline__ float kp_gelu_tanh(float v)\n"
+	"{\n"
+	"\treturn 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));\n"
+	"}\n"
+	"__device__ __forceinline__ float kp_gelu_erf(float v)\n"
+	"{\n"
+	"\treturn 0.5f * v * (1.0f + erff(v * 0.70710678f));\n"
+	"}\n"
+	"__device__ __forceinline__ float kp_sigmoid(float v)\n"
+	"{\n"
+	"\treturn 1.0f / (1.0f + expf(-v));\n"
+	"}\n"
+	"__device__ __forceinline__ float kp_relu(float v)\n"
+	"{\n"
+	"\treturn fmaxf(v, 0.0f);\n"
+	"}\n";
+
+/* warp shuffle, then one value per warp through shared memory: every thread
+ * gets the block's result (blockDim.x a multiple of 32, at most 1024) */
+static const char block_reduce[] =
+	"#define KP_BLOCK_REDUCE(name, comb) \\\n"
+	"__device__ __forceinline__ float name(float v, float *sh) \\\n"
+	"{ \\\n"
+	"\tint o, w; \\\n"
+	"\tfor (o = 16; o > 0; o >>= 1) \\\n"
+	"\t\tv = comb(v, __shfl_xor_sync(0xffffffffu, v, o)); \\\n"
+	"\t__syncthreads(); \\\n"
+	"\tif ((threadIdx.x & 31) == 0) \\\n"
+	"\t\tsh[threadIdx.x >> 5] = v; \\\n"
+	"\t__syncthreads(); \\\n"
+	"\tv = sh[0]; \\\n"
+	"\tfor (w = 1; w < (int)(blockDim.x >> 5); w++) \\\n"
+	"\t\tv = comb(v, sh[w]); \\\n"
+	"\treturn v; \\\n"
+	"}\n"
+	"#define KP_ADD(a, b) ((a) + (b))\n"
+	"KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)\n"
+	"KP_BLOCK_REDUCE(kp_block_max, fmaxf)\n"
+	"KP_BLOCK_REDUCE(kp_block_min, fminf)\n";
+
+struct store {
+	uint32_t k, p;
+	char var[24];
+};
+
+struct gen {
+	struct kp_fx_group *g;
+	struct kp_strbuf *out;
+	/* the phase being built (rows scheme) or the loop body (elementwise) */
+	struct kp_strbuf pre, body, post;
+	struct store stores[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
+	size_t n_stores;
+	/* reductions of the open phase, not yet reduced: (kernel, stmt) */
+	uint32_t pend_k[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN], pend_s[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
+	size_t n_pend;
+	int used[KP_FX_MAX_CHAIN][KP_FX_MAX_PARAMS];
+};
+
+static const char *pname(const struct gen *c, uint32_t k, uint32_t p)
+{
+	return c->g->chain[k]->params[p].name;
+}
+
+static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
+{
+	const struct kp_fx_kernel *kk = c->g->chain[k];
+	const struct kp_fx_node *nd = &kk->nodes[x];
+	static const char *const ix[] = { "i", "row", "col", "rows", "cols" };
+	size_t s;
+	int open = 0;
+
+	switch (nd->kind) {
+	case KP_FX_N_NUM:
+		kp_strbuf_adds(o, nd->text);
+		break;
+	case KP_FX_N_SCALAR:
+		kp_strbuf_addf(o, "k%u_%s", k, pname(c, k, (uint32_t)nd->a));
+		break;
+	case KP_FX_N_LOAD:
+		if (nd->b != KP_FX_I) {
+			kp_strbuf_addf(o, "k%u_%s[%s]", k, pname(c, k, (uint32_t)nd->a), ix[nd->b]);
+			break;
+		}
+		/* latest store first: the register when the pointers are equal */
+		for (s = c->n_stores; s-- > 0;) {
+			const struct store *st = &c->stores[s];
+
+			if (st->k == k && st->p == (uint32_t)nd->a) {
+				kp_strbuf_adds(o, st->var);
+				goto close;
+			}
+			kp_strbuf_addf(o, "(k%u_%s == k%u_%s ? %s : ", k, pname(c, k, (uint32_t)nd->a),
+				       st->k, pname(c, st->k, st->p), st->var);
+			open++;
+		}
+		kp_strbuf_addf(o, "k%u_%s[i]", k, pname(c, k, (uint32_t)nd->a));
+close:
+		while (open--)
+			kp_strbuf_addch(o, ')');
+		break;
+	case KP_FX_N_RED:
+		kp_strbuf_addf(o, "k%u_%s", k, kk->stmts[nd->a].name);
+		break;
+	case KP_FX_N_INDEX:
+		kp_strbuf_adds(o, ix[nd->a]);
+		break;
+	case KP_FX_N_CALL: {
+		const char *fn = kp_fx_func_name(nd->a);
+		int args[3] = { nd->b, nd->c, nd->d }, j;
+
+		if (!strcmp(fn, "gelu_tanh") || !strcmp(fn, "gelu_erf") || !strcmp(fn, "sigmoid") ||
+		    !strcmp(fn, "relu"))
+			kp_strbuf_adds(o, "kp_");
+		kp_strbuf_adds(o, fn);
+		kp_strbuf_addch(o, '(');
+		for (j = 0; j < 3 && args[j] >= 0; j++) {
+			if (j)
+				kp_strbuf_adds(o, ", ");
+			emit_expr(c, o, k, args[j]);
+		}
+		kp_strbuf_addch(o, ')');
+		break;
+	}
+	case KP_FX_N_UNARY:
+		kp_strbuf_addf(o, "(%s", kp_fx_op_name(nd->op));
+		emit_expr(c, o, k, nd->a);
+		kp_strbuf_addch(o, ')');
+		break;
+	case KP_FX_N_BINARY:
+		kp_strbuf_addch(o, '(');
+		emit_expr(c, o, k, nd->a);
+		kp_strbuf_addf(o, " %s ", kp_fx_op_name(nd->op));
+		emit_expr(c, o, k, nd->b);
+		kp_strbuf_addch(o, ')');
+		break;
+	case KP_FX_N_COND:
+		kp_strbuf_addch(o, '(');
+		emit_expr(c, o, k, nd->a);
+		kp_strbuf_adds(o, " ? ");
+		emit_expr(c, o, k, nd->b);
+		kp_strbuf_adds(o, " : ");
+		emit_expr(c, o, k, nd->c);
+		kp_strbuf_addch(o, ')');
+		break;
+	}
+}
+
+/* Mark the parameters an expression uses; note broadcast loads. */
+static void scan_expr(struct gen *c, uint32_t k, int x, int *uses_pending)
+{
+	const struct kp_fx_node *nd = &c->g->chain[k]->nodes[x];
+	size_t j;
+
+	switch (nd->kind) {
+	case KP_FX_N_SCALAR:
+	case KP_FX_N_LOAD:
+		c->used[k][nd->a] = 1;
+		break;
+	case KP_FX_N_RED:
+		for (j = 0; uses_pending && j < c->n_pend; j++)
+			if (c->pend_k[j] == k && c->pend_s[j] == (uint32_t)nd->a)
+				*uses_pending = 1;
+		break;
+	case KP_FX_N_CALL:
+		if (nd->b >= 0)
+			scan_expr(c, k, nd->b, uses_pending);
+		if (nd->c >= 0)
+			scan_expr(c, k, nd->c, uses_pending);
+		if (nd->d >= 0)
+			scan_expr(c, k, nd->d, uses_pending);
+		break;
+	case KP_FX_N_UNARY:
+		scan_expr(c, k, nd->a, uses_pending);
+		break;
+	case KP_FX_N_BINARY:
+		scan_expr(c, k, nd->a, uses_pending);
+		scan_expr(c, k, nd->b, uses_pending);
+		break;
+	case KP_FX_N_COND:
+		scan_expr(c, k, nd->a, uses_pending);
+		scan_expr(c, k, nd->b, uses_pending);
+		scan_expr(c, k, nd->c, uses_pending);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Index kinds each tensor parameter of kernel k is loaded with (bit per enum kp_fx_index). */
+static void load_kinds(const struct kp_fx_kernel *kk, int x, unsigned *kinds)
+{
+	const struct kp_fx_node *nd = &kk->nodes[x];
+
+	if (nd->kind == KP_FX_N_LOAD)
+		kinds[nd->a] |= 1u << nd->b;
+	if (nd->kind == KP_FX_N_CALL) {
+		if (nd->b >= 0)
+			load_kinds(kk, nd->b, kinds);
+		if (nd->c >= 0)
+			load_kinds(kk, nd->c, kinds);
+		if (nd->d >= 0)
+			load_kinds(kk, nd->d, kinds);
+	} else if (nd->kind == KP_FX_N_UNARY) {
+		load_kinds(kk, nd->a, kinds);
+	} else if (nd->kind == KP_FX_N_BINARY || nd->kind == KP_FX_N_COND) {
+		load_kinds(kk, nd->a, kinds);
+		load_kinds(kk, nd->b, kinds);
+		if (nd->kind == KP_FX_N_COND)
+			load_kinds(kk, nd->c, kinds);
+	}
+}
+
+/* 1 when an expression depends on the row/column split (broadcast loads, row, col, rows, cols). */
+static int uses_split(const struct kp_fx_kernel *kk, int x)
+{
+	const struct kp_fx_node *nd;
+
+	if (x < 0)
+		return 0;
+	nd = &kk->nodes[x];
+	switch (nd->kind) {
+	case KP_FX_N_LOAD:
+		return nd->b != KP_FX_I;
+	case KP_FX_N_INDEX:
+		return nd->a != KP_FX_I;
+	case KP_FX_N_RED:
+		return 1;
+	case KP_FX_N_CALL:
+		return uses_split(kk, nd->b) || uses_split(kk, nd->c) || uses_split(kk, nd->d);
+	case KP_FX_N_UNARY:
+		return uses_split(kk, nd->a);
+	case KP_FX_N_BINARY:
+		return uses_split(kk, nd->a) || uses_split(kk, nd->b);
+	case KP_FX_N_COND:
+		return uses_split(kk, nd->a) || uses_split(kk, nd->b) || uses_split(kk, nd->c);
+	default:
+		return 0;
+	}
+}
+
+/* A kernel whose result does not depend on how its elements split into rows. */
+static int flexible(const struct kp_fx_kernel *kk)
+{
+	size_t s;
+
+	if (kk->has_reduce)
+		return 0;
+	for (s = 0; s < kk->n_stmts; s++)
+		if (uses_split(kk, kk->stmts[s].expr))
+			return 0;
+	return 1;
+}
+
+/* Close the open phase of the rows scheme: loop + block reductions. */
+static void close_phase(struct gen *c)
+{
+	size_t j;
+
+	if (!c->body.len && !c->n_pend)
+		return;
+	kp_strbuf_add(c->out, c->pre.buf, c->pre.len);
+	kp_strbuf_adds(c->out, "\t\tfor (long long col = threadIdx.x; col < cols; col += blockDim.x) {\n"
+			       "\t\t\tconst long long i = row * cols + col;\n\n");
+	kp_strbuf_add(c->out, c->body.buf, c->body.len);
+	kp_strbuf_adds(c->out, "\t\t}\n");
+	for (j = 0; j < c->n_pend; j++) {
+		const struct kp_fx_stmt *st = &c->g->chain[c->pend_k[j]]->stmts[c->pend_s[j]];
+		const char *fn = st->red_op == KP_FX_R_MAX ? "kp_block_max" :
+			st->red_op == KP_FX_R_MIN ? "kp_block_min" : "kp_block_sum";
+
+		kp_strbuf_addf(c->out, "\t\tconst float k%u_%s = %s(kp_acc%u_%s, kp_sh)%s;\n",
+			       c->pend_k[j], st->name, fn, c->pend_k[j], st->name,
+			       st->red_op == KP_FX_R_MEAN ? " / (float)cols" : "");
+	}
+	kp_strbuf_adds(c->out, "\n");
+	c->g->phases++;
+	kp_strbuf_reset(&c->pre);
+	kp_strbuf_reset(&c->body);
+	c->n_pend = 0;
+	c->n_stores = 0;
+}
+
+static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
+{
+	const struct kp_fx_stmt *st = &c->g->chain[k]->stmts[si];
+
+	if (st->kind == KP_FX_S_OUT) {
+		struct store *sv = &c->stores[c->n_stores++];
+
+		sv->k = k;
+		sv->p = (uint32_t)st->param;
+		snprintf(sv->var, sizeof(sv->var), "kp_v%u_%u", k, si);
+		kp_strbuf_addf(&c->body, "%sconst float %s = ", ind, sv->var);
+		/* the store is not visible to its own expression */
+		c->n_stores--;
+		emit_expr(c, &c->body, k, st->expr);
+		c->n_stores++;
+		kp_strbuf_addf(&c->body, ";\n%sk%u_%s[i] = %s;\n", ind, k, pname(c, k, sv->p), sv->var);
+		return;
+	}
+	/* reduction: accumulate in this phase, reduce when it closes */
+	kp_strbuf_addf(&c->pre, "\t\tfloat kp_acc%u_%s = %s;\n", k, st->name,
+		       st->red_op == KP_FX_R_MAX ? "-KP_INF" : st->red_op == KP_FX_R_MIN ? "KP_INF" : "0.0f");
+	if (st->red_op == KP_FX_R_MAX || st->red_op == KP_FX_R_MIN) {
+		kp_strbuf_addf(&c->body, "%skp_acc%u_%s = %s(kp_acc%u_%s, ", ind, k, st->name,
+			       st->red_op == KP_FX_R_MAX ? "fmaxf" : "fminf", k, st->name);
+		emit_expr(c, &c->body, k, st->expr);
+		kp_strbuf_adds(&c->body, ");\n");
+	} else {
+		kp_strbuf_addf(&c->body, "%skp_acc%u_%s += ", ind, k, st->name);
+		emit_expr(c, &c->body, k, st->expr);
+		kp_strbuf_adds(&c->body, ";\n");
+	}
+	c->pend_k[c->n_pend] = k;
+	c->pend_s[c->n_pend++] = si;
+}
+
+static void shape_text(struct kp_strbuf *o, const struct kp_fx_shape *sh)
+{
+	int t;
+
+	for (t = 0; t < (sh->op ? 2 : 1); t++) {
+		if (t)
+			kp_strbuf_addch(o, (char)sh->op);
+		switch (sh->kind[t]) {
+		case KP_FX_T_PARAM: kp_strbuf_addf(o, "p%lld", (long long)sh->v[t]); break;
+		case KP_FX_T_CONST: kp_strbuf_addf(o, "c%lld", (long long)sh->v[t]); break;
+		case KP_FX_T_GRIDX: kp_strbuf_adds(o, "gx"); break;
+		case KP_FX_T_GRIDY: kp_strbuf_adds(o, "gy"); break;
+		default: kp_strbuf_adds(o, "bx"); break;
+		}
+	}
+}
+
+/* One rendering of the file with the given kernel name. */
+static void render(struct gen *c, const char *kname)
+{
+	struct kp_fx_group *g = c->g;
+	struct kp_strbuf *o = c->out;
+	size_t k, s, j, p, n_out = 0;
+	int rows = g->scheme == KP_FX_SCHEME_ROWS;
+
+	kp_strbuf_reset(o);
+	g->phases = 0;
+	kp_strbuf_addf(o, "%s\n// kernel %s\n// scheme %s\n// block %d\n// chain %zu\n",
+		       KP_FX_HEADER_MAGIC, kname, rows ? "rows" : "elementwise", KP_FX_BLOCK,
+		       g->n_chain);
+	for (k = 0; k < g->n_chain; k++) {
+		for (j = 0; j < g->chain[k]->n_match; j++)
+			kp_strbuf_addf(o, "// match %zu %s\n", k, g->chain[k]->match[j]);
+		kp_strbuf_addf(o, "// params %zu %zu\n// shape %zu ", k, g->chain[k]->n_params, k);
+		shape_text(o, &g->chain[k]->rows);
+		kp_strbuf_addch(o, ' ');
+		shape_text(o, &g->chain[k]->cols);
+		kp_strbuf_adds(o, flexible(g->chain[k]) ? " flat\n" : "\n");
+	}
+	for (j = 0; j < g->n_args; j++)
+		kp_strbuf_addf(o, "// arg %u %u %u\n", g->args[j].kernel, g->args[j].param,
+			       g->args[j].size);
+	for (j = 0; j < g->n_access; j++)
+		kp_strbuf_addf(o, "// access %u %u %s\n", g->access[j].kernel, g->access[j].param,
+			       g->access[j].mode);
+	kp_strbuf_adds(o, "// end\n// generated by kplan plan from the fusion catalog:");
+	for (k = 0; k < g->n_chain; k++)
+		kp_strbuf_addf(o, "%s %s", k ? " ->" : "", g->chain[k]->name);
+	kp_strbuf_adds(o, "\n// format: planner/FUSION.md; an edit breaks the plan's source-hash\n\n");
+	kp_strbuf_adds(o, prelude);
+	if (rows)
+		kp_strbuf_adds(o, block_reduce);
+	kp_strbuf_addf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", KP_FX_BLOCK, kname);
+	for (j = 0; j < g->n_args; j++) {
+		const struct kp_fx_param *pp = &g->chain[g->args[j].kernel]->params[g->args[j].param];
+
+		kp_strbuf_addf(o, "\n\t%sk%u_%s,", kp_fx_type_c(pp->type), g->args[j].kernel, pp->name);
+	}
+	kp_strbuf_adds(o, "\n\tlong long rows, long long cols)\n{\n");
+
+	c->n_stores = c->n_pend = 0;
+	kp_strbuf_reset(&c->pre);
+	kp_strbuf_reset(&c->body);
+	if (!rows) {
+		kp_strbuf_adds(o, "\tconst long long n = rows * cols;\n\n"
+			       "\tfor (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+			       "\t     i += (long long)gridDim.x * blockDim.x) {\n"
+			       "\t\tconst long long row = i / cols, col = i - row * cols;\n\n"
+			       "\t\t(void)row;\n\t\t(void)col;\n");
+		for (k = 0; k < g->n_chain; k++) {
+			kp_strbuf_addf(&c->body, "\t\t/* %zu: %s */\n", k, g->chain[k]->name);
+			for (s = 0; s < g->chain[k]->n_stmts; s++)
+				emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
+		}
+		kp_strbuf_add(o, c->body.buf, c->body.len);
+		kp_strbuf_adds(o, "\t}\n}\n");
+		g->phases = 1;
+		return;
+	}
+	kp_strbuf_adds(o, "\t__shared__ float kp_sh[32];\n\n"
+		       "\tfor (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n");
+	for (k = 0; k < g->n_chain; k++) {
+		kp_strbuf_addf(&c->body, "\t\t\t/* %zu: %s */\n", k, g->chain[k]->name);
+		for (s = 0; s < g->chain[k]->n_stmts; s++) {
+			int pending = 0;
+
+			scan_expr(c, (uint32_t)k, g->chain[k]->stmts[s].expr, &pending);
+			if (pending) {
+				close_phase(c);
+				kp_strbuf_addf(&c->body, "\t\t\t/* %zu: %s (after the reduction) */\n",
+					       k, g->chain[k]->name);
+			}
+			emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t\t");
+		}
+	}
+	close_phase(c);
+	kp_strbuf_adds(o, "\t}\n}\n");
+	(void)p;
+	(void)n_out;
+}
+
+int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
+		   struct kp_fx_group *g, struct kp_err *err)
+{
+	struct gen c;
+	struct kp_strbuf probe = KP_STRBUF_INIT;
+	size_t k, s, p;
+	uint64_t h;
+
+	memset(g, 0, sizeof(*g));
+	kp_strbuf_init(&g->source);
+	if (n < 2 || n > KP_FX_MAX_CHAIN)
+		return kp_err_set(err, KP_EUNSUPPORTED, "chain of %zu kernels: expected 2..%d", n,
+				  KP_FX_MAX_CHAIN);
+	memset(&c, 0, sizeof(c));
+	c.g = g;
+	g->n_chain = n;
+	g->scheme = KP_FX_SCHEME_ELEMENTWISE;
+	for (k = 0; k < n; k++) {
+		g->chain[k] = chain[k];
+		if (chain[k]->has_reduce)
+			g->scheme = KP_FX_SCHEME_ROWS;
+		for (s = 0; s < chain[k]->n_stmts; s++) {
+			scan_expr(&c, (uint32_t)k, chain[k]->stmts[s].expr, NULL);
+			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
+				c.used[k][chain[k]->stmts[s].param] = 1;
+		}
+	}
+	for (k = 0; k < n; k++) {
+		for (p = 0; p < chain[k]->n_params; p++) {
+			if (!c.used[k][p])
+				continue;
+			if (g->n_args == KP_FX_MAX_ARGS)
+				return kp_err_set(err, KP_EUNSUPPORTED,
+						  "the chain uses more than %d parameters", KP_FX_MAX_ARGS);
+			g->args[g->n_args].kernel = (uint32_t)k;
+			g->args[g->n_args].param = (uint32_t)p;
+			g->args[g->n_args++].size = (uint32_t)kp_fx_type_size(chain[k]->params[p].type);
+		}
+	}
+	/* how each tensor is used, for the run-time alias checks */
+	for (k = 0; k < n; k++) {
+		unsigned kinds[KP_FX_MAX_PARAMS] = { 0 };
+
+		for (s = 0; s < chain[k]->n_stmts; s++) {
+			load_kinds(chain[k], chain[k]->stmts[s].expr, kinds);
+			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
+				kinds[chain[k]->stmts[s].param] |= 1u << 8;
+		}
+		for (p = 0; p < chain[k]->n_params; p++) {
+			struct kp_fx_access *ac;
+			char *m;
+
+			if (!kinds[p])
+				continue;
+			if (g->n_access == KP_FX_MAX_ARGS)
+				return kp_err_set(err, KP_EUNSUPPORTED, "more than %d tensors", KP_FX_MAX_ARGS);
+			ac = &g->access[g->n_access++];
+			ac->kernel = (uint32_t)k;
+			ac->param = (uint32_t)p;
+			m = ac->mode;
+			if (kinds[p] & (1u << KP_FX_I))
+				*m++ = 'i';
+			if (kinds[p] & (1u << KP_FX_COL))
+				*m++ = 'c';
+			if (kinds[p] & (1u << KP_FX_ROW))
+				*m++ = 'r';
+			if (kinds[p] & (1u << 8))
+				*m++ = 'w';
+			*m = 0;
+		}
+	}
+	/* the kernel's name is a hash of the file rendered without it */
+	c.out = &probe;
+	render(&c, "kp_fused");
+	h = kp_hash64(probe.buf, probe.len, KP_HASH_SEED);
+	kp_strbuf_release(&probe);
+	snprintf(g->kernel_name, sizeof(g->kernel_name), "kp_fused_%016llx", (unsigned long long)h);
+	c.out = &g->source;
+	render(&c, g->kernel_name);
+	kp_strbuf_release(&c.pre);
+	kp_strbuf_release(&c.body);
+	kp_strbuf_release(&c.post);
+	if (g->source.oom) {
+		kp_fx_group_release(g);
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	}
+	g->source_hash = kp_hash64(g->source.buf, g->source.len, KP_HASH_SEED);
+	snprintf(g->file, sizeof(g->file), "kpfuse-%016llx.cu", (unsigned long long)g->source_hash);
+	return 0;
+}
+
+void kp_fx_group_release(struct kp_fx_group *g)
+{
+	kp_strbuf_release(&g->source);
+	memset(g, 0, sizeof(*g));
+}
+
+int64_t kp_fx_predicted_gain(const struct kp_fx_group *g, int64_t analyzer_gain_ns)
+{
+	int64_t gain = analyzer_gain_ns, pen = 0;
+	size_t k;
+
+	if (gain < 0)
+		gain = (int64_t)((double)(g->n_chain - 1) * kp_cost_default(KP_COST_GRAPH_NODE));
+	if (g->scheme == KP_FX_SCHEME_ROWS) {
+		for (k = 0; k < g->n_chain; k++)
+			if (!g->chain[k]->has_reduce)
+				pen += ROWS_FOLD_PENALTY_NS;
+	}
+	return gain - pen;
+}
+
+/* ---------------------------------------------------------------------- */
+/* plans */
+
+static int write_file(const char *dir, const struct kp_fx_group *g, struct kp_err *err)
+{
+	struct kp_strbuf path = KP_STRBUF_INIT;
+	FILE *f;
+	int rc = 0;
+
+	kp_strbuf_addf(&path, "%s/%s", dir, g->file);
+	f = fopen(path.buf, "wb");
+	if (!f) {
+		rc = kp_err_set(err, KP_EIO, "%s: cannot create: %s", path.buf, strerror(errno));
+	} else {
+		if (fwrite(g->source.buf, 1, g->source.len, f) != g->source.len)
+			rc = kp_err_set(err, KP_EIO, "%s: write failed", path.buf);
+		if (fclose(f) && !rc)
+			rc = kp_err_set(err, KP_EIO, "%s: write failed", path.buf);
+	}
+	kp_strbuf_release(&path);
+	return rc;
+}
+
+int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
+		       const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err)
+{
+	struct kp_fx_plan_stats local;
+	size_t i;
+
+	if (!st)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	for (i = 0; i < plan->n_fusions; i++) {
+		struct kp_plan_fusion *u = &plan->fusions[i];
+		const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
+		struct kp_fx_group g;
+		struct kp_err gerr = {0};
+		const char *s = u->names, *e;
+		size_t n = 0;
+		int64_t gain;
+		int rc;
+
+		if (u->source)
+			continue;
+		st->groups++;
+		while (s && *s && n <= KP_FX_MAX_CHAIN) {
+			char name[1100];
+			size_t len;
+
+			e = strstr(s, " -> ");
+			len = e ? (size_t)(e - s) : strlen(s);
+			snprintf(name, sizeof(name), "%.*s", (int)(len < 1024 ? len : 1024), s);
+			if (n == KP_FX_MAX_CHAIN) {
+				n++;
+				break;
+			}
+			if (!(chain[n++] = kp_fx_catalog_find(cat, name))) {
+				kp_info("fusion %u: kernel '%s' is not in the catalog; not generated",
+					u->id, name);
+				n = 0;
+				break;
+			}
+			s = e ? e + 4 : NULL;
+		}
+		if (!n) {
+			st->not_in_catalog++;
+			continue;
+		}
+		if (n != u->kernels) {
+			kp_info("fusion %u: %zu names for %u kernels; not generated", u->id, n, u->kernels);
+			st->infeasible++;
+			continue;
+		}
+		rc = kp_fx_generate(chain, n, &g, &gerr);
+		if (rc == KP_ENOMEM)
+			return kp_err_set(err, rc, "%s", gerr.msg);
+		if (rc) {
+			kp_info("fusion %u: %s; not generated", u->id, gerr.msg);
+			st->infeasible++;
+			continue;
+		}
+		gain = kp_fx_predicted_gain(&g, u->gain_ns > 0 ? u->gain_ns : -1);
+		if (gain <= 0) {
+			kp_info("fusion %u: predicted gain %lld ns after the penalty; not fused",
+				u->id, (long long)gain);
+			st->unprofitable++;
+			kp_fx_group_release(&g);
+			continue;
+		}
+		if (dir && (rc = write_file(dir, &g, err))) {
+			kp_fx_group_release(&g);
+			return rc;
+		}
+		u->source = kp_strdup(g.file);
+		u->source_hash = g.source_hash;
+		u->gain_ns = gain;
+		kp_fx_group_release(&g);
+		if (!u->source)
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		st->generated++;
+	}
+	return 0;
+}
+
+int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *const *names,
+			  size_t n, const struct kp_fx_catalog *cat, struct kp_err *err)
+{
+	const struct kp_plan_region *r = kp_plan_find(plan, region);
+	uint32_t next_id = 1;
+	size_t i = 0, added = 0;
+
+	if (!r)
+		return kp_err_set(err, KP_ENOTFOUND, "region '%s' is not in the plan", region);
+	if (n > r->kernels)
+		return kp_err_set(err, KP_EMISMATCH, "region '%s': %zu kernels listed, the plan has %u",
+				  region, n, r->kernels);
+	if (plan->n_fusions)
+		next_id = plan->fusions[plan->n_fusions - 1].id + 1;
+	while (i < n) {
+		size_t j = i, k;
+		struct kp_plan_fusion *u;
+		struct kp_strbuf nm = KP_STRBUF_INIT;
+		void *q;
+
+		while (j < n && j - i < KP_FX_MAX_CHAIN && kp_fx_catalog_find(cat, names[j]))
+			j++;
+		if (j - i < 2) {
+			i = j > i ? j : i + 1;
+			continue;
+		}
+		if (plan->n_fusions >= KP_PLAN_MAX_FUSIONS)
+			return kp_err_set(err, KP_EINVAL, "more than %d fusion groups", KP_PLAN_MAX_FUSIONS);
+		q = realloc(plan->fusions, (plan->n_fusions + 1) * sizeof(*plan->fusions));
+		if (!q)
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		plan->fusions = q;
+		u = &plan->fusions[plan->n_fusions];
+		memset(u, 0, sizeof(*u));
+		for (k = i; k < j; k++) {
+			if (k > i)
+				kp_strbuf_adds(&nm, " -> ");
+			kp_strbuf_adds(&nm, names[k]);
+		}
+		u->id = next_id++;
+		u->region = kp_strdup(region);
+		u->first_kernel = (uint32_t)i;
+		u->kernels = (uint32_t)(j - i);
+		u->names = kp_strbuf_detach(&nm, NULL);
+		u->gain_ns = (int64_t)((double)(j - i - 1) * kp_cost_default(KP_COST_GRAPH_NODE));
+		u->score = (double)u->gain_ns;
+		if (!u->region || !u->names) {
+			free(u->region);
+			free(u->names);
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
+		plan->n_fusions++;
+		added++;
+		i = j;
+	}
+	return (int)added;
+}
+
+struct tregion {
+	char *label;
+	KP_VEC(char *) names;
+};
+
+int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, const char *name,
+			 const struct kp_fx_catalog *cat, struct kp_err *err)
+{
+	KP_VEC(struct tregion) regs = KP_VEC_INIT;
+	size_t pos = 0, i, j;
+	int line = 0, rc = 0, added = 0;
+
+	while (pos < len && !rc) {
+		const char *s = buf + pos, *nl = memchr(s, '\n', len - pos), *t1, *t2;
+		size_t n = nl ? (size_t)(nl - s) : len - pos;
+		struct tregion *tr = NULL;
+		char *end, idxs[24], *nm;
+		long long idx;
+
+		line++;
+		pos += n + (nl != NULL);
+		if (!n)
+			continue;
+		t1 = memchr(s, '\t', n);
+		t2 = t1 ? memchr(t1 + 1, '\t', n - (size_t)(t1 + 1 - s)) : NULL;
+		if (!t1 || !t2 || t1 == s || t2 == t1 + 1 || t2 + 1 == s + n ||
+		    (size_t)(t2 - t1 - 1) >= sizeof(idxs) || n > 4096) {
+			rc = kp_err_set(err, KP_EFORMAT, "%s:%d: expected REGION<tab>INDEX<tab>NAME", name, line);
+			break;
+		}
+		memcpy(idxs, t1 + 1, (size_t)(t2 - t1 - 1));
+		idxs[t2 - t1 - 1] = 0;
+		idx = strtoll(idxs, &end, 10);
+		for (i = 0; i < regs.len; i++)
+			if (strlen(regs.data[i].label) == (size_t)(t1 - s) &&
+			    !memcmp(regs.data[i].label, s, (size_t)(t1 - s)))
+				tr = &regs.data[i];
+		if (*end || idx < 0 || idx > KP_PLAN_MAX_KERNELS ||
+		    (size_t)idx > (tr ? tr->names.len : 0)) {
+			rc = kp_err_set(err, KP_EFORMAT, "%s:%d: index '%s': expected the next kernel index",
+					name, line, idxs);
+			break;
+		}
+		if (!tr) {
+			struct tregion z;
+
+			memset(&z, 0, sizeof(z));
+			if (!(z.label = strndup(s, (size_t)(t1 - s))) || kp_vec_push(&regs, z)) {
+				free(z.label);
+				rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+				break;
+			}
+			tr = &regs.data[regs.len - 1];
+		}
+		if (idx == 0) {   /* listed again: the last listing wins */
+			for (j = 0; j < tr->names.len; j++)
+				free(tr->names.data[j]);
+			tr->names.len = 0;
+		} else if ((size_t)idx != tr->names.len) {
+			rc = kp_err_set(err, KP_EFORMAT, "%s:%d: index %lld after %zu kernels", name, line,
+					idx, tr->names.len);
+			break;
+		}
+		nm = strndup(t2 + 1, (size_t)(s + n - t2 - 1));
+		if (!nm || kp_vec_push(&tr->names, nm)) {
+			free(nm);
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
+	}
+	for (i = 0; i < regs.len; i++) {
+		const struct kp_plan_region *r = kp_plan_find(plan, regs.data[i].label);
+
+		if (!rc && r && r->decision == KP_PLAN_GRAPH) {
+			int x = kp_fx_plan_add_chains(plan, regs.data[i].label,
+						      (const char *const *)regs.data[i].names.data,
+						      regs.data[i].names.len, cat, err);
+			if (x < 0)
+				rc = x;
+			else
+				added += x;
+		} else if (!rc) {
+			kp_info("%s: region '%s' is not a graph region of the plan; skipped", name,
+				regs.data[i].label);
+		}
+		for (j = 0; j < regs.data[i].names.len; j++)
+			free(regs.data[i].names.data[j]);
+		kp_vec_release(&regs.data[i].names);
+		free(regs.data[i].label);
+	}
+	kp_vec_release(&regs);
+	return rc ? rc : added;
+}

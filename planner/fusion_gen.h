@@ -1,0 +1,133 @@
+/*
+ * fusion_gen.h - fused-kernel code generation for planned kernel chains.
+ *
+ * From a chain of catalog kernels (planner/fusion_catalog.h) the generator
+ * writes the CUDA C source of one stitched kernel (after FusionStitching):
+ *
+ *   elementwise scheme  no reduction in the chain: one grid-stride loop over
+ *                       i; each kernel's statements in turn, values passed
+ *                       in registers (a load of a buffer an earlier kernel
+ *                       stored at [i] uses the register when the pointers are
+ *                       equal at run time)
+ *   rows scheme         a reduction in the chain: one block per row (row
+ *                       loop over the grid), phases of column loops; a
+ *                       reduction closes its phase with a warp-shuffle +
+ *                       shared-memory block reduction (warp- then
+ *                       block-level stitching), later phases read the
+ *                       reduced value from registers
+ *
+ * The source starts with a machine-readable header (launch scheme, block
+ * size, match patterns, the shape of each chain kernel, the mapping from
+ * the original kernels' parameters to the fused kernel's, alias checks);
+ * runtime/fusion.c reads it after checking the file's hash against the
+ * plan. The fused kernel's parameters are the mapped ones followed by
+ * `long long rows, long long cols`, which the runtime computes from the
+ * captured kernels (and checks are the same for every kernel of the chain).
+ * Format: planner/FUSION.md.
+ */
+#ifndef KP_FUSION_GEN_H
+#define KP_FUSION_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fusion_catalog.h"
+#include "planfile.h"
+
+#define KP_FX_MAX_CHAIN   8
+#define KP_FX_MAX_ARGS    64       /* fused kernel parameters (before rows, cols) */
+#define KP_FX_BLOCK       256      /* threads per block of every fused kernel */
+#define KP_FX_HEADER_MAGIC "// kplan-fusion 1"
+
+enum kp_fx_scheme { KP_FX_SCHEME_ELEMENTWISE = 1, KP_FX_SCHEME_ROWS = 2 };
+
+/* Fused parameter j is parameter .param of chain kernel .kernel (.size bytes). */
+struct kp_fx_arg {
+	uint32_t kernel, param, size;
+};
+
+/*
+ * How chain kernel .kernel uses its tensor parameter .param: mode letters
+ * 'i' loaded at [i], 'c' at [col], 'r' at [row], 'w' stored at [i]. The
+ * runtime checks each pair of kernels' tensors, one of them written: equal
+ * pointers (only when both are used at [i]: same element, same thread) or
+ * disjoint ranges; anything else would race between threads once fused.
+ */
+struct kp_fx_access {
+	uint32_t kernel, param;
+	char mode[6];
+};
+
+struct kp_fx_group {
+	char kernel_name[32];    /* "kp_fused_<16 hex>" */
+	int scheme;              /* enum kp_fx_scheme */
+	int phases;              /* column loops per row (rows scheme), 1 otherwise */
+	size_t n_chain;
+	const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
+	size_t n_args;
+	struct kp_fx_arg args[KP_FX_MAX_ARGS];
+	size_t n_access;
+	struct kp_fx_access access[KP_FX_MAX_ARGS];
+	struct kp_strbuf source; /* the whole file */
+	uint64_t source_hash;    /* kp_hash64(source, KP_HASH_SEED) */
+	char file[48];           /* "kpfuse-<16 hex>.cu" */
+};
+
+/*
+ * Generate the fused kernel for chain[0..n) into *g (initialised here;
+ * release with kp_fx_group_release). Feasibility: 2..KP_FX_MAX_CHAIN
+ * kernels, at most KP_FX_MAX_ARGS used parameters. KP_EUNSUPPORTED (with
+ * the rule in err) when infeasible, KP_ENOMEM. Deterministic.
+ */
+int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
+		   struct kp_fx_group *g, struct kp_err *err);
+void kp_fx_group_release(struct kp_fx_group *g);
+
+/*
+ * The cost rule: predicted gain of fusing g, given the gain the analyzer
+ * predicted for the chain (saved nodes + saved DRAM traffic; < 0 when
+ * unknown: then (kernels - 1) x graph_node_ns). Returns gain minus the
+ * penalty (documented in FUSION.md): fuse when > 0.
+ */
+int64_t kp_fx_predicted_gain(const struct kp_fx_group *g, int64_t analyzer_gain_ns);
+
+struct kp_fx_plan_stats {
+	int groups;              /* fusion groups looked at */
+	int generated;           /* sources written and referenced */
+	int not_in_catalog;      /* a kernel had no catalog entry */
+	int infeasible;          /* the generator refused the chain */
+	int unprofitable;        /* predicted gain <= 0 */
+};
+
+/*
+ * For every fusion group of plan without a source: look its kernels up in
+ * cat (names split at " -> "); generate; apply the cost rule; write the
+ * source as dir/<g.file> (dir NULL: do not write, for tests) and set the
+ * group's source, source_hash and gain_ns. Groups that do not qualify keep
+ * source NULL (the runtime ignores them); why goes to kp_info. Counts in
+ * *st (may be NULL). Returns 0 or KP_EIO / KP_ENOMEM.
+ */
+int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
+		       const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err);
+
+/*
+ * Add fusion groups for a region from its captured kernel sequence (names
+ * in launch order, e.g. from KPLAN_FUSION_TRACE): every maximal run of 2..
+ * KP_FX_MAX_CHAIN consecutive kernels found in cat becomes a group (ids
+ * continue after the plan's highest). The region must exist in plan.
+ * Then call kp_fx_plan_sources. Returns groups added (>= 0) or KP_E*.
+ */
+int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *const *names,
+			  size_t n, const struct kp_fx_catalog *cat, struct kp_err *err);
+
+/*
+ * kp_fx_plan_add_chains for every region of a kernel trace: lines
+ * "REGION<TAB>INDEX<TAB>NAME" (what KPLAN_FUSION_TRACE writes), indices
+ * 0, 1, ... per region; the last listing of a region wins. Regions not in
+ * the plan, or not planned as graphs, are skipped. Returns groups added or
+ * KP_EFORMAT naming the line.
+ */
+int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, const char *name,
+			 const struct kp_fx_catalog *cat, struct kp_err *err);
+
+#endif

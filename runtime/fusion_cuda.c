@@ -1,0 +1,471 @@
+/*
+ * fusion_cuda.c - the CUDA side of libkplanrt's fusion (struct
+ * kp__rt_fusion_ops, see fusion.h): NVRTC compilation with an on-disk CUBIN
+ * cache, and the replacement of a chain of kernel nodes by one fused node in
+ * a captured graph.
+ *
+ * NVRTC is opened with dlopen (libnvrtc.so.13, then libnvrtc.so) the first
+ * time a source must be compiled, so the library needs no NVRTC at link time
+ * and a machine without it only loses fusion (reason fusion-compile). CUBINs
+ * are cached as $XDG_CACHE_HOME/kplan/<source hash>-sm<cc>.cubin (default
+ * ~/.cache/kplan; KPLAN_CACHE_DIR overrides): the name carries the source's
+ * hash, and the source was checked against the plan before we get here.
+ *
+ * Driver entry points come through the runtime
+ * (cudaGetDriverEntryPointByVersion), like cuda_backend.c.
+ */
+#include "fusion.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <nvrtc.h>
+
+#include "../common/strbuf.h"
+
+static struct {
+	__typeof__(&cuModuleLoadData) ModuleLoadData;
+	__typeof__(&cuModuleGetFunction) ModuleGetFunction;
+	__typeof__(&cuModuleUnload) ModuleUnload;
+	__typeof__(&cuGraphAddKernelNode) GraphAddKernelNode;
+	__typeof__(&cuGetErrorString) GetErrorString;
+} drv;
+
+static struct {
+	void *lib;
+	__typeof__(&nvrtcCreateProgram) CreateProgram;
+	__typeof__(&nvrtcCompileProgram) CompileProgram;
+	__typeof__(&nvrtcGetProgramLogSize) GetProgramLogSize;
+	__typeof__(&nvrtcGetProgramLog) GetProgramLog;
+	__typeof__(&nvrtcGetCUBINSize) GetCUBINSize;
+	__typeof__(&nvrtcGetCUBIN) GetCUBIN;
+	__typeof__(&nvrtcDestroyProgram) DestroyProgram;
+	__typeof__(&nvrtcGetErrorString) GetErrorString;
+} nv;
+
+struct fctx {
+	CUmodule mods[256];
+	size_t n_mods;
+};
+
+static int drv_load(char *msg, size_t mlen)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn;
+
+	if (drv.GraphAddKernelNode)
+		return 0;
+#define LOAD(name, field) \
+	if (cudaGetDriverEntryPointByVersion(#name, &fn, CUDART_VERSION, cudaEnableDefault, &q) || \
+	    q != cudaDriverEntryPointSuccess || !fn) { \
+		snprintf(msg, mlen, "driver entry point %s not found", #name); \
+		return -1; \
+	} \
+	memcpy(&drv.field, &fn, sizeof(fn));
+	LOAD(cuModuleLoadData, ModuleLoadData)
+	LOAD(cuModuleGetFunction, ModuleGetFunction)
+	LOAD(cuModuleUnload, ModuleUnload)
+	LOAD(cuGetErrorString, GetErrorString)
+	LOAD(cuGraphAddKernelNode, GraphAddKernelNode)
+#undef LOAD
+	return 0;
+}
+
+static int nvrtc_load(char *msg, size_t mlen)
+{
+	void *lib;
+
+	if (nv.lib)
+		return 0;
+	lib = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		lib = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		snprintf(msg, mlen, "cannot load NVRTC (libnvrtc.so.13): %s", dlerror());
+		return -1;
+	}
+#define SYM(name, field) \
+	if (!(*(void **)&nv.field = dlsym(lib, #name))) { \
+		snprintf(msg, mlen, "NVRTC lacks %s", #name); \
+		dlclose(lib); \
+		return -1; \
+	}
+	SYM(nvrtcCreateProgram, CreateProgram)
+	SYM(nvrtcCompileProgram, CompileProgram)
+	SYM(nvrtcGetProgramLogSize, GetProgramLogSize)
+	SYM(nvrtcGetProgramLog, GetProgramLog)
+	SYM(nvrtcGetCUBINSize, GetCUBINSize)
+	SYM(nvrtcGetCUBIN, GetCUBIN)
+	SYM(nvrtcDestroyProgram, DestroyProgram)
+	SYM(nvrtcGetErrorString, GetErrorString)
+#undef SYM
+	nv.lib = lib;
+	return 0;
+}
+
+static const char *drv_str(CUresult r)
+{
+	const char *s = NULL;
+
+	if (drv.GetErrorString)
+		drv.GetErrorString(r, &s);
+	return s ? s : "CUDA driver error";
+}
+
+/* The cache directory (created), or "" when there is none. */
+static void cache_dir(char *out, size_t n)
+{
+	const char *e = getenv("KPLAN_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	char parent[4096];
+
+	out[0] = 0;
+	if (e && *e) {
+		snprintf(out, n, "%s", e);
+	} else if (x && *x) {
+		snprintf(out, n, "%s/kplan", x);
+	} else if (h && *h) {
+		snprintf(parent, sizeof(parent), "%s/.cache", h);
+		mkdir(parent, 0755);
+		snprintf(out, n, "%s/.cache/kplan", h);
+	} else {
+		return;
+	}
+	if (mkdir(out, 0755) && errno != EEXIST)
+		out[0] = 0;
+}
+
+static void *read_all(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	char buf[65536];
+	size_t n;
+
+	if (!f)
+		return NULL;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && sb.len < (64u << 20))
+		kp_strbuf_add(&sb, buf, n);
+	fclose(f);
+	if (sb.oom || !sb.len) {
+		kp_strbuf_release(&sb);
+		return NULL;
+	}
+	return kp_strbuf_detach(&sb, len);
+}
+
+static void write_cache(const char *path, const void *data, size_t len)
+{
+	char tmp[4200];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	f = fopen(tmp, "wb");
+	if (!f)
+		return;
+	if (fwrite(data, 1, len, f) != len || fclose(f)) {
+		unlink(tmp);
+		return;
+	}
+	if (rename(tmp, path))
+		unlink(tmp);
+}
+
+static void *compile(const char *src, size_t len, int cc_major, int cc_minor, size_t *out_len,
+		     char *msg, size_t mlen)
+{
+	nvrtcProgram prog;
+	nvrtcResult r;
+	char arch[64], *text, *bin = NULL;
+	const char *opts[2];
+	size_t n = 0;
+
+	if (nvrtc_load(msg, mlen))
+		return NULL;
+	text = malloc(len + 1);
+	if (!text) {
+		snprintf(msg, mlen, "out of memory");
+		return NULL;
+	}
+	memcpy(text, src, len);
+	text[len] = 0;
+	snprintf(arch, sizeof(arch), "--gpu-architecture=sm_%d%d", cc_major, cc_minor);
+	opts[0] = arch;
+	opts[1] = "--std=c++17";
+	r = nv.CreateProgram(&prog, text, "kpfuse.cu", 0, NULL, NULL);
+	free(text);
+	if (r != NVRTC_SUCCESS) {
+		snprintf(msg, mlen, "nvrtcCreateProgram: %s", nv.GetErrorString(r));
+		return NULL;
+	}
+	r = nv.CompileProgram(prog, 2, opts);
+	if (r != NVRTC_SUCCESS) {
+		size_t ln = 0;
+		char *log = NULL;
+
+		if (nv.GetProgramLogSize(prog, &ln) == NVRTC_SUCCESS && ln && (log = malloc(ln + 1)) &&
+		    nv.GetProgramLog(prog, log) == NVRTC_SUCCESS) {
+			char *nl;
+
+			log[ln] = 0;
+			for (nl = log; *nl; nl++)
+				if (*nl == '\n')
+					*nl = ' ';
+		}
+		snprintf(msg, mlen, "nvrtc: %s: %.200s", nv.GetErrorString(r), log ? log : "");
+		free(log);
+		nv.DestroyProgram(&prog);
+		return NULL;
+	}
+	if (nv.GetCUBINSize(prog, &n) != NVRTC_SUCCESS || !n || !(bin = malloc(n)) ||
+	    nv.GetCUBIN(prog, bin) != NVRTC_SUCCESS) {
+		snprintf(msg, mlen, "nvrtc: no CUBIN");
+		free(bin);
+		bin = NULL;
+	}
+	nv.DestroyProgram(&prog);
+	*out_len = n;
+	return bin;
+}
+
+static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const char *name,
+		  void **fn, char *msg, size_t mlen)
+{
+	struct fctx *c = ctx;
+	char dir[4096], path[4200];
+	int dev = 0, maj = 0, min = 0, cached = 0;
+	void *bin = NULL;
+	size_t blen = 0;
+	CUmodule mod = NULL;
+	CUfunction f = NULL;
+	CUresult r;
+
+	if (drv_load(msg, mlen))
+		return -1;
+	if (cudaFree(0) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+		snprintf(msg, mlen, "cannot query the device");
+		return -1;
+	}
+	if (c->n_mods == sizeof(c->mods) / sizeof(c->mods[0])) {
+		snprintf(msg, mlen, "too many fused modules");
+		return -1;
+	}
+	cache_dir(dir, sizeof(dir));
+	path[0] = 0;
+	if (dir[0]) {
+		snprintf(path, sizeof(path), "%s/%016llx-sm%d%d.cubin", dir, (unsigned long long)hash,
+			 maj, min);
+		bin = read_all(path, &blen);
+		cached = bin != NULL;
+	}
+	if (bin && drv.ModuleLoadData(&mod, bin) != CUDA_SUCCESS) {
+		/* a stale or damaged cache entry: compile again */
+		free(bin);
+		bin = NULL;
+		mod = NULL;
+		cached = 0;
+	}
+	if (!mod) {
+		bin = compile(src, len, maj, min, &blen, msg, mlen);
+		if (!bin)
+			return -1;
+		if ((r = drv.ModuleLoadData(&mod, bin)) != CUDA_SUCCESS) {
+			snprintf(msg, mlen, "cuModuleLoadData: %s", drv_str(r));
+			free(bin);
+			return -1;
+		}
+		if (path[0])
+			write_cache(path, bin, blen);
+	}
+	free(bin);
+	if ((r = drv.ModuleGetFunction(&f, mod, name)) != CUDA_SUCCESS) {
+		snprintf(msg, mlen, "cuModuleGetFunction(%s): %s", name, drv_str(r));
+		drv.ModuleUnload(mod);
+		return -1;
+	}
+	c->mods[c->n_mods++] = mod;
+	*fn = f;
+	(void)cached;
+	return 0;
+}
+
+static int in_set(cudaGraphNode_t x, const cudaGraphNode_t *set, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (set[i] == x)
+			return 1;
+	return 0;
+}
+
+/* One replacement; 0 done, 1 not done (graph unchanged), -1 graph damaged. */
+static int replace_one(cudaGraph_t graph, const cudaGraphNode_t *all, size_t n_all,
+		       struct kp__rt_fx_repl *r, char *msg, size_t mlen)
+{
+	cudaGraphNode_t ch[KP__RT_FX_MAX_CHAIN], *ins = NULL, *outs = NULL, *from = NULL;
+	size_t n_ins = 0, n_outs = 0, k, m;
+	CUDA_KERNEL_NODE_PARAMS p;
+	CUgraphNode fused = NULL;
+	enum cudaGraphNodeType t;
+	CUresult cr;
+	int rc = 1;
+
+	for (k = 0; k < r->n; k++) {
+		if (r->idx[k] >= n_all || cudaGraphNodeGetType(all[r->idx[k]], &t) != cudaSuccess ||
+		    t != cudaGraphNodeTypeKernel) {
+			snprintf(msg, mlen, "node %zu is not a kernel node", r->idx[k]);
+			return 1;
+		}
+		ch[k] = all[r->idx[k]];
+	}
+	/* a simple chain: each inner link is the only edge on both sides */
+	for (k = 0; k < r->n; k++) {
+		size_t nd = 0, no = 0;
+
+		if (cudaGraphNodeGetDependencies(ch[k], NULL, NULL, &nd) != cudaSuccess ||
+		    cudaGraphNodeGetDependentNodes(ch[k], NULL, NULL, &no) != cudaSuccess) {
+			snprintf(msg, mlen, "cannot read the graph's edges");
+			goto out;
+		}
+		if (k == 0) {
+			n_ins = nd;
+			if (nd && (!(ins = calloc(nd, sizeof(*ins))) ||
+				   cudaGraphNodeGetDependencies(ch[k], ins, NULL, &n_ins) != cudaSuccess)) {
+				snprintf(msg, mlen, "cannot read the graph's edges");
+				goto out;
+			}
+		} else if (nd != 1) {
+			snprintf(msg, mlen, "chain kernel %zu has %zu dependencies (not a simple chain)", k, nd);
+			goto out;
+		}
+		if (k + 1 == r->n) {
+			n_outs = no;
+			if (no && (!(outs = calloc(no, sizeof(*outs))) ||
+				   cudaGraphNodeGetDependentNodes(ch[k], outs, NULL, &n_outs) != cudaSuccess)) {
+				snprintf(msg, mlen, "cannot read the graph's edges");
+				goto out;
+			}
+		} else {
+			cudaGraphNode_t next;
+			size_t one = 1;
+
+			if (no != 1 || cudaGraphNodeGetDependentNodes(ch[k], &next, NULL, &one) != cudaSuccess ||
+			    next != ch[k + 1]) {
+				snprintf(msg, mlen, "chain kernel %zu does not lead only to kernel %zu", k, k + 1);
+				goto out;
+			}
+		}
+	}
+	for (m = 0; m < n_ins; m++)
+		if (in_set(ins[m], ch, r->n)) {
+			snprintf(msg, mlen, "the chain depends on itself");
+			goto out;
+		}
+	memset(&p, 0, sizeof(p));
+	p.func = (CUfunction)r->fn;
+	p.gridDimX = r->grid[0];
+	p.gridDimY = r->grid[1];
+	p.gridDimZ = r->grid[2];
+	p.blockDimX = r->block[0];
+	p.blockDimY = r->block[1];
+	p.blockDimZ = r->block[2];
+	p.sharedMemBytes = r->smem;
+	p.kernelParams = r->args;
+	cr = drv.GraphAddKernelNode(&fused, (CUgraph)graph, (const CUgraphNode *)ins, n_ins, &p);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(msg, mlen, "cuGraphAddKernelNode: %s", drv_str(cr));
+		goto out;
+	}
+	if (n_outs) {
+		if (!(from = calloc(n_outs, sizeof(*from)))) {
+			cudaGraphDestroyNode((cudaGraphNode_t)fused);
+			snprintf(msg, mlen, "out of memory");
+			goto out;
+		}
+		for (m = 0; m < n_outs; m++)
+			from[m] = (cudaGraphNode_t)fused;
+		if (cudaGraphAddDependencies(graph, from, outs, NULL, n_outs) != cudaSuccess) {
+			cudaGraphDestroyNode((cudaGraphNode_t)fused);
+			snprintf(msg, mlen, "cudaGraphAddDependencies failed");
+			goto out;
+		}
+	}
+	rc = 0;
+	for (k = 0; k < r->n; k++)
+		if (cudaGraphDestroyNode(ch[k]) != cudaSuccess) {
+			snprintf(msg, mlen, "cudaGraphDestroyNode failed half way");
+			rc = -1;
+		}
+out:
+	cudaGetLastError();
+	free(ins);
+	free(outs);
+	free(from);
+	return rc;
+}
+
+static int f_replace(void *ctx, void *graph, struct kp__rt_fx_repl *r, size_t n, char *msg,
+		     size_t mlen)
+{
+	cudaGraphNode_t *all = NULL;
+	size_t n_all = 0, i;
+	int done = 0, x;
+
+	(void)ctx;
+	for (i = 0; i < n; i++)
+		r[i].rc = 1;
+	if (drv_load(msg, mlen))
+		return 0;
+	if (cudaGraphGetNodes((cudaGraph_t)graph, NULL, &n_all) != cudaSuccess ||
+	    !(all = calloc(n_all ? n_all : 1, sizeof(*all))) ||
+	    cudaGraphGetNodes((cudaGraph_t)graph, all, &n_all) != cudaSuccess) {
+		snprintf(msg, mlen, "cannot list the graph's nodes");
+		free(all);
+		cudaGetLastError();
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		x = replace_one((cudaGraph_t)graph, all, n_all, &r[i], msg, mlen);
+		if (x < 0) {
+			free(all);
+			return -1;
+		}
+		r[i].rc = x;
+		done += !x;
+	}
+	free(all);
+	return done;
+}
+
+static void f_destroy(void *ctx)
+{
+	struct fctx *c = ctx;
+	size_t i;
+
+	for (i = 0; i < c->n_mods; i++)
+		drv.ModuleUnload(c->mods[i]);
+	free(c);
+}
+
+static struct kp__rt_fusion_ops ops_template = {
+	NULL, f_load, f_replace, f_destroy,
+};
+
+/* A fresh ops value per runtime (each owns the modules it loaded). */
+const struct kp__rt_fusion_ops *kp__rt_fusion_cuda_ops(void)
+{
+	static __thread struct kp__rt_fusion_ops ops;
+
+	ops = ops_template;
+	ops.ctx = calloc(1, sizeof(struct fctx));
+	return ops.ctx ? &ops : NULL;
+}

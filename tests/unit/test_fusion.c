@@ -1,0 +1,746 @@
+/*
+ * test_fusion.c - the fusion catalog reader (errors, hostile input), code
+ * generation (golden files tests/golden/fusion/NAME.cu; KPLAN_UPDATE_GOLDEN=1
+ * rewrites them), the argument mapping and feasibility rules, planning from
+ * a kernel trace, and the runtime's fusion half (runtime/fusion.c) with fake
+ * ops: source hash, chain lookup, shape and alias checks, the fused node's
+ * arguments, failures that leave the graph unfused.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "../../common/hash.h"
+#include "../../planner/fusion_catalog.h"
+#include "../../planner/fusion_gen.h"
+#include "../../planner/planfile.h"
+#include "../../runtime/fusion.h"
+
+static struct kp_fx_catalog *shipped(void)
+{
+	struct kp_err err = {0};
+	struct kp_fx_catalog *cat = kp_fx_catalog_load(kp_test_src("planner/catalog/examples.kpcat"), &err);
+
+	if (!cat)
+		fprintf(stderr, "\n%s\n", err.msg);
+	return cat;
+}
+
+static const struct kp_fx_kernel *by_name(const struct kp_fx_catalog *cat, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < cat->n_kernels; i++)
+		if (!strcmp(cat->kernels[i].name, name))
+			return &cat->kernels[i];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* catalog */
+
+static void test_catalog_shipped(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	const struct kp_fx_kernel *k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	CU_ASSERT_EQUAL(cat->n_kernels, 6);
+	k = kp_fx_catalog_find(cat, "_Z9layernormPKfPfS0_S0_i");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	CU_ASSERT_STRING_EQUAL(k->name, "layernorm");
+	CU_ASSERT_EQUAL(k->n_params, 5);
+	CU_ASSERT_EQUAL(k->params[4].type, KP_FX_I32);
+	CU_ASSERT_EQUAL(k->rows.kind[0], KP_FX_T_GRIDX);
+	CU_ASSERT(k->has_reduce);
+	CU_ASSERT_EQUAL(k->n_stmts, 3);
+	CU_ASSERT_EQUAL(k->stmts[1].red_op, KP_FX_R_MEAN);
+	/* demangled trace names match too, other element types do not */
+	CU_ASSERT_PTR_EQUAL(kp_fx_catalog_find(cat,
+		"bias_residual(float*, float const*, float const*, int, int)"),
+		by_name(cat, "mlp_bias_residual"));
+	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "ew(int, __half*, __half const*, __half const*, float, int)"));
+	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "_Z2ewiP6__halfPKS_S2_fi"));
+	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "bias_residual"));
+	k = by_name(cat, "mlp_bias_residual");
+	CU_ASSERT_EQUAL(k->rows.op, '/');
+	CU_ASSERT_EQUAL(k->rows.v[0], 3);
+	CU_ASSERT_EQUAL(k->rows.v[1], 4);
+	kp_fx_catalog_free(cat);
+}
+
+static void test_catalog_errors(void)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "kernel a\nmatch a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x[i]\n",
+		  "cat:6: kernel 'a': field 'end': file ends inside the kernel" },
+		{ "match a\n", "cat:1: field 'keyword': expected 'kernel NAME'" },
+		{ "kernel a\nbogus 1\nend\n", "cat:2: kernel 'a': field 'keyword': unknown keyword 'bogus'" },
+		{ "kernel a\nparam 0 x f64*\nend\n", "cat:2: kernel 'a': field 'param': type: expected" },
+		{ "kernel a\nparam 0 x f32*\nparam 0 y f32*\n", "cat:3: kernel 'a': field 'param': position 0 declared twice" },
+		{ "kernel a\nparam 0 x f32*\nparam 1 x f32*\n", "field 'param': parameter name 'x' used twice" },
+		{ "kernel a\nparam 0 row i32\n", "field 'param': name: expected an identifier" },
+		{ "kernel a\nparam 40 x i32\n", "field 'param': position: expected 0..31, found '40'" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = q\n",
+		  "cat:5: kernel 'a': field 'out': unknown name 'q'" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x\n", "must be indexed" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x[j]\n", "index of 'x': expected i, col or row" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = system(x[i])\n", "unknown function 'system'" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = fmaxf(x[i])\n", "fmaxf takes 2 arguments, found 1" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = (x[i]\n", "expected ')'" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x[i] x[i]\n", "after the expression" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = 1.5e\n", "bad number" },
+		{ "kernel a\nparam 0 x f32*\nparam 1 n i32\nrows 1\ncols 4\nout n[i] = 1\n", "with BUF an f32* parameter" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[col] = 1\n", "stores are elementwise" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols x\n", "field 'cols': parameter 'x' is not an integer" },
+		{ "kernel a\nparam 0 x f32*\nrows 1 / 2 / 3\n", "at most two terms" },
+		{ "kernel a\nparam 0 x f32*\nrows 0\n", "expected an integer 1..2^40" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nreduce s avg x[i]\n", "operation: expected sum" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = s\nreduce s sum x[i]\n", "unknown name 's'" },
+		{ "kernel a\nmatch a\nparam 1 x f32*\nrows 1\ncols 4\nout x[i] = 1\nend\n",
+		  "field 'end': parameter position 0 not declared" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = 1\nend\n", "field 'end': no 'match' line" },
+		{ "kernel a\nmatch a\nparam 0 x f32*\nrows 1\nout x[i] = 1\nend\n", "'rows' and 'cols' are required" },
+		{ "kernel a\nmatch a\nparam 0 x f32*\nrows 1\ncols 1\nend\n", "no 'out' statement" },
+		{ "kernel a\nmatch a\\b\n", "backslash in the pattern" },
+		{ "kernel a\nmatch a\x01\n", "cat:2: kernel 'a': field 'line': control or non-ASCII byte 0x01" },
+		{ "kernel a\nmatch a\nparam 0 x f32*\nrows 1\ncols 1\nout x[i] = 1\nend\nkernel a\n",
+		  "cat:8: field 'kernel': kernel 'a' defined twice (first at line 1)" },
+		{ "kernel a\nkernel b\n", "'kernel' inside kernel 'a'" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kp_err err = {0};
+		struct kp_fx_catalog *cat = kp_fx_catalog_parse(cases[i].text, strlen(cases[i].text),
+								"cat", &err);
+
+		CU_ASSERT_PTR_NULL(cat);
+		CU_ASSERT_EQUAL(err.code, KP_EFORMAT);
+		if (!strstr(err.msg, cases[i].want)) {
+			fprintf(stderr, "\ncase %zu: want '%s', got '%s'\n", i, cases[i].want, err.msg);
+			CU_FAIL("error message");
+		}
+		kp_fx_catalog_free(cat);
+	}
+}
+
+static void test_catalog_limits(void)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_fx_catalog *cat;
+	int i;
+
+	/* nesting deeper than the limit is refused, not a stack overflow */
+	kp_strbuf_adds(&sb, "kernel a\nmatch a\nparam 0 x f32*\nrows 1\ncols 1\nout x[i] = ");
+	for (i = 0; i < 200; i++)
+		kp_strbuf_addch(&sb, '(');
+	kp_strbuf_adds(&sb, "1");
+	for (i = 0; i < 200; i++)
+		kp_strbuf_addch(&sb, ')');
+	kp_strbuf_adds(&sb, "\nend\n");
+	cat = kp_fx_catalog_parse(sb.buf, sb.len, "deep", &err);
+	CU_ASSERT_PTR_NULL(cat);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nested deeper than"));
+	/* too many nodes */
+	kp_strbuf_reset(&sb);
+	kp_strbuf_adds(&sb, "kernel a\nmatch a\nparam 0 x f32*\nrows 1\ncols 1\nout x[i] = 1");
+	for (i = 0; i < 300; i++)
+		kp_strbuf_adds(&sb, "+1");
+	kp_strbuf_adds(&sb, "\nend\n");
+	cat = kp_fx_catalog_parse(sb.buf, sb.len, "big", &err);
+	CU_ASSERT_PTR_NULL(cat);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "more than 256 nodes"));
+	/* long line */
+	kp_strbuf_reset(&sb);
+	for (i = 0; i < 1100; i++)
+		kp_strbuf_addch(&sb, '#');
+	cat = kp_fx_catalog_parse(sb.buf, sb.len, "long", &err);
+	CU_ASSERT_PTR_NULL(cat);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "long:1: field 'line': line longer than 1024"));
+	kp_strbuf_release(&sb);
+}
+
+/* Mutations of the shipped catalog: never a crash, an error or a catalog. */
+static void test_catalog_hostile(void)
+{
+	size_t len, i;
+	char *orig = kp_test_read(kp_test_src("planner/catalog/examples.kpcat"), &len);
+	char *buf;
+	uint64_t rnd = 0x1234567;
+	int ok = 0, bad = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(orig);
+	buf = malloc(len);
+	for (i = 0; i < 3000; i++) {
+		struct kp_err err = {0};
+		struct kp_fx_catalog *cat;
+		size_t n = len, m, j;
+
+		memcpy(buf, orig, len);
+		for (j = 0, m = 1 + (size_t)(rnd % 4); j < m; j++) {
+			rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
+			buf[(rnd >> 33) % len] = (char)(rnd >> 17);
+		}
+		if (i % 3 == 0)
+			n = (size_t)(rnd >> 40) % len;
+		cat = kp_fx_catalog_parse(buf, n, "fuzz", &err);
+		if (cat) {
+			ok++;
+			kp_fx_catalog_free(cat);
+		} else {
+			bad++;
+			CU_ASSERT(err.code == KP_EFORMAT);
+			CU_ASSERT(!strncmp(err.msg, "fuzz:", 5));
+		}
+	}
+	CU_ASSERT(ok > 0 && bad > 0);
+	free(buf);
+	free(orig);
+}
+
+/* ---------------------------------------------------------------------- */
+/* code generation */
+
+static void golden(const char *name, const struct kp_fx_group *g)
+{
+	char rel[128];
+	const char *path;
+	size_t n;
+	char *want;
+
+	snprintf(rel, sizeof(rel), "tests/golden/fusion/%s.cu", name);
+	path = kp_test_src(rel);
+	if (getenv("KPLAN_UPDATE_GOLDEN")) {
+		kp_test_sh("mkdir -p '%s'", kp_test_src("tests/golden/fusion"));
+		CU_ASSERT_EQUAL(kp_test_write(path, g->source.buf, (long)g->source.len), 0);
+		fprintf(stderr, "\nupdated %s\n", path);
+	}
+	want = kp_test_read(path, &n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+	CU_ASSERT_EQUAL(n, g->source.len);
+	CU_ASSERT(n == g->source.len && !memcmp(want, g->source.buf, n));
+	free(want);
+}
+
+static void test_gen_rows(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	const struct kp_fx_kernel *chain[2];
+	struct kp_fx_group g, g2;
+	struct kp_err err = {0};
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	chain[0] = by_name(cat, "mlp_bias_residual");
+	chain[1] = by_name(cat, "layernorm");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_ROWS);
+	CU_ASSERT_EQUAL(g.phases, 3);   /* sum(x) with the residual, var, normalise */
+	/* mapping: x t b of bias_residual, x y g b of layernorm; sizes n, d are shapes only */
+	CU_ASSERT_EQUAL_FATAL(g.n_args, 7);
+	CU_ASSERT(g.args[0].kernel == 0 && g.args[0].param == 0 && g.args[0].size == 8);
+	CU_ASSERT(g.args[2].kernel == 0 && g.args[2].param == 2);
+	CU_ASSERT(g.args[3].kernel == 1 && g.args[3].param == 0);
+	CU_ASSERT(g.args[6].kernel == 1 && g.args[6].param == 3);
+	/* access modes for the alias checks */
+	CU_ASSERT_EQUAL_FATAL(g.n_access, 7);
+	CU_ASSERT_STRING_EQUAL(g.access[0].mode, "iw");
+	CU_ASSERT_STRING_EQUAL(g.access[2].mode, "c");
+	CU_ASSERT_STRING_EQUAL(g.access[4].mode, "w");
+	/* the residual's value feeds the mean from a register when x is shared */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_acc1_mean += (k1_x == k0_x ? kp_v0_0 : k1_x[i]);"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const float k1_mean = kp_block_sum(kp_acc1_mean, kp_sh) / (float)cols;"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(k0_x[i] + (k0_t[i] + k0_b[col]))"));
+	CU_ASSERT_EQUAL(g.source_hash, kp_hash64(g.source.buf, g.source.len, KP_HASH_SEED));
+	CU_ASSERT(!strncmp(g.file, "kpfuse-", 7));
+	/* deterministic */
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g2, &err), 0);
+	CU_ASSERT_EQUAL(g.source_hash, g2.source_hash);
+	golden("bias_residual_layernorm", &g);
+	kp_fx_group_release(&g2);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(cat);
+}
+
+static void test_gen_elementwise(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	const struct kp_fx_kernel *chain[3];
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	chain[0] = by_name(cat, "mlp_copy");
+	chain[1] = by_name(cat, "mlp_bias_residual");
+	chain[2] = by_name(cat, "mlp_bias_gelu");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 3, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_ELEMENTWISE);
+	CU_ASSERT_EQUAL(g.phases, 1);
+	CU_ASSERT_EQUAL(g.n_args, 2 + 3 + 2);
+	/* register chain: gelu's input is the residual's value when u == x */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf,
+		"kp_gelu_tanh(((k2_u == k1_x ? kp_v1_0 : (k2_u == k0_dst ? kp_v0_0 : k2_u[i])) + k2_b[col]))"));
+	CU_ASSERT_PTR_NULL(strstr(g.source.buf, "kp_block_sum"));
+	golden("copy_residual_gelu", &g);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(cat);
+}
+
+static void test_gen_feasibility(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	const struct kp_fx_kernel *chain[9];
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	for (i = 0; i < 9; i++)
+		chain[i] = by_name(cat, "decode_ew");
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 1, &g, &err), KP_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "expected 2..8"));
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 9, &g, &err), KP_EUNSUPPORTED);
+	/* 8 ew kernels: 8 x 5 used parameters fit */
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 8, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.n_args, 40);
+	/* cost rule: elementwise gains the analyzer's figure, default per saved node */
+	CU_ASSERT_EQUAL(kp_fx_predicted_gain(&g, 5000), 5000);
+	CU_ASSERT(kp_fx_predicted_gain(&g, -1) > 0);
+	kp_fx_group_release(&g);
+	/* rows scheme: folding an elementwise kernel into the reduction costs 250 ns */
+	chain[0] = by_name(cat, "mlp_bias_residual");
+	chain[1] = by_name(cat, "layernorm");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g, &err), 0);
+	CU_ASSERT_EQUAL(kp_fx_predicted_gain(&g, 1000), 750);
+	CU_ASSERT(kp_fx_predicted_gain(&g, 200) <= 0);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(cat);
+}
+
+/* ---------------------------------------------------------------------- */
+/* plans */
+
+static const char *mlp_names[] = {
+	"_Z8copy_f32PfPKfi", "_Z9layernormPKfPfS0_S0_i", "gemm", "_Z9bias_geluPfPKfii",
+	"gemm", "_Z13bias_residualPfPKfS1_ii", "_Z9layernormPKfPfS0_S0_i", "gemm",
+};
+
+static struct kp_plan *base_plan(uint32_t kernels)
+{
+	struct kp_plan *p = kp_plan_new();
+
+	p->cc_major = 9;
+	p->cuda_major = 13;
+	p->gpu_name = strdup("");
+	p->tool_version = strdup("t");
+	p->source_kind = strdup("synthetic");
+	p->date = strdup("");
+	p->n_regions = 1;
+	p->regions = calloc(1, sizeof(*p->regions));
+	p->regions[0].label = strdup("mlp.forward");
+	p->regions[0].decision = KP_PLAN_GRAPH;
+	p->regions[0].reason = KP_PLAN_R_LAUNCH_BOUND;
+	p->regions[0].reason_text = strdup("");
+	p->regions[0].kernels = kernels;
+	p->regions[0].nodes = kernels;
+	p->regions[0].shape_keys = 1;
+	return p;
+}
+
+static void test_plan_trace_and_sources(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan(8), *q;
+	struct kp_strbuf trace = KP_STRBUF_INIT, text = KP_STRBUF_INIT;
+	struct kp_fx_plan_stats st;
+	struct kp_err err = {0};
+	const char *dir = kp_test_path("fusion-plan");
+	char path[512];
+	size_t i, n;
+	char *src;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	kp_test_sh("mkdir -p '%s'", dir);
+	kp_strbuf_adds(&trace, "mlp.forward\t0\tstale\n");   /* listed again below: last wins */
+	for (i = 0; i < 8; i++)
+		kp_strbuf_addf(&trace, "mlp.forward\t%zu\t%s\n", i, mlp_names[i]);
+	kp_strbuf_adds(&trace, "other\t0\tx\n");
+	CU_ASSERT_EQUAL(kp_fx_plan_add_trace(p, trace.buf, trace.len, "t", cat, &err), 2);
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 2);
+	CU_ASSERT_EQUAL(p->fusions[0].first_kernel, 0);
+	CU_ASSERT_EQUAL(p->fusions[0].kernels, 2);
+	CU_ASSERT_EQUAL(p->fusions[1].first_kernel, 5);
+	CU_ASSERT_EQUAL(p->fusions[1].id, 2);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.generated, 2);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[1].source);
+	snprintf(path, sizeof(path), "%s/%s", dir, p->fusions[1].source);
+	src = kp_test_read(path, &n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+	CU_ASSERT_EQUAL(kp_hash64(src, n, KP_HASH_SEED), p->fusions[1].source_hash);
+	free(src);
+	/* the plan with sources round-trips through the plan file */
+	CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &text, &err), 0);
+	q = kp_plan_parse(text.buf, text.len, "p", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+	CU_ASSERT_STRING_EQUAL(q->fusions[1].source, p->fusions[1].source);
+	kp_plan_free(q);
+	kp_plan_free(p);
+
+	/* trace errors name the line */
+	p = base_plan(8);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_trace(p, "mlp.forward\t0\ta\nmlp.forward\t5\tb\n", 32, "t",
+					     cat, &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "t:2: index"));
+	CU_ASSERT_EQUAL(kp_fx_plan_add_trace(p, "nofields\n", 9, "t", cat, &err), KP_EFORMAT);
+	/* a region with fewer kernels than the trace lists */
+	kp_plan_free(p);
+	p = base_plan(3);
+	kp_strbuf_reset(&trace);
+	for (i = 0; i < 8; i++)
+		kp_strbuf_addf(&trace, "mlp.forward\t%zu\t%s\n", i, mlp_names[i]);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_trace(p, trace.buf, trace.len, "t", cat, &err), KP_EMISMATCH);
+	kp_plan_free(p);
+
+	/* groups from the analyzer: a name not in the catalog leaves the group without source */
+	p = base_plan(8);
+	p->n_fusions = 1;
+	p->fusions = calloc(1, sizeof(*p->fusions));
+	p->fusions[0].id = 1;
+	p->fusions[0].region = strdup("mlp.forward");
+	p->fusions[0].kernels = 2;
+	p->fusions[0].names = strdup("_Z9bias_geluPfPKfii -> unknown_kernel");
+	p->fusions[0].gain_ns = 900;
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.not_in_catalog, 1);
+	CU_ASSERT_PTR_NULL(p->fusions[0].source);
+	/* below the cost threshold: residual + layernorm with a 100 ns gain */
+	free(p->fusions[0].names);
+	p->fusions[0].names = strdup("bias_residual(float*, float const*, float const*, int, int) -> "
+				     "layernorm(float const*, float*, float const*, float const*, int)");
+	p->fusions[0].gain_ns = 100;
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.unprofitable, 1);
+	CU_ASSERT_PTR_NULL(p->fusions[0].source);
+	p->fusions[0].gain_ns = 2000;
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.generated, 1);
+	CU_ASSERT_EQUAL(p->fusions[0].gain_ns, 1750);
+	kp_plan_free(p);
+	kp_strbuf_release(&trace);
+	kp_strbuf_release(&text);
+	kp_fx_catalog_free(cat);
+}
+
+/* ---------------------------------------------------------------------- */
+/* runtime half, fake ops */
+
+struct fake {
+	int loads, load_fail;
+	char last_name[64];
+	struct kp__rt_fx_repl last;
+	size_t n_repl;
+	int replace_calls;
+	int tail_ok;          /* the last two args point at the repl's rows, cols */
+};
+
+static int fake_load(void *ctx, const char *src, size_t len, uint64_t hash, const char *name,
+		     void **fn, char *msg, size_t mlen)
+{
+	struct fake *f = ctx;
+
+	if (f->load_fail) {
+		snprintf(msg, mlen, "nvrtc: syntax error");
+		return 1;
+	}
+	f->loads++;
+	snprintf(f->last_name, sizeof(f->last_name), "%s", name);
+	*fn = (void *)0x1234;
+	(void)src; (void)len; (void)hash;
+	return 0;
+}
+
+static int fake_replace(void *ctx, void *graph, struct kp__rt_fx_repl *r, size_t n, char *msg,
+			size_t mlen)
+{
+	struct fake *f = ctx;
+	size_t i;
+
+	f->replace_calls++;
+	f->n_repl = n;
+	for (i = 0; i < n; i++)
+		r[i].rc = 0;
+	if (n) {
+		f->last = r[0];
+		f->tail_ok = r[0].args[r[0].n_args - 2] == &r[0].rows &&
+			r[0].args[r[0].n_args - 1] == &r[0].cols;
+	}
+	(void)graph; (void)msg; (void)mlen;
+	return (int)n;
+}
+
+/* A kernel node with pointer/int parameters laid out naturally. */
+struct fnode {
+	struct kp__rt_node n;
+	uint32_t off[8], size[8];
+	unsigned char buf[64];
+};
+
+static void mk_node(struct fnode *f, const char *name, uint32_t grid, uint32_t block,
+		    const uint64_t *ptrs, int n_ptrs, const int32_t *ints, int n_ints)
+{
+	uint32_t o = 0;
+	int i;
+
+	memset(f, 0, sizeof(*f));
+	for (i = 0; i < n_ptrs; i++, o += 8) {
+		f->off[i] = o;
+		f->size[i] = 8;
+		memcpy(f->buf + o, &ptrs[i], 8);
+	}
+	for (i = 0; i < n_ints; i++, o += 4) {
+		f->off[n_ptrs + i] = o;
+		f->size[n_ptrs + i] = 4;
+		memcpy(f->buf + o, &ints[i], 4);
+	}
+	f->n.kind = KP__RT_NODE_KERNEL;
+	f->n.name = name;
+	f->n.grid[0] = grid;
+	f->n.grid[1] = f->n.grid[2] = 1;
+	f->n.block[0] = block;
+	f->n.block[1] = f->n.block[2] = 1;
+	f->n.n_params = (uint32_t)(n_ptrs + n_ints);
+	f->n.param_off = f->off;
+	f->n.param_size = f->size;
+	f->n.params = f->buf;
+	f->n.params_len = o;
+}
+
+/* plan file + source in the temp dir; returns the plan path */
+static const char *write_fused_plan(const char *sub, int corrupt)
+{
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan(8);
+	struct kp_strbuf trace = KP_STRBUF_INIT, text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	static char path[512];
+	char dir[400];
+	size_t i;
+
+	snprintf(dir, sizeof(dir), "%s", kp_test_path(sub));
+	kp_test_sh("mkdir -p '%s'", dir);
+	for (i = 0; i < 8; i++)
+		kp_strbuf_addf(&trace, "mlp.forward\t%zu\t%s\n", i, mlp_names[i]);
+	kp_fx_plan_add_trace(p, trace.buf, trace.len, "t", cat, &err);
+	kp_fx_plan_sources(p, cat, dir, NULL, &err);
+	if (corrupt) {
+		char src[600];
+
+		snprintf(src, sizeof(src), "%s/%s", dir, p->fusions[1].source);
+		kp_test_sh("echo '// edited' >> '%s'", src);
+	}
+	kp_plan_write(p, &text, &err);
+	snprintf(path, sizeof(path), "%s/model.kplan", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	kp_strbuf_release(&trace);
+	kp_strbuf_release(&text);
+	kp_plan_free(p);
+	kp_fx_catalog_free(cat);
+	return path;
+}
+
+/* The mlp capture as nodes: copy, ln, gemm, gelu, gemm, residual, ln, gemm (+ a memset). */
+static void mlp_nodes(struct fnode *f, struct kp__rt_node *nodes, int alias, int bad_n)
+{
+	const uint64_t X = 0x10000, H = 0x20000, U = 0x30000, T = 0x40000, IN = 0x50000;
+	const uint64_t G = 0x60000, BE = 0x61000, B1 = 0x62000, B2 = 0x63000;
+	uint64_t p[4];
+	int32_t v[2];
+	int i;
+
+	p[0] = X; p[1] = IN; v[0] = 4096;
+	mk_node(&f[0], "_Z8copy_f32PfPKfi", 16, 256, p, 2, v, 1);
+	p[0] = X; p[1] = H; p[2] = G; p[3] = BE; v[0] = 512;
+	mk_node(&f[1], "_Z9layernormPKfPfS0_S0_i", 8, 256, p, 4, v, 1);
+	mk_node(&f[2], "gemm", 8, 128, p, 1, NULL, 0);
+	p[0] = U; p[1] = B1; v[0] = 16384; v[1] = 2048;
+	mk_node(&f[3], "_Z9bias_geluPfPKfii", 64, 256, p, 2, v, 2);
+	mk_node(&f[4], "gemm", 8, 128, p, 1, NULL, 0);
+	p[0] = X; p[1] = T; p[2] = B2; v[0] = bad_n ? 4000 : 4096; v[1] = 512;
+	mk_node(&f[5], "_Z13bias_residualPfPKfS1_ii", 16, 256, p, 3, v, 2);
+	p[0] = X; p[1] = H; p[2] = alias ? X : G; p[3] = BE; v[0] = 512;
+	mk_node(&f[6], "_Z9layernormPKfPfS0_S0_i", 8, 256, p, 4, v, 1);
+	mk_node(&f[7], "gemm", 8, 128, p, 1, NULL, 0);
+	/* node order: a memset first, then the kernels */
+	memset(&nodes[0], 0, sizeof(nodes[0]));
+	nodes[0].kind = KP__RT_NODE_MEMOP;
+	nodes[0].name = "";
+	for (i = 0; i < 8; i++)
+		nodes[1 + i] = f[i].n;
+}
+
+static void test_runtime_apply(void)
+{
+	struct fake fk;
+	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
+	struct kp_err err = {0};
+	struct kp_plan *plan;
+	struct kp__rt_fusion *fz;
+	struct fnode f[8];
+	struct kp__rt_node nodes[9];
+	const char *path = write_fused_plan("fusion-rt", 0);
+
+	memset(&fk, 0, sizeof(fk));
+	plan = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	CU_ASSERT_EQUAL_FATAL(plan->n_fusions, 2);
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	CU_ASSERT_EQUAL(fk.loads, 2);
+	CU_ASSERT(!strncmp(fk.last_name, "kp_fused_", 9));
+
+	mlp_nodes(f, nodes, 0, 0);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 2);
+	CU_ASSERT_EQUAL(fk.n_repl, 2);
+	/* first chain: kernels 0, 1 = nodes 1, 2 (after the memset) */
+	CU_ASSERT_EQUAL(fk.last.n, 2);
+	CU_ASSERT_EQUAL(fk.last.idx[0], 1);
+	CU_ASSERT_EQUAL(fk.last.idx[1], 2);
+	/* rows scheme: one block of 256 per row, 8 rows of 512 */
+	CU_ASSERT_EQUAL(fk.last.grid[0], 8);
+	CU_ASSERT_EQUAL(fk.last.block[0], 256);
+	/* mapped args: dst src (copy), x y g b (layernorm), rows, cols */
+	CU_ASSERT_EQUAL_FATAL(fk.last.n_args, 8);
+	CU_ASSERT_PTR_EQUAL(fk.last.args[1], nodes[1].params + 8);
+	CU_ASSERT_PTR_EQUAL(fk.last.args[5], nodes[2].params + 24);
+	CU_ASSERT(fk.tail_ok);
+	CU_ASSERT_EQUAL(fk.last.rows, 8);
+	CU_ASSERT_EQUAL(fk.last.cols, 512);
+	CU_ASSERT_EQUAL(kp__rt_fusion_applied(fz), 2);
+	/* other regions are untouched */
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "decode.step", (void *)1, nodes, 9), 0);
+
+	/* shape mismatch: the residual's n is not 8 x 512 */
+	mlp_nodes(f, nodes, 0, 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_SHAPE), 1);
+	/* alias: layernorm's gamma is the residual's output */
+	mlp_nodes(f, nodes, 1, 0);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_ALIAS), 1);
+	/* chain not found: another kernel at the planned index, or too few kernels */
+	mlp_nodes(f, nodes, 0, 0);
+	nodes[6].name = "_Z9bias_geluPfPKfii";
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_CHAIN), 1);
+	/* 3 kernels captured: the first chain is there, the second is not */
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 4), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_CHAIN), 2);
+	/* a parameter of another size than the catalog says */
+	mlp_nodes(f, nodes, 0, 0);
+	f[5].size[3] = 8;
+	nodes[6] = f[5].n;
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 1);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(plan);
+}
+
+static void test_runtime_load_failures(void)
+{
+	struct fake fk;
+	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
+	struct kp_err err = {0};
+	struct kp_plan *plan;
+	struct kp__rt_fusion *fz;
+	struct fnode f[8];
+	struct kp__rt_node nodes[9];
+	const char *path = write_fused_plan("fusion-rt-bad", 1);
+
+	memset(&fk, 0, sizeof(fk));
+	plan = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	/* group 2's source was edited after planning: refused, group 1 still loads */
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_HASH), 1);
+	CU_ASSERT_EQUAL(fk.loads, 1);
+	mlp_nodes(f, nodes, 0, 0);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 1);
+	kp__rt_fusion_close(fz);
+
+	/* compile errors: nothing applied, never a replace call */
+	memset(&fk, 0, sizeof(fk));
+	fk.load_fail = 1;
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_COMPILE), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 0);
+	CU_ASSERT_EQUAL(fk.replace_calls, 0);
+	kp__rt_fusion_close(fz);
+
+	/* without ops (a build with no CUDA): fusion-compile, no crash */
+	fz = kp__rt_fusion_open(plan, path, NULL);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_COMPILE), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 0);
+	kp__rt_fusion_close(fz);
+
+	/* a missing source file */
+	kp_test_sh("rm -f '%s'/kpfuse-*.cu", kp_test_path("fusion-rt-bad"));
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_SOURCE), 2);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(plan);
+}
+
+static void test_cli_plan_catalog(void)
+{
+	const char *dir = kp_test_path("fusion-cli");
+	char trace[512];
+	size_t i;
+	FILE *f;
+
+	kp_test_sh("mkdir -p '%s'", dir);
+	snprintf(trace, sizeof(trace), "%s/trace.tsv", dir);
+	f = fopen(trace, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	for (i = 0; i < 8; i++)
+		fprintf(f, "mlp.forward\t%zu\t%s\n", i, mlp_names[i]);
+	fclose(f);
+	{
+		struct kp_plan *p = base_plan(8);
+		struct kp_strbuf text = KP_STRBUF_INIT;
+		struct kp_err err = {0};
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/base.kplan", dir);
+		kp_plan_write(p, &text, &err);
+		kp_test_write(path, text.buf, (long)text.len);
+		kp_strbuf_release(&text);
+		kp_plan_free(p);
+	}
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' -o '%s/f.kplan' >/dev/null",
+				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^source kpfuse-' '%s/f.kplan' && ls '%s'/kpfuse-*.cu >/dev/null", dir, dir), 0);
+	/* usage errors */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' -o x 2>/dev/null", kp_test_kplan(), dir), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --catalog /nonexistent x.db -o x 2>/dev/null", kp_test_kplan()), 2);
+}
+
+CU_TestInfo kp_tests_fusion[] = {
+	{ "catalog: shipped entries", test_catalog_shipped },
+	{ "catalog: errors name line and field", test_catalog_errors },
+	{ "catalog: limits", test_catalog_limits },
+	{ "catalog: hostile input", test_catalog_hostile },
+	{ "codegen: rows scheme (golden)", test_gen_rows },
+	{ "codegen: elementwise scheme (golden)", test_gen_elementwise },
+	{ "codegen: feasibility and cost rule", test_gen_feasibility },
+	{ "plan: from a kernel trace, sources by hash", test_plan_trace_and_sources },
+	{ "runtime: chain lookup, mapping, checks", test_runtime_apply },
+	{ "runtime: hash, compile, missing source", test_runtime_load_failures },
+	{ "cli: plan --base --kernels --catalog", test_cli_plan_catalog },
+	CU_TEST_INFO_NULL,
+};

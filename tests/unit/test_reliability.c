@@ -1,0 +1,665 @@
+/*
+ * test_reliability.c - faults and hostile inputs across modules: a
+ * recording killed with SIGKILL, a full disk, read-only outputs, and the
+ * fuzzers' corpora (every past finding included) fed through the normal
+ * APIs. See docs/RELIABILITY.md for what each test stands for.
+ *
+ * The recording tests drive the collector's writer path without CUPTI:
+ * synthesized CUPTI activity records go through the collector's decoder
+ * (collector/decode.h) into a struct kp_writer, in kp_db_begin/kp_db_commit
+ * batches with kp_db_set_bulk on, as collector.c's writer thread does.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <CUnit/CUnit.h>
+#include <sqlite3.h>
+
+#include "collector/decode.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "db/db.h"
+#include "db/writer.h"
+#include "importers/import.h"
+#include "planner/planfile.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------------------ */
+/* helpers */
+
+/* dir/name in a small ring of static buffers (a few live at once). */
+static const char *in_dir_path(const char *dir, const char *name)
+{
+	static char ring[4][4096];
+	static int k;
+	char *p = ring[k++ % 4];
+
+	snprintf(p, sizeof(ring[0]), "%s/%s", dir, name);
+	return p;
+}
+
+static int64_t q(struct kp_db *db, const char *sql)
+{
+	return kp_db_int(db, sql, -1);
+}
+
+/* PRAGMA integrity_check's answer ("ok" when sound); static storage. */
+static const char *integrity(struct kp_db *db)
+{
+	static char buf[256];
+	sqlite3_stmt *st;
+
+	snprintf(buf, sizeof(buf), "(no answer)");
+	if (kp_db_prepare(db, "PRAGMA integrity_check", &st, NULL))
+		return buf;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(buf, sizeof(buf), "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return buf;
+}
+
+static const char *fake_api_name(void *ctx, int driver, uint32_t cbid)
+{
+	(void)ctx;
+	(void)cbid;
+	return driver ? "cuLaunchKernel" : "cudaLaunchKernel";
+}
+
+/* ------------------------------------------------------------------------ */
+/* the fake producer: the collector's writer path minus CUPTI */
+
+#define PROD_KERNELS 500   /* kernel records per batch, each with its API record */
+#define PROD_ROWS (2 * PROD_KERNELS)
+
+/*
+ * Child process: record batches into path until killed, until max_batches
+ * (0: no limit) or until a write fails. After each COMMIT the batch number
+ * goes to fd (4 bytes). On a failure the child writes the error message to
+ * path + ".err" and exits 3; it never crashes.
+ */
+static void producer(const char *path, int fd, int max_batches)
+{
+	static const char *const names[] = { "_Z4gemmPfS_i", "_Z4reluPf", "_Z7softmaxPfi",
+					     "_Z9layernormPfS_S_" };
+	struct kp_decode_hooks hooks = { NULL, fake_api_name, NULL };
+	struct kp_run_info ri;
+	struct kp_err err = {0};
+	struct kp_writer w;
+	struct kp_decoder dec;
+	struct kp_db *db;
+	int64_t run_id = 0;
+	uint32_t corr = 1;
+	uint64_t t = 1000000;
+	int32_t b;
+	int i;
+
+	kp_log_set_level(KP_LOG_ERROR);
+	db = kp_db_open(path, KP_DB_CREATE, &err);
+	if (!db || kp_db_set_bulk(db, 1, &err))
+		goto fail;
+	memset(&ri, 0, sizeof(ri));
+	ri.source = "record";
+	ri.pid = getpid();
+	if (kp_db_run_insert(db, &ri, &run_id, &err))
+		goto fail;
+	kp_writer_init(&w, db, run_id);
+	kp_decode_init(&dec, &w, getpid(), &hooks);
+	for (b = 1; !max_batches || b <= max_batches; b++) {
+		if (kp_db_begin(db, &err))
+			goto fail_w;
+		for (i = 0; i < PROD_KERNELS; i++, corr++, t += 5000) {
+			CUpti_ActivityKernel10 k;
+			CUpti_ActivityAPI a;
+
+			memset(&a, 0, sizeof(a));
+			a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			a.cbid = 211;
+			a.start = t;
+			a.end = t + 3000;
+			a.processId = (uint32_t)getpid();
+			a.threadId = 77;
+			a.correlationId = corr;
+			memset(&k, 0, sizeof(k));
+			k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+			k.start = t + 3500;
+			k.end = t + 4500;
+			k.contextId = 1;
+			k.streamId = 7;
+			k.correlationId = corr;
+			k.gridX = k.gridY = k.gridZ = 1;
+			k.blockX = 256;
+			k.blockY = k.blockZ = 1;
+			k.name = names[i % 4];
+			if (kp_decode_record(&dec, (CUpti_Activity *)&a, &err) < 0 ||
+			    kp_decode_record(&dec, (CUpti_Activity *)&k, &err) < 0) {
+				kp_db_rollback(db);
+				goto fail_w;
+			}
+		}
+		if (kp_db_commit(db, &err))
+			goto fail_w;
+		if (write(fd, &b, sizeof(b)) != sizeof(b))
+			_exit(4);
+	}
+	kp_decode_release(&dec);
+	kp_writer_release(&w);
+	kp_db_close(db);
+	_exit(0);
+fail_w:
+	kp_decode_release(&dec);
+	kp_writer_release(&w);
+fail:
+	{
+		char ep[4096];
+
+		snprintf(ep, sizeof(ep), "%s.err", path);
+		kp_test_write(ep, err.msg[0] ? err.msg : "(no message)", -1);
+		kp_db_close(db);
+	}
+	_exit(3);
+}
+
+struct child {
+	pid_t pid;
+	int fd;          /* read end of the producer's pipe */
+	int32_t last;    /* last batch number it reported committed */
+};
+
+/* Start a producer. limit_bytes > 0: RLIMIT_FSIZE in the child (disk full). */
+static int child_start(struct child *c, const char *path, int max_batches, long limit_bytes)
+{
+	int p[2];
+
+	c->last = 0;
+	if (pipe(p))
+		return -1;
+	c->pid = fork();
+	if (c->pid < 0)
+		return -1;
+	if (c->pid == 0) {
+		close(p[0]);
+		if (limit_bytes > 0) {
+			struct rlimit rl = { (rlim_t)limit_bytes, (rlim_t)limit_bytes };
+
+			/* a write past the limit must fail with EFBIG, not kill */
+			signal(SIGXFSZ, SIG_IGN);
+			if (setrlimit(RLIMIT_FSIZE, &rl))
+				_exit(5);
+		}
+		producer(path, p[1], max_batches);
+	}
+	close(p[1]);
+	c->fd = p[0];
+	return 0;
+}
+
+/* Read reports until batch >= until (0: until EOF). 0 when reached. */
+static int child_read(struct child *c, int32_t until)
+{
+	int32_t b;
+
+	while (!until || c->last < until) {
+		ssize_t n = read(c->fd, &b, sizeof(b));
+
+		if (n != (ssize_t)sizeof(b))
+			return -1;
+		c->last = b;
+	}
+	return 0;
+}
+
+/* Reap the child; returns its wait status. Drains the pipe first. */
+static int child_wait(struct child *c)
+{
+	int status = 0;
+
+	child_read(c, 0);
+	close(c->fd);
+	waitpid(c->pid, &status, 0);
+	return status;
+}
+
+/*
+ * The checks after a crash: the file opens read-only (what `kplan analyze`
+ * does first), passes integrity_check, holds every batch the producer
+ * reported, and nothing of a batch that was not committed (whole batches
+ * only: at most one batch beyond the last report, committed just before the
+ * kill). Then it opens for writing again and takes another run.
+ */
+static void check_after_crash(const char *path, int32_t reported, const char *what)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(path, KP_DB_RDONLY, &err);
+	int64_t kernels, apis, runs;
+
+	if (!db)
+		fprintf(stderr, "%s: open after crash: %s\n", what, err.msg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_STRING_EQUAL(integrity(db), "ok");
+	kernels = q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL");
+	apis = q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+	runs = q(db, "SELECT count(*) FROM kp_runs");
+	if (kernels < (int64_t)reported * PROD_KERNELS || kernels % PROD_KERNELS ||
+	    kernels > ((int64_t)reported + 1) * PROD_KERNELS || apis != kernels)
+		fprintf(stderr, "%s: reported %d batches, db holds %lld kernels %lld api rows\n",
+			what, reported, (long long)kernels, (long long)apis);
+	CU_ASSERT(kernels >= (int64_t)reported * PROD_KERNELS);
+	CU_ASSERT(kernels <= ((int64_t)reported + 1) * PROD_KERNELS);
+	CU_ASSERT_EQUAL(kernels % PROD_KERNELS, 0);
+	CU_ASSERT_EQUAL(apis, kernels);
+	/* every committed kernel still joins its API call */
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN"
+			  " CUPTI_ACTIVITY_KIND_RUNTIME r USING (runId, correlationId)"), kernels);
+	if (reported > 0) {
+		CU_ASSERT_EQUAL(runs, 1);
+		/* the run was never finished: it must not claim to be complete */
+		CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM kp_runs WHERE status = 'partial'"), 1);
+	}
+	kp_db_close(db);
+	/* the file takes the next recording */
+	db = kp_db_open(path, KP_DB_CREATE, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_exec(db, "INSERT INTO kp_runs(created_ns, source) VALUES (1, 'synthetic')",
+				   &err), 0);
+	CU_ASSERT_STRING_EQUAL(integrity(db), "ok");
+	kp_db_close(db);
+}
+
+static void rm_db(const char *path)
+{
+	kp_test_sh("rm -f '%s' '%s-wal' '%s-shm' '%s-journal' '%s.err'", path, path, path, path, path);
+}
+
+/* SIGKILL after a given number of committed batches, at several depths
+ * (the deepest crosses WAL auto-checkpoints: ~10 pages a batch). */
+static void test_sigkill_recording(void)
+{
+	static const int32_t kill_after[] = { 1, 3, 17, 120 };
+	size_t i;
+
+	for (i = 0; i < sizeof(kill_after) / sizeof(kill_after[0]); i++) {
+		const char *path = kp_test_path("killed.db");
+		struct child c;
+		int status;
+		char what[64];
+
+		rm_db(path);
+		CU_ASSERT_EQUAL_FATAL(child_start(&c, path, 0, 0), 0);
+		CU_ASSERT_EQUAL(child_read(&c, kill_after[i]), 0);
+		/* mid-batch: the next transaction is being written */
+		kill(c.pid, SIGKILL);
+		status = child_wait(&c);
+		CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		snprintf(what, sizeof(what), "kill after %d batches", kill_after[i]);
+		check_after_crash(path, c.last, what);
+	}
+}
+
+/* SIGKILL at arbitrary moments from the start: during open, schema
+ * creation, the run insert, the first batches. */
+static void test_sigkill_early(void)
+{
+	static const int delays_us[] = { 0, 300, 1000, 3000, 8000, 20000 };
+	size_t i;
+
+	for (i = 0; i < sizeof(delays_us) / sizeof(delays_us[0]); i++) {
+		const char *path = kp_test_path("early.db");
+		struct kp_err err = {0};
+		struct kp_db *db;
+		struct child c;
+		char what[64];
+
+		rm_db(path);
+		CU_ASSERT_EQUAL_FATAL(child_start(&c, path, 0, 0), 0);
+		if (delays_us[i])
+			usleep((useconds_t)delays_us[i]);
+		kill(c.pid, SIGKILL);
+		child_wait(&c);
+		snprintf(what, sizeof(what), "kill after %d us", delays_us[i]);
+		if (c.last > 0) {
+			check_after_crash(path, c.last, what);
+			continue;
+		}
+		/* killed before its first commit: whatever is there must open
+		 * for writing (a new recording into the same path works) */
+		db = kp_db_open(path, KP_DB_CREATE, &err);
+		if (!db)
+			fprintf(stderr, "%s: %s\n", what, err.msg);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+		CU_ASSERT_STRING_EQUAL(integrity(db), "ok");
+		CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") % PROD_KERNELS, 0);
+		kp_db_close(db);
+	}
+}
+
+/* A producer that runs out of disk: a clean error (exit 3 with a message
+ * saying so), never a crash; the database keeps every reported batch. */
+static void test_disk_full_recording(void)
+{
+	static const long limits[] = { 300 * 1024, 1536 * 1024 };
+	size_t i;
+
+	for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		const char *path = kp_test_path("full.db");
+		char ep[4096], *msg;
+		struct child c;
+		int status;
+
+		rm_db(path);
+		CU_ASSERT_EQUAL_FATAL(child_start(&c, path, 400, limits[i]), 0);
+		status = child_wait(&c);
+		CU_ASSERT(WIFEXITED(status));
+		CU_ASSERT_EQUAL(WEXITSTATUS(status), 3);
+		snprintf(ep, sizeof(ep), "%s.err", path);
+		msg = kp_test_read(ep, NULL);
+		CU_ASSERT_PTR_NOT_NULL(msg);
+		if (msg) {
+			CU_ASSERT_PTR_NOT_NULL(strstr(msg, "full"));
+			free(msg);
+		}
+		/* the largest limit must have let some batches through */
+		if (i == 1)
+			CU_ASSERT(c.last > 0);
+		if (c.last > 0)
+			check_after_crash(path, c.last, "disk full");
+	}
+}
+
+/* `kplan import` into a file system that fills up: exit 2 with a message,
+ * no output file left behind; the same into an existing database leaves it
+ * as it was. (The trace is the bundled 2.4 MB resnet trace.) */
+static void test_disk_full_import(void)
+{
+	const char *dir = kp_test_path("full_import");
+	const char *trace = kp_test_src("tests/fixtures/resnet18_b1.json.gz");
+	struct kp_err err = {0};
+	struct kp_db *db;
+	int rc;
+
+	kp_test_sh("rm -rf '%s' && mkdir -p '%s'", dir, dir);
+	/* ulimit -f counts 1024-byte blocks in bash and 512 in dash: either is
+	 * far below the ~1 MB the import writes */
+	rc = kp_test_sh("cd '%s' && trap '' XFSZ && ulimit -f 400 && %s import %s -o new.db"
+			" > log 2>&1", dir, kp_test_kplan(), trace);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'full\\|too large\\|EFBIG\\|I/O' '%s/log'", dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("ls -A '%s' | grep -v '^log$' | grep -q .", dir), 1);
+	if (rc != 2)
+		kp_test_sh("cat '%s/log' >&2", dir);
+	/* appending to an existing database that cannot grow */
+	CU_ASSERT_EQUAL(kp_test_sh("cd '%s' && %s import %s -o base.db > /dev/null 2>&1", dir,
+				   kp_test_kplan(), trace), 0);
+	rc = kp_test_sh("cd '%s' && trap '' XFSZ && ulimit -f 1200 && %s import %s -o base.db"
+			" > log 2>&1", dir, kp_test_kplan(), trace);
+	CU_ASSERT_EQUAL(rc, 2);
+	db = kp_db_open(in_dir_path(dir, "base.db"), KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_STRING_EQUAL(integrity(db), "ok");
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM kp_runs"), 1);
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"), 1020);
+	kp_db_close(db);
+}
+
+/* ------------------------------------------------------------------------ */
+/* read-only locations */
+
+/*
+ * Permission bits do not stop root, so when the tests run as root the
+ * commands run as nobody (setpriv); without setpriv the test is skipped.
+ * Returns the prefix for the command line, or NULL to skip.
+ */
+static const char *as_unprivileged(void)
+{
+	if (geteuid() != 0)
+		return "";
+	if (kp_test_sh("command -v setpriv > /dev/null 2>&1") == 0)
+		return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+	fprintf(stderr, "read-only tests skipped: running as root without setpriv\n");
+	return NULL;
+}
+
+/* A directory others can reach (the test tmpdir is 0700). Static storage. */
+static const char *public_dir(void)
+{
+	static char dir[64];
+
+	snprintf(dir, sizeof(dir), "/tmp/kplan-rel-XXXXXX");
+	if (!mkdtemp(dir) || chmod(dir, 0755))
+		return NULL;
+	return dir;
+}
+
+/*
+ * A database in a read-only directory (a CI artifact, a shared or mounted
+ * copy): every reading command works on it; writing commands fail with
+ * exit 2 and one error line; nothing crashes and the file is unchanged.
+ */
+static void test_readonly_paths(void)
+{
+	const char *pre = as_unprivileged(), *dir, *db_path, *log;
+	const char *kplan = kp_test_kplan();
+	const char *trace = kp_test_src("tests/fixtures/resnet18_b1.json.gz");
+	char *before, *after;
+	size_t n1 = 0, n2 = 0;
+	int rc;
+
+	if (!pre)
+		return;
+	dir = public_dir();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+	db_path = in_dir_path(dir, "run.db");
+	log = kp_test_path("ro.log");
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s > /dev/null 2>&1 && %s analyze %s"
+					 " > /dev/null 2>&1", kplan, trace, db_path, kplan, db_path), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan %s -o %s/model.kplan > /dev/null 2>&1", kplan,
+				   db_path, dir), 0);
+	kp_test_sh("chmod 0444 %s/* && chmod 0555 %s", dir, dir);
+	before = kp_test_read(db_path, &n1);
+
+	/* reading commands: output to a writable place */
+	rc = kp_test_sh("%s%s info %s > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 0);
+	if (rc)
+		kp_test_sh("cat %s >&2", log);
+	rc = kp_test_sh("%s%s report %s -o /dev/null > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 0);
+	if (rc)
+		kp_test_sh("cat %s >&2", log);
+	rc = kp_test_sh("%s%s export %s --chrome - 2> %s > /dev/null", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 0);
+	if (rc)
+		kp_test_sh("cat %s >&2", log);
+	CU_ASSERT_EQUAL(kp_test_sh("%s%s show %s/model.kplan > /dev/null 2>&1", pre, kplan, dir), 0);
+
+	/* writing commands: exit 2 and one line naming the file */
+	rc = kp_test_sh("%s%s import %s -o %s/new.db > %s 2>&1", pre, kplan, trace, dir, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'new.db' %s && test $(wc -l < %s) -eq 1", log, log), 0);
+	rc = kp_test_sh("%s%s import %s -o %s > %s 2>&1", pre, kplan, trace, db_path, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	rc = kp_test_sh("%s%s analyze %s > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'run.db' %s", log), 0);
+	rc = kp_test_sh("%s%s plan %s -o %s/new.kplan > %s 2>&1", pre, kplan, db_path, dir, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	rc = kp_test_sh("%s%s report %s -o %s/r.html > %s 2>&1", pre, kplan, db_path, dir, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("ls %s | grep -q 'new\\|r.html\\|-wal\\|-shm\\|tmp'", dir), 1);
+
+	after = kp_test_read(db_path, &n2);
+	CU_ASSERT(before && after && n1 == n2 && !memcmp(before, after, n1));
+	free(before);
+	free(after);
+	kp_test_sh("chmod -R u+w %s && rm -rf %s", dir, dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the fuzzers' corpora through the normal APIs (tests/fuzz/corpus/) */
+
+/* Files of tests/fuzz/corpus/<target>/, each handed to fn. Returns count. */
+static int for_corpus(const char *target, void (*fn)(const char *path, const char *name))
+{
+	char rel[256];
+	const char *dir;
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(rel, sizeof(rel), "tests/fuzz/corpus/%s", target);
+	dir = kp_test_src(rel);
+	d = opendir(dir);
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		fn(in_dir_path(dir, de->d_name), de->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* parse; when it parses, write, re-parse and write again: same bytes */
+static void plan_roundtrip(const char *buf, size_t len, const char *name)
+{
+	struct kp_err err = {0};
+	struct kp_strbuf w1 = KP_STRBUF_INIT, w2 = KP_STRBUF_INIT;
+	struct kp_plan *p1 = kp_plan_parse(buf, len, name, &err), *p2;
+
+	if (!p1) {
+		CU_ASSERT(err.code < 0 && err.msg[0]);
+		return;
+	}
+	CU_ASSERT_EQUAL(kp_plan_write(p1, &w1, &err), 0);
+	if (err.code)
+		fprintf(stderr, "%s: rewrite: %s\n", name, err.msg);
+	p2 = kp_plan_parse(w1.buf, w1.len, name, &err);
+	CU_ASSERT_PTR_NOT_NULL(p2);
+	if (p2) {
+		CU_ASSERT_EQUAL(kp_plan_write(p2, &w2, &err), 0);
+		CU_ASSERT(w1.len == w2.len && !memcmp(w1.buf, w2.buf, w1.len));
+	}
+	kp_plan_free(p1);
+	kp_plan_free(p2);
+	kp_strbuf_release(&w1);
+	kp_strbuf_release(&w2);
+}
+
+static void corpus_plan(const char *path, const char *name)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	size_t len = 0, skip = 0;
+	char *buf = kp_test_read(path, &len);
+	int nl = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	plan_roundtrip(buf, len, name);
+	/* as the fuzzer does: the bytes as a body behind a valid header */
+	if (len > 11 && !memcmp(buf, KP_PLAN_MAGIC " ", 11))
+		for (; skip < len && nl < 3; skip++)
+			nl += buf[skip] == '\n';
+	if (skip < len) {
+		kp_strbuf_addf(&sb, KP_PLAN_MAGIC " %d\nbody-bytes %zu\nbody-hash %016llx\n",
+			       KP_PLAN_FORMAT_VERSION, len - skip,
+			       (unsigned long long)kp_hash64(buf + skip, len - skip, KP_HASH_SEED));
+		kp_strbuf_add(&sb, buf + skip, len - skip);
+		plan_roundtrip(sb.buf, sb.len, name);
+	}
+	kp_strbuf_release(&sb);
+	free(buf);
+}
+
+/* kp_import() of one corpus file: 0, or an error with a message and no
+ * output file; on success the row counts match the tables. */
+static void import_one(const char *trace, const char *name)
+{
+	const char *out = kp_test_path("corpus_import.db");
+	struct kp_import_stats st;
+	struct kp_err err = {0};
+	struct kp_db *db;
+	int rc;
+
+	rm_db(out);
+	rc = kp_import(trace, out, NULL, &st, &err);
+	if (rc) {
+		CU_ASSERT(rc < 0 && err.code == rc && err.msg[0]);
+		CU_ASSERT(access(out, F_OK) != 0);
+		return;
+	}
+	db = kp_db_open(out, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"), st.rows[KP_T_KERNEL]);
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"), st.rows[KP_T_RUNTIME]);
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM NVTX_EVENTS"), st.rows[KP_T_NVTX]);
+	CU_ASSERT_STRING_EQUAL(integrity(db), "ok");
+	kp_db_close(db);
+	(void)name;
+}
+
+static void corpus_chrome(const char *path, const char *name)
+{
+	import_one(path, name);
+}
+
+/* nsys corpus files are raw exports or "SQL\n" + the SQL that builds one */
+static void corpus_nsys(const char *path, const char *name)
+{
+	const char *exp = kp_test_path("corpus_export.sqlite");
+	size_t len = 0;
+	char *buf = kp_test_read(path, &len);
+	sqlite3 *h;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	if (len >= 4 && !memcmp(buf, "SQL\n", 4)) {
+		unlink(exp);
+		if (sqlite3_open(exp, &h) == SQLITE_OK) {
+			sqlite3_limit(h, SQLITE_LIMIT_ATTACHED, 0);
+			sqlite3_exec(h, buf + 4, NULL, NULL, NULL);
+		}
+		sqlite3_close(h);
+		import_one(exp, name);
+	} else {
+		import_one(path, name);
+	}
+	free(buf);
+}
+
+static void test_fuzz_corpus_plan(void)
+{
+	CU_ASSERT(for_corpus("planfile", corpus_plan) >= 2);
+}
+
+static void test_fuzz_corpus_chrome(void)
+{
+	CU_ASSERT(for_corpus("chrome", corpus_chrome) >= 2);
+}
+
+static void test_fuzz_corpus_nsys(void)
+{
+	CU_ASSERT(for_corpus("nsys", corpus_nsys) >= 2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* regressions: one test per finding (docs/RELIABILITY.md lists them) */
+
+CU_TestInfo kp_tests_reliability[] = {
+	{ "sigkill_recording", test_sigkill_recording },
+	{ "sigkill_early", test_sigkill_early },
+	{ "disk_full_recording", test_disk_full_recording },
+	{ "disk_full_import", test_disk_full_import },
+	{ "readonly_paths", test_readonly_paths },
+	{ "fuzz_corpus_plan", test_fuzz_corpus_plan },
+	{ "fuzz_corpus_chrome", test_fuzz_corpus_chrome },
+	{ "fuzz_corpus_nsys", test_fuzz_corpus_nsys },
+	CU_TEST_INFO_NULL,
+};
