@@ -578,7 +578,8 @@ static int flush_pending(struct reader *r)
 		kp_strbuf_release(&r->pending.data[i].name);
 	}
 	r->pending.len = 0;
-	return rc;
+	/* the helpers return -1 after fail() or WRITE() stored the code */
+	return rc < 0 && r->rc ? r->rc : rc;
 }
 
 static int nvtx_event(struct reader *r, const struct cev *e, int mark)

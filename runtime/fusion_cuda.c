@@ -165,7 +165,8 @@ static void write_cache(const char *path, const void *data, size_t len)
 	char tmp[4200];
 	FILE *f;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+		return;  /* no cache rather than a truncated name */
 	f = fopen(tmp, "wb");
 	if (!f)
 		return;

@@ -80,6 +80,13 @@ struct kp__rt_backend {
 	/* device memory held by graph pools now (0 when unknown) */
 	int64_t (*graph_mem)(void *ctx);
 	const char *(*strerror)(void *ctx, int rc);
+	/*
+	 * Optional (may be NULL): mark each region call as a named range
+	 * (NVTX on CUDA), so that `kplan record` of a run through the runtime
+	 * finds the regions under the names the plan will use.
+	 */
+	void (*range_push)(void *ctx, const char *name);
+	void (*range_pop)(void *ctx);
 	void (*destroy)(void *ctx);
 };
 

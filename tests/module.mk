@@ -24,14 +24,14 @@
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= planfile chrome nsys
+FUZZ_TARGETS ?= planfile chrome nsys catalog
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
 	-Wall -Wextra -Wno-unused-parameter -MMD -MP -I.
 # what the harnesses link: readers and everything under them
 FUZZ_LIB_SRC := $(wildcard common/*.c) $(wildcard db/*.c) $(wildcard importers/*.c) \
-	planner/planfile.c
+	planner/planfile.c planner/fusion_catalog.c planner/fusion_gen.c analyzer/cost.c
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC)) $(FUZZ_DIR)/obj/db/schema_blob.o
 FUZZ_BINS := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
 FUZZ_WORK := tests/fuzz/corpus-work
@@ -123,3 +123,12 @@ GPU_CHECK_TARGETS += stress-gpu-check
 # tests/unit/test_reliability.c drives the collector's decoder with
 # synthesized CUPTI records (CUDA headers only, no CUDA library).
 $(BUILD)/obj/tests/unit/test_reliability.o: CFLAGS += $(CUDA_INC)
+
+# The CLI over generated hostile-but-valid traces (tests/fuzz/pipeline.sh);
+# use a sanitizer build: make BUILD=build-asan SANITIZER=address,undefined
+# OPT=-O1 fuzz-pipeline. PIPELINE_COUNT traces from PIPELINE_SEED.
+PIPELINE_COUNT ?= 300
+PIPELINE_SEED ?= 1
+.PHONY: fuzz-pipeline
+fuzz-pipeline: $(BUILD)/bin/kplan
+	@nice -n 10 sh tests/fuzz/pipeline.sh $(BUILD)/bin/kplan $(PIPELINE_COUNT) $(PIPELINE_SEED)

@@ -9,10 +9,11 @@
  * calls a GEMV with beta 1; attention is scores / scale / mask / softmax /
  * PV; HF's NewGELU is eight elementwise ops), 316 launches per token; each
  * kernel is a bandwidth-efficient one (16-byte loads, a warp per GEMV row,
- * one block per LayerNorm), so the step is launch-bound: the weights (~250 MB
- * of fp16) take ~60 us of the step at H200 bandwidth. Every reduction has a
- * fixed order (shuffles and shared-memory trees, no atomics): all modes give
- * the same bits.
+ * one block per LayerNorm), launched with programmatic dependent launch as
+ * an fp16 engine on Hopper does, so the step is launch-bound: the weights
+ * (~250 MB of fp16) take ~60 us of the step at H200 bandwidth. Every
+ * reduction has a fixed order (shuffles and shared-memory trees, no
+ * atomics): all modes give the same bits.
  *
  * The position lives at a fixed device address, written before each step by
  * an async copy from pinned memory (outside the region, in every mode).
@@ -28,11 +29,17 @@
  * All modes compute the same thing: the generated tokens and final logits
  * are compared bit for bit.
  *
- * Diagnostics (graph mode): EX_DECODE_GRAPH_PATCH=1 makes the hand-written
- * graph append through a pointer like the runtime does and patch the 12
- * append nodes every step with cudaGraphExecKernelNodeSetParams (=2: the
- * same, then cudaGraphUpload on a second stream; =3: two execs alternating
- * + that upload), to measure what an exec update costs the next launch.
+ * Environment (diagnostics, tests/gpu/runtime_check.sh uses them):
+ *   EX_DECODE_PDL=0         plain <<<>>> launches instead of PDL
+ *   EX_DECODE_GRAPH_PATCH=1 graph mode appends through a pointer like the
+ *                           runtime and patches the 12 append nodes every step
+ *                           (cudaGraphExecKernelNodeSetParams; =2: then
+ *                           cudaGraphUpload on a second stream; =3: two execs
+ *                           alternating + that upload): what an update costs
+ *   EX_DECODE_FULLCACHE=1   runtime mode allocates the KV cache at full size
+ *   EX_STEP_TIMES=1         GPU time per step (events), split into steady
+ *                           state and transitions (bucket starts, growth)
+ *   EX_DECODE_PROFILE=1     eager: per-kernel GPU time of the last step
  */
 #include "../excommon.h"
 #include <cuda_fp16.h>
@@ -126,11 +133,11 @@ __device__ __forceinline__ float warp_max(float v)
 }
 
 /*
- * Programmatic dependent launch (EX_DECODE_PDL=1, Hopper): every kernel of
- * the step waits for its predecessor's completion, then lets its successor
- * launch, so each launch's latency hides behind the previous kernel's work
- * (what TensorRT-LLM does on H100/H200). Without the launch attribute both
- * instructions are no-ops.
+ * Programmatic dependent launch (on; EX_DECODE_PDL=0 turns it off): every
+ * kernel of the step waits for its predecessor's completion, then lets its
+ * successor launch, so each launch's latency hides behind the previous
+ * kernel's work (what TensorRT-LLM does on H100/H200). Without the launch
+ * attribute both instructions are no-ops.
  */
 __device__ __forceinline__ void pdl_entry(void)
 {
@@ -138,7 +145,7 @@ __device__ __forceinline__ void pdl_entry(void)
 	asm volatile("griddepcontrol.launch_dependents;" :::);
 }
 
-static int use_pdl;
+static int use_pdl = 1;
 
 template <typename... KA, typename... A>
 static void lk(void (*k)(KA...), dim3 g, dim3 b, cudaStream_t s, A... args)
@@ -241,12 +248,12 @@ __device__ __forceinline__ float load_out(const h16 *y) { return __half2float(*y
 __device__ __forceinline__ float load_out(const float *y) { return *y; }
 
 /*
- * y[n] = (beta ? y : 0) + W[n,K] . x[K]: a warp per row, 2 rows per block
- * (more blocks than SMs even for 768 rows),
+ * y[n] = (beta ? y : 0) + W[n,K] . x[K]: a warp per row, 4 rows per block
+ * (2 per block measured slower: the LM head's 25k blocks),
  * every lane's K/256 16-byte loads of W issued before the arithmetic;
  * fp32 accumulation, fixed-order lane sums then a shuffle tree.
  */
-#define GEMV_ROWS 2
+#define GEMV_ROWS 4
 template <int K, typename OUT>
 __global__ void __launch_bounds__(32 * GEMV_ROWS) gemv(const h16 *__restrict__ w,
 						       const h16 *__restrict__ x, OUT *y, int n,

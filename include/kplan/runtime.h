@@ -70,7 +70,14 @@
  *                        the one the GPU may still be running (a second
  *                        instantiation and its device memory); default 1: one
  *                        exec patched in place (measured no slower)
+ *   KPLAN_RT_KEY_WARMUP=1 warm up every new shape key eagerly (default: a new
+ *                        key of a region that already captured on that stream
+ *                        captures on its first call)
  *   KPLAN_LOG=info|debug more log lines (default: warnings only)
+ *
+ * Each region call is also an NVTX range named after the region, so that
+ * `kplan record -- ./app` run through the runtime without a plan records
+ * the regions under the names the plan will use.
  */
 #ifndef KPLAN_RUNTIME_H
 #define KPLAN_RUNTIME_H
@@ -178,6 +185,7 @@ typedef struct kp_region {
 	int mode_;             /* what begin decided */
 	int n_binds_;          /* highest bound slot + 1 */
 	int64_t t0_;           /* KP_RT_TIMING start */
+	int ranged_;           /* begin pushed a named range that end pops */
 	struct {
 		const void *base;
 		size_t size;

@@ -14,12 +14,15 @@
 # Environment: ROUNDS (default 3), EXAMPLES (default "mlp decode solver"),
 # UPD_ROUNDS (update section, default ROUNDS), SAN_SPECS (sanitizer runs,
 # default "decode-eager decode-runtime mlp-runtime"),
+# PASS_ROUNDS (pass-through section, default ROUNDS + 2),
 # RT_CHECK: the sections to run (default "table host safety update passthru
-# calibrate"; "sanitizer" adds compute-sanitizer memcheck runs, "profile" a
-# per-kernel GPU time breakdown of one decode step).
-#   update     what an exec update costs the next launches: kplan-graph-update
-#              (synthetic chain) and decode's hand-written graph patched like
-#              the runtime patches it, and the runtime's KPLAN_RT_* variants
+# calibrate"; also: "sanitizer" compute-sanitizer memcheck runs, "profile" a
+# per-kernel GPU time breakdown of one decode step, "graphupd" the synthetic
+# exec-update benchmark kplan-graph-update).
+#   update     decode variants: the hand-written graph patched like the runtime
+#              patches it, the runtime with the old per-key warm-up and/or a
+#              full-size KV cache, per-step GPU times (EX_STEP_TIMES), and
+#              programmatic dependent launch off/on (EX_DECODE_PDL)
 set -u
 B=${1:-build-rt}
 OUT=${2:-${OUT:-/tmp/kplan-rt-check}}
@@ -143,12 +146,16 @@ check "KPLAN_RT_DISABLE=1" decode "eager.disabled" "$OUT/examples.kplan" KPLAN_R
 check "no plan" mlp "eager.no-plan" ""
 fi
 
-if want update; then
+if want graphupd; then
 note ""
 note "exec updates: synthetic chain (kplan-graph-update; us per replay, GPU-bound loop):"
 "$BIN/kplan-graph-update" 400 2>&1 | tee "$OUT/graph_update.txt" | sed 's/^/  /' | tee -a "$LOG"
+fi
+
+if want update; then
 note ""
-note "exec updates on decode (us/token, best of ${UPD_ROUNDS:-$ROUNDS}; hash must equal eager's):"
+note "decode variants (us/token, best of ${UPD_ROUNDS:-$ROUNDS}; hash must equal eager's; EX_STEP_TIMES"
+note "splits the GPU time: transitions = first 2 steps of each 128-token bucket + the growth at 64):"
 ref=$("$BIN/ex_decode" eager 2>/dev/null | awk '/^RESULT/ {print $9}')
 upd() { # upd NAME MODE PLAN ENV...
 	local name=$1 mode=$2 plan=$3 best=999999999 h= us hh o x; shift 3
@@ -166,18 +173,25 @@ upd() { # upd NAME MODE PLAN ENV...
 		END {if (l != "") printf "upd %.1f launch %.1f", p / 1000, l / 1000}')
 	printf "  %-44s %9.2f  %-9s host us: %s\n" "$name" "$best" \
 		"$([ "$h" = "$ref" ] && echo same || echo DIFFERENT)" "$x" | tee -a "$LOG"
+	echo "$o" | grep '^steps:\|^slowest steps:' | sed 's/^/      /' | tee -a "$LOG"
+	echo "$o" | awk '/captured .* host us:/ {
+		for (i = 1; i <= NF; i++) { if ($i == "body") b += $(i+1); if ($i == "nodes+checks") c += $(i+1);
+			if ($i == "instantiate") n += $(i+1); if ($i == "launch") l += $(i+1) } k++ }
+		END { if (k) printf "      %d captures, host us each: body %.0f, nodes+checks %.0f, instantiate %.0f, first launch %.0f\n",
+			k, b / k, c / k, n / k, l / k }' | tee -a "$LOG"
 }
-upd "graph (hand-written, fixed addresses)" graph ""
-upd "graph + 12 nodes patched per token" graph "" EX_DECODE_GRAPH_PATCH=1
-upd "graph + patched + upload (2nd stream)" graph "" EX_DECODE_GRAPH_PATCH=2
-upd "graph + patched, 2 execs + upload (2nd)" graph "" EX_DECODE_GRAPH_PATCH=3
-upd "runtime (defaults)" runtime "$OUT/examples.kplan"
-upd "runtime KPLAN_RT_EXECS=2" runtime "$OUT/examples.kplan" KPLAN_RT_EXECS=2
-upd "runtime KPLAN_RT_UPLOAD=1 (launch stream)" runtime "$OUT/examples.kplan" KPLAN_RT_UPLOAD=1
-upd "runtime KPLAN_RT_UPLOAD=2 (2nd stream)" runtime "$OUT/examples.kplan" KPLAN_RT_UPLOAD=2
-upd "runtime EXECS=2 UPLOAD=2" runtime "$OUT/examples.kplan" KPLAN_RT_EXECS=2 KPLAN_RT_UPLOAD=2
-upd "runtime KPLAN_RT_AUTOFREE=1 (old flags)" runtime "$OUT/examples.kplan" KPLAN_RT_AUTOFREE=1
-upd "runtime KPLAN_RT_SETP_KERN=1" runtime "$OUT/examples.kplan" KPLAN_RT_SETP_KERN=1
+P=$OUT/examples.kplan
+upd "graph (hand-written, fixed addresses)" graph "" EX_STEP_TIMES=1
+upd "graph + 12 nodes patched per token" graph "" EX_DECODE_GRAPH_PATCH=1 EX_STEP_TIMES=1
+upd "runtime" runtime "$P" EX_STEP_TIMES=1 KPLAN_LOG=info
+upd "runtime, warm-up per shape key (old)" runtime "$P" EX_STEP_TIMES=1 KPLAN_RT_KEY_WARMUP=1
+upd "runtime, KV cache allocated full size" runtime "$P" EX_STEP_TIMES=1 EX_DECODE_FULLCACHE=1
+upd "runtime, both (old warm-up + full cache)" runtime "$P" EX_STEP_TIMES=1 EX_DECODE_FULLCACHE=1 KPLAN_RT_KEY_WARMUP=1
+upd "eager, EX_DECODE_PDL=0" eager "" EX_DECODE_PDL=0
+upd "graph, EX_DECODE_PDL=0" graph "" EX_DECODE_PDL=0 EX_STEP_TIMES=1
+upd "graph + patched, EX_DECODE_PDL=0" graph "" EX_DECODE_PDL=0 EX_DECODE_GRAPH_PATCH=1 EX_STEP_TIMES=1
+upd "runtime, EX_DECODE_PDL=0" runtime "$P" EX_DECODE_PDL=0 EX_STEP_TIMES=1 KPLAN_LOG=info
+upd "runtime, EX_DECODE_PDL=0, full cache" runtime "$P" EX_DECODE_PDL=0 EX_STEP_TIMES=1 EX_DECODE_FULLCACHE=1
 fi
 
 if want profile; then
@@ -205,10 +219,10 @@ fi
 
 if want passthru; then
 note ""
-note "pass-through cost of planned-eager regions (runtime with eager plan vs eager, best of $((ROUNDS + 2))):"
+note "pass-through cost of planned-eager regions (runtime with eager plan vs eager, best of ${PASS_ROUNDS:-$((ROUNDS + 2))}):"
 for ex in $EXAMPLES; do
 	e=999999999; p=999999999
-	for r in $(seq $((ROUNDS + 2))); do
+	for r in $(seq "${PASS_ROUNDS:-$((ROUNDS + 2))}"); do
 		read -r us _ < <(run $ex eager ""); e=$(awk -v a=$e -v b=$us 'BEGIN{print (b<a?b:a)}')
 		read -r us _ < <(run $ex runtime "$OUT/eager.kplan"); p=$(awk -v a=$p -v b=$us 'BEGIN{print (b<a?b:a)}')
 	done

@@ -30,6 +30,8 @@
 #include "db/db.h"
 #include "db/writer.h"
 #include "importers/import.h"
+#include "planner/fusion_catalog.h"
+#include "planner/fusion_gen.h"
 #include "planner/planfile.h"
 #include "testutil.h"
 
@@ -439,8 +441,11 @@ static const char *public_dir(void)
 }
 
 /*
- * A database in a read-only directory (a CI artifact, a shared or mounted
- * copy): every reading command works on it; writing commands fail with
+ * Finding 1: a database in a read-only directory (a CI artifact, a shared
+ * or mounted copy) could not be read at all: SQLite must create the -shm
+ * file of a WAL database, and every reading command failed with "attempt
+ * to write a readonly database" (fixed in db/db.c, reopen_immutable).
+ * Every reading command must work on it; writing commands fail with
  * exit 2 and one error line; nothing crashes and the file is unchanged.
  */
 static void test_readonly_paths(void)
@@ -634,6 +639,45 @@ static void corpus_nsys(const char *path, const char *name)
 	free(buf);
 }
 
+/* parse; when it parses, generate chains of consecutive kernels twice */
+static void corpus_catalog(const char *path, const char *name)
+{
+	struct kp_err err = {0};
+	struct kp_fx_catalog *cat;
+	size_t len = 0, i;
+	char *buf = kp_test_read(path, &len);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	cat = kp_fx_catalog_parse(buf, len, name, &err);
+	free(buf);
+	if (!cat) {
+		CU_ASSERT(err.code < 0 && err.msg[0]);
+		return;
+	}
+	for (i = 0; i + 1 < cat->n_kernels; i++) {
+		const struct kp_fx_kernel *chain[2] = { &cat->kernels[i], &cat->kernels[i + 1] };
+		struct kp_fx_group g1, g2;
+		int rc1 = kp_fx_generate(chain, 2, &g1, &err), rc2;
+
+		if (!rc1) {
+			rc2 = kp_fx_generate(chain, 2, &g2, &err);
+			CU_ASSERT_EQUAL(rc2, 0);
+			CU_ASSERT(!rc2 && g1.source.len == g2.source.len &&
+				  !memcmp(g1.source.buf, g2.source.buf, g1.source.len));
+			kp_fx_group_release(&g2);
+		} else {
+			CU_ASSERT(rc1 < 0 && err.msg[0]);
+		}
+		kp_fx_group_release(&g1);
+	}
+	kp_fx_catalog_free(cat);
+}
+
+static void test_fuzz_corpus_catalog(void)
+{
+	CU_ASSERT(for_corpus("catalog", corpus_catalog) >= 2);
+}
+
 static void test_fuzz_corpus_plan(void)
 {
 	CU_ASSERT(for_corpus("planfile", corpus_plan) >= 2);
@@ -652,6 +696,104 @@ static void test_fuzz_corpus_nsys(void)
 /* ------------------------------------------------------------------------ */
 /* regressions: one test per finding (docs/RELIABILITY.md lists them) */
 
+/*
+ * Finding 2 (fuzz_chrome): a GPU event that waits for its flow event and
+ * is still unmatched at the end of the trace went through flush_pending(),
+ * whose helpers return -1 after filling err: kp_import_chrome returned
+ * KP_EINVAL (-1) with err.code KP_EFORMAT. The return value must be the
+ * error's code. (importers/chrome.c, flush_pending)
+ */
+static void test_chrome_pending_error_code(void)
+{
+	static const char trace[] =
+		"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,"
+		"\"tif\":7,\"ts\":4446475348789.256,\"dur\":1.952,\"args\":{\"x\":37}}]}";
+	const char *in = kp_test_path("pending.json"), *out = kp_test_path("pending.db");
+	struct kp_import_stats st;
+	struct kp_err err = {0};
+	int rc;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_write(in, trace, -1), 0);
+	rm_db(out);
+	rc = kp_import(in, out, NULL, &st, &err);
+	CU_ASSERT_EQUAL(rc, KP_EFORMAT);
+	CU_ASSERT_EQUAL(err.code, KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "args.stream"));
+	CU_ASSERT(access(out, F_OK) != 0);
+}
+
+/* write text to a file in the test dir and run `kplan import` + more on it;
+ * returns the exit status of the last command */
+static int pipeline(const char *name, const char *json, const char *cmd)
+{
+	char in[64], db[64];
+
+	snprintf(in, sizeof(in), "%s.json", name);
+	snprintf(db, sizeof(db), "%s.db", name);
+	if (kp_test_write(kp_test_path(in), json, -1))
+		return -1;
+	rm_db(kp_test_path(db));
+	if (kp_test_sh("%s import %s -o %s > /dev/null 2>&1", kp_test_kplan(), kp_test_path(in),
+		       kp_test_path(db)))
+		return -2;
+	return kp_test_sh("%s %s %s > /dev/null", kp_test_kplan(), cmd, kp_test_path(db));
+}
+
+/*
+ * Finding 3 (generated traces, UBSan): the analyzer's fusion scoring
+ * multiplied grid x block sizes in int64, which overflows for legal CUDA
+ * launch shapes (2^31-1 x 65535 x 65535 blocks): signed overflow, undefined
+ * behaviour; `make asan` aborts in `kplan analyze`. Now saturated.
+ * (analyzer/fusion.c, threads())
+ */
+static void test_analyze_huge_grid(void)
+{
+	static const char trace[] =
+		"{\"schemaVersion\":1,\"traceEvents\":["
+		"{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"step\",\"pid\":400,\"tid\":400,"
+		"\"ts\":1019.3,\"dur\":1000},"
+		"{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":400,"
+		"\"tid\":401,\"ts\":1005.0,\"dur\":4,\"args\":{\"correlation\":1}},"
+		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void k4<float>(float*, int)\",\"pid\":0,"
+		"\"tid\":7,\"ts\":1005.0,\"dur\":2,\"args\":{\"device\":0,\"context\":1,\"stream\":7,"
+		"\"correlation\":1,\"registers per thread\":255,\"shared memory\":1048576,"
+		"\"grid\":[2147483647,65535,65535],\"block\":[256,1,1]}},"
+		"{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":400,"
+		"\"tid\":401,\"ts\":1004.5,\"dur\":0.5,\"args\":{\"correlation\":2}},"
+		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void k4<float>(float*, int)\",\"pid\":0,"
+		"\"tid\":7,\"ts\":1007.5,\"dur\":1,\"args\":{\"device\":0,\"context\":1,\"stream\":7,"
+		"\"correlation\":2,\"registers per thread\":0,\"shared memory\":0,"
+		"\"grid\":[2147483647,65535,65535],\"block\":[32,2,1]}}]}";
+
+	CU_ASSERT_EQUAL(pipeline("huge_grid", trace, "analyze"), 0);
+}
+
+/*
+ * Finding 4 (generated traces, UBSan): a run whose timeline window holds no
+ * GPU stream made the report qsort() a NULL array (undefined behaviour;
+ * `make asan` aborts in `kplan report` and `kplan diff`).
+ * (reports/timeline.c, the "keep the busiest streams" qsort)
+ */
+static void test_report_no_streams(void)
+{
+	static const char trace[] =
+		"{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":0,\"name\":\"NVIDIA H200\","
+		"\"computeMajor\":9,\"computeMinor\":0,\"numSms\":132}],\"traceEvents\":["
+		"{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":400,"
+		"\"tid\":400,\"ts\":1019.0,\"dur\":3,\"args\":{\"correlation\":1}},"
+		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void k3<float>(float*, int)\",\"pid\":0,"
+		"\"tid\":13,\"ts\":1020.0,\"dur\":0,\"args\":{\"device\":1,\"context\":1,\"stream\":13,"
+		"\"correlation\":1,\"grid\":[0,0,0],\"block\":[256,1,1]}},"
+		"{\"ph\":\"s\",\"id\":1,\"pid\":400,\"tid\":400,\"ts\":1019.0,\"cat\":\"ac2g\",\"name\":\"ac2g\"},"
+		"{\"ph\":\"f\",\"id\":1,\"pid\":0,\"tid\":13,\"ts\":1020.0,\"cat\":\"ac2g\",\"name\":\"ac2g\","
+		"\"bp\":\"e\"}]}";
+	CU_ASSERT_EQUAL(pipeline("no_streams", trace, "info"), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s > /dev/null 2>&1", kp_test_kplan(),
+				   kp_test_path("no_streams.db"), kp_test_path("no_streams.html")), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s > /dev/null", kp_test_kplan(),
+				   kp_test_path("no_streams.db"), kp_test_path("no_streams.db")), 0);
+}
+
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
@@ -661,5 +803,9 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "fuzz_corpus_plan", test_fuzz_corpus_plan },
 	{ "fuzz_corpus_chrome", test_fuzz_corpus_chrome },
 	{ "fuzz_corpus_nsys", test_fuzz_corpus_nsys },
+	{ "fuzz_corpus_catalog", test_fuzz_corpus_catalog },
+	{ "chrome_pending_error_code", test_chrome_pending_error_code },
+	{ "analyze_huge_grid", test_analyze_huge_grid },
+	{ "report_no_streams", test_report_no_streams },
 	CU_TEST_INFO_NULL,
 };

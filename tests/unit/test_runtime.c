@@ -290,6 +290,19 @@ static int f_equal(void *ctx, const void *a, const void *b, size_t n, int *eq)
 
 static const char *f_strerror(void *ctx, int rc) { return "fake error"; }
 
+/* named ranges: depth must return to 0 after every region call */
+static struct { int depth, pushes, max_depth; char last[64]; } rng;
+
+static void f_range_push(void *ctx, const char *name)
+{
+	rng.pushes++;
+	if (++rng.depth > rng.max_depth)
+		rng.max_depth = rng.depth;
+	snprintf(rng.last, sizeof(rng.last), "%s", name);
+}
+
+static void f_range_pop(void *ctx) { rng.depth--; }
+
 static const struct kp__rt_backend fake_be = {
 	.device = f_device, .capture_begin = f_capture_begin,
 	.capture_end = f_capture_end, .capturing = f_capturing, .nodes = f_nodes,
@@ -297,7 +310,7 @@ static const struct kp__rt_backend fake_be = {
 	.set_params = f_set_params, .launch = f_launch, .graph_free = f_graph_free,
 	.exec_free = f_exec_free, .sync = f_sync, .dev_alloc = f_alloc,
 	.dev_free = f_free, .dev_copy = f_copy, .dev_equal = f_equal,
-	.strerror = f_strerror,
+	.strerror = f_strerror, .range_push = f_range_push, .range_pop = f_range_pop,
 };
 
 static void fake_reset(void)
@@ -315,6 +328,7 @@ struct preg {
 	int decision;
 	uint64_t fingerprint;
 	uint32_t warmup, shape_keys;
+	uint64_t shape;          /* one extra `shape` fingerprint, 0: none */
 };
 
 static const char *write_plan(const char *name, int cc_major, const struct preg *regs, int n)
@@ -349,6 +363,11 @@ static const char *write_plan(const char *name, int cc_major, const struct preg 
 		r->occurrences = 10;
 		r->shape_keys = regs[i].shape_keys ? regs[i].shape_keys : 1;
 		r->warmup = regs[i].warmup;
+		if (regs[i].shape) {
+			r->shapes = malloc(sizeof(*r->shapes));
+			r->shapes[0] = regs[i].shape;
+			r->n_shapes = 1;
+		}
 	}
 	f = fopen(path, "w");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -381,8 +400,8 @@ static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 
 static kp_rt *simple_rt(uint32_t warmup, unsigned flags)
 {
-	struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, warmup, 1 },
-			    { "cold", KP_PLAN_EAGER, 0, 0, 1 } };
+	struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, warmup, 1, 0 },
+			    { "cold", KP_PLAN_EAGER, 0, 0, 1, 0 } };
 
 	fake_reset();
 	return open_rt(write_plan("simple.kplan", 9, r, 2), flags, 0);
@@ -533,7 +552,7 @@ static void test_patch_by_range(void)
 /* one exec (the default): patched in place every time */
 static void test_patch_one_exec(void)
 {
-	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 	uint64_t bufs[3][8], scratch = 0;
 	kp_rt *rt;
 	int i;
@@ -732,8 +751,8 @@ static void test_fingerprint(void)
 {
 	uint32_t g4[3] = { 4, 1, 1 }, g8[3] = { 8, 1, 1 }, blk[3] = { 128, 1, 1 };
 	uint64_t fp = KP_FP_INIT, out[8] = {0}, scratch = 0;
-	struct preg bad[] = { { "step", KP_PLAN_GRAPH, 0x1234, 0, 1 } };
-	struct preg good[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+	struct preg bad[] = { { "step", KP_PLAN_GRAPH, 0x1234, 0, 1, 0 } };
+	struct preg good[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 	kp_rt *rt;
 
 	fp = kp_fp_add(fp, kp_kernel_sig("store", g4, blk, 0));
@@ -756,6 +775,22 @@ static void test_fingerprint(void)
 	CU_ASSERT_EQUAL(stats(rt).captures, 0);
 	kp_rt_close(rt);
 
+	/* another shape's fingerprint in the plan's `shape` list is the workload too */
+	bad[0].shape = fp;
+	fake_reset();
+	rt = open_rt(write_plan("fpshape.kplan", 9, bad, 1), 0, 0);
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 5, 0);
+	CU_ASSERT_EQUAL(stats(rt).captures, 1);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_FINGERPRINT], 0);
+	kp_rt_close(rt);
+	bad[0].shape = fp ^ 1;
+	fake_reset();
+	rt = open_rt(write_plan("fpshape2.kplan", 9, bad, 1), 0, 0);
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 6, 0);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_FINGERPRINT], 1);
+	kp_rt_close(rt);
+	bad[0].shape = 0;
+
 	/* strict: the mismatch is an error (the body still ran) */
 	fake_reset();
 	rt = open_rt(write_plan("fpbad2.kplan", 9, bad, 1), KP_RT_STRICT, 0);
@@ -769,7 +804,7 @@ static void test_fingerprint(void)
 
 static void test_unknown_region_and_plan_mismatch(void)
 {
-	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 	uint64_t out[8] = {0}, scratch = 0;
 	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0 };
 	struct kp_rt_err err;
@@ -799,6 +834,36 @@ static void test_unknown_region_and_plan_mismatch(void)
 	kp_rt_close(rt);
 	CU_ASSERT_PTR_NULL(kp__rt_open_backend(&fake_be, p, &o, &err));
 	CU_ASSERT_EQUAL(err.code, KP_EMISMATCH);
+}
+
+/*
+ * Warm-up is per region and stream: a new shape key of a region that already
+ * captured on that stream captures on its first call (an eager warm-up call
+ * would drain the GPU queue in front of the capture); another stream warms
+ * up again. (KPLAN_RT_KEY_WARMUP=1 restores a warm-up per key; these tests
+ * open with KP_RT_NO_ENV.)
+ */
+static void test_warmup_per_region(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt = simple_rt(2, 0);
+	struct kp_rt_stats st;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 4; i++)     /* key 1: 2 warm-ups, capture, replay */
+		call(rt, "step", 1, (void *)1, out, 8, &scratch, 1, 0);
+	CU_ASSERT_EQUAL(call(rt, "step", 2, (void *)1, out, 8, &scratch, 7, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 7);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.captures, 2);            /* key 2 captured at once */
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WARMUP], 2);
+	CU_ASSERT_EQUAL(call(rt, "step", 2, (void *)1, out, 8, &scratch, 8, 0), 0);
+	/* another stream: its first key warms up */
+	call(rt, "step", 1, (void *)2, out, 8, &scratch, 1, 0);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_WARMUP], 3);
+	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
 }
 
 static void test_shape_keys_and_thrash(void)
@@ -839,7 +904,7 @@ static void test_verify(void)
 
 	fake_reset();
 	{
-		struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+		struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 
 		rt = open_rt(write_plan("v.kplan", 9, r, 1), 0, 2);
 	}
@@ -854,7 +919,7 @@ static void test_verify(void)
 	/* a graph that computes something else is caught; eager result kept */
 	fake_reset();
 	{
-		struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1 } };
+		struct preg r[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 
 		rt = open_rt(write_plan("v2.kplan", 9, r, 1), 0, 2);
 	}
@@ -980,11 +1045,42 @@ static void test_calibrate_cli(void)
 	CU_ASSERT_EQUAL(kp_test_sh("%s calibrate --bogus 2>/dev/null", kp_test_kplan()), 64);
 }
 
+/* Every region call is one named range, balanced on every path. */
+static void test_named_ranges(void)
+{
+	uint64_t out[16] = {0}, scratch = 0;
+	int i, pushes;
+	kp_rt *rt = simple_rt(1, 0);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	memset(&rng, 0, sizeof(rng));
+	for (i = 0; i < 6; i++) {  /* warm-up, capture, replays */
+		call(rt, "step", 0, (void *)0x5, out, 16, &scratch, (uint64_t)i, 0);
+		CU_ASSERT_EQUAL(rng.depth, 0);
+	}
+	CU_ASSERT_STRING_EQUAL(rng.last, "step");
+	CU_ASSERT_EQUAL(rng.pushes, 6);
+	CU_ASSERT_EQUAL(rng.max_depth, 1);
+	call(rt, "cold", 0, (void *)0x5, out, 16, &scratch, 9, 0);      /* planned eager */
+	CU_ASSERT_STRING_EQUAL(rng.last, "cold");
+	pushes = rng.pushes;
+	call(rt, "step", 7, (void *)0x6, out, 16, &scratch, 10, 1);     /* capture fails, re-run */
+	CU_ASSERT_EQUAL(rng.depth, 0);
+	CU_ASSERT(rng.pushes >= pushes + 1);
+	kp_rt_close(rt);
+	/* no runtime at all: nothing to mark */
+	memset(&rng, 0, sizeof(rng));
+	call(NULL, "step", 0, (void *)0x5, out, 16, &scratch, 1, 0);
+	CU_ASSERT_EQUAL(rng.pushes, 0);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
+	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },
 	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },
 	{ "bad plan file", test_bad_plan_file },
 	{ "warm-up, capture, replay", test_state_machine },
+	{ "warm-up once per region and stream", test_warmup_per_region },
 	{ "patch by address range", test_patch_by_range },
 	{ "patch with one exec", test_patch_one_exec },
 	{ "patch, two execs, rotating buffers", test_patch_two_execs_rotate },
