@@ -26,8 +26,8 @@ const char kp_usage_plan[] =
 	"  -o, --output PATH     plan file to write ('-' for stdout); required\n"
 	"  --run N               run to plan (default: the newest)\n"
 	"  --warmup N            eager calls before capture in graph regions (default 2)\n"
-	"  --min-host-idle PCT   a region is launch-bound when host-bound idle is at\n"
-	"                        least PCT percent of its time (default 10)\n"
+	"  --min-gain PCT        graph a region only when the cost model predicts it\n"
+	"                        saves at least PCT percent of its eager time (default 5)\n"
 	"  --mem-limit BYTES     cap on device memory for all graphs; regions with the\n"
 	"                        least gain per byte go eager first (default: no cap)\n"
 	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
@@ -171,10 +171,10 @@ KP_CMD(plan)
 				return kp_cli_usage("plan", "--warmup needs a count 0..1000");
 			o.warmup = (int)v;
 			i++;
-		} else if (!strcmp(a, "--min-host-idle")) {
+		} else if (!strcmp(a, "--min-gain")) {
 			if (!val || parse_num(val, 0, 100, &v))
-				return kp_cli_usage("plan", "--min-host-idle needs a percentage 0..100");
-			o.min_host_idle = (double)v / 100.0;
+				return kp_cli_usage("plan", "--min-gain needs a percentage 0..100");
+			o.min_gain = (double)v / 100.0;
 			i++;
 		} else if (!strcmp(a, "--mem-limit")) {
 			if (!val || parse_num(val, 1, KP_PLAN_MAX_BYTES, &v))

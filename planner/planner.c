@@ -20,7 +20,7 @@
 #include "../common/version.h"
 
 #define DEFAULT_WARMUP 2
-#define DEFAULT_MIN_HOST_IDLE 0.10
+#define DEFAULT_MIN_GAIN 0.05
 #define PATCH_MAX_OCC 64            /* occurrences compared for patch slots */
 #define PATCH_MAX_KERNELS 200000    /* larger regions are not scanned */
 
@@ -28,7 +28,7 @@ void kp_planner_opts_init(struct kp_planner_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->warmup = -1;
-	o->min_host_idle = -1;
+	o->min_gain = -1;
 	o->cc_major = o->cc_minor = o->cuda_major = -1;
 }
 
@@ -50,7 +50,7 @@ struct ctx {
 	struct kp_err *err;
 	int64_t run;
 	int warmup;
-	double min_host_idle;
+	double min_gain;
 	struct kp_plan *plan;
 	struct reg *regs;
 	size_t n_regs;
@@ -417,19 +417,25 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 		blocker_text(c, r, why);
 		return;
 	}
-	if ((double)r->host_idle < c->min_host_idle * (double)r->eager || r->eager == 0) {
-		o->reason = KP_PLAN_R_NOT_LAUNCH_BOUND;
-		kp_strbuf_addf(why, "host-bound idle is %.0f pct of %s, below %.0f pct",
-			       r->eager ? 100.0 * (double)r->host_idle / (double)r->eager : 0.0, e,
-			       100.0 * c->min_host_idle);
-		return;
-	}
-	if (!r->has_graph || r->graph >= r->eager) {
+	if (!r->has_graph || r->eager == 0 || r->graph >= r->eager) {
 		o->reason = KP_PLAN_R_PREDICTED_LOSS;
-		if (!r->has_graph)
+		if (!r->has_graph || r->eager == 0)
 			kp_strbuf_addf(why, "no graph-time prediction for %s eager", e);
 		else
 			kp_strbuf_addf(why, "graph %s predicted, not below eager %s", g, e);
+		return;
+	}
+	/*
+	 * Launch-bound means a graph saves enough: host-bound gaps close, and
+	 * so do the device-side launch gaps between dependent kernels, so the
+	 * cost model's gain is the test, not host-bound idle alone.
+	 */
+	if ((double)(r->eager - r->graph) < c->min_gain * (double)r->eager) {
+		o->reason = KP_PLAN_R_NOT_LAUNCH_BOUND;
+		kp_strbuf_addf(why, "graph %s predicted vs %s eager saves %.1f pct, below %.0f pct "
+			       "(host-bound idle %.0f pct)", g, e,
+			       100.0 * (double)(r->eager - r->graph) / (double)r->eager,
+			       100.0 * c->min_gain, 100.0 * (double)r->host_idle / (double)r->eager);
 		return;
 	}
 	gain = r->eager - r->graph;
@@ -903,7 +909,7 @@ struct kp_plan *kp_planner_run(struct kp_db *db, const struct kp_planner_opts *o
 	c.err = err;
 	c.run = o->run_id > 0 ? o->run_id : kp_db_last_run(db);
 	c.warmup = o->warmup >= 0 ? (o->warmup > 1000 ? 1000 : o->warmup) : DEFAULT_WARMUP;
-	c.min_host_idle = o->min_host_idle >= 0 ? o->min_host_idle : DEFAULT_MIN_HOST_IDLE;
+	c.min_gain = o->min_gain >= 0 ? o->min_gain : DEFAULT_MIN_GAIN;
 	if (c.run <= 0) {
 		kp_err_set(err, KP_ENOTFOUND, "%s: no runs (import or record one first)", db->path);
 		return NULL;

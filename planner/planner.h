@@ -10,8 +10,8 @@
  * Decision rules, in order (see docs/DESIGN.md, "Planner"):
  *   not capturable, with parts (kp_regions.parentId)  -> split (blocker)
  *   not capturable                                    -> eager (blocker)
- *   host-bound idle < min_host_idle * eager time      -> eager (not-launch-bound)
  *   no graph prediction, or graph >= eager            -> eager (predicted-loss)
+ *   eager - graph < min_gain * eager                  -> eager (not-launch-bound)
  *   occurrences - warmup < break-even                 -> eager (too-few-replays)
  *   graph memory over the limit (cheapest gain first) -> eager (memory-budget)
  *   otherwise                                         -> graph (launch-bound)
@@ -27,7 +27,7 @@
 struct kp_planner_opts {
 	int64_t run_id;          /* 0: the newest run */
 	int warmup;              /* eager calls before capture; < 0: default 2 */
-	double min_host_idle;    /* launch-bound threshold as a fraction; < 0: 0.10 */
+	double min_gain;         /* least predicted saving, fraction of eager; < 0: 0.05 */
 	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */
 	/* hard keys when the run does not record them; < 0: take from the run */
 	int cc_major, cc_minor, cuda_major;

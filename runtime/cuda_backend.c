@@ -665,10 +665,16 @@ KP_RT_API kp_rt *kp_rt_open_ex(const char *plan_path, const struct kp_rt_options
 
 	if (opt)
 		o = *opt;
-	/* disabled or planless: never touch CUDA (all eager, nothing to capture) */
+	/*
+	 * Disabled or planless: never touch CUDA (all eager, nothing to
+	 * capture), but still name each region call for tracing tools: this is
+	 * how `kplan record` of a planless run finds the regions.
+	 */
 	if (o.flags & KP_RT_DISABLE || !plan_path ||
 	    (!(o.flags & KP_RT_NO_ENV) && dis && atoi(dis))) {
 		memset(&be, 0, sizeof(be));
+		be.range_push = cb_range_push;
+		be.range_pop = cb_range_pop;
 		return kp__rt_open_backend(&be, plan_path, &o, err);
 	}
 	if (kp__rt_cuda_backend(&be, &kerr)) {

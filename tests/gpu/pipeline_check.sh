@@ -15,6 +15,7 @@ B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-pipeline}}
 K=$B/bin/kplan
 BIN=$B/bin
+# steps recorded (timings use each example's default length)
 STEPS_mlp=${STEPS_mlp:-200}
 STEPS_decode=${STEPS_decode:-300}
 STEPS_solver=${STEPS_solver:-400}
@@ -38,10 +39,10 @@ fi
 # field N of the RESULT line: 7 = us per step, 9 = hash
 result() { awk -v f="$2" '/^RESULT/ {print $f}' <<<"$1"; }
 stat() { awk -v k="kplan-rt: $2" 'index($0, k " ") == 1 {print $3}' <<<"$1"; }
-best() { # best EX MODE [PLAN]: best of 3 "us hash"
+best() { # best EX MODE [PLAN]: best of 3 "us hash", at the example's default length
 	local b=999999999 h= o us
 	for _ in 1 2 3; do
-		o=$("$BIN/ex_$1" "$2" ${3:-} --steps "$4" 2>>"$LOG")
+		o=$("$BIN/ex_$1" "$2" ${3:-} 2>>"$LOG")
 		us=$(result "$o" 7)
 		h=$(result "$o" 9)
 		[ -n "$us" ] && awk -v a="$us" -v b="$b" 'BEGIN{exit !(a < b)}' && b=$us
@@ -68,12 +69,12 @@ for ex in mlp decode solver; do
 	label=$("$K" export "$DB" --csv "SELECT label FROM kp_regions WHERE runId = $run AND parentId IS NULL ORDER BY occurrences * eager_ns DESC LIMIT 1" | sed -n 2p)
 	pred=$("$K" export "$DB" --csv "SELECT graph_ns_pred / 1000.0 FROM kp_regions WHERE runId = $run AND label = '$label' AND parentId IS NULL" | sed -n 2p)
 	[ -n "$label" ] || bad "$ex: no region found in the recording"
-	read -r e_us e_h <<<"$(best "$ex" eager "" "$steps")"
-	read -r g_us g_h <<<"$(best "$ex" graph "" "$steps")"
-	o=$(KPLAN_RT_STATS=1 "$BIN/ex_$ex" runtime "$O/$ex.kplan" --steps "$steps" 2>&1)
+	read -r e_us e_h <<<"$(best "$ex" eager "")"
+	read -r g_us g_h <<<"$(best "$ex" graph "")"
+	o=$(KPLAN_RT_STATS=1 "$BIN/ex_$ex" runtime "$O/$ex.kplan" 2>&1)
 	echo "== $ex runtime $O/$ex.kplan" >>"$LOG"
 	echo "$o" >>"$LOG"
-	read -r p_us p_h <<<"$(best "$ex" runtime "$O/$ex.kplan" "$steps")"
+	read -r p_us p_h <<<"$(best "$ex" runtime "$O/$ex.kplan")"
 	replays=$(stat "$o" replays)
 	same=yes
 	[ "$e_h" = "$p_h" ] && [ "$e_h" = "$g_h" ] || { same=NO; bad "$ex: outputs differ (eager $e_h plan $p_h graph $g_h)"; }

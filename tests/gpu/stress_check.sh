@@ -17,6 +17,8 @@
 #    KPLAN_MEM_MB + STRESS_SLACK_MB (default 128: SQLite's page cache,
 #    decoder maps, CUPTI's own buffers). Again with --mem-mb 4: drops
 #    expected and counted, memory within 4 + slack.
+#    Then the program is killed with SIGKILL after 5 s of a longer run: the
+#    database opens, passes integrity_check and keeps what was committed.
 # 2. runtime: 8 threads, each its own region, 200 calls each with moving
 #    pointers, bit-identical to eager; then all 8 on one region label.
 # 3. compute-sanitizer memcheck / racecheck / synccheck of the runtime
@@ -91,6 +93,31 @@ for mem in 64 4; do
 	check "mem $mem: peak RSS within KPLAN_MEM_MB + ${SLACK} MB" "[ $delta_mb -le $((mem + SLACK)) ]"
 done
 [ "${drop:-0}" -gt 0 ] || echo "  note: --mem-mb 4 dropped nothing (the writer kept up)"
+
+# SIGKILL of the recorded program mid-run (the GPU side of the CPU test
+# tests/unit/test_reliability.c sigkill_recording): the database must open,
+# pass integrity_check and hold the batches the writer committed.
+children() {  # pids whose parent is $1
+	for st in /proc/[0-9]*/stat; do
+		awk -v p="$1" '$4 == p { print $1 }' "$st" 2>/dev/null
+	done
+}
+db=$O/killed.db
+"$K" record -o "$db" -- "$G/stress_collector" "$T" "$S" 50000000 > "$O/killed.log" 2>&1 &
+kp=$!
+sleep 5
+cp=$(children $kp | head -1)
+kill -KILL "$cp" 2>/dev/null
+wait $kp
+rc=$?
+ic=$(q "$db" "PRAGMA integrity_check")
+kern=$(q "$db" "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+st=$(q "$db" "SELECT status FROM kp_runs")
+echo "  SIGKILL after 5 s: kplan exit $rc, integrity '$ic', kernels $kern, run status '$st'"
+"$K" info "$db" > "$O/killed_info.log" 2>&1
+irc=$?
+check "sigkill: exit 137, database opens (kplan info), integrity ok, rows kept, run not 'complete'" \
+	"[ $rc = 137 ] && [ $irc = 0 ] && [ '$ic' = ok ] && [ $kern -gt 0 ] && [ '$st' != complete ]"
 
 # ---------------------------------------------------------------- runtime
 dev=$("$G/stress_runtime" device) || { echo "FAIL runtime: no device ($dev)"; exit 1; }

@@ -400,7 +400,7 @@ static void test_disk_full_import(void)
 	/* appending to an existing database that cannot grow */
 	CU_ASSERT_EQUAL(kp_test_sh("cd '%s' && %s import %s -o base.db > /dev/null 2>&1", dir,
 				   kp_test_kplan(), trace), 0);
-	rc = kp_test_sh("cd '%s' && trap '' XFSZ && ulimit -f 1200 && %s import %s -o base.db"
+	rc = kp_test_sh("cd '%s' && trap '' XFSZ && ulimit -f 600 && %s import %s -o base.db"
 			" > log 2>&1", dir, kp_test_kplan(), trace);
 	CU_ASSERT_EQUAL(rc, 2);
 	db = kp_db_open(in_dir_path(dir, "base.db"), KP_DB_RDONLY, &err);
