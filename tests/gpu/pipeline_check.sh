@@ -17,7 +17,7 @@ K=$B/bin/kplan
 BIN=$B/bin
 # steps recorded (timings use each example's default length)
 STEPS_mlp=${STEPS_mlp:-200}
-STEPS_decode=${STEPS_decode:-300}
+STEPS_decode=${STEPS_decode:-1000}  # every KV-length bucket the timed run meets
 STEPS_solver=${STEPS_solver:-400}
 mkdir -p "$O"
 LOG=$O/pipeline.log
@@ -67,7 +67,8 @@ for ex in mlp decode solver; do
 	[ $rc -le 1 ] || bad "$ex: kplan check says the plan does not apply (exit $rc)"
 	"$K" show "$O/$ex.kplan" >>"$LOG" 2>&1
 	label=$("$K" export "$DB" --csv "SELECT label FROM kp_regions WHERE runId = $run AND parentId IS NULL ORDER BY occurrences * eager_ns DESC LIMIT 1" | sed -n 2p)
-	pred=$("$K" export "$DB" --csv "SELECT graph_ns_pred / 1000.0 FROM kp_regions WHERE runId = $run AND label = '$label' AND parentId IS NULL" | sed -n 2p)
+	# the prediction per step: a region occurrence may span several steps (solver: 10)
+	pred=$("$K" export "$DB" --csv "SELECT round(graph_ns_pred / 1000.0 * occurrences / $steps, 3) FROM kp_regions WHERE runId = $run AND label = '$label' AND parentId IS NULL" | sed -n 2p)
 	[ -n "$label" ] || bad "$ex: no region found in the recording"
 	read -r e_us e_h <<<"$(best "$ex" eager "")"
 	read -r g_us g_h <<<"$(best "$ex" graph "")"
@@ -84,7 +85,7 @@ for ex in mlp decode solver; do
 		"$(awk -v e="$e_us" -v p="$p_us" 'BEGIN{ if (p > 0) printf "%.2fx", e / p; else print "-" }')" \
 		"${replays:-0}" "$same" | tee -a "$LOG" >>"$O/table.txt"
 done
-note "(pred_us: the analyzer's predicted graphed time of the example's main region per"
-note " occurrence; graph_us: the hand-written graph per step; plan_us: the generated plan)"
+note "(pred_us: the analyzer's predicted graphed time of the example's main region, per"
+note " step; graph_us: the hand-written graph per step; plan_us: the generated plan)"
 cat "$O/table.txt"
 exit $fail
