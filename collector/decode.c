@@ -114,18 +114,22 @@ static int written(struct kp_decoder *d, int rc, int64_t *counter)
 	return 0;
 }
 
+/*
+ * The fields every GPU-work row shares (struct kp_gpu_op) from a CUPTI
+ * kernel, memcpy or memset record x: those records name them alike.
+ */
+#define GPU_OP_OF(d, x) ((struct kp_gpu_op){ \
+	.start = (int64_t)(x)->start, .end = (int64_t)(x)->end, \
+	.device_id = (x)->deviceId, .context_id = (x)->contextId, \
+	.stream_id = (x)->streamId, .correlation_id = (x)->correlationId, \
+	.global_pid = (d)->pid << 24 })
+
 static int do_kernel(struct kp_decoder *d, const CUpti_ActivityKernel10 *k, struct kp_err *err)
 {
 	struct kp_kernel_rec r;
 
 	memset(&r, 0, sizeof(r));
-	r.start = (int64_t)k->start;
-	r.end = (int64_t)k->end;
-	r.device_id = k->deviceId;
-	r.context_id = k->contextId;
-	r.stream_id = k->streamId;
-	r.correlation_id = k->correlationId;
-	r.global_pid = d->pid << 24;
+	r.op = GPU_OP_OF(d, k);
 	r.name = kernel_name(d, k->name);
 	r.mangled = NULL;
 	if (k->name && strcmp(k->name, r.name))
@@ -156,13 +160,7 @@ static int do_memcpy(struct kp_decoder *d, const CUpti_ActivityMemcpy6 *m, struc
 	struct kp_memcpy_rec r;
 
 	memset(&r, 0, sizeof(r));
-	r.start = (int64_t)m->start;
-	r.end = (int64_t)m->end;
-	r.device_id = m->deviceId;
-	r.context_id = m->contextId;
-	r.stream_id = m->streamId;
-	r.correlation_id = m->correlationId;
-	r.global_pid = d->pid << 24;
+	r.op = GPU_OP_OF(d, m);
 	r.bytes = (int64_t)m->bytes;
 	r.copy_kind = m->copyKind;
 	r.src_kind = m->srcKind;
@@ -180,13 +178,7 @@ static int do_memcpy_p2p(struct kp_decoder *d, const CUpti_ActivityMemcpyPtoP4 *
 	struct kp_memcpy_rec r;
 
 	memset(&r, 0, sizeof(r));
-	r.start = (int64_t)m->start;
-	r.end = (int64_t)m->end;
-	r.device_id = m->deviceId;
-	r.context_id = m->contextId;
-	r.stream_id = m->streamId;
-	r.correlation_id = m->correlationId;
-	r.global_pid = d->pid << 24;
+	r.op = GPU_OP_OF(d, m);
 	r.bytes = (int64_t)m->bytes;
 	r.copy_kind = m->copyKind;
 	r.src_kind = m->srcKind;
@@ -202,13 +194,7 @@ static int do_memset(struct kp_decoder *d, const CUpti_ActivityMemset4 *m, struc
 	struct kp_memset_rec r;
 
 	memset(&r, 0, sizeof(r));
-	r.start = (int64_t)m->start;
-	r.end = (int64_t)m->end;
-	r.device_id = m->deviceId;
-	r.context_id = m->contextId;
-	r.stream_id = m->streamId;
-	r.correlation_id = m->correlationId;
-	r.global_pid = d->pid << 24;
+	r.op = GPU_OP_OF(d, m);
 	r.bytes = (int64_t)m->bytes;
 	r.value = (int)m->value;
 	r.mem_kind = m->memoryKind;

@@ -113,16 +113,15 @@ static void bind_opt(sqlite3_stmt *st, int i, int64_t v)
  * deviceId, contextId, streamId, correlationId, globalPid); returns the
  * next parameter index.
  */
-static int bind_gpu_op(sqlite3_stmt *st, int64_t start, int64_t end, uint32_t device,
-		       uint32_t context, uint32_t stream, uint32_t correlation, int64_t pid)
+static int bind_gpu_op(sqlite3_stmt *st, const struct kp_gpu_op *op)
 {
-	sqlite3_bind_int64(st, 1, start);
-	sqlite3_bind_int64(st, 2, end);
-	sqlite3_bind_int64(st, 3, device);
-	sqlite3_bind_int64(st, 4, context);
-	sqlite3_bind_int64(st, 5, stream);
-	sqlite3_bind_int64(st, 6, correlation);
-	sqlite3_bind_int64(st, 7, pid);
+	sqlite3_bind_int64(st, 1, op->start);
+	sqlite3_bind_int64(st, 2, op->end);
+	sqlite3_bind_int64(st, 3, op->device_id);
+	sqlite3_bind_int64(st, 4, op->context_id);
+	sqlite3_bind_int64(st, 5, op->stream_id);
+	sqlite3_bind_int64(st, 6, op->correlation_id);
+	sqlite3_bind_int64(st, 7, op->global_pid);
 	return 8;
 }
 
@@ -158,8 +157,7 @@ int kp_writer_kernel(struct kp_writer *w, const struct kp_kernel_rec *r, struct 
 	}
 	if (r->mangled && (mangled_id = kp_db_intern(w->db, r->mangled, err)) < 0)
 		return (int)mangled_id;
-	i = bind_gpu_op(st, r->start, r->end, r->device_id, r->context_id, r->stream_id,
-			r->correlation_id, r->global_pid);
+	i = bind_gpu_op(st, &r->op);
 	sqlite3_bind_int64(st, i++, name_id);
 	sqlite3_bind_int64(st, i++, short_id);
 	bind_opt(st, i++, mangled_id);
@@ -211,8 +209,7 @@ int kp_writer_memcpy(struct kp_writer *w, const struct kp_memcpy_rec *r, struct 
 
 	if (!st)
 		return err ? err->code : KP_EDB;
-	i = bind_gpu_op(st, r->start, r->end, r->device_id, r->context_id, r->stream_id,
-			r->correlation_id, r->global_pid);
+	i = bind_gpu_op(st, &r->op);
 	sqlite3_bind_int64(st, i++, r->bytes);
 	sqlite3_bind_int(st, i++, r->copy_kind);
 	sqlite3_bind_int(st, i++, r->src_kind);
@@ -230,8 +227,7 @@ int kp_writer_memset(struct kp_writer *w, const struct kp_memset_rec *r, struct 
 
 	if (!st)
 		return err ? err->code : KP_EDB;
-	i = bind_gpu_op(st, r->start, r->end, r->device_id, r->context_id, r->stream_id,
-			r->correlation_id, r->global_pid);
+	i = bind_gpu_op(st, &r->op);
 	sqlite3_bind_int(st, i++, r->value);
 	sqlite3_bind_int64(st, i++, r->bytes);
 	bind_opt(st, i++, (int64_t)r->graph_node_id);
@@ -246,8 +242,7 @@ int kp_writer_sync(struct kp_writer *w, const struct kp_sync_rec *r, struct kp_e
 
 	if (!st)
 		return err ? err->code : KP_EDB;
-	i = bind_gpu_op(st, r->start, r->end, r->device_id, r->context_id, r->stream_id,
-			r->correlation_id, r->global_pid);
+	i = bind_gpu_op(st, &r->op);
 	sqlite3_bind_int(st, i++, r->sync_type);
 	sqlite3_bind_int64(st, i++, r->event_id);
 	return step(w, KP_T_SYNC, st, i, err);

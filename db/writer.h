@@ -16,10 +16,24 @@
 #include "db.h"
 #include "../common/vec.h"
 
+/*
+ * The seven fields every kind of GPU work shares (the leading columns of the
+ * kernel, memcpy, memset and synchronization tables). Each record holds them
+ * both by name (r.start) and as one struct (r.op) to fill or bind at once.
+ */
+#define KP_GPU_OP_FIELDS \
+	int64_t start, end; \
+	uint32_t device_id, context_id, stream_id, correlation_id; \
+	int64_t global_pid
+
+struct kp_gpu_op {
+	KP_GPU_OP_FIELDS;
+};
+
+#define KP_GPU_OP_MEMBER union { struct { KP_GPU_OP_FIELDS; }; struct kp_gpu_op op; }
+
 struct kp_kernel_rec {
-	int64_t start, end;
-	uint32_t device_id, context_id, stream_id, correlation_id;
-	int64_t global_pid;
+	KP_GPU_OP_MEMBER;
 	const char *name;         /* demangled name (required) */
 	const char *short_name;   /* NULL: derived from name */
 	const char *mangled;      /* may be NULL */
@@ -46,9 +60,7 @@ struct kp_api_rec {
 };
 
 struct kp_memcpy_rec {
-	int64_t start, end;
-	uint32_t device_id, context_id, stream_id, correlation_id;
-	int64_t global_pid;
+	KP_GPU_OP_MEMBER;
 	int64_t bytes;
 	int copy_kind, src_kind, dst_kind;
 	int src_device, dst_device;
@@ -56,18 +68,14 @@ struct kp_memcpy_rec {
 };
 
 struct kp_memset_rec {
-	int64_t start, end;
-	uint32_t device_id, context_id, stream_id, correlation_id;
-	int64_t global_pid;
+	KP_GPU_OP_MEMBER;
 	int64_t bytes;
 	int value, mem_kind;
 	uint64_t graph_node_id;
 };
 
 struct kp_sync_rec {
-	int64_t start, end;
-	uint32_t device_id, context_id, stream_id, correlation_id;
-	int64_t global_pid;
+	KP_GPU_OP_MEMBER;
 	int sync_type;
 	uint32_t event_id;
 };

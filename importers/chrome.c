@@ -365,26 +365,40 @@ static int64_t cpu_op_domain(struct reader *r, const struct cev *e)
 	return id;
 }
 
+/*
+ * The fields every GPU-work row shares (db/writer.h, struct kp_gpu_op):
+ * where and when e ran. OUT: *device for the caller's bookkeeping.
+ */
+static int gpu_op(struct reader *r, const struct cev *e, int64_t corr,
+		  struct kp_gpu_op *op, int64_t *device)
+{
+	int64_t stream = 0;
+
+	if (gpu_place(r, e, device, &stream))
+		return -1;
+	op->start = e->ts;
+	op->end = e->ts + e->dur;
+	op->device_id = (uint32_t)*device;
+	op->stream_id = (uint32_t)stream;
+	op->context_id = (uint32_t)e->a[A_CONTEXT];
+	op->correlation_id = (uint32_t)corr;
+	op->global_pid = KP_GLOBAL_PID(r->host_pid);
+	return 0;
+}
+
 #define WRITE(call) do { if ((call) < 0) { r->rc = r->err->code; return -1; } } while (0)
 
 /* Write one complete event whose correlation id is known (0: none). */
 static int write_event(struct reader *r, const struct cev *e, int64_t corr)
 {
-	int64_t device = 0, stream = 0;
+	int64_t device = 0;
 
 	switch (e->cat) {
 	case C_KERNEL: {
 		struct kp_kernel_rec k = {0};
 
-		if (gpu_place(r, e, &device, &stream))
+		if (gpu_op(r, e, corr, &k.op, &device))
 			return -1;
-		k.start = e->ts;
-		k.end = e->ts + e->dur;
-		k.device_id = (uint32_t)device;
-		k.stream_id = (uint32_t)stream;
-		k.context_id = (uint32_t)e->a[A_CONTEXT];
-		k.correlation_id = (uint32_t)corr;
-		k.global_pid = KP_GLOBAL_PID(r->host_pid);
 		k.name = e->name.buf;
 		k.registers = (int)e->a[A_REGS];
 		memcpy(k.grid, e->grid, sizeof(k.grid));
@@ -410,15 +424,8 @@ static int write_event(struct reader *r, const struct cev *e, int64_t corr)
 	case C_MEMCPY: {
 		struct kp_memcpy_rec m = {0};
 
-		if (gpu_place(r, e, &device, &stream))
+		if (gpu_op(r, e, corr, &m.op, &device))
 			return -1;
-		m.start = e->ts;
-		m.end = e->ts + e->dur;
-		m.device_id = (uint32_t)device;
-		m.stream_id = (uint32_t)stream;
-		m.context_id = (uint32_t)e->a[A_CONTEXT];
-		m.correlation_id = (uint32_t)corr;
-		m.global_pid = KP_GLOBAL_PID(r->host_pid);
 		m.bytes = e->a[A_BYTES];
 		m.src_device = m.dst_device = (int)device;
 		kp__memcpy_name_parse(e->name.buf, &m.copy_kind, &m.src_kind, &m.dst_kind);
@@ -428,15 +435,8 @@ static int write_event(struct reader *r, const struct cev *e, int64_t corr)
 	case C_MEMSET: {
 		struct kp_memset_rec m = {0};
 
-		if (gpu_place(r, e, &device, &stream))
+		if (gpu_op(r, e, corr, &m.op, &device))
 			return -1;
-		m.start = e->ts;
-		m.end = e->ts + e->dur;
-		m.device_id = (uint32_t)device;
-		m.stream_id = (uint32_t)stream;
-		m.context_id = (uint32_t)e->a[A_CONTEXT];
-		m.correlation_id = (uint32_t)corr;
-		m.global_pid = KP_GLOBAL_PID(r->host_pid);
 		m.bytes = e->a[A_BYTES];
 		m.value = (int)e->a[A_VALUE];
 		kp__memset_name_parse(e->name.buf, &m.mem_kind);
@@ -447,15 +447,8 @@ static int write_event(struct reader *r, const struct cev *e, int64_t corr)
 		struct kp_sync_rec s = {0};
 		int t;
 
-		if (gpu_place(r, e, &device, &stream))
+		if (gpu_op(r, e, corr, &s.op, &device))
 			return -1;
-		s.start = e->ts;
-		s.end = e->ts + e->dur;
-		s.device_id = (uint32_t)device;
-		s.stream_id = (uint32_t)stream;
-		s.context_id = (uint32_t)e->a[A_CONTEXT];
-		s.correlation_id = (uint32_t)corr;
-		s.global_pid = KP_GLOBAL_PID(r->host_pid);
 		t = kp__sync_parse(e->name.buf);
 		s.sync_type = (e->ahave & (1u << A_SYNC_TYPE)) ? (int)e->a[A_SYNC_TYPE] :
 			      t > 0 ? t : 0;

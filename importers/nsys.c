@@ -269,17 +269,26 @@ static int step_rows(struct copy *c, sqlite3_stmt *st, const char *table,
 	return 0;
 }
 
+/* The seven leading columns every GPU-work table shares (see db/writer.h). */
+static struct kp_gpu_op gpu_op(sqlite3_stmt *st)
+{
+	struct kp_gpu_op op;
+
+	op.start = I(st, 0);
+	op.end = I(st, 1);
+	op.device_id = (uint32_t)I(st, 2);
+	op.context_id = (uint32_t)I(st, 3);
+	op.stream_id = (uint32_t)I(st, 4);
+	op.correlation_id = (uint32_t)I(st, 5);
+	op.global_pid = I(st, 6);
+	return op;
+}
+
 static int kernel_row(struct copy *c, sqlite3_stmt *st)
 {
 	struct kp_kernel_rec k = {0};
 
-	k.start = I(st, 0);
-	k.end = I(st, 1);
-	k.device_id = (uint32_t)I(st, 2);
-	k.context_id = (uint32_t)I(st, 3);
-	k.stream_id = (uint32_t)I(st, 4);
-	k.correlation_id = (uint32_t)I(st, 5);
-	k.global_pid = I(st, 6);
+	k.op = gpu_op(st);
 	k.name = S(st, 7) ? S(st, 7) : "";
 	k.short_name = S(st, 8);
 	k.mangled = S(st, 9);
@@ -325,13 +334,7 @@ static int memcpy_row(struct copy *c, sqlite3_stmt *st)
 {
 	struct kp_memcpy_rec m = {0};
 
-	m.start = I(st, 0);
-	m.end = I(st, 1);
-	m.device_id = (uint32_t)I(st, 2);
-	m.context_id = (uint32_t)I(st, 3);
-	m.stream_id = (uint32_t)I(st, 4);
-	m.correlation_id = (uint32_t)I(st, 5);
-	m.global_pid = I(st, 6);
+	m.op = gpu_op(st);
 	m.bytes = I(st, 7);
 	m.copy_kind = (int)I(st, 8);
 	m.src_kind = (int)I(st, 9);
@@ -346,13 +349,7 @@ static int memset_row(struct copy *c, sqlite3_stmt *st)
 {
 	struct kp_memset_rec m = {0};
 
-	m.start = I(st, 0);
-	m.end = I(st, 1);
-	m.device_id = (uint32_t)I(st, 2);
-	m.context_id = (uint32_t)I(st, 3);
-	m.stream_id = (uint32_t)I(st, 4);
-	m.correlation_id = (uint32_t)I(st, 5);
-	m.global_pid = I(st, 6);
+	m.op = gpu_op(st);
 	m.value = (int)I(st, 7);
 	m.bytes = I(st, 8);
 	m.graph_node_id = (uint64_t)I(st, 9);
@@ -364,13 +361,7 @@ static int sync_row(struct copy *c, sqlite3_stmt *st)
 {
 	struct kp_sync_rec s = {0};
 
-	s.start = I(st, 0);
-	s.end = I(st, 1);
-	s.device_id = (uint32_t)I(st, 2);
-	s.context_id = (uint32_t)I(st, 3);
-	s.stream_id = (uint32_t)I(st, 4);
-	s.correlation_id = (uint32_t)I(st, 5);
-	s.global_pid = I(st, 6);
+	s.op = gpu_op(st);
 	s.sync_type = (int)I(st, 7);
 	s.event_id = (uint32_t)I(st, 8);
 	return kp_writer_sync(c->w, &s, c->err) < 0 ? -1 : 0;
