@@ -174,22 +174,6 @@ static int shape_blockers(struct kp__ana *a, struct kp__region *r)
 	return rc;
 }
 
-static const struct kp__arg *args_of(struct kp__ana *a, uint32_t corr, size_t *n)
-{
-	size_t lo = 0, hi = a->n_args;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->args[mid].corr < corr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*n = 0;
-	while (lo + *n < a->n_args && a->args[lo + *n].corr == corr)
-		(*n)++;
-	return *n ? &a->args[lo] : NULL;
-}
-
 /* 8-byte arguments whose value changes between occurrences. */
 static int patch_slots(struct kp__ana *a, struct kp__region *r)
 {
@@ -203,7 +187,7 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
 	for (uint32_t i = 0; i < t->n && !rc; i++) {
 		const struct kp__op *top = &a->ops[t->ops[i]];
 		size_t na, nb;
-		const struct kp__arg *ta = args_of(a, top->corr, &na);
+		const struct kp__arg *ta = kp__args_of(a, top->corr, &na);
 		int node_patched = 0;
 
 		if (top->kind != KP__OP_KERNEL || !ta)
@@ -217,7 +201,7 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
 				const struct kp__occ *o = &r->occ[k];
 				if (k == r->tmpl || o->n != t->n)
 					continue;
-				const struct kp__arg *b = args_of(a, a->ops[o->ops[i]].corr, &nb);
+				const struct kp__arg *b = kp__args_of(a, a->ops[o->ops[i]].corr, &nb);
 				for (size_t x = 0; b && x < nb; x++) {
 					if (b[x].idx != ta[j].idx)
 						continue;

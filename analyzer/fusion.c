@@ -22,27 +22,11 @@
 #define MAX_CANDS 10000
 #define SHORT_BW_SHARE 0.5   /* short kernels reach about half the bandwidth */
 
-static const struct kp__arg *args_of(struct kp__ana *a, uint32_t corr, size_t *n)
-{
-	size_t lo = 0, hi = a->n_args;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->args[mid].corr < corr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*n = 0;
-	while (lo + *n < a->n_args && a->args[lo + *n].corr == corr)
-		(*n)++;
-	return *n ? &a->args[lo] : NULL;
-}
-
 /* 1 dependent, 0 independent, -1 unknown (no args recorded for both). */
 static int shares_pointer(struct kp__ana *a, const struct kp__op *x, const struct kp__op *y)
 {
 	size_t nx, ny;
-	const struct kp__arg *ax = args_of(a, x->corr, &nx), *ay = args_of(a, y->corr, &ny);
+	const struct kp__arg *ax = kp__args_of(a, x->corr, &nx), *ay = kp__args_of(a, y->corr, &ny);
 
 	if (!ax || !ay)
 		return -1;

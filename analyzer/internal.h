@@ -218,4 +218,7 @@ int kp__fusion(struct kp__ana *a, struct kp_err *err);
 /* store.c */
 int kp__store(struct kp__ana *a, struct kp_err *err);
 
+/* The recorded launch arguments of launch corr (a->args sorted by corr); OUT: *n. */
+const struct kp__arg *kp__args_of(struct kp__ana *a, uint32_t corr, size_t *n);
+
 #endif

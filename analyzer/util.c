@@ -213,3 +213,21 @@ uint64_t kp__kernel_sig(const char *name, const int32_t grid[3], const int32_t b
 
 	return kp_kernel_sig(name, g, b, (uint32_t)dyn_smem);
 }
+
+const struct kp__arg *kp__args_of(struct kp__ana *a, uint32_t corr, size_t *n)
+{
+	size_t lo = 0, hi = a->n_args;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->args[mid].corr < corr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*n = 0;
+	while (lo + *n < a->n_args && a->args[lo + *n].corr == corr)
+		(*n)++;
+	return *n ? &a->args[lo] : NULL;
+}
