@@ -11,9 +11,11 @@
  * patch slots are recorded as advisories (fatal = 0): the runtime handles
  * them (side stream, one graph per shape key, in-place patching).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 
 #include "internal.h"
 
@@ -233,6 +235,30 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
 	return rc;
 }
 
+/*
+ * What each op of occurrence o adds to the model: its duration, except where
+ * it overlaps the op before it on the same stream (programmatic dependent
+ * launch lets a kernel start while its predecessor finishes): then only the
+ * time past the predecessor's end counts, and no dependency gap is added on
+ * top (kp_cost_predict adds graph_dep_gap_ns to every duration, so it is
+ * taken off here; the node cost stays the floor).
+ */
+static void node_durations(const struct kp__ana *a, const struct kp_cost *c,
+			   const struct kp__occ *o, int64_t *dur, uint8_t *mem)
+{
+	int64_t gap = llround(c->v[KP_COST_GRAPH_DEP_GAP]);
+
+	for (uint32_t i = 0; i < o->n; i++) {
+		const struct kp__op *op = &a->ops[o->ops[i]];
+		const struct kp__op *prev = i ? &a->ops[o->ops[i - 1]] : NULL;
+
+		dur[i] = op->end - op->start;
+		mem[i] = op->kind != KP__OP_KERNEL;
+		if (prev && prev->stream == op->stream && op->start < prev->end)
+			dur[i] = (op->end > prev->end ? op->end - prev->end : 0) - gap;
+	}
+}
+
 /* Graphed time: the model on each occurrence (up to ~1000), median. */
 static int predict(struct kp__ana *a, struct kp__region *r)
 {
@@ -253,21 +279,13 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 		const struct kp__occ *o = &r->occ[k];
 		if (o->n != n)
 			continue;
-		for (uint32_t i = 0; i < n; i++) {
-			const struct kp__op *op = &a->ops[o->ops[i]];
-			dur[i] = op->end - op->start;
-			mem[i] = op->kind != KP__OP_KERNEL;
-		}
+		node_durations(a, &a->cost, o, dur, mem);
 		kp_cost_predict(&a->cost, dur, mem, n, o->eager, r->patched_nodes,
 				r->shape_keys, &p);
 		v[nv++] = p.graph_ns;
 	}
 	/* the template itself fixes one-time cost and memory */
-	for (uint32_t i = 0; i < n; i++) {
-		const struct kp__op *op = &a->ops[t->ops[i]];
-		dur[i] = op->end - op->start;
-		mem[i] = op->kind != KP__OP_KERNEL;
-	}
+	node_durations(a, &a->cost, t, dur, mem);
 	kp_cost_predict(&a->cost, dur, mem, n, r->eager, r->patched_nodes,
 			r->shape_keys, &r->pred);
 	if (nv)

@@ -7,6 +7,7 @@
  * Timelines are hand-built with kp_writer into temporary databases.
  */
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,41 @@ static void test_shape_keys(void)
 	/* two graphs to instantiate: one-time cost doubles */
 	CU_ASSERT_EQUAL(q(&t, "SELECT one_time_ns FROM kp_regions WHERE regionId = 1"),
 			(int64_t)((1700 + 5000) * 4 * 2));
+	tl_close(&t);
+}
+
+/* Overlapping kernels (programmatic dependent launch) count once. */
+static void test_model_overlap(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+	struct kp_cost c;
+	double gap, node;
+
+	kp_cost_defaults(&c);
+	gap = c.v[KP_COST_GRAPH_DEP_GAP];
+	node = c.v[KP_COST_GRAPH_NODE];
+	tl_open(&t, "overlap.db");
+	for (int k = 0; k < 3; k++) {
+		int64_t T = (int64_t)k * 100000;
+		/* b starts 5 us before a ends: 5 us of it is new time */
+		struct kp_kernel_rec a = { .start = T + 10000, .end = T + 20000, .stream_id = 13,
+					   .name = "a_kernel", .grid = { 8, 1, 1 }, .block = { 128, 1, 1 } };
+		struct kp_kernel_rec b = { .start = T + 15000, .end = T + 25000, .stream_id = 13,
+					   .name = "b_kernel", .grid = { 8, 1, 1 }, .block = { 128, 1, 1 } };
+
+		tl_nvtx(&t, "pdl", T, T + 50000);
+		a.correlation_id = ++t.corr;
+		tl_api(&t, "cudaLaunchKernelExC", T + 1000, 1000, t.corr);
+		CU_ASSERT_EQUAL(kp_writer_kernel(&t.w, &a, &err), 0);
+		b.correlation_id = ++t.corr;
+		tl_api(&t, "cudaLaunchKernelExC", T + 3000, 1000, t.corr);
+		CU_ASSERT_EQUAL(kp_writer_kernel(&t.w, &b, &err), 0);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	/* a: 10 us + gap; b: only its 5 us past a, no gap (node cost is the floor) */
+	CU_ASSERT_EQUAL(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'pdl'"),
+			llround((10000 + gap > node ? 10000 + gap : node) + (5000 > node ? 5000 : node)));
 	tl_close(&t);
 }
 
@@ -833,6 +869,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "shape keys", test_shape_keys },
 	{ "patch slots", test_patch_slots },
 	{ "fingerprint: mangled name, dynamic smem", test_fingerprint_mangled },
+	{ "model: overlapping kernels count once", test_model_overlap },
 	{ "mining: period, phase, occurrences", test_mine_period },
 	{ "mining: region from a stream", test_mined_region },
 	{ "selection and distributions", test_select },
