@@ -3,6 +3,7 @@
  * kp_calibration. See cost.h and docs/DESIGN.md "Analyzer".
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost.h"
@@ -155,38 +156,21 @@ int kp_cost_load(struct kp_db *db, const char *gpu_name, int driver_version,
 int kp_cost_load_run(struct kp_db *db, int64_t run_id, struct kp_cost *c,
 		     struct kp_err *err)
 {
-	sqlite3_stmt *st = NULL;
-	char name[128] = "";
-	int driver = 0;
+	char name[128] = "", driver[32] = "";
 	int rc;
 
-	rc = kp_db_prepare(db, "SELECT device_name, driver_version FROM kp_runs"
-			   " WHERE runId = ?1", &st, err);
+	rc = kp_db_text(db, "SELECT device_name FROM kp_runs WHERE runId = ?1", run_id,
+			name, sizeof(name), err);
+	if (!rc)
+		rc = kp_db_text(db, "SELECT driver_version FROM kp_runs WHERE runId = ?1", run_id,
+				driver, sizeof(driver), err);
+	/* fall back to the trace's GPU table when the run row has no name */
+	if (!rc && !*name && kp_db_has_table(db, "TARGET_INFO_GPU"))
+		rc = kp_db_text(db, "SELECT name FROM TARGET_INFO_GPU WHERE runId = ?1"
+				" ORDER BY id LIMIT 1", run_id, name, sizeof(name), err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, run_id);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		const char *s = (const char *)sqlite3_column_text(st, 0);
-		if (s)
-			snprintf(name, sizeof(name), "%s", s);
-		driver = sqlite3_column_int(st, 1);
-	}
-	sqlite3_finalize(st);
-	/* fall back to the trace's GPU table when the run row has no name */
-	if (!*name && kp_db_has_table(db, "TARGET_INFO_GPU")) {
-		rc = kp_db_prepare(db, "SELECT name FROM TARGET_INFO_GPU WHERE runId = ?1"
-				   " ORDER BY id LIMIT 1", &st, err);
-		if (rc)
-			return rc;
-		sqlite3_bind_int64(st, 1, run_id);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			const char *s = (const char *)sqlite3_column_text(st, 0);
-			if (s)
-				snprintf(name, sizeof(name), "%s", s);
-		}
-		sqlite3_finalize(st);
-	}
-	return kp_cost_load(db, name, driver, c, err);
+	return kp_cost_load(db, name, atoi(driver), c, err);
 }
 
 int kp_cost_store(struct kp_db *db, const char *gpu_name, int driver_version,

@@ -109,6 +109,31 @@ int64_t kp_db_int(struct kp_db *db, const char *sql, int64_t def)
 	return v;
 }
 
+int kp_db_text(struct kp_db *db, const char *sql, int64_t arg, char *out, size_t n,
+	       struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = kp_db_prepare(db, sql, &st, err);
+
+	if (n)
+		out[0] = '\0';
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, arg);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *s = (const char *)sqlite3_column_text(st, 0);
+
+		if (s && n)
+			snprintf(out, n, "%s", s);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "query failed");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int kp_db_has_table(struct kp_db *db, const char *table)
 {
 	sqlite3_stmt *st;

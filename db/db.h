@@ -76,6 +76,14 @@ int kp_db_has_table(struct kp_db *db, const char *table);
 /* Single integer result of sql (e.g. a count); def when no row or NULL. */
 int64_t kp_db_int(struct kp_db *db, const char *sql, int64_t def);
 
+/*
+ * The first column of the first row of sql, with ?1 bound to arg, as text
+ * into out (always terminated; "" when there is no row or it is NULL).
+ * 0 or a negative KP_E* when the query fails.
+ */
+int kp_db_text(struct kp_db *db, const char *sql, int64_t arg, char *out, size_t n,
+	       struct kp_err *err);
+
 /* What a run row holds; strings are borrowed by kp_db_run_insert. */
 struct kp_run_info {
 	const char *source;        /* record | chrome | nsys | synthetic */

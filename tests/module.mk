@@ -10,12 +10,14 @@
 #                       every past finding is kept there, so this is also the
 #                       fuzzers' regression test.
 #   make fuzz-build     only build the harnesses ($(BUILD)/fuzz/fuzz_<target>)
+#   make fuzz-pipeline  the whole CLI over PIPELINE_COUNT generated traces
+#                       (tests/fuzz/pipeline.sh); use a sanitizer BUILD
 #   make valgrind       memcheck of the CLI on the bundled trace
-#                       (tests/valgrind.sh; a few minutes, not in `make test`)
-#   make stress-gpu     build the collector stress program (nvcc, no GPU needed)
-#   make stress-gpu-check  run it under the collector and check the counts
-#                       (tests/gpu/stress_check.sh; needs a GPU; part of
-#                       `make gpu-check`)
+#                       (tests/valgrind.sh; ~20 s; needs valgrind; not in
+#                       `make test`)
+#   make stress-gpu     build the GPU stress programs (nvcc, no GPU needed)
+#   make stress-gpu-check  run them (tests/gpu/stress_check.sh; needs a GPU;
+#                       part of `make gpu-check`)
 #
 # The harnesses are built with clang (`sh scripts/deps.sh clang` installs
 # it) and -fsanitize=fuzzer,address,undefined. The library sources they need

@@ -4,14 +4,13 @@
 #   sh tests/valgrind.sh [BUILD]        (default build; `make valgrind`)
 #
 # Runs every host verb under valgrind memcheck on the bundled ResNet-18
-# profiler trace: import (the gzip'd Chrome trace, then its nsys-style
-# re-import is not possible without nsys, so the exported Chrome trace is
-# imported again), analyze, plan, report (+CSV), info, export (CSV and
-# Chrome), show, check, diff; plus a few error paths (missing file, corrupt
-# plan, wrong database). Passes when every run has zero memcheck errors and
-# zero definitely/indirectly lost bytes. Logs in $BUILD/valgrind/<step>.log.
-# Takes a few minutes (the import and analyze of 1020 kernels / 3151
-# annotations under memcheck dominate); not part of `make test`.
+# profiler trace: import, analyze, plan (also with the examples' fusion
+# catalog), report (+CSV), info, export (CSV, SQL, Chrome trace), import of
+# the exported trace, show, check (match, soft and hard mismatch), diff;
+# plus error paths (corrupt plan, missing file, wrong kind of file, usage).
+# Passes when every run exits as expected with zero memcheck errors and zero
+# definitely/indirectly lost bytes. Logs in $BUILD/valgrind/<step>.log.
+# About 20-30 s on a 2-core machine (not part of `make test`).
 set -u
 BUILD=${1:-build}
 KPLAN=$BUILD/bin/kplan
@@ -20,7 +19,7 @@ OUT=$BUILD/valgrind
 command -v valgrind >/dev/null 2>&1 || { echo "valgrind.sh: valgrind not installed (apt-get install valgrind)" >&2; exit 2; }
 [ -x "$KPLAN" ] || { echo "valgrind.sh: $KPLAN not built" >&2; exit 2; }
 rm -rf "$OUT"
-mkdir -p "$OUT/csv"
+mkdir -p "$OUT/csv" "$OUT/fused"
 DB=$OUT/run.db
 
 bad=""
@@ -53,6 +52,7 @@ start=$(date +%s)
 vg import 0 import "$TRACE" -o "$DB"
 vg analyze 0 analyze "$DB"
 vg plan 0 plan "$DB" -o "$OUT/model.kplan"
+vg plan-catalog 0 plan "$DB" -o "$OUT/fused/model.kplan" --catalog planner/catalog/examples.kpcat
 vg report 0 report "$DB" -o "$OUT/report.html" --csv "$OUT/csv"
 vg info 0 info "$DB"
 vg export-csv 0 export "$DB" --csv CUPTI_ACTIVITY_KIND_KERNEL -o "$OUT/kernels.csv"

@@ -181,6 +181,17 @@ static void test_writer_and_intern(void)
 	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT t_end_ns FROM kp_runs", 0), 4500);
 	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT dropped_records FROM kp_runs", 0), 3);
 	CU_ASSERT_EQUAL(kp_db_create_indexes(db, &err), 0);
+	/* single text values, bound to a run */
+	CU_ASSERT_EQUAL(kp_db_text(db, "SELECT device_name FROM kp_runs WHERE runId = ?1", run,
+				   buf, sizeof(buf), &err), 0);
+	CU_ASSERT_STRING_EQUAL(buf, "NVIDIA H200");
+	CU_ASSERT_EQUAL(kp_db_text(db, "SELECT device_name FROM kp_runs WHERE runId = ?1", 99,
+				   buf, sizeof(buf), &err), 0);
+	CU_ASSERT_STRING_EQUAL(buf, "");
+	CU_ASSERT_EQUAL(kp_db_text(db, "SELECT device_name FROM kp_runs WHERE runId = ?1", run,
+				   buf, 6, &err), 0);
+	CU_ASSERT_STRING_EQUAL(buf, "NVIDI");
+	CU_ASSERT(kp_db_text(db, "SELECT nope FROM", run, buf, sizeof(buf), &err) < 0);
 	CU_ASSERT_STRING_EQUAL(kp_kernel_short_name("kernel_a(float*)", buf, sizeof(buf)), "kernel_a");
 	CU_ASSERT_STRING_EQUAL(kp_kernel_short_name("simple", buf, sizeof(buf)), "simple");
 	CU_ASSERT_STRING_EQUAL(kp_kernel_short_name("void ns::k<1>(int)", buf, sizeof(buf)), "k");
