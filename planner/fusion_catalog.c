@@ -237,7 +237,9 @@ static int parse_number(struct ps *p)
 		if (e < p->end && (*e == '+' || *e == '-'))
 			e++;
 		if (e >= p->end || !isdigit((unsigned char)*e)) {
-			perr(p, "bad number '%s'", shown(s, (size_t)(e - s) + 1, buf, sizeof(buf)));
+			/* the offending byte, when there is one (e may be the end) */
+			perr(p, "bad number '%s'", shown(s, (size_t)(e - s) + (e < p->end),
+							 buf, sizeof(buf)));
 			return -1;
 		}
 		while (e < p->end && isdigit((unsigned char)*e))

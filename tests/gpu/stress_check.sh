@@ -139,8 +139,13 @@ done
 if [ "${KPLAN_STRESS_SANITIZER:-1}" != 0 ]; then
 	CS=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer
 	if [ -x "$CS" ]; then
+		# memcheck checks memory, not API return codes: the runtime probes
+		# cuFuncGetParamInfo past each kernel's last parameter on purpose
+		# (CUDA 13.0 has no parameter count), one expected API error per kernel
 		for tool in memcheck racecheck synccheck; do
-			"$CS" --tool $tool --error-exitcode 99 "$G/stress_runtime" run "$plan" 8 20 own \
+			api=
+			[ $tool = memcheck ] && api="--report-api-errors no"
+			"$CS" --tool $tool $api --error-exitcode 99 "$G/stress_runtime" run "$plan" 8 20 own \
 				> "$O/cs_rt_$tool.log" 2>&1
 			rc=$?
 			echo "    $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/cs_rt_$tool.log" | tail -1)"
@@ -151,8 +156,11 @@ if [ "${KPLAN_STRESS_SANITIZER:-1}" != 0 ]; then
 			> "$O/cs_rec.log" 2>&1
 		rc=$?
 		echo "    collector memcheck: $(grep 'ERROR SUMMARY' "$O/cs_rec.log" | tail -1)"
-		check "compute-sanitizer memcheck: collector stress (4 x 2 x 20000) clean" \
-			"[ $rc = 0 ] && [ \$(q $O/cs_rec.db 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL') -gt 0 ]"
+		# compute-sanitizer holds the tools interface, so CUPTI cannot attach
+		# and the collector records no kernels here (it says so and the
+		# program runs on): what is checked is that it stays out of the way
+		echo "    kernels recorded under the sanitizer: $(q $O/cs_rec.db 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL')"
+		check "compute-sanitizer memcheck: program clean with the collector injected" "[ $rc = 0 ]"
 	else
 		echo "  note: $CS not found: sanitizer checks skipped"
 	fi

@@ -794,6 +794,34 @@ static void test_report_no_streams(void)
 				   kp_test_path("no_streams.db"), kp_test_path("no_streams.db")), 0);
 }
 
+/*
+ * Finding 5 (fuzz_catalog): a number whose exponent is cut off by the end
+ * of the buffer ("1.E" as the last bytes of a catalog without a final
+ * newline) made the error message read one byte past the buffer
+ * (heap-buffer-overflow under ASan). (planner/fusion_catalog.c,
+ * parse_number's "bad number" message)
+ */
+static void test_catalog_number_at_end(void)
+{
+	static const char text[] =
+		"kernel k\n\tparam 0 dst f32*\n\tparam 1 n i32\n\tout dst[i] = 0.0/0.E";
+	struct kp_err err = {0};
+	size_t n = sizeof(text) - 1;
+	char *buf = malloc(n);   /* exactly the text: ASan sees a read past it */
+	struct kp_fx_catalog *cat;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	memcpy(buf, text, n);
+	cat = kp_fx_catalog_parse(buf, n, "cut.kpcat", &err);
+	CU_ASSERT_PTR_NULL(cat);
+	CU_ASSERT_EQUAL(err.code, KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bad number '0.E'"));
+	if (!strstr(err.msg, "bad number '0.E'"))
+		fprintf(stderr, "%s\n", err.msg);
+	kp_fx_catalog_free(cat);
+	free(buf);
+}
+
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
@@ -807,5 +835,6 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "chrome_pending_error_code", test_chrome_pending_error_code },
 	{ "analyze_huge_grid", test_analyze_huge_grid },
 	{ "report_no_streams", test_report_no_streams },
+	{ "catalog_number_at_end", test_catalog_number_at_end },
 	CU_TEST_INFO_NULL,
 };
