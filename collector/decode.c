@@ -124,6 +124,12 @@ static int written(struct kp_decoder *d, int rc, int64_t *counter)
 	.stream_id = (x)->streamId, .correlation_id = (x)->correlationId, \
 	.global_pid = (d)->pid << 24 })
 
+/* A memcpy row from a CUPTI memcpy or peer-to-peer memcpy record m. */
+#define MEMCPY_REC(d, m, src, dst) ((struct kp_memcpy_rec){ \
+	.op = GPU_OP_OF(d, m), .bytes = (int64_t)(m)->bytes, \
+	.copy_kind = (m)->copyKind, .src_kind = (m)->srcKind, .dst_kind = (m)->dstKind, \
+	.src_device = (int)(src), .dst_device = (int)(dst), .graph_node_id = (m)->graphNodeId })
+
 static int do_kernel(struct kp_decoder *d, const CUpti_ActivityKernel10 *k, struct kp_err *err)
 {
 	struct kp_kernel_rec r;
@@ -157,17 +163,8 @@ static int do_kernel(struct kp_decoder *d, const CUpti_ActivityKernel10 *k, stru
 
 static int do_memcpy(struct kp_decoder *d, const CUpti_ActivityMemcpy6 *m, struct kp_err *err)
 {
-	struct kp_memcpy_rec r;
+	struct kp_memcpy_rec r = MEMCPY_REC(d, m, m->deviceId, m->deviceId);
 
-	memset(&r, 0, sizeof(r));
-	r.op = GPU_OP_OF(d, m);
-	r.bytes = (int64_t)m->bytes;
-	r.copy_kind = m->copyKind;
-	r.src_kind = m->srcKind;
-	r.dst_kind = m->dstKind;
-	r.src_device = (int)m->deviceId;
-	r.dst_device = (int)m->deviceId;
-	r.graph_node_id = m->graphNodeId;
 	learn_ctx(d, m->contextId, m->deviceId);
 	return written(d, kp_writer_memcpy(d->w, &r, err), &d->st.memcpys);
 }
@@ -175,17 +172,8 @@ static int do_memcpy(struct kp_decoder *d, const CUpti_ActivityMemcpy6 *m, struc
 static int do_memcpy_p2p(struct kp_decoder *d, const CUpti_ActivityMemcpyPtoP4 *m,
 			 struct kp_err *err)
 {
-	struct kp_memcpy_rec r;
+	struct kp_memcpy_rec r = MEMCPY_REC(d, m, m->srcDeviceId, m->dstDeviceId);
 
-	memset(&r, 0, sizeof(r));
-	r.op = GPU_OP_OF(d, m);
-	r.bytes = (int64_t)m->bytes;
-	r.copy_kind = m->copyKind;
-	r.src_kind = m->srcKind;
-	r.dst_kind = m->dstKind;
-	r.src_device = (int)m->srcDeviceId;
-	r.dst_device = (int)m->dstDeviceId;
-	r.graph_node_id = m->graphNodeId;
 	return written(d, kp_writer_memcpy(d->w, &r, err), &d->st.memcpys);
 }
 
