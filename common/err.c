@@ -43,6 +43,20 @@ void kp_err_prefix(struct kp_err *err, const char *fmt, ...)
 		err->msg[0] = '\0';
 }
 
+void kp_err_rename(struct kp_err *err, const char *from, const char *to)
+{
+	char old[sizeof(err->msg)];
+	const char *at;
+
+	if (!err || !*from || !(at = strstr(err->msg, from)))
+		return;
+	memcpy(old, err->msg, sizeof(old));
+	at = old + (at - err->msg);
+	if (snprintf(err->msg, sizeof(err->msg), "%.*s%s%s", (int)(at - old), old, to,
+		     at + strlen(from)) < 0)
+		err->msg[0] = '\0';
+}
+
 void kp_err_clear(struct kp_err *err)
 {
 	if (!err)

@@ -47,6 +47,12 @@ int kp__err_vset(struct kp_err *err, int code, const char *where,
 void kp_err_prefix(struct kp_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Replace the first occurrence of from in the message with to (for errors
+ * raised on a temporary file that the user knows by another name).
+ */
+void kp_err_rename(struct kp_err *err, const char *from, const char *to);
+
 /* Clear an error back to KP_OK. */
 void kp_err_clear(struct kp_err *err);
 

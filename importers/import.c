@@ -192,6 +192,7 @@ static int import_new(const char *trace, const char *db_path, int format,
 out_unlink:
 	kp_db_close(db);
 	unlink_db(tmp);
+	kp_err_rename(err, tmp, db_path);  /* the user knows the file by its real name */
 	return rc;
 }
 

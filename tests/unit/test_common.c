@@ -20,6 +20,11 @@ static void test_err(void)
 	CU_ASSERT_STRING_EQUAL(err.msg, "file.db: bad thing at 7");
 	CU_ASSERT_STRING_EQUAL(kp_errcode_name(err.code), "EFORMAT");
 	CU_ASSERT_EQUAL(kp_err_set(NULL, KP_EIO, "ignored"), KP_EIO);
+	kp_err_set(&err, KP_EIO, "/d/.out.db.tmp-AB12: disk full");
+	kp_err_rename(&err, "/d/.out.db.tmp-AB12", "/d/out.db");
+	CU_ASSERT_STRING_EQUAL(err.msg, "/d/out.db: disk full");
+	kp_err_rename(&err, "absent", "x");
+	CU_ASSERT_STRING_EQUAL(err.msg, "/d/out.db: disk full");
 	kp_err_clear(&err);
 	CU_ASSERT_EQUAL(err.code, 0);
 }

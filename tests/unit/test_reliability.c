@@ -394,6 +394,9 @@ static void test_disk_full_import(void)
 			" > log 2>&1", dir, kp_test_kplan(), trace);
 	CU_ASSERT_EQUAL(rc, 2);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'full\\|too large\\|EFBIG\\|I/O' '%s/log'", dir), 0);
+	/* the message names the file the user asked for, not the temporary one */
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'new\\.db' '%s/log' && ! grep -q 'tmp-' '%s/log'",
+				   dir, dir), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("ls -A '%s' | grep -v '^log$' | grep -q .", dir), 1);
 	if (rc != 2)
 		kp_test_sh("cat '%s/log' >&2", dir);
