@@ -93,18 +93,15 @@ $(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(HOST_ARCHIVES) $(HOST_LIBS) -Wl,-rpath,'$$ORIGIN/../lib'
 
 # ---------------------------------------------------------------------------
-# Component makefiles (CUDA pieces, browser test, benchmarks) add their own
-# targets and append to UNIT_EXTRA_OBJ, TEST_TARGETS, GPU_CHECK_TARGETS (each
-# part's own GPU check, for running one alone) and ALL_TARGETS. They are read before the unit-test rule so that its
-# prerequisites see everything they add.
+# Component makefiles (CUDA pieces, browser test, fuzzing, benchmarks) add
+# their own targets (each GPU part also has its own check target, e.g.
+# collector-gpu-check, to run one alone) and append to UNIT_EXTRA_OBJ. They
+# are read before the unit-test rule so that its prerequisites see it all.
 UNIT_EXTRA_OBJ :=
-TEST_TARGETS := unit
-GPU_CHECK_TARGETS :=
-ALL_TARGETS :=
 -include collector/module.mk runtime/module.mk examples/module.mk
 -include tests/module.mk bench/module.mk reports/module.mk
 
-all: $(ALL_TARGETS) $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
+all: $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
 
 # ---------------------------------------------------------------------------
 # Unit tests (CUnit): one suite per module, listed in tests/unit/suites.h.
@@ -121,7 +118,7 @@ unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan
 	KPLAN_BIN=$(abspath $(BUILD)/bin/kplan) KPLAN_SRC=$(CURDIR) $(BUILD)/bin/kplan-unit
 
 test: deps
-	@$(MAKE) --no-print-directory $(TEST_TARGETS)
+	@$(MAKE) --no-print-directory unit
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined OPT=-O1 test

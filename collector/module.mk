@@ -78,7 +78,6 @@ $(BUILD)/gpu/collector_%: tests/gpu/collector_%.cu
 collector-gpu: $(COLLECTOR_LIB) $(BUILD)/bin/kplan $(COLLECTOR_GPU_BIN)
 collector-gpu-check: collector-gpu
 	sh tests/gpu/collector_check.sh $(BUILD)
-GPU_CHECK_TARGETS += collector-gpu-check
 
 # Writer-path benchmark (bench/bench_collector.c): needs the decoder objects
 # and the CUPTI headers, so it gets its own link rule.

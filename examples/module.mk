@@ -30,11 +30,9 @@ $(BUILD)/bin/kplan-graph-update: tests/gpu/graph_update.cu
 
 .PHONY: examples
 examples: $(EX_BINS) $(BUILD)/bin/kplan-mkplan $(BUILD)/bin/kplan-graph-update
-GPU_CHECK_TARGETS += examples
 
 # The runtime's GPU end-to-end check (needs a GPU): examples eager / runtime /
 # hand-written graph, bit-identical outputs, timings, safety checks, calibrate.
 .PHONY: gpu-check-runtime
 gpu-check-runtime: runtime examples
 	bash tests/gpu/runtime_check.sh $(BUILD) $(BUILD)/gpu-check/runtime
-GPU_CHECK_TARGETS += gpu-check-runtime

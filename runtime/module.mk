@@ -44,4 +44,3 @@ $(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu analyzer/cost.h
 
 .PHONY: runtime
 runtime: $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a $(BUILD)/bin/kplan-calibrate
-GPU_CHECK_TARGETS += runtime

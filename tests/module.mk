@@ -117,7 +117,6 @@ $(STRESS_RT_BIN): tests/gpu/stress_runtime.cu include/kplan/runtime.h $(BUILD)/l
 stress-gpu: $(STRESS_GPU_BIN) $(STRESS_RT_BIN) $(BUILD)/bin/kplan $(BUILD)/bin/kplan-mkplan $(COLLECTOR_LIB)
 stress-gpu-check: stress-gpu
 	sh tests/gpu/stress_check.sh $(BUILD)
-GPU_CHECK_TARGETS += stress-gpu-check
 
 # keep the harness objects (make would delete them as intermediates)
 .SECONDARY: $(patsubst %,$(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
