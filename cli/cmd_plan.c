@@ -103,14 +103,31 @@ static void dir_of(const char *path, char *out, size_t n)
 		snprintf(out, n, "%.*s", (int)(sl - path), path);
 }
 
-/* The fusion part: groups from a trace (base mode), then sources. */
+/*
+ * The fusion part. Base mode: groups from a trace file, then sources.
+ * Database mode: sources for the analyzer's candidates, then groups for the
+ * catalog runs of each graph region's kernels (ktrace, from the planner)
+ * that no generated candidate covers, and their sources.
+ */
 static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
-		       const char *out, struct kp_err *err)
+		       const struct kp_strbuf *ktrace, const char *out, struct kp_err *err)
 {
 	struct kp_fx_plan_stats st;
 	char dir[4096];
+	size_t before;
 	int rc;
 
+	dir_of(out, dir, sizeof(dir));
+	if (ktrace) {
+		if ((rc = kp_fx_plan_sources(plan, cat, dir, &st, err)))
+			return rc;
+		before = plan->n_fusions;
+		if ((rc = kp_fx_plan_add_trace(plan, ktrace->buf ? ktrace->buf : "", ktrace->len,
+					       "the database's kernels", cat, err)) < 0 ||
+		    (rc = kp_fx_plan_sources_from(plan, before, cat, dir, &st, err)))
+			return rc;
+		goto done;
+	}
 	if (trace) {
 		FILE *f = fopen(trace, "rb");
 		struct kp_strbuf buf = KP_STRBUF_INIT;
@@ -128,9 +145,9 @@ static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, co
 		if (rc < 0)
 			return rc;
 	}
-	dir_of(out, dir, sizeof(dir));
 	if ((rc = kp_fx_plan_sources(plan, cat, dir, &st, err)))
 		return rc;
+done:
 	fprintf(stdout, "fusion: %d groups, %d generated, %d not in the catalog, %d infeasible, "
 		"%d below the cost threshold\n", st.groups, st.generated, st.not_in_catalog,
 		st.infeasible, st.unprofitable);
@@ -151,6 +168,7 @@ KP_CMD(plan)
 	size_t r;
 	struct kp_fx_catalog *cat = NULL;
 	const char *base = NULL, *trace = NULL;
+	struct kp_strbuf ktrace = KP_STRBUF_INIT;
 
 	kp_planner_opts_init(&o);
 	for (i = 1; i < argc; i++) {
@@ -245,7 +263,7 @@ KP_CMD(plan)
 	}
 	if (base) {
 		plan = kp_plan_load(base, &err);
-		if (!plan || plan_fusion(plan, cat, trace, out, &err) ||
+		if (!plan || plan_fusion(plan, cat, trace, NULL, out, &err) ||
 		    kp_plan_write(plan, &text, &err) || write_atomic(out, text.buf, text.len, &err)) {
 			rc = kp_cli_error(&err);
 			goto out;
@@ -260,8 +278,10 @@ KP_CMD(plan)
 		kp_fx_catalog_free(cat);
 		return kp_cli_error(&err);
 	}
+	if (cat)
+		o.kernel_trace = &ktrace;
 	plan = kp_planner_run(db, &o, &err);
-	if (plan && cat && plan_fusion(plan, cat, NULL, out, &err)) {
+	if (plan && cat && plan_fusion(plan, cat, NULL, &ktrace, out, &err)) {
 		rc = kp_cli_error(&err);
 		goto out;
 	}
@@ -294,6 +314,7 @@ KP_CMD(plan)
 	rc = KP_EXIT_OK;
 out:
 	kp_fx_catalog_free(cat);
+	kp_strbuf_release(&ktrace);
 	kp_strbuf_release(&text);
 	kp_plan_free(plan);
 	kp_db_close(db);

@@ -1227,6 +1227,12 @@ KP_EXPORT int InitializeInjection(void)
 	s = getenv("KPLAN_DISABLE");
 	if (!s)
 		s = "";
+	if (env_int("KPLAN_CUPTI_PINNED", 0) > 0) {
+		uint8_t one = 1;
+		size_t len = sizeof(one);
+
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &len, &one);
+	}
 	mb = env_int("KPLAN_DEVICE_BUFFER_MB", 0);
 	if (mb > 0) {
 		size_t sz = (size_t)mb << 20, len = sizeof(sz);

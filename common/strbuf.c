@@ -47,7 +47,8 @@ void kp_strbuf_add(struct kp_strbuf *sb, const void *data, size_t len)
 {
 	if (kp_strbuf_grow(sb, len))
 		return;
-	memcpy(sb->buf + sb->len, data, len);
+	if (len)
+		memcpy(sb->buf + sb->len, data, len);
 	sb->len += len;
 	sb->buf[sb->len] = '\0';
 }

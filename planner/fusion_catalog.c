@@ -61,7 +61,7 @@ const char *kp_fx_op_name(int op)
 int kp_fx_type_size(int t)
 {
 	switch (t) {
-	case KP_FX_PTR_F32: case KP_FX_I64: return 8;
+	case KP_FX_PTR_F32: case KP_FX_PTR_F16: case KP_FX_PTR_I32: case KP_FX_I64: return 8;
 	case KP_FX_I32: case KP_FX_F32: return 4;
 	default: return 0;
 	}
@@ -71,6 +71,8 @@ const char *kp_fx_type_c(int t)
 {
 	switch (t) {
 	case KP_FX_PTR_F32: return "float *";
+	case KP_FX_PTR_F16: return "unsigned short *";
+	case KP_FX_PTR_I32: return "int *";
 	case KP_FX_I32: return "int ";
 	case KP_FX_I64: return "long long ";
 	case KP_FX_F32: return "float ";
@@ -164,7 +166,7 @@ static int find_red(const struct kp_fx_kernel *k, const char *s, size_t n)
 	size_t i;
 
 	for (i = 0; i < k->n_stmts; i++)
-		if (k->stmts[i].kind == KP_FX_S_REDUCE && strlen(k->stmts[i].name) == n &&
+		if (k->stmts[i].kind != KP_FX_S_OUT && strlen(k->stmts[i].name) == n &&
 		    !memcmp(k->stmts[i].name, s, n))
 			return (int)i;
 	return -1;
@@ -345,13 +347,18 @@ static int parse_primary(struct ps *p)
 	if ((pi = find_param(p->k, id, n)) >= 0) {
 		int t = p->k->params[pi].type;
 
-		if (t != KP_FX_PTR_F32)
+		if (!KP_FX_IS_TENSOR(t))
 			return new_node(p, KP_FX_N_SCALAR, 0, pi, -1, -1);
 		if (!accept(p, "[")) {
-			perr(p, "tensor '%.*s' must be indexed: %.*s[i], [col] or [row]", (int)n, id, (int)n, id);
+			perr(p, "tensor '%.*s' must be indexed: %.*s[i], [col], [row] or [0]", (int)n, id,
+			     (int)n, id);
 			return -1;
 		}
-		if (accept(p, "i"))
+		if (accept(p, "0"))
+			x = KP_FX_ZERO;
+		else if (t == KP_FX_PTR_I32)
+			x = -2;
+		else if (accept(p, "i"))
 			x = KP_FX_I;
 		else if (accept(p, "col"))
 			x = KP_FX_COL;
@@ -359,8 +366,13 @@ static int parse_primary(struct ps *p)
 			x = KP_FX_ROW;
 		else
 			x = -1;
+		if (x == -2) {
+			perr(p, "index of '%.*s': an i32* tensor is read as %.*s[0] only", (int)n, id,
+			     (int)n, id);
+			return -1;
+		}
 		if (x < 0 || !accept(p, "]")) {
-			perr(p, "index of '%.*s': expected i, col or row", (int)n, id);
+			perr(p, "index of '%.*s': expected i, col, row or 0", (int)n, id);
 			return -1;
 		}
 		return new_node(p, KP_FX_N_LOAD, 0, pi, x, -1);
@@ -563,6 +575,10 @@ static int parse_type(const char *s, size_t n)
 {
 	if (n == 4 && !memcmp(s, "f32*", 4))
 		return KP_FX_PTR_F32;
+	if (n == 4 && !memcmp(s, "f16*", 4))
+		return KP_FX_PTR_F16;
+	if (n == 4 && !memcmp(s, "i32*", 4))
+		return KP_FX_PTR_I32;
 	if (n == 3 && !memcmp(s, "i32", 3))
 		return KP_FX_I32;
 	if (n == 3 && !memcmp(s, "i64", 3))
@@ -604,6 +620,32 @@ void kp_fx_catalog_free(struct kp_fx_catalog *cat)
 		kernel_release(&cat->kernels[i]);
 	free(cat->kernels);
 	free(cat);
+}
+
+/* 1 when expression x depends on the element (loads at [i] or [col], i, col). */
+static int per_element(const struct kp_fx_kernel *k, int x)
+{
+	const struct kp_fx_node *nd;
+
+	if (x < 0)
+		return 0;
+	nd = &k->nodes[x];
+	switch (nd->kind) {
+	case KP_FX_N_LOAD:
+		return nd->b == KP_FX_I || nd->b == KP_FX_COL;
+	case KP_FX_N_INDEX:
+		return nd->a == KP_FX_I || nd->a == KP_FX_COL;
+	case KP_FX_N_CALL:
+		return per_element(k, nd->b) || per_element(k, nd->c) || per_element(k, nd->d);
+	case KP_FX_N_UNARY:
+		return per_element(k, nd->a);
+	case KP_FX_N_BINARY:
+		return per_element(k, nd->a) || per_element(k, nd->b);
+	case KP_FX_N_COND:
+		return per_element(k, nd->a) || per_element(k, nd->b) || per_element(k, nd->c);
+	default:
+		return 0;
+	}
 }
 
 /* End of a kernel block: the rules across lines. */
@@ -727,7 +769,7 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		memcpy(k->params[pos].name, w, wn);
 		k->params[pos].name[wn] = 0;
 		if (!word(&s, end, &w, &wn) || !(t = parse_type(w, wn)))
-			return perr(p, "type: expected f32*, f32, i32 or i64, found '%s'",
+			return perr(p, "type: expected f32*, f16*, i32*, f32, i32 or i64, found '%s'",
 				    shown(w, wn, buf, sizeof(buf)));
 		if (word(&s, end, &w, &wn))
 			return perr(p, "unexpected text after the type");
@@ -756,8 +798,9 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 			s++;
 		for (q = s; q < end && (isalnum((unsigned char)*q) || *q == '_'); q++)
 			;
-		if ((pi = find_param(k, s, (size_t)(q - s))) < 0 || k->params[pi].type != KP_FX_PTR_F32)
-			return perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* parameter");
+		if ((pi = find_param(k, s, (size_t)(q - s))) < 0 ||
+		    (k->params[pi].type != KP_FX_PTR_F32 && k->params[pi].type != KP_FX_PTR_F16))
+			return perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* or f16* parameter");
 		p->s = q;
 		p->end = end;
 		if (!accept(p, "[") || !accept(p, "i") || !accept(p, "]") || !accept(p, "="))
@@ -813,7 +856,77 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		k->has_reduce = 1;
 		return 0;
 	}
-	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, out, reduce, end)",
+	if (KW("stride")) {
+		char num[16], *e;
+		long long v;
+
+		p->field = "stride";
+		if (k->stride)
+			return perr(p, "given twice");
+		if (!word(&s, end, &w, &wn) || wn >= sizeof(num))
+			return perr(p, "expected 'stride N' (a constant)");
+		memcpy(num, w, wn);
+		num[wn] = 0;
+		v = strtoll(num, &e, 10);
+		if (*e || !isdigit((unsigned char)num[0]) || v < 1 || v > (1ll << 40))
+			return perr(p, "expected a constant 1..2^40, found '%s'", num);
+		if (word(&s, end, &w, &wn))
+			return perr(p, "unexpected text after 'stride N'");
+		k->stride = v;
+		return 0;
+	}
+	if (KW("layout")) {
+		long v[2];
+		int j;
+
+		p->field = "layout";
+		if (k->layout_block)
+			return perr(p, "given twice");
+		for (j = 0; j < 2; j++) {
+			char num[8], *e;
+
+			if (!word(&s, end, &w, &wn) || wn >= sizeof(num))
+				return perr(p, "expected 'layout BLOCK VEC'");
+			memcpy(num, w, wn);
+			num[wn] = 0;
+			v[j] = strtol(num, &e, 10);
+			if (*e || !isdigit((unsigned char)num[0]))
+				return perr(p, "expected 'layout BLOCK VEC', found '%s'", num);
+		}
+		if (word(&s, end, &w, &wn))
+			return perr(p, "unexpected text after 'layout BLOCK VEC'");
+		if (v[0] < 32 || v[0] > 1024 || v[0] % 32)
+			return perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %ld", v[0]);
+		if (v[1] < 1 || v[1] > KP_FX_MAX_LAYOUT_VEC)
+			return perr(p, "VEC: expected 1..%d, found %ld", KP_FX_MAX_LAYOUT_VEC, v[1]);
+		k->layout_block = (int)v[0];
+		k->layout_vec = (int)v[1];
+		return 0;
+	}
+	if (KW("let")) {
+		struct kp_fx_stmt *st;
+		int x;
+
+		p->field = "let";
+		if (k->n_stmts >= KP_FX_MAX_STMTS)
+			return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+			return perr(p, "expected 'let NAME EXPR'");
+		if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
+			return perr(p, "name '%.*s' already used", (int)wn, w);
+		x = parse_full(p, s, end);
+		if (x < 0)
+			return KP_EFORMAT;
+		if (per_element(k, x))
+			return perr(p, "a let is one value per row: no BUF[i] or BUF[col] loads, no i or col");
+		st = &k->stmts[k->n_stmts++];
+		memset(st, 0, sizeof(*st));
+		st->kind = KP_FX_S_LET;
+		memcpy(st->name, w, wn);
+		st->expr = x;
+		return 0;
+	}
+	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, stride, layout, out, reduce, let, end)",
 		    shown(kw, kn, buf, sizeof(buf)));
 #undef KW
 }

@@ -11,6 +11,8 @@
  *   reduce NAME OP EXPR         row reduction (sum | mean | max | min) of EXPR
  *                               over the row's cols; NAME is usable by the
  *                               statements after it
+ *   let NAME EXPR               a per-row value (no [i] or [col] loads), computed
+ *                               once per row as the kernel computes it once
  *
  * EXPR is a C-like expression over numbers, scalar parameters, loads
  * BUF[i] / BUF[col] / BUF[row] (broadcasts), i/row/col/rows/cols, earlier
@@ -47,13 +49,20 @@
 #define KP_FX_MAX_NODES       256     /* expression nodes per kernel */
 #define KP_FX_MAX_DEPTH       48      /* expression nesting */
 
-/* Parameter types: the element type of tensors is f32. */
+/* Parameter types. Tensors hold f32 or f16 elements; all arithmetic is f32
+ * (an f16 load widens, an f16 store rounds to nearest even). */
 enum kp_fx_type {
 	KP_FX_PTR_F32 = 1,   /* "f32*": 8 bytes */
 	KP_FX_I32,           /* "i32": 4 bytes */
 	KP_FX_I64,           /* "i64": 8 bytes */
 	KP_FX_F32,           /* "f32": 4 bytes, scalar */
+	KP_FX_PTR_F16,       /* "f16*": 8 bytes, IEEE binary16 elements */
+	KP_FX_PTR_I32,       /* "i32*": 8 bytes, read as NAME[0] only (a device scalar) */
 };
+
+/* 1 for the tensor (pointer) types. */
+#define KP_FX_IS_TENSOR(t) ((t) == KP_FX_PTR_F32 || (t) == KP_FX_PTR_F16 || (t) == KP_FX_PTR_I32)
+#define KP_FX_MAX_LAYOUT_VEC 16
 
 /* Expression node kinds. */
 enum kp_fx_node_kind {
@@ -68,7 +77,8 @@ enum kp_fx_node_kind {
 	KP_FX_N_COND,        /* a ? b : c */
 };
 
-enum kp_fx_index { KP_FX_I = 0, KP_FX_ROW, KP_FX_COL, KP_FX_ROWS, KP_FX_COLS };
+enum kp_fx_index { KP_FX_I = 0, KP_FX_ROW, KP_FX_COL, KP_FX_ROWS, KP_FX_COLS,
+		   KP_FX_ZERO /* loads only: BUF[0] */ };
 
 struct kp_fx_node {
 	int kind;            /* enum kp_fx_node_kind */
@@ -77,14 +87,14 @@ struct kp_fx_node {
 	char text[24];       /* KP_FX_N_NUM only */
 };
 
-enum kp_fx_stmt_kind { KP_FX_S_OUT = 1, KP_FX_S_REDUCE };
+enum kp_fx_stmt_kind { KP_FX_S_OUT = 1, KP_FX_S_REDUCE, KP_FX_S_LET };
 enum kp_fx_red_op { KP_FX_R_SUM = 1, KP_FX_R_MEAN, KP_FX_R_MAX, KP_FX_R_MIN };
 
 struct kp_fx_stmt {
 	int kind;            /* enum kp_fx_stmt_kind */
 	int param;           /* KP_FX_S_OUT: the f32* parameter stored to */
 	int red_op;          /* KP_FX_S_REDUCE: enum kp_fx_red_op */
-	char name[KP_FX_MAX_NAME + 1];   /* KP_FX_S_REDUCE: its name */
+	char name[KP_FX_MAX_NAME + 1];   /* KP_FX_S_REDUCE, KP_FX_S_LET: its name */
 	int expr;            /* root node index */
 };
 
@@ -116,6 +126,13 @@ struct kp_fx_kernel {
 	size_t n_nodes;
 	struct kp_fx_node *nodes;              /* KP_FX_MAX_NODES at most */
 	int has_reduce;
+	/* "layout BLOCK VEC" (0, 0 when absent): the kernel's own thread layout
+	 * for a row, BLOCK threads each taking VEC consecutive columns per
+	 * step; a fused reduction that follows it sums in the same order */
+	int layout_block, layout_vec;
+	/* "stride N" (0 when absent): elements between rows of the [i]
+	 * tensors, so that i = row * N + col (rows padded past cols) */
+	int64_t stride;
 };
 
 struct kp_fx_catalog {

@@ -39,6 +39,22 @@ static const char prelude[] =
 	"\treturn fmaxf(v, 0.0f);\n"
 	"}\n";
 
+/* f16 <-> f32 without cuda_fp16.h (NVRTC needs no include path): the same
+ * conversions as __half2float and __float2half_rn */
+static const char f16_prelude[] =
+	"__device__ __forceinline__ float kp_h2f(unsigned short h)\n"
+	"{\n"
+	"\tfloat f;\n"
+	"\tasm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+	"\treturn f;\n"
+	"}\n"
+	"__device__ __forceinline__ unsigned short kp_f2h(float f)\n"
+	"{\n"
+	"\tunsigned short h;\n"
+	"\tasm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+	"\treturn h;\n"
+	"}\n";
+
 /* warp shuffle, then one value per warp through shared memory: every thread
  * gets the block's result (blockDim.x a multiple of 32, at most 1024) */
 static const char block_reduce[] =
@@ -72,6 +88,7 @@ struct gen {
 	struct kp_strbuf *out;
 	/* the phase being built (rows scheme) or the loop body (elementwise) */
 	struct kp_strbuf pre, body, post;
+	struct kp_strbuf decl;   /* row-scope declarations (single-step rows scheme) */
 	struct store stores[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
 	size_t n_stores;
 	/* reductions of the open phase, not yet reduced: (kernel, stmt) */
@@ -85,13 +102,18 @@ static const char *pname(const struct gen *c, uint32_t k, uint32_t p)
 	return c->g->chain[k]->params[p].name;
 }
 
+static int ptype(const struct gen *c, uint32_t k, uint32_t p)
+{
+	return c->g->chain[k]->params[p].type;
+}
+
 static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 {
 	const struct kp_fx_kernel *kk = c->g->chain[k];
 	const struct kp_fx_node *nd = &kk->nodes[x];
-	static const char *const ix[] = { "i", "row", "col", "rows", "cols" };
+	static const char *const ix[] = { "i", "row", "col", "rows", "cols", "0" };
 	size_t s;
-	int open = 0;
+	int open = 0, h16;
 
 	switch (nd->kind) {
 	case KP_FX_N_NUM:
@@ -101,14 +123,20 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 		kp_strbuf_addf(o, "k%u_%s", k, pname(c, k, (uint32_t)nd->a));
 		break;
 	case KP_FX_N_LOAD:
+		h16 = ptype(c, k, (uint32_t)nd->a) == KP_FX_PTR_F16;
 		if (nd->b != KP_FX_I) {
-			kp_strbuf_addf(o, "k%u_%s[%s]", k, pname(c, k, (uint32_t)nd->a), ix[nd->b]);
+			kp_strbuf_addf(o, "%sk%u_%s[%s]%s", h16 ? "kp_h2f(" : "", k,
+				       pname(c, k, (uint32_t)nd->a), ix[nd->b], h16 ? ")" : "");
 			break;
 		}
-		/* latest store first: the register when the pointers are equal */
+		/* latest store first: the register when the pointers are equal
+		 * (stores of the same element type only: the runtime refuses
+		 * other overlaps) */
 		for (s = c->n_stores; s-- > 0;) {
 			const struct store *st = &c->stores[s];
 
+			if (ptype(c, st->k, st->p) != ptype(c, k, (uint32_t)nd->a))
+				continue;
 			if (st->k == k && st->p == (uint32_t)nd->a) {
 				kp_strbuf_adds(o, st->var);
 				goto close;
@@ -117,7 +145,8 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 				       st->k, pname(c, st->k, st->p), st->var);
 			open++;
 		}
-		kp_strbuf_addf(o, "k%u_%s[i]", k, pname(c, k, (uint32_t)nd->a));
+		kp_strbuf_addf(o, "%sk%u_%s[i]%s", h16 ? "kp_h2f(" : "", k,
+			       pname(c, k, (uint32_t)nd->a), h16 ? ")" : "");
 close:
 		while (open--)
 			kp_strbuf_addch(o, ')');
@@ -244,7 +273,7 @@ static int uses_split(const struct kp_fx_kernel *kk, int x)
 	nd = &kk->nodes[x];
 	switch (nd->kind) {
 	case KP_FX_N_LOAD:
-		return nd->b != KP_FX_I;
+		return nd->b != KP_FX_I && nd->b != KP_FX_ZERO;
 	case KP_FX_N_INDEX:
 		return nd->a != KP_FX_I;
 	case KP_FX_N_RED:
@@ -267,12 +296,21 @@ static int flexible(const struct kp_fx_kernel *kk)
 {
 	size_t s;
 
-	if (kk->has_reduce)
+	if (kk->has_reduce || kk->stride)
 		return 0;
 	for (s = 0; s < kk->n_stmts; s++)
 		if (uses_split(kk, kk->stmts[s].expr))
 			return 0;
 	return 1;
+}
+
+/* Elements between rows of the [i] tensors. */
+static void row_stride(const struct kp_fx_group *g, struct kp_strbuf *o)
+{
+	if (g->stride)
+		kp_strbuf_addf(o, "%lldll", (long long)g->stride);
+	else
+		kp_strbuf_adds(o, "cols");
 }
 
 /* Close the open phase of the rows scheme: loop + block reductions. */
@@ -283,9 +321,25 @@ static void close_phase(struct gen *c)
 	if (!c->body.len && !c->n_pend)
 		return;
 	kp_strbuf_add(c->out, c->pre.buf, c->pre.len);
-	kp_strbuf_adds(c->out, "\t\tfor (long long col = threadIdx.x; col < cols; col += blockDim.x) {\n"
-			       "\t\t\tconst long long i = row * cols + col;\n\n");
-	kp_strbuf_add(c->out, c->body.buf, c->body.len);
+	if (c->g->vec == 1) {
+		kp_strbuf_adds(c->out, "\t\tfor (long long col = threadIdx.x; col < cols; col += blockDim.x) {\n"
+				       "\t\t\tconst long long i = row * ");
+		row_stride(c->g, c->out);
+		kp_strbuf_adds(c->out, " + col;\n\n");
+		kp_strbuf_add(c->out, c->body.buf, c->body.len);
+	} else {
+		/* the original kernel's order: VEC consecutive columns per thread,
+		 * one step (the runtime checks cols <= span): values stay in
+		 * registers across phases, as in the original kernel */
+		kp_strbuf_addf(c->out, "\t\tif (kp_c0 < cols) {\n"
+			       "#pragma unroll\n"
+			       "\t\tfor (int kp_e = 0; kp_e < %d; kp_e++) {\n"
+			       "\t\t\tconst long long col = kp_c0 + kp_e, i = row * ", c->g->vec);
+		row_stride(c->g, c->out);
+		kp_strbuf_adds(c->out, " + col;\n\n\t\t\tif (col < cols) {\n");
+		kp_strbuf_add(c->out, c->body.buf, c->body.len);
+		kp_strbuf_adds(c->out, "\t\t\t}\n\t\t}\n");
+	}
 	kp_strbuf_adds(c->out, "\t\t}\n");
 	for (j = 0; j < c->n_pend; j++) {
 		const struct kp_fx_stmt *st = &c->g->chain[c->pend_k[j]]->stmts[c->pend_s[j]];
@@ -301,7 +355,8 @@ static void close_phase(struct gen *c)
 	kp_strbuf_reset(&c->pre);
 	kp_strbuf_reset(&c->body);
 	c->n_pend = 0;
-	c->n_stores = 0;
+	if (c->g->vec == 1)
+		c->n_stores = 0;   /* single step: the registers stay valid */
 }
 
 static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
@@ -313,13 +368,43 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 
 		sv->k = k;
 		sv->p = (uint32_t)st->param;
-		snprintf(sv->var, sizeof(sv->var), "kp_v%u_%u", k, si);
-		kp_strbuf_addf(&c->body, "%sconst float %s = ", ind, sv->var);
+		if (c->g->vec > 1) {
+			/* one register per column of the thread, declared per row */
+			snprintf(sv->var, sizeof(sv->var), "kp_v%u_%u[kp_e]", k, si);
+			kp_strbuf_addf(&c->decl, "\t\tfloat kp_v%u_%u[%d];\n", k, si, c->g->vec);
+		} else {
+			snprintf(sv->var, sizeof(sv->var), "kp_v%u_%u", k, si);
+		}
+		if (ptype(c, k, sv->p) == KP_FX_PTR_F16)
+			kp_strbuf_addf(&c->body, "%sconst unsigned short kp_h%u_%u = kp_f2h(", ind, k, si);
+		else
+			kp_strbuf_addf(&c->body, "%s%s%s = ", ind, c->g->vec > 1 ? "" : "const float ",
+				       sv->var);
 		/* the store is not visible to its own expression */
 		c->n_stores--;
 		emit_expr(c, &c->body, k, st->expr);
 		c->n_stores++;
-		kp_strbuf_addf(&c->body, ";\n%sk%u_%s[i] = %s;\n", ind, k, pname(c, k, sv->p), sv->var);
+		if (ptype(c, k, sv->p) == KP_FX_PTR_F16)
+			/* later loads see the rounded value, as they would through memory */
+			kp_strbuf_addf(&c->body, ");\n%sk%u_%s[i] = kp_h%u_%u;\n"
+				       "%s%s%s = kp_h2f(kp_h%u_%u);\n", ind, k,
+				       pname(c, k, sv->p), k, si, ind, c->g->vec > 1 ? "" : "const float ",
+				       sv->var, k, si);
+		else
+			kp_strbuf_addf(&c->body, ";\n%sk%u_%s[i] = %s;\n", ind, k, pname(c, k, sv->p),
+				       sv->var);
+		return;
+	}
+	if (st->kind == KP_FX_S_LET) {
+		/* once per row, before the phase's column loop (rows scheme):
+		 * outside the loop as in the original kernel, so the compiler
+		 * contracts the same operations into FMAs */
+		struct kp_strbuf *o = c->g->scheme == KP_FX_SCHEME_ROWS ? &c->pre : &c->body;
+
+		kp_strbuf_addf(o, "%sconst float k%u_%s = ", c->g->scheme == KP_FX_SCHEME_ROWS ?
+			       "\t\t" : ind, k, st->name);
+		emit_expr(c, o, k, st->expr);
+		kp_strbuf_adds(o, ";\n");
 		return;
 	}
 	/* reduction: accumulate in this phase, reduce when it closes */
@@ -367,7 +452,7 @@ static void render(struct gen *c, const char *kname)
 	kp_strbuf_reset(o);
 	g->phases = 0;
 	kp_strbuf_addf(o, "%s\n// kernel %s\n// scheme %s\n// block %d\n// chain %zu\n",
-		       KP_FX_HEADER_MAGIC, kname, rows ? "rows" : "elementwise", KP_FX_BLOCK,
+		       KP_FX_HEADER_MAGIC, kname, rows ? "rows" : "elementwise", g->block,
 		       g->n_chain);
 	for (k = 0; k < g->n_chain; k++) {
 		for (j = 0; j < g->chain[k]->n_match; j++)
@@ -378,6 +463,10 @@ static void render(struct gen *c, const char *kname)
 		shape_text(o, &g->chain[k]->cols);
 		kp_strbuf_adds(o, flexible(g->chain[k]) ? " flat\n" : "\n");
 	}
+	if (g->stride)
+		kp_strbuf_addf(o, "// stride %lld\n", (long long)g->stride);
+	if (rows && g->vec > 1)
+		kp_strbuf_addf(o, "// span %d\n", g->block * g->vec);
 	for (j = 0; j < g->n_args; j++)
 		kp_strbuf_addf(o, "// arg %u %u %u\n", g->args[j].kernel, g->args[j].param,
 			       g->args[j].size);
@@ -389,25 +478,47 @@ static void render(struct gen *c, const char *kname)
 		kp_strbuf_addf(o, "%s %s", k ? " ->" : "", g->chain[k]->name);
 	kp_strbuf_adds(o, "\n// format: planner/FUSION.md; an edit breaks the plan's source-hash\n\n");
 	kp_strbuf_adds(o, prelude);
+	if (g->has_f16)
+		kp_strbuf_adds(o, f16_prelude);
 	if (rows)
 		kp_strbuf_adds(o, block_reduce);
-	kp_strbuf_addf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", KP_FX_BLOCK, kname);
+	kp_strbuf_addf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", g->block, kname);
 	for (j = 0; j < g->n_args; j++) {
 		const struct kp_fx_param *pp = &g->chain[g->args[j].kernel]->params[g->args[j].param];
 
 		kp_strbuf_addf(o, "\n\t%sk%u_%s,", kp_fx_type_c(pp->type), g->args[j].kernel, pp->name);
 	}
-	kp_strbuf_adds(o, "\n\tlong long rows, long long cols)\n{\n");
+	if (g->cols_const)
+		kp_strbuf_addf(o, "\n\tlong long rows, long long kp_cols)\n{\n"
+			       "\tconst long long cols = %lldll;   /* every row kernel's cols */\n\n"
+			       "\t(void)kp_cols;\n", (long long)g->cols_const);
+	else
+		kp_strbuf_adds(o, "\n\tlong long rows, long long cols)\n{\n");
+	/* programmatic dependent launch: the chain's edges keep their type in
+	 * the graph, so wait for the producers, then let consumers launch (they
+	 * wait for this grid's completion themselves); no-ops without PDL */
+	kp_strbuf_adds(o, "#if __CUDA_ARCH__ >= 900\n"
+		       "\tasm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+		       "\tasm volatile(\"griddepcontrol.launch_dependents;\" :::);\n"
+		       "#endif\n");
 
 	c->n_stores = c->n_pend = 0;
 	kp_strbuf_reset(&c->pre);
 	kp_strbuf_reset(&c->body);
-	if (!rows) {
+	if (!rows && g->stride) {
+		kp_strbuf_addf(o, "\tconst long long n = rows * cols;\n\n"
+			       "\tfor (long long kp_n = blockIdx.x * (long long)blockDim.x + threadIdx.x; kp_n < n;\n"
+			       "\t     kp_n += (long long)gridDim.x * blockDim.x) {\n"
+			       "\t\tconst long long row = kp_n / cols, col = kp_n - row * cols;\n"
+			       "\t\tconst long long i = row * %lldll + col;\n\n", (long long)g->stride);
+	} else if (!rows) {
 		kp_strbuf_adds(o, "\tconst long long n = rows * cols;\n\n"
 			       "\tfor (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
 			       "\t     i += (long long)gridDim.x * blockDim.x) {\n"
 			       "\t\tconst long long row = i / cols, col = i - row * cols;\n\n"
 			       "\t\t(void)row;\n\t\t(void)col;\n");
+	}
+	if (!rows) {
 		for (k = 0; k < g->n_chain; k++) {
 			kp_strbuf_addf(&c->body, "\t\t/* %zu: %s */\n", k, g->chain[k]->name);
 			for (s = 0; s < g->chain[k]->n_stmts; s++)
@@ -420,6 +531,10 @@ static void render(struct gen *c, const char *kname)
 	}
 	kp_strbuf_adds(o, "\t__shared__ float kp_sh[32];\n\n"
 		       "\tfor (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n");
+	/* the phases go to a buffer: their register declarations come first */
+	kp_strbuf_reset(&c->decl);
+	kp_strbuf_reset(&c->post);
+	c->out = &c->post;
 	for (k = 0; k < g->n_chain; k++) {
 		kp_strbuf_addf(&c->body, "\t\t\t/* %zu: %s */\n", k, g->chain[k]->name);
 		for (s = 0; s < g->chain[k]->n_stmts; s++) {
@@ -435,6 +550,11 @@ static void render(struct gen *c, const char *kname)
 		}
 	}
 	close_phase(c);
+	c->out = o;
+	if (g->vec > 1)
+		kp_strbuf_addf(o, "\t\tconst long long kp_c0 = threadIdx.x * %dll;\n", g->vec);
+	kp_strbuf_add(o, c->decl.buf, c->decl.len);
+	kp_strbuf_add(o, c->post.buf, c->post.len);
 	kp_strbuf_adds(o, "\t}\n}\n");
 	(void)p;
 	(void)n_out;
@@ -445,6 +565,7 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 {
 	struct gen c;
 	struct kp_strbuf probe = KP_STRBUF_INIT;
+	const struct kp_fx_kernel *lay;
 	size_t k, s, p;
 	uint64_t h;
 
@@ -457,15 +578,55 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 	c.g = g;
 	g->n_chain = n;
 	g->scheme = KP_FX_SCHEME_ELEMENTWISE;
+	g->block = KP_FX_BLOCK;
+	g->vec = 1;
+	g->stride = chain[0]->stride;
+	for (k = 0; k < n; k++) {
+		if (chain[k]->stride != g->stride)
+			return kp_err_set(err, KP_EUNSUPPORTED,
+					  "kernels '%s' and '%s' declare different row strides",
+					  chain[0]->name, chain[k]->name);
+	}
 	for (k = 0; k < n; k++) {
 		g->chain[k] = chain[k];
 		if (chain[k]->has_reduce)
 			g->scheme = KP_FX_SCHEME_ROWS;
+		for (p = 0; p < chain[k]->n_params; p++)
+			if (chain[k]->params[p].type == KP_FX_PTR_F16)
+				g->has_f16 = 1;
 		for (s = 0; s < chain[k]->n_stmts; s++) {
 			scan_expr(&c, (uint32_t)k, chain[k]->stmts[s].expr, NULL);
 			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
 				c.used[k][chain[k]->stmts[s].param] = 1;
 		}
+	}
+	/* a constant row length (every row kernel says the same constant) is
+	 * compiled in: 1.0f / cols then folds as it does in the kernel */
+	for (k = 0; k < n; k++) {
+		const struct kp_fx_shape *cs = &chain[k]->cols;
+
+		if (flexible(chain[k]))
+			continue;
+		if (cs->op || cs->kind[0] != KP_FX_T_CONST || (g->cols_const && g->cols_const != cs->v[0])) {
+			g->cols_const = 0;
+			break;
+		}
+		g->cols_const = cs->v[0];
+	}
+	/* a reduction sums in the order of the layout its kernels declare */
+	for (k = 0, lay = NULL; g->scheme == KP_FX_SCHEME_ROWS && k < n; k++) {
+		if (!chain[k]->layout_block)
+			continue;
+		if (lay) {
+			if (chain[k]->layout_block != g->block || chain[k]->layout_vec != g->vec)
+				return kp_err_set(err, KP_EUNSUPPORTED,
+						  "kernels '%s' and '%s' declare different layouts",
+						  lay->name, chain[k]->name);
+			continue;
+		}
+		lay = chain[k];
+		g->block = chain[k]->layout_block;
+		g->vec = chain[k]->layout_vec;
 	}
 	for (k = 0; k < n; k++) {
 		for (p = 0; p < chain[k]->n_params; p++) {
@@ -506,8 +667,12 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 				*m++ = 'c';
 			if (kinds[p] & (1u << KP_FX_ROW))
 				*m++ = 'r';
+			if (kinds[p] & (1u << KP_FX_ZERO))
+				*m++ = 'z';
 			if (kinds[p] & (1u << 8))
 				*m++ = 'w';
+			if (chain[k]->params[p].type == KP_FX_PTR_F16)
+				*m++ = 'h';
 			*m = 0;
 		}
 	}
@@ -522,6 +687,7 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 	kp_strbuf_release(&c.pre);
 	kp_strbuf_release(&c.body);
 	kp_strbuf_release(&c.post);
+	kp_strbuf_release(&c.decl);
 	if (g->source.oom) {
 		kp_fx_group_release(g);
 		return kp_err_set(err, KP_ENOMEM, "out of memory");
@@ -578,13 +744,22 @@ static int write_file(const char *dir, const struct kp_fx_group *g, struct kp_er
 int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
 		       const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err)
 {
+	if (st)
+		memset(st, 0, sizeof(*st));
+	return kp_fx_plan_sources_from(plan, 0, cat, dir, st, err);
+}
+
+int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_fx_catalog *cat,
+			    const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err)
+{
 	struct kp_fx_plan_stats local;
 	size_t i;
 
-	if (!st)
+	if (!st) {
 		st = &local;
-	memset(st, 0, sizeof(*st));
-	for (i = 0; i < plan->n_fusions; i++) {
+		memset(st, 0, sizeof(*st));
+	}
+	for (i = first; i < plan->n_fusions; i++) {
 		struct kp_plan_fusion *u = &plan->fusions[i];
 		const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
 		struct kp_fx_group g;
@@ -661,7 +836,8 @@ int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *
 {
 	const struct kp_plan_region *r = kp_plan_find(plan, region);
 	uint32_t next_id = 1;
-	size_t i = 0, added = 0;
+	size_t i = 0, k, added = 0;
+	char *taken;
 
 	if (!r)
 		return kp_err_set(err, KP_ENOTFOUND, "region '%s' is not in the plan", region);
@@ -670,23 +846,37 @@ int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *
 				  region, n, r->kernels);
 	if (plan->n_fusions)
 		next_id = plan->fusions[plan->n_fusions - 1].id + 1;
+	/* kernels of the region's generated groups are taken */
+	if (!(taken = calloc(n ? n : 1, 1)))
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	for (k = 0; k < plan->n_fusions; k++) {
+		const struct kp_plan_fusion *f = &plan->fusions[k];
+
+		if (f->source && f->region && !strcmp(f->region, region))
+			for (size_t x = f->first_kernel; x < (size_t)f->first_kernel + f->kernels && x < n; x++)
+				taken[x] = 1;
+	}
 	while (i < n) {
-		size_t j = i, k;
+		size_t j = i;
 		struct kp_plan_fusion *u;
 		struct kp_strbuf nm = KP_STRBUF_INIT;
 		void *q;
 
-		while (j < n && j - i < KP_FX_MAX_CHAIN && kp_fx_catalog_find(cat, names[j]))
+		while (j < n && j - i < KP_FX_MAX_CHAIN && !taken[j] && kp_fx_catalog_find(cat, names[j]))
 			j++;
 		if (j - i < 2) {
 			i = j > i ? j : i + 1;
 			continue;
 		}
-		if (plan->n_fusions >= KP_PLAN_MAX_FUSIONS)
+		if (plan->n_fusions >= KP_PLAN_MAX_FUSIONS) {
+			free(taken);
 			return kp_err_set(err, KP_EINVAL, "more than %d fusion groups", KP_PLAN_MAX_FUSIONS);
+		}
 		q = realloc(plan->fusions, (plan->n_fusions + 1) * sizeof(*plan->fusions));
-		if (!q)
+		if (!q) {
+			free(taken);
 			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
 		plan->fusions = q;
 		u = &plan->fusions[plan->n_fusions];
 		memset(u, 0, sizeof(*u));
@@ -705,12 +895,14 @@ int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *
 		if (!u->region || !u->names) {
 			free(u->region);
 			free(u->names);
+			free(taken);
 			return kp_err_set(err, KP_ENOMEM, "out of memory");
 		}
 		plan->n_fusions++;
 		added++;
 		i = j;
 	}
+	free(taken);
 	return (int)added;
 }
 

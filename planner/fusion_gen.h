@@ -36,7 +36,7 @@
 
 #define KP_FX_MAX_CHAIN   8
 #define KP_FX_MAX_ARGS    64       /* fused kernel parameters (before rows, cols) */
-#define KP_FX_BLOCK       256      /* threads per block of every fused kernel */
+#define KP_FX_BLOCK       256      /* threads per block, unless a kernel's layout says */
 #define KP_FX_HEADER_MAGIC "// kplan-fusion 1"
 
 enum kp_fx_scheme { KP_FX_SCHEME_ELEMENTWISE = 1, KP_FX_SCHEME_ROWS = 2 };
@@ -55,13 +55,18 @@ struct kp_fx_arg {
  */
 struct kp_fx_access {
 	uint32_t kernel, param;
-	char mode[6];
+	char mode[8];            /* + 'z' loaded at [0]; 'h': f16 elements (2 bytes, else 4) */
 };
 
 struct kp_fx_group {
 	char kernel_name[32];    /* "kp_fused_<16 hex>" */
 	int scheme;              /* enum kp_fx_scheme */
 	int phases;              /* column loops per row (rows scheme), 1 otherwise */
+	int block;               /* threads per block */
+	int vec;                 /* consecutive columns per thread and step (rows scheme) */
+	int has_f16;             /* an f16* tensor is used */
+	int64_t stride;          /* row stride of the [i] tensors (0: cols) */
+	int64_t cols_const;      /* every row kernel's constant cols (0: not constant) */
 	size_t n_chain;
 	const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
 	size_t n_args;
@@ -109,12 +114,16 @@ struct kp_fx_plan_stats {
  */
 int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
 		       const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err);
+/* The same for plan->fusions[first..] only; counts are added to *st. */
+int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_fx_catalog *cat,
+			    const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err);
 
 /*
  * Add fusion groups for a region from its captured kernel sequence (names
  * in launch order, e.g. from KPLAN_FUSION_TRACE): every maximal run of 2..
  * KP_FX_MAX_CHAIN consecutive kernels found in cat becomes a group (ids
- * continue after the plan's highest). The region must exist in plan.
+ * continue after the plan's highest). Kernels already in a group of the
+ * region that has a source are left out. The region must exist in plan.
  * Then call kp_fx_plan_sources. Returns groups added (>= 0) or KP_E*.
  */
 int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *const *names,

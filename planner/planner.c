@@ -672,6 +672,51 @@ static int64_t kernel_index(struct ctx *c, const struct reg *r, int64_t corr)
 	return idx;
 }
 
+/*
+ * The kernels of each graph region's first occurrence, in launch order, as
+ * trace lines (mangled names when recorded: what the runtime captures).
+ */
+static int kernel_trace(struct ctx *c, struct kp_strbuf *out)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int rc = 0;
+
+	if ((rc = prep(c, "SELECT s.value FROM kp_region_occurrences o "
+		       "JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.runId = o.runId "
+		       "AND k.correlationId BETWEEN o.first_correlationId AND o.last_correlationId "
+		       "AND (?3 < 0 OR k.streamId = ?3) "
+		       "JOIN StringIds s ON s.id = coalesce(k.mangledName, k.demangledName) "
+		       "WHERE o.runId = ?1 AND o.regionId = ?2 AND o.occIndex = "
+		       "(SELECT min(occIndex) FROM kp_region_occurrences WHERE runId = ?1 AND regionId = ?2) "
+		       "ORDER BY k.correlationId", &st)))
+		return rc;
+	for (i = 0; i < c->n_regs && !rc; i++) {
+		struct reg *r = &c->regs[i];
+		int64_t n = 0;
+
+		if (!r->out || r->out->decision != KP_PLAN_GRAPH)
+			continue;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, c->run);
+		sqlite3_bind_int64(st, 2, r->id);
+		sqlite3_bind_int64(st, 3, r->stream);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			const char *name = (const char *)sqlite3_column_text(st, 0);
+
+			kp_strbuf_addf(out, "%s\t%lld\t%s\n", r->out->label, (long long)n++,
+				       name ? name : "");
+		}
+		if (rc != SQLITE_DONE)
+			return step_err(c, st, "reading a region's kernels");
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	if (out->oom)
+		rc = kp_err_set(c->err, KP_ENOMEM, "out of memory");
+	return rc;
+}
+
 static int load_fusions(struct ctx *c)
 {
 	struct kp_plan *pl = c->plan;
@@ -864,7 +909,8 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 			r->out->parent = NULL;
 		}
 	}
-	if ((rc = apply_budget(c, o->mem_limit_bytes)) || (rc = load_fusions(c)))
+	if ((rc = apply_budget(c, o->mem_limit_bytes)) || (rc = load_fusions(c)) ||
+	    (o->kernel_trace && (rc = kernel_trace(c, o->kernel_trace))))
 		goto out;
 	/* whole run: top-level regions' time when the run has no recorded span */
 	for (i = 0; i < c->n_regs; i++) {

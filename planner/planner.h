@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "../common/strbuf.h"
 #include "../db/db.h"
 #include "planfile.h"
 
@@ -31,6 +32,10 @@ struct kp_planner_opts {
 	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */
 	/* hard keys when the run does not record them; < 0: take from the run */
 	int cc_major, cc_minor, cuda_major;
+	/* when set: the kernels of each region planned as a graph (its first
+	 * occurrence, launch order) are appended as "LABEL<TAB>INDEX<TAB>NAME"
+	 * lines, the format of KPLAN_FUSION_TRACE (kp_fx_plan_add_trace) */
+	struct kp_strbuf *kernel_trace;
 };
 
 /* Defaults (all "unset"). */

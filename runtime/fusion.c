@@ -24,7 +24,7 @@
 #define MAX_PARAMS 32
 #define MAX_GRID (1u << 20)
 
-enum { AC_I = 1, AC_COL = 2, AC_ROW = 4, AC_W = 8 };
+enum { AC_I = 1, AC_COL = 2, AC_ROW = 4, AC_W = 8, AC_F16 = 16, AC_ZERO = 32 };
 
 struct term {
 	char kind;            /* 'p' parameter, 'c' constant, 'x' grid.x, 'y' grid.y, 'b' block.x */
@@ -51,6 +51,8 @@ struct group {
 	char kname[64];
 	int rows_scheme;
 	uint32_t block;
+	long long stride;     /* row stride of [i] tensors; 0: cols */
+	long long span;       /* most columns a row may have (one step per thread); 0: any */
 	size_t n_chain;
 	struct fkernel chain[KP__RT_FX_MAX_CHAIN];
 	size_t n_args;
@@ -227,6 +229,14 @@ static int parse_header(struct group *g, const char *src, size_t len, char *msg,
 				g->rows_scheme = 1;
 			else if (strcmp(s, "elementwise"))
 				goto bad;
+		} else if (IS("span")) {
+			if (parse_u(&s, 1ull << 20, &k) || *s || !k)
+				goto bad;
+			g->span = (long long)k;
+		} else if (IS("stride")) {
+			if (parse_u(&s, 1ull << 40, &k) || *s || !k)
+				goto bad;
+			g->stride = (long long)k;
 		} else if (IS("block")) {
 			if (parse_u(&s, 1024, &k) || *s || !k || k % 32)
 				goto bad;
@@ -275,7 +285,7 @@ static int parse_header(struct group *g, const char *src, size_t len, char *msg,
 				goto bad;
 			for (; *s; s++) {
 				unsigned bit = *s == 'i' ? AC_I : *s == 'c' ? AC_COL : *s == 'r' ? AC_ROW :
-					*s == 'w' ? AC_W : 0;
+					*s == 'w' ? AC_W : *s == 'h' ? AC_F16 : *s == 'z' ? AC_ZERO : 0;
 
 				if (!bit || (m & bit))
 					goto bad;
@@ -573,17 +583,20 @@ static void trace(struct kp__rt_fusion *fz, const char *region, const struct kp_
 	fclose(f);
 }
 
-/* Bytes of a tensor an access touches (f32 elements). */
-static uint64_t extent(unsigned mode, long long rows, long long cols)
+/* Bytes of a tensor an access touches (4-byte elements, f16 with AC_F16);
+ * [i] rows are stride elements apart (stride >= cols). */
+static uint64_t extent(unsigned mode, long long rows, long long cols, long long stride)
 {
-	uint64_t e = 0;
+	uint64_t e = mode & AC_ZERO ? 4 : 0, sz = mode & AC_F16 ? 2 : 4;
 
-	if (mode & (AC_I | AC_W))
-		e = (uint64_t)rows * (uint64_t)cols * 4;
-	if ((mode & AC_COL) && (uint64_t)cols * 4 > e)
-		e = (uint64_t)cols * 4;
-	if ((mode & AC_ROW) && (uint64_t)rows * 4 > e)
-		e = (uint64_t)rows * 4;
+	if ((mode & AC_ZERO) && (mode & AC_F16))
+		e = 2;
+	if ((mode & (AC_I | AC_W)) && rows > 0)
+		e = ((uint64_t)(rows - 1) * (uint64_t)stride + (uint64_t)cols) * sz;
+	if ((mode & AC_COL) && (uint64_t)cols * sz > e)
+		e = (uint64_t)cols * sz;
+	if ((mode & AC_ROW) && (uint64_t)rows * sz > e)
+		e = (uint64_t)rows * sz;
 	return e;
 }
 
@@ -594,7 +607,7 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 	const struct kp__rt_node *nd[KP__RT_FX_MAX_CHAIN];
 	uint32_t first = g->plan->first_kernel;
 	size_t k, j;
-	long long rows = 0, cols = 0, n;
+	long long rows = 0, cols = 0, n, stride;
 
 	(void)n_nodes;
 	if ((size_t)first + g->n_chain > n_kernels) {
@@ -642,6 +655,16 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 			}
 		}
 	}
+	if (g->span && cols > g->span) {
+		snprintf(msg, mlen, "rows of %lld columns, the fused kernel takes at most %lld", cols,
+			 g->span);
+		return KP__RT_FX_SHAPE;
+	}
+	stride = g->stride ? g->stride : cols;
+	if (cols > stride) {
+		snprintf(msg, mlen, "rows of %lld columns do not fit the row stride %lld", cols, stride);
+		return KP__RT_FX_SHAPE;
+	}
 	/* tensors of two kernels, one written: the same (both elementwise) or apart */
 	for (j = 0; j < g->n_access; j++) {
 		for (size_t m = j + 1; m < g->n_access; m++) {
@@ -654,10 +677,11 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 			b = param_ptr(nd[g->ac_k[m]], g->ac_p[m]);
 			if (!a || !b)
 				continue;
-			if (a == b && !((ma | mb) & (AC_COL | AC_ROW)))
+			/* the same element in the same thread: same pointer, [i] only, same type */
+			if (a == b && !((ma | mb) & (AC_COL | AC_ROW | AC_ZERO)) && (ma & AC_F16) == (mb & AC_F16))
 				continue;
-			ea = a + extent(ma, rows, cols);
-			eb = b + extent(mb, rows, cols);
+			ea = a + extent(ma, rows, cols, stride);
+			eb = b + extent(mb, rows, cols, stride);
 			if (ea <= b || eb <= a)
 				continue;
 			snprintf(msg, mlen, "kernel %u parameter %u and kernel %u parameter %u overlap "
@@ -698,8 +722,8 @@ int kp__rt_fusion_apply(struct kp__rt_fusion *fz, const char *region, void *grap
 {
 	struct kp__rt_fx_repl *reps = NULL;
 	struct group **who = NULL;
-	size_t *kidx = NULL, n_kernels = 0, i, n_reps = 0;
-	uint32_t last_end = 0;
+	size_t *kidx = NULL, n_kernels = 0, i, k, n_reps = 0;
+	uint8_t *taken = NULL;    /* kernels of the chains already taken */
 	int done = 0;
 	char msg[384];
 
@@ -714,22 +738,27 @@ int kp__rt_fusion_apply(struct kp__rt_fusion *fz, const char *region, void *grap
 	if (!n_reps)
 		goto out;
 	kidx = malloc(n_nodes * sizeof(*kidx) + 1);
+	taken = calloc(n_nodes + 1, 1);
 	reps = calloc(n_reps, sizeof(*reps));
 	who = calloc(n_reps, sizeof(*who));
-	if (!kidx || !reps || !who)
+	if (!kidx || !taken || !reps || !who)
 		goto out;
 	for (i = 0; i < n_nodes; i++)
 		if (nodes[i].kind == KP__RT_NODE_KERNEL)
 			kidx[n_kernels++] = i;
 	n_reps = 0;
-	/* groups are sorted by id; chains are taken in plan order, overlaps skipped */
+	/* chains are taken in plan (id) order; one that overlaps a chain taken
+	 * before is skipped */
 	for (i = 0; i < fz->n_groups; i++) {
 		struct group *g = &fz->groups[i];
+		size_t first = g->plan->first_kernel, end = first + g->n_chain;
 		int reason;
 
 		if (g->status != KP__RT_FX_OK || strcmp(g->plan->region, region))
 			continue;
-		if (n_reps && g->plan->first_kernel < last_end) {
+		for (k = first; k < end && k < n_kernels && !taken[k]; k++)
+			;
+		if (k < end && k < n_kernels) {
 			gfail(fz, g, KP__RT_FX_CHAIN, "overlaps the chain of another group");
 			continue;
 		}
@@ -738,7 +767,8 @@ int kp__rt_fusion_apply(struct kp__rt_fusion *fz, const char *region, void *grap
 			gfail(fz, g, reason, "%s", msg);
 			continue;
 		}
-		last_end = g->plan->first_kernel + (uint32_t)g->n_chain;
+		for (k = first; k < end && k < n_kernels; k++)
+			taken[k] = 1;
 		who[n_reps++] = g;
 	}
 	if (n_reps) {
@@ -755,6 +785,7 @@ int kp__rt_fusion_apply(struct kp__rt_fusion *fz, const char *region, void *grap
 out:
 	pthread_mutex_unlock(&fz->lock);
 	free(kidx);
+	free(taken);
 	free(reps);
 	free(who);
 	return done;   /* < 0: the graph may be damaged (ops said so) */

@@ -308,12 +308,47 @@ static int in_set(cudaGraphNode_t x, const cudaGraphNode_t *set, size_t n)
 	return 0;
 }
 
+/*
+ * A node's edges one way (in: dependencies, else dependents) with their edge
+ * data: graphs captured with programmatic dependent launch have
+ * programmatic edges, which a query without edge data refuses (lossy).
+ * *nodes and *eds are malloc'ed (NULL when none). 0 or -1.
+ */
+static int node_edges(cudaGraphNode_t x, int in, cudaGraphNode_t **nodes, cudaGraphEdgeData **eds,
+		      size_t *n)
+{
+	size_t c = 0;
+
+	*nodes = NULL;
+	*eds = NULL;
+	*n = 0;
+	if ((in ? cudaGraphNodeGetDependencies(x, NULL, NULL, &c) :
+	     cudaGraphNodeGetDependentNodes(x, NULL, NULL, &c)) != cudaSuccess)
+		return -1;
+	if (!c)
+		return 0;
+	*nodes = calloc(c, sizeof(**nodes));
+	*eds = calloc(c, sizeof(**eds));
+	if (!*nodes || !*eds ||
+	    (in ? cudaGraphNodeGetDependencies(x, *nodes, *eds, &c) :
+	     cudaGraphNodeGetDependentNodes(x, *nodes, *eds, &c)) != cudaSuccess) {
+		free(*nodes);
+		free(*eds);
+		*nodes = NULL;
+		*eds = NULL;
+		return -1;
+	}
+	*n = c;
+	return 0;
+}
+
 /* One replacement; 0 done, 1 not done (graph unchanged), -1 graph damaged. */
 static int replace_one(cudaGraph_t graph, const cudaGraphNode_t *all, size_t n_all,
 		       struct kp__rt_fx_repl *r, char *msg, size_t mlen)
 {
-	cudaGraphNode_t ch[KP__RT_FX_MAX_CHAIN], *ins = NULL, *outs = NULL, *from = NULL;
-	size_t n_ins = 0, n_outs = 0, k, m;
+	cudaGraphNode_t ch[KP__RT_FX_MAX_CHAIN], *ins = NULL, *outs = NULL, *same = NULL, *e = NULL;
+	cudaGraphEdgeData *in_ed = NULL, *out_ed = NULL, *ee = NULL;
+	size_t n_ins = 0, n_outs = 0, ne, k, m;
 	CUDA_KERNEL_NODE_PARAMS p;
 	CUgraphNode fused = NULL;
 	enum cudaGraphNodeType t;
@@ -330,37 +365,37 @@ static int replace_one(cudaGraph_t graph, const cudaGraphNode_t *all, size_t n_a
 	}
 	/* a simple chain: each inner link is the only edge on both sides */
 	for (k = 0; k < r->n; k++) {
-		size_t nd = 0, no = 0;
-
-		if (cudaGraphNodeGetDependencies(ch[k], NULL, NULL, &nd) != cudaSuccess ||
-		    cudaGraphNodeGetDependentNodes(ch[k], NULL, NULL, &no) != cudaSuccess) {
+		if (k == 0 && node_edges(ch[k], 1, &ins, &in_ed, &n_ins)) {
 			snprintf(msg, mlen, "cannot read the graph's edges");
 			goto out;
 		}
-		if (k == 0) {
-			n_ins = nd;
-			if (nd && (!(ins = calloc(nd, sizeof(*ins))) ||
-				   cudaGraphNodeGetDependencies(ch[k], ins, NULL, &n_ins) != cudaSuccess)) {
+		if (k > 0) {
+			if (node_edges(ch[k], 1, &e, &ee, &ne)) {
 				snprintf(msg, mlen, "cannot read the graph's edges");
 				goto out;
 			}
-		} else if (nd != 1) {
-			snprintf(msg, mlen, "chain kernel %zu has %zu dependencies (not a simple chain)", k, nd);
-			goto out;
+			free(e);
+			free(ee);
+			if (ne != 1) {
+				snprintf(msg, mlen, "chain kernel %zu has %zu dependencies (not a simple chain)",
+					 k, ne);
+				goto out;
+			}
 		}
 		if (k + 1 == r->n) {
-			n_outs = no;
-			if (no && (!(outs = calloc(no, sizeof(*outs))) ||
-				   cudaGraphNodeGetDependentNodes(ch[k], outs, NULL, &n_outs) != cudaSuccess)) {
+			if (node_edges(ch[k], 0, &outs, &out_ed, &n_outs)) {
 				snprintf(msg, mlen, "cannot read the graph's edges");
 				goto out;
 			}
 		} else {
-			cudaGraphNode_t next;
-			size_t one = 1;
-
-			if (no != 1 || cudaGraphNodeGetDependentNodes(ch[k], &next, NULL, &one) != cudaSuccess ||
-			    next != ch[k + 1]) {
+			if (node_edges(ch[k], 0, &e, &ee, &ne)) {
+				snprintf(msg, mlen, "cannot read the graph's edges");
+				goto out;
+			}
+			m = ne == 1 && e[0] == ch[k + 1];
+			free(e);
+			free(ee);
+			if (!m) {
 				snprintf(msg, mlen, "chain kernel %zu does not lead only to kernel %zu", k, k + 1);
 				goto out;
 			}
@@ -381,20 +416,39 @@ static int replace_one(cudaGraph_t graph, const cudaGraphNode_t *all, size_t n_a
 	p.blockDimZ = r->block[2];
 	p.sharedMemBytes = r->smem;
 	p.kernelParams = r->args;
-	cr = drv.GraphAddKernelNode(&fused, (CUgraph)graph, (const CUgraphNode *)ins, n_ins, &p);
+	cr = drv.GraphAddKernelNode(&fused, (CUgraph)graph, NULL, 0, &p);
 	if (cr != CUDA_SUCCESS) {
 		snprintf(msg, mlen, "cuGraphAddKernelNode: %s", drv_str(cr));
 		goto out;
 	}
-	if (n_outs) {
-		if (!(from = calloc(n_outs, sizeof(*from)))) {
+	/* programmatic dependent launch, when the chain's first kernel had it
+	 * as a node attribute (a graph captured from PDL launches), and its
+	 * priority: the fused kernel waits with griddepcontrol.wait */
+	{
+		static const enum cudaLaunchAttributeID keep[] = {
+			cudaLaunchAttributeProgrammaticStreamSerialization, cudaLaunchAttributePriority,
+		};
+		cudaLaunchAttributeValue v;
+
+		for (m = 0; m < sizeof(keep) / sizeof(keep[0]); m++) {
+			memset(&v, 0, sizeof(v));
+			if (cudaGraphKernelNodeGetAttribute(ch[0], keep[m], &v) == cudaSuccess)
+				cudaGraphKernelNodeSetAttribute((cudaGraphNode_t)fused, keep[m], &v);
+		}
+		cudaGetLastError();
+	}
+	/* the chain's edges, with their types: the fused kernel starts with
+	 * griddepcontrol.wait, so a programmatic edge into it stays one */
+	if (n_ins + n_outs) {
+		if (!(same = calloc(n_ins + n_outs, sizeof(*same)))) {
 			cudaGraphDestroyNode((cudaGraphNode_t)fused);
 			snprintf(msg, mlen, "out of memory");
 			goto out;
 		}
-		for (m = 0; m < n_outs; m++)
-			from[m] = (cudaGraphNode_t)fused;
-		if (cudaGraphAddDependencies(graph, from, outs, NULL, n_outs) != cudaSuccess) {
+		for (m = 0; m < n_ins + n_outs; m++)
+			same[m] = (cudaGraphNode_t)fused;
+		if ((n_ins && cudaGraphAddDependencies(graph, ins, same, in_ed, n_ins) != cudaSuccess) ||
+		    (n_outs && cudaGraphAddDependencies(graph, same, outs, out_ed, n_outs) != cudaSuccess)) {
 			cudaGraphDestroyNode((cudaGraphNode_t)fused);
 			snprintf(msg, mlen, "cudaGraphAddDependencies failed");
 			goto out;
@@ -410,7 +464,9 @@ out:
 	cudaGetLastError();
 	free(ins);
 	free(outs);
-	free(from);
+	free(in_ed);
+	free(out_ed);
+	free(same);
 	return rc;
 }
 

@@ -199,6 +199,13 @@ for i in 1 2; do
 	na="$na $(KPLAN_DISABLE=api perf "$K" record -o "$D/p.db" -- $L)"
 	nn="$nn $(KPLAN_DISABLE=all perf "$K" record -o "$D/p.db" -- $L)"
 done
+# CUPTI knobs tried against the kernel-record cost (diagnostic)
+np=""; nb=""
+for i in 1 2; do
+	np="$np $(KPLAN_CUPTI_PINNED=1 perf "$K" record -o "$D/p.db" -- $L)"
+	nb="$nb $(KPLAN_DEVICE_BUFFER_MB=64 perf "$K" record -o "$D/p.db" -- $L)"
+done
+echo "  (perf) launch ns with CUPTI's buffers in pinned host memory:$np | 64 MB device buffers:$nb"
 rm -f "$D"/p.db* "$D"/p[0-9].db*
 echo "  (perf) launch ns: base$bs | recorded$rs | recorded, no subscriber$ns | no kernel records$nk | no api records$na | nothing enabled$nn"
 added=$(python3 -c "print('%.1f' % ($(med $rs) - $(med $bs)))")

@@ -113,8 +113,13 @@ EOF
 read -r _ he < <(run ex_decode eager "" "")
 read -r _ hf < <(run ex_decode runtime "$OUT/fused.kplan" "")
 app=$(stat_of ex_decode runtime "$OUT/fused.kplan" "" fusion.applied)
-note "  decode: eager $he fused-plan $hf (${app:-0} chains fused): $([ "$he" = "$hf" ] && echo identical || echo DIFFERENT)"
-[ "$he" = "$hf" ] || fail=1
+if [ -n "$he" ] && [ "$he" = "$hf" ] && [ "${app:-0}" -ge 1 ]; then
+	note "  PASS decode (fp16): ${app:-0} chains fused per run, output bit-identical to eager ($he)"
+else
+	note "  FAIL decode (fp16): eager $he fused-plan $hf (${app:-0} chains fused)"; fail=1
+fi
+stat_of ex_decode runtime "$OUT/fused.kplan" "" fusion.failures >/dev/null
+grep "fusion.failures\|fusion-" "$LOG" | sort | uniq -c | head -8 | tee -a "$LOG"
 
 # 5: timing
 note ""

@@ -9,12 +9,17 @@
 # plan, check the plan applies, then run it eager, with the generated plan
 # and as the hand-written CUDA graph. Checks outputs are bit-identical and
 # the planned regions were replayed, and prints predicted vs measured.
+# Then the same plan with fusion (kplan plan --catalog CAT, sources next to
+# the plan): fused time, chains fused per capture, and its outputs (decode:
+# must be bit-identical, every chain the catalog fuses there keeps the bits;
+# mlp's fused layer norm sums in another order: reported only).
 # Exit 1 when a correctness check fails; performance is reported.
 set -u
 B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-pipeline}}
 K=$B/bin/kplan
 BIN=$B/bin
+CAT=${CAT:-planner/catalog/examples.kpcat}
 # steps recorded (timings use each example's default length)
 STEPS_mlp=${STEPS_mlp:-200}
 STEPS_decode=${STEPS_decode:-1000}  # every KV-length bucket the timed run meets
@@ -50,8 +55,9 @@ best() { # best EX MODE [PLAN]: best of 3 "us hash", at the example's default le
 	echo "$b $h"
 }
 
-printf "%-7s %9s %9s %9s %9s %9s %9s %8s %s\n" example eager_us plan_us graph_us \
-	pred_us pred/meas speedup replays identical | tee -a "$LOG" >"$O/table.txt"
+printf "%-7s %9s %9s %9s %9s %9s %9s %8s %9s %9s %s\n" example eager_us plan_us graph_us \
+	pred_us pred/meas speedup replays identical fused_us "fused:speedup,chains,identical" |
+	tee -a "$LOG" >"$O/table.txt"
 run=0
 for ex in mlp decode solver; do
 	eval steps=\$STEPS_$ex
@@ -80,10 +86,28 @@ for ex in mlp decode solver; do
 	same=yes
 	[ "$e_h" = "$p_h" ] && [ "$e_h" = "$g_h" ] || { same=NO; bad "$ex: outputs differ (eager $e_h plan $p_h graph $g_h)"; }
 	[ "${replays:-0}" -gt 0 ] || note "WARN $ex: the generated plan replayed no graph (see $LOG)"
-	printf "%-7s %9s %9s %9s %9s %9s %9s %8s %s\n" "$ex" "$e_us" "$p_us" "$g_us" "${pred:--}" \
+	# the same plan with fusion from the catalog
+	mkdir -p "$O/fused-$ex"
+	f_us=- f_h=- chains=0 f_same=-
+	if "$K" -v plan "$DB" --run "$run" --catalog "$CAT" -o "$O/fused-$ex/$ex.kplan" >"$O/fused-$ex/plan.log" 2>&1; then
+		grep "^fusion:" "$O/fused-$ex/plan.log" | sed "s/^/  $ex /" | tee -a "$LOG"
+		o=$(KPLAN_RT_STATS=1 "$BIN/ex_$ex" runtime "$O/fused-$ex/$ex.kplan" 2>&1)
+		grep "fusion\.\|fusion-" <<<"$o" | sort | uniq -c | head -6 | sed "s/^/  $ex /" | tee -a "$LOG"
+		echo "== $ex runtime $O/fused-$ex/$ex.kplan" >>"$LOG"
+		echo "$o" >>"$LOG"
+		chains=$(stat "$o" fusion.applied)
+		read -r f_us f_h <<<"$(best "$ex" runtime "$O/fused-$ex/$ex.kplan")"
+		f_same=$([ "$e_h" = "$f_h" ] && echo yes || echo no)
+		[ "$ex" = decode ] && [ "$f_same" != yes ] && bad "$ex: fused outputs differ (eager $e_h fused $f_h)"
+	else
+		bad "$ex: plan --catalog"
+	fi
+	printf "%-7s %9s %9s %9s %9s %9s %9s %8s %9s %9s %s\n" "$ex" "$e_us" "$p_us" "$g_us" "${pred:--}" \
 		"$(awk -v p="${pred:-0}" -v g="$g_us" 'BEGIN{ if (p > 0 && g > 0) printf "%.2f", p / g; else print "-" }')" \
 		"$(awk -v e="$e_us" -v p="$p_us" 'BEGIN{ if (p > 0) printf "%.2fx", e / p; else print "-" }')" \
-		"${replays:-0}" "$same" | tee -a "$LOG" >>"$O/table.txt"
+		"${replays:-0}" "$same" "$f_us" \
+		"$(awk -v e="$e_us" -v p="$f_us" 'BEGIN{ if (p > 0) printf "%.2fx", e / p; else print "-" }'),${chains:-0},$f_same" |
+		tee -a "$LOG" >>"$O/table.txt"
 done
 note "(pred_us: the analyzer's predicted graphed time of the example's main region, per"
 note " step; graph_us: the hand-written graph per step; plan_us: the generated plan)"

@@ -47,7 +47,7 @@ static void test_catalog_shipped(void)
 	const struct kp_fx_kernel *k;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
-	CU_ASSERT_EQUAL(cat->n_kernels, 6);
+	CU_ASSERT_EQUAL(cat->n_kernels, 9);
 	k = kp_fx_catalog_find(cat, "_Z9layernormPKfPfS0_S0_i");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
 	CU_ASSERT_STRING_EQUAL(k->name, "layernorm");
@@ -61,8 +61,19 @@ static void test_catalog_shipped(void)
 	CU_ASSERT_PTR_EQUAL(kp_fx_catalog_find(cat,
 		"bias_residual(float*, float const*, float const*, int, int)"),
 		by_name(cat, "mlp_bias_residual"));
-	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "ew(int, __half*, __half const*, __half const*, float, int)"));
-	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "_Z2ewiP6__halfPKS_S2_fi"));
+	/* the fp16 decode kernels have their own entries; an f32 overload matches none */
+	CU_ASSERT_PTR_EQUAL(kp_fx_catalog_find(cat, "ew(int, __half*, __half const*, __half const*, float, int)"),
+			    by_name(cat, "decode_ew"));
+	CU_ASSERT_PTR_EQUAL(kp_fx_catalog_find(cat, "_Z2ewiP6__halfPKS_S2_fi"), by_name(cat, "decode_ew"));
+	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "ew(int, float*, float const*, float const*, float, int)"));
+	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "_Z2ewiPfPKfS1_fi"));
+	k = by_name(cat, "decode_layernorm");
+	CU_ASSERT_EQUAL(k->layout_block, 128);
+	CU_ASSERT_EQUAL(k->layout_vec, 8);
+	CU_ASSERT_EQUAL(k->params[0].type, KP_FX_PTR_F16);
+	k = by_name(cat, "decode_attn_mask");
+	CU_ASSERT_EQUAL(k->stride, 1024);
+	CU_ASSERT_EQUAL(k->params[1].type, KP_FX_PTR_I32);
 	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "bias_residual"));
 	k = by_name(cat, "mlp_bias_residual");
 	CU_ASSERT_EQUAL(k->rows.op, '/');
@@ -88,13 +99,27 @@ static void test_catalog_errors(void)
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = q\n",
 		  "cat:5: kernel 'a': field 'out': unknown name 'q'" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x\n", "must be indexed" },
-		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x[j]\n", "index of 'x': expected i, col or row" },
+		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x[j]\n", "index of 'x': expected i, col, row or 0" },
+		{ "kernel a\nparam 0 x f16*\nparam 1 p i32*\nrows 1\ncols 4\nout x[i] = p[i]\n",
+		  "an i32* tensor is read as p[0] only" },
+		{ "kernel a\nparam 0 x f16*\nparam 1 p i32*\nrows 1\ncols 4\nout p[i] = 1\n",
+		  "with BUF an f32* or f16* parameter" },
+		{ "kernel a\nparam 0 x f16*\nrows 1\ncols 4\nlayout 100 8\n", "BLOCK: expected a multiple of 32" },
+		{ "kernel a\nparam 0 x f16*\nrows 1\ncols 4\nlayout 128 0\n", "VEC: expected 1..16, found 0" },
+		{ "kernel a\nparam 0 x f16*\nrows 1\ncols 4\nlayout 128\n", "expected 'layout BLOCK VEC'" },
+		{ "kernel a\nparam 0 x f16*\nlayout 128 8\nlayout 128 8\n", "field 'layout': given twice" },
+		{ "kernel a\nparam 0 x f16*\nstride 0\n", "field 'stride': expected a constant 1..2^40" },
+		{ "kernel a\nparam 0 x f16*\nrows 1\ncols 4\nlet m x[i] * 2\n", "a let is one value per row" },
+		{ "kernel a\nparam 0 x f16*\nrows 1\ncols 4\nlet m col\n", "a let is one value per row" },
+		{ "kernel a\nparam 0 x f16*\nrows 1\ncols 4\nreduce s sum x[i]\nlet s 2\n", "name 's' already used" },
+		{ "kernel a\nparam 0 x f16*\nstride n\n", "field 'stride': expected a constant" },
+		{ "kernel a\nparam 0 x f16*\nstride 8 9\n", "unexpected text after 'stride N'" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = system(x[i])\n", "unknown function 'system'" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = fmaxf(x[i])\n", "fmaxf takes 2 arguments, found 1" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = (x[i]\n", "expected ')'" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = x[i] x[i]\n", "after the expression" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[i] = 1.5e\n", "bad number" },
-		{ "kernel a\nparam 0 x f32*\nparam 1 n i32\nrows 1\ncols 4\nout n[i] = 1\n", "with BUF an f32* parameter" },
+		{ "kernel a\nparam 0 x f32*\nparam 1 n i32\nrows 1\ncols 4\nout n[i] = 1\n", "with BUF an f32* or f16* parameter" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols 4\nout x[col] = 1\n", "stores are elementwise" },
 		{ "kernel a\nparam 0 x f32*\nrows 1\ncols x\n", "field 'cols': parameter 'x' is not an integer" },
 		{ "kernel a\nparam 0 x f32*\nrows 1 / 2 / 3\n", "at most two terms" },
@@ -291,6 +316,102 @@ static void test_gen_elementwise(void)
 	kp_fx_catalog_free(cat);
 }
 
+/* examples/decode's fp16 chains: f16 loads and stores, the kernels' own
+ * reduction layout, a padded row stride and a device scalar */
+static void test_gen_f16(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	const struct kp_fx_kernel *chain[8];
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	/* the residual add, then layer norm: block 128, 8 columns per thread */
+	chain[0] = by_name(cat, "decode_ew");
+	chain[1] = by_name(cat, "decode_layernorm");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_ROWS);
+	CU_ASSERT_EQUAL(g.block, 128);
+	CU_ASSERT_EQUAL(g.vec, 8);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// block 128\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "__launch_bounds__(128)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_c0 = threadIdx.x * 8ll"));
+	/* the stored value is rounded to f16 before later kernels read it */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const unsigned short kp_h0_0 = kp_f2h("));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_v0_0[kp_e] = kp_h2f(kp_h0_0);"));
+	/* one step per thread: the value stays in a register across phases */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "float kp_v0_0[8];"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(((k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i])) - k1_mean)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// span 1024\n"));
+	/* the constant row length is compiled in */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const long long cols = 768ll;"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_h2f(k1_g[col])"));
+	CU_ASSERT_PTR_NULL(strstr(g.source.buf, "cuda_fp16.h"));
+	CU_ASSERT_STRING_EQUAL(g.access[0].mode, "wh");   /* ew's out */
+	/* per-row values once per row, outside the element loops */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "\t\tconst float k1_mean = (k1_s * (1.0f / cols));\n"
+				      "\t\tfloat kp_acc1_q = 0.0f;\n"));
+	golden("f16_residual_layernorm", &g);
+	kp_fx_group_release(&g);
+
+	/* scale, mask, softmax over 12 rows padded to 1024 */
+	chain[0] = by_name(cat, "decode_attn_scale");
+	chain[1] = by_name(cat, "decode_attn_mask");
+	chain[2] = by_name(cat, "decode_softmax");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 3, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.stride, 1024);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// stride 1024\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "i = row * 1024ll + col;"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(col > k1_pos[0])"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "int *k1_pos,"));
+	for (i = 0; i < (int)g.n_access; i++)
+		if (g.access[i].kernel == 1 && g.access[i].param == 1)
+			CU_ASSERT_STRING_EQUAL(g.access[i].mode, "z");
+	CU_ASSERT_EQUAL(g.phases, 3);   /* max, sum of exp, normalise */
+	golden("f16_scale_mask_softmax", &g);
+	kp_fx_group_release(&g);
+
+	/* HF's NewGELU as eight ew kernels: one elementwise loop, bit-identical */
+	for (i = 0; i < 8; i++)
+		chain[i] = by_name(cat, "decode_ew");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 8, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_ELEMENTWISE);
+	CU_ASSERT_EQUAL(g.block, KP_FX_BLOCK);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "k7_out[i] = kp_h7_0;"));
+	kp_fx_group_release(&g);
+
+	/* a strided kernel next to an unstrided one: refused */
+	chain[0] = by_name(cat, "decode_attn_mask");
+	chain[1] = by_name(cat, "decode_layernorm");
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 2, &g, &err), KP_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "different row strides"));
+	kp_fx_catalog_free(cat);
+}
+
+static void test_gen_layout_conflict(void)
+{
+	static const char text[] =
+		"kernel a\nmatch a\nparam 0 x f16*\nrows 1\ncols 64\nlayout 128 8\n"
+		"reduce s sum x[i]\nout x[i] = s\nend\n"
+		"kernel b\nmatch b\nparam 0 x f16*\nrows 1\ncols 64\nlayout 256 1\n"
+		"reduce s sum x[i]\nout x[i] = s\nend\n";
+	struct kp_err err = {0};
+	struct kp_fx_catalog *cat = kp_fx_catalog_parse(text, sizeof(text) - 1, "t", &err);
+	const struct kp_fx_kernel *chain[2];
+	struct kp_fx_group g;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	chain[0] = &cat->kernels[0];
+	chain[1] = &cat->kernels[1];
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 2, &g, &err), KP_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "different layouts"));
+	chain[1] = &cat->kernels[0];
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 2, &g, &err), 0);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(cat);
+}
+
 static void test_gen_feasibility(void)
 {
 	struct kp_fx_catalog *cat = shipped();
@@ -384,6 +505,9 @@ static void test_plan_trace_and_sources(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(src);
 	CU_ASSERT_EQUAL(kp_hash64(src, n, KP_HASH_SEED), p->fusions[1].source_hash);
 	free(src);
+	/* kernels of generated groups are taken: the same trace again adds none */
+	CU_ASSERT_EQUAL(kp_fx_plan_add_trace(p, trace.buf, trace.len, "t", cat, &err), 0);
+	CU_ASSERT_EQUAL(p->n_fusions, 2);
 	/* the plan with sources round-trips through the plan file */
 	CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &text, &err), 0);
 	q = kp_plan_parse(text.buf, text.len, "p", &err);
@@ -431,6 +555,23 @@ static void test_plan_trace_and_sources(void)
 	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
 	CU_ASSERT_EQUAL(st.generated, 1);
 	CU_ASSERT_EQUAL(p->fusions[0].gain_ns, 1750);
+	/* the region's other catalog runs around the generated group: kernels
+	 * 0-1 are taken, 2..4 form a new group, sources_from counts only it */
+	{
+		const char *nm[5] = { "_Z13bias_residualPfPKfS1_ii", "_Z9layernormPKfPfS0_S0_i",
+				      "_Z8copy_f32PfPKfi", "_Z13bias_residualPfPKfS1_ii",
+				      "_Z9layernormPKfPfS0_S0_i" };
+
+		CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", nm, 5, cat, &err), 1);
+		CU_ASSERT_EQUAL_FATAL(p->n_fusions, 2);
+		CU_ASSERT_EQUAL(p->fusions[1].first_kernel, 2);
+		CU_ASSERT_EQUAL(p->fusions[1].kernels, 3);
+		CU_ASSERT_EQUAL(p->fusions[1].id, 2);
+		memset(&st, 0, sizeof(st));
+		CU_ASSERT_EQUAL(kp_fx_plan_sources_from(p, 1, cat, NULL, &st, &err), 0);
+		CU_ASSERT_EQUAL(st.groups, 1);
+		CU_ASSERT_EQUAL(st.generated, 1);
+	}
 	kp_plan_free(p);
 	kp_strbuf_release(&trace);
 	kp_strbuf_release(&text);
@@ -650,6 +791,134 @@ static void test_runtime_apply(void)
 	kp_plan_free(plan);
 }
 
+/* groups whose ids do not follow the kernel order (database mode: the
+ * analyzer's candidates first, then the catalog runs) all apply; a group
+ * overlapping an earlier one is skipped */
+static void test_runtime_order(void)
+{
+	struct fake fk;
+	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan(8), *plan;
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp__rt_fusion *fz;
+	struct fnode f[8];
+	struct kp__rt_node nodes[9];
+	const char *masked[8], *dir = kp_test_path("fusion-order");
+	char path[512];
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	kp_test_sh("mkdir -p '%s'", dir);
+	for (i = 0; i < 8; i++)
+		masked[i] = i >= 5 && i <= 6 ? mlp_names[i] : "gemm";
+	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", masked, 8, cat, &err), 1);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, NULL, &err), 0);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", mlp_names, 8, cat, &err), 1);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources_from(p, 1, cat, dir, NULL, &err), 0);
+	/* a third group over kernels 1..2, overlapping the second */
+	{
+		struct kp_plan_fusion *q = realloc(p->fusions, 3 * sizeof(*q));
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+		p->fusions = q;
+		q[2] = q[1];
+		q[2].id = 3;
+		q[2].region = strdup(q[1].region);
+		q[2].names = strdup(q[1].names);
+		q[2].source = strdup(q[1].source);
+		q[2].first_kernel = 1;
+		p->n_fusions = 3;
+	}
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 3);
+	CU_ASSERT(p->fusions[0].first_kernel == 5 && p->fusions[1].first_kernel == 0);
+	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
+	snprintf(path, sizeof(path), "%s/model.kplan", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	plan = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	memset(&fk, 0, sizeof(fk));
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	mlp_nodes(f, nodes, 0, 0);
+	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 2);
+	CU_ASSERT_EQUAL(fk.n_repl, 2);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_CHAIN), 1);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(plan);
+	kp_plan_free(p);
+	kp_strbuf_release(&text);
+	kp_fx_catalog_free(cat);
+}
+
+/* decode's scale -> mask -> softmax: f16 rows padded to a stride of 1024, a
+ * device scalar read at [0], one step per thread (span 1024) */
+static void test_runtime_f16_stride(void)
+{
+	static const char *names[3] = { "_Z10attn_scaleP6__halfif", "_Z9attn_maskP6__halfPKii",
+					"_Z12softmax_rowsP6__halfi" };
+	struct fake fk;
+	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan(3), *plan;
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp__rt_fusion *fz;
+	struct fnode f[3];
+	struct kp__rt_node nodes[3];
+	const char *dir = kp_test_path("fusion-f16");
+	const uint64_t S = 0x7f0000100000ull, POS = 0x7f0000200000ull;
+	char path[512];
+	int round;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	kp_test_sh("mkdir -p '%s'", dir);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", names, 3, cat, &err), 1);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, NULL, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].source);
+	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
+	snprintf(path, sizeof(path), "%s/model.kplan", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	plan = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	memset(&fk, 0, sizeof(fk));
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	for (round = 0; round < 4; round++) {
+		/* 0: fine; 1: 2048 columns (past the span); 2: pos inside the
+		 * scores (read at [0] while written); 3: pos just past row 11's end */
+		int32_t maxlen = round == 1 ? 2048 : 512, v[2] = { maxlen, 0x3e000000 };
+		uint64_t pp[2] = { S, round == 2 ? S + 2 * (5 * 1024 + 7) :
+				   round == 3 ? S + 2 * (11 * 1024 + 512) : POS };
+
+		mk_node(&f[0], names[0], 6, 128, pp, 1, v, 2);
+		mk_node(&f[1], names[1], 6, 128, pp, 2, v, 1);
+		mk_node(&f[2], names[2], 12, 128, pp, 1, v, 1);
+		nodes[0] = f[0].n;
+		nodes[1] = f[1].n;
+		nodes[2] = f[2].n;
+		fk.n_repl = 0;
+		kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 3);
+		if (round == 0 || round == 3) {
+			CU_ASSERT_EQUAL(fk.n_repl, 1);
+			CU_ASSERT_EQUAL(fk.last.rows, 12);
+			CU_ASSERT_EQUAL(fk.last.cols, 512);
+			CU_ASSERT_EQUAL(fk.last.grid[0], 12);
+			CU_ASSERT_EQUAL(fk.last.block[0], 128);
+		} else {
+			CU_ASSERT_EQUAL(fk.n_repl, 0);
+		}
+	}
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_SHAPE), 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_ALIAS), 1);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(plan);
+	kp_plan_free(p);
+	kp_strbuf_release(&text);
+	kp_fx_catalog_free(cat);
+}
+
 static void test_runtime_load_failures(void)
 {
 	struct fake fk;
@@ -737,9 +1006,13 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "catalog: hostile input", test_catalog_hostile },
 	{ "codegen: rows scheme (golden)", test_gen_rows },
 	{ "codegen: elementwise scheme (golden)", test_gen_elementwise },
+	{ "codegen: f16, layouts, strides (golden)", test_gen_f16 },
+	{ "codegen: conflicting layouts refused", test_gen_layout_conflict },
 	{ "codegen: feasibility and cost rule", test_gen_feasibility },
 	{ "plan: from a kernel trace, sources by hash", test_plan_trace_and_sources },
 	{ "runtime: chain lookup, mapping, checks", test_runtime_apply },
+	{ "runtime: groups out of kernel order, overlaps", test_runtime_order },
+	{ "runtime: f16, row stride, [0] reads, span", test_runtime_f16_stride },
 	{ "runtime: hash, compile, missing source", test_runtime_load_failures },
 	{ "cli: plan --base --kernels --catalog", test_cli_plan_catalog },
 	CU_TEST_INFO_NULL,

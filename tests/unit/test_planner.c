@@ -764,6 +764,22 @@ static void test_planner_decisions(void)
 	CU_ASSERT_EQUAL(p->run_pred_ns, 150000000 - 14148000 - 5550000 - 854000);
 	kp_plan_free(p);
 
+	/* the graph regions' kernels in launch order, for fusion from the catalog */
+	{
+		struct kp_strbuf kt = KP_STRBUF_INIT;
+
+		o.kernel_trace = &kt;
+		p = kp_planner_run(db, &o, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(kt.buf);
+		CU_ASSERT_PTR_NOT_NULL(strstr(kt.buf, "step\t0\tk\nstep\t1\tk\nstep\t2\tk\nstep\t3\tk\n"));
+		CU_ASSERT_PTR_NULL(strstr(kt.buf, "step\t4\t"));   /* the first occurrence only */
+		CU_ASSERT_PTR_NULL(strstr(kt.buf, "optimizer\t"));  /* eager regions: none */
+		kp_plan_free(p);
+		kp_strbuf_release(&kt);
+		o.kernel_trace = NULL;
+	}
+
 	/* memory cap: the region with the least gain per byte goes eager */
 	o.mem_limit_bytes = 1500000;
 	p = kp_planner_run(db, &o, &err);

@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_ecfcbcaf3959aa98
+// kernel kp_fused_2e783c1c7ad4fc40
 // scheme rows
 // block 256
 // chain 2
@@ -66,7 +66,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(256) kp_fused_ecfcbcaf3959aa98(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_2e783c1c7ad4fc40(
 	float *k0_x,
 	float *k0_t,
 	float *k0_b,
@@ -76,6 +76,10 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_ecfcbcaf3959aa98(
 	float *k1_b,
 	long long rows, long long cols)
 {
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
 	__shared__ float kp_sh[32];
 
 	for (long long row = blockIdx.x; row < rows; row += gridDim.x) {

@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_553f71342b78819b
+// kernel kp_fused_dd12ed473c886806
 // scheme elementwise
 // block 256
 // chain 3
@@ -51,7 +51,7 @@ __device__ __forceinline__ float kp_relu(float v)
 	return fmaxf(v, 0.0f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) kp_fused_553f71342b78819b(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_dd12ed473c886806(
 	float *k0_dst,
 	float *k0_src,
 	float *k1_x,
@@ -61,6 +61,10 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_553f71342b78819b(
 	float *k2_b,
 	long long rows, long long cols)
 {
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
 	const long long n = rows * cols;
 
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
