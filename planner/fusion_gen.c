@@ -78,8 +78,11 @@ static const char block_reduce[] =
 	"KP_BLOCK_REDUCE(kp_block_max, fmaxf)\n"
 	"KP_BLOCK_REDUCE(kp_block_min, fminf)\n";
 
+/* A value known in a register for tensor p of chain kernel k at [i]: what
+ * a statement stored there, or what a load read (is_load) */
 struct store {
 	uint32_t k, p;
+	int is_load;
 	char var[24];
 };
 
@@ -89,7 +92,10 @@ struct gen {
 	/* the phase being built (rows scheme) or the loop body (elementwise) */
 	struct kp_strbuf pre, body, post;
 	struct kp_strbuf decl;   /* row-scope declarations (single-step rows scheme) */
-	struct store stores[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
+	struct kp_strbuf st;     /* the phase's memory stores, emitted after its compute */
+	unsigned n_loads;        /* load registers named so far */
+#define MAX_KNOWN ((KP_FX_MAX_STMTS + KP_FX_MAX_PARAMS) * KP_FX_MAX_CHAIN)
+	struct store stores[MAX_KNOWN];
 	size_t n_stores;
 	/* reductions of the open phase, not yet reduced: (kernel, stmt) */
 	uint32_t pend_k[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN], pend_s[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
@@ -107,13 +113,42 @@ static int ptype(const struct gen *c, uint32_t k, uint32_t p)
 	return c->g->chain[k]->params[p].type;
 }
 
+/*
+ * Tensor p of kernel k at [i]: the latest known register value when the
+ * pointers are equal at run time (a value stored, or loaded, by the chain:
+ * tensors of two chain kernels are the same or disjoint, the runtime checks
+ * it), else the load. Only values of the same element type qualify.
+ */
+static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p)
+{
+	int h16 = ptype(c, k, p) == KP_FX_PTR_F16, open = 0;
+	size_t s;
+
+	for (s = c->n_stores; s-- > 0;) {
+		const struct store *st = &c->stores[s];
+
+		if (ptype(c, st->k, st->p) != ptype(c, k, p))
+			continue;
+		if (st->k == k && st->p == p) {
+			kp_strbuf_adds(o, st->var);
+			goto close;
+		}
+		kp_strbuf_addf(o, "(k%u_%s == k%u_%s ? %s : ", k, pname(c, k, p), st->k,
+			       pname(c, st->k, st->p), st->var);
+		open++;
+	}
+	kp_strbuf_addf(o, "%sk%u_%s[i]%s", h16 ? "kp_h2f(" : "", k, pname(c, k, p), h16 ? ")" : "");
+close:
+	while (open--)
+		kp_strbuf_addch(o, ')');
+}
+
 static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 {
 	const struct kp_fx_kernel *kk = c->g->chain[k];
 	const struct kp_fx_node *nd = &kk->nodes[x];
 	static const char *const ix[] = { "i", "row", "col", "rows", "cols", "0" };
-	size_t s;
-	int open = 0, h16;
+	int h16;
 
 	switch (nd->kind) {
 	case KP_FX_N_NUM:
@@ -129,27 +164,7 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 				       pname(c, k, (uint32_t)nd->a), ix[nd->b], h16 ? ")" : "");
 			break;
 		}
-		/* latest store first: the register when the pointers are equal
-		 * (stores of the same element type only: the runtime refuses
-		 * other overlaps) */
-		for (s = c->n_stores; s-- > 0;) {
-			const struct store *st = &c->stores[s];
-
-			if (ptype(c, st->k, st->p) != ptype(c, k, (uint32_t)nd->a))
-				continue;
-			if (st->k == k && st->p == (uint32_t)nd->a) {
-				kp_strbuf_adds(o, st->var);
-				goto close;
-			}
-			kp_strbuf_addf(o, "(k%u_%s == k%u_%s ? %s : ", k, pname(c, k, (uint32_t)nd->a),
-				       st->k, pname(c, st->k, st->p), st->var);
-			open++;
-		}
-		kp_strbuf_addf(o, "%sk%u_%s[i]%s", h16 ? "kp_h2f(" : "", k,
-			       pname(c, k, (uint32_t)nd->a), h16 ? ")" : "");
-close:
-		while (open--)
-			kp_strbuf_addch(o, ')');
+		emit_load_i(c, o, k, (uint32_t)nd->a);
 		break;
 	case KP_FX_N_RED:
 		kp_strbuf_addf(o, "k%u_%s", k, kk->stmts[nd->a].name);
@@ -327,6 +342,7 @@ static void close_phase(struct gen *c)
 		row_stride(c->g, c->out);
 		kp_strbuf_adds(c->out, " + col;\n\n");
 		kp_strbuf_add(c->out, c->body.buf, c->body.len);
+		kp_strbuf_add(c->out, c->st.buf, c->st.len);
 	} else {
 		/* the original kernel's order: VEC consecutive columns per thread,
 		 * one step (the runtime checks cols <= span): values stay in
@@ -339,6 +355,15 @@ static void close_phase(struct gen *c)
 		kp_strbuf_adds(c->out, " + col;\n\n\t\t\tif (col < cols) {\n");
 		kp_strbuf_add(c->out, c->body.buf, c->body.len);
 		kp_strbuf_adds(c->out, "\t\t\t}\n\t\t}\n");
+		if (c->st.len) {
+			kp_strbuf_addf(c->out, "#pragma unroll\n"
+				       "\t\tfor (int kp_e = 0; kp_e < %d; kp_e++) {\n"
+				       "\t\t\tconst long long col = kp_c0 + kp_e, i = row * ", c->g->vec);
+			row_stride(c->g, c->out);
+			kp_strbuf_adds(c->out, " + col;\n\n\t\t\tif (col < cols) {\n");
+			kp_strbuf_add(c->out, c->st.buf, c->st.len);
+			kp_strbuf_adds(c->out, "\t\t\t}\n\t\t}\n");
+		}
 	}
 	kp_strbuf_adds(c->out, "\t\t}\n");
 	for (j = 0; j < c->n_pend; j++) {
@@ -354,20 +379,96 @@ static void close_phase(struct gen *c)
 	c->g->phases++;
 	kp_strbuf_reset(&c->pre);
 	kp_strbuf_reset(&c->body);
+	kp_strbuf_reset(&c->st);
 	c->n_pend = 0;
-	if (c->g->vec == 1)
-		c->n_stores = 0;   /* single step: the registers stay valid */
+	if (c->g->vec == 1) {
+		c->n_stores = 0;
+	} else {
+		/* single step: stored values stay valid in their arrays; the
+		 * loads were registers of the phase's loop */
+		size_t a, b;
+
+		for (a = b = 0; a < c->n_stores; a++)
+			if (!c->stores[a].is_load)
+				c->stores[b++] = c->stores[a];
+		c->n_stores = b;
+	}
+}
+
+/* 1 when evaluating node x always loads tensor p at [i], whichever branch runs. */
+static int must_load(const struct kp_fx_kernel *kk, int x, int p)
+{
+	const struct kp_fx_node *nd;
+
+	if (x < 0)
+		return 0;
+	nd = &kk->nodes[x];
+	switch (nd->kind) {
+	case KP_FX_N_LOAD:
+		return nd->a == p && nd->b == KP_FX_I;
+	case KP_FX_N_CALL:
+		return must_load(kk, nd->b, p) || must_load(kk, nd->c, p) || must_load(kk, nd->d, p);
+	case KP_FX_N_UNARY:
+		return must_load(kk, nd->a, p);
+	case KP_FX_N_BINARY:
+		if (nd->op == 'A' || nd->op == 'O')   /* short-circuit: the left side only */
+			return must_load(kk, nd->a, p);
+		return must_load(kk, nd->a, p) || must_load(kk, nd->b, p);
+	case KP_FX_N_COND:
+		return must_load(kk, nd->a, p) || (must_load(kk, nd->b, p) && must_load(kk, nd->c, p));
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Before a statement of kernel k: read each tensor it always loads at [i]
+ * into a register, once (a later statement or kernel reading the same
+ * pointer uses the register). Loads only an expression would do anyway: a
+ * tensor under a branch that may not run can be an invalid pointer.
+ */
+static void bind_loads(struct gen *c, uint32_t k, int expr, const char *ind)
+{
+	const struct kp_fx_kernel *kk = c->g->chain[k];
+	size_t s;
+	uint32_t p;
+
+	for (p = 0; p < kk->n_params; p++) {
+		struct store *sv;
+
+		if ((kk->params[p].type != KP_FX_PTR_F32 && kk->params[p].type != KP_FX_PTR_F16) ||
+		    !must_load(kk, expr, (int)p) || c->n_stores >= MAX_KNOWN)
+			continue;
+		for (s = 0; s < c->n_stores; s++)
+			if (c->stores[s].k == k && c->stores[s].p == p)
+				break;
+		if (s < c->n_stores)
+			continue;   /* known already */
+		sv = &c->stores[c->n_stores];
+		sv->k = k;
+		sv->p = p;
+		sv->is_load = 1;
+		snprintf(sv->var, sizeof(sv->var), "kp_l%u", c->n_loads++);
+		kp_strbuf_addf(&c->body, "%sconst float %s = ", ind, sv->var);
+		emit_load_i(c, &c->body, k, p);
+		kp_strbuf_adds(&c->body, ";\n");
+		c->n_stores++;
+	}
 }
 
 static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 {
 	const struct kp_fx_stmt *st = &c->g->chain[k]->stmts[si];
 
+	if (st->kind != KP_FX_S_LET)
+		bind_loads(c, k, st->expr, ind);
+
 	if (st->kind == KP_FX_S_OUT) {
 		struct store *sv = &c->stores[c->n_stores++];
 
 		sv->k = k;
 		sv->p = (uint32_t)st->param;
+		sv->is_load = 0;
 		if (c->g->vec > 1) {
 			/* one register per column of the thread, declared per row */
 			snprintf(sv->var, sizeof(sv->var), "kp_v%u_%u[kp_e]", k, si);
@@ -384,15 +485,30 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 		c->n_stores--;
 		emit_expr(c, &c->body, k, st->expr);
 		c->n_stores++;
-		if (ptype(c, k, sv->p) == KP_FX_PTR_F16)
+		/* the memory store comes after the phase's compute: no load
+		 * waits behind a store it cannot alias (two chain kernels'
+		 * tensors are the same, element by element, or disjoint) */
+		if (ptype(c, k, sv->p) == KP_FX_PTR_F16) {
 			/* later loads see the rounded value, as they would through memory */
-			kp_strbuf_addf(&c->body, ");\n%sk%u_%s[i] = kp_h%u_%u;\n"
-				       "%s%s%s = kp_h2f(kp_h%u_%u);\n", ind, k,
-				       pname(c, k, sv->p), k, si, ind, c->g->vec > 1 ? "" : "const float ",
-				       sv->var, k, si);
-		else
-			kp_strbuf_addf(&c->body, ";\n%sk%u_%s[i] = %s;\n", ind, k, pname(c, k, sv->p),
-				       sv->var);
+			if (c->g->vec > 1) {
+				kp_strbuf_addf(&c->decl, "\t\tunsigned short kp_s%u_%u[%d];\n", k, si,
+					       c->g->vec);
+				kp_strbuf_addf(&c->body, ");\n%skp_s%u_%u[kp_e] = kp_h%u_%u;\n", ind, k, si,
+					       k, si);
+				kp_strbuf_addf(&c->st, "\t\t\t\tk%u_%s[i] = kp_s%u_%u[kp_e];\n", k,
+					       pname(c, k, sv->p), k, si);
+			} else {
+				kp_strbuf_adds(&c->body, ");\n");
+				kp_strbuf_addf(&c->st, "%sk%u_%s[i] = kp_h%u_%u;\n", ind, k,
+					       pname(c, k, sv->p), k, si);
+			}
+			kp_strbuf_addf(&c->body, "%s%s%s = kp_h2f(kp_h%u_%u);\n", ind,
+				       c->g->vec > 1 ? "" : "const float ", sv->var, k, si);
+		} else {
+			kp_strbuf_adds(&c->body, ";\n");
+			kp_strbuf_addf(&c->st, "%sk%u_%s[i] = %s;\n", c->g->vec > 1 ? "\t\t\t\t" : ind, k,
+				       pname(c, k, sv->p), sv->var);
+		}
 		return;
 	}
 	if (st->kind == KP_FX_S_LET) {
@@ -503,8 +619,10 @@ static void render(struct gen *c, const char *kname)
 		       "#endif\n");
 
 	c->n_stores = c->n_pend = 0;
+	c->n_loads = 0;
 	kp_strbuf_reset(&c->pre);
 	kp_strbuf_reset(&c->body);
+	kp_strbuf_reset(&c->st);
 	if (!rows && g->stride) {
 		kp_strbuf_addf(o, "\tconst long long n = rows * cols;\n\n"
 			       "\tfor (long long kp_n = blockIdx.x * (long long)blockDim.x + threadIdx.x; kp_n < n;\n"
@@ -525,6 +643,7 @@ static void render(struct gen *c, const char *kname)
 				emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
 		}
 		kp_strbuf_add(o, c->body.buf, c->body.len);
+		kp_strbuf_add(o, c->st.buf, c->st.len);
 		kp_strbuf_adds(o, "\t}\n}\n");
 		g->phases = 1;
 		return;
@@ -688,6 +807,7 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 	kp_strbuf_release(&c.body);
 	kp_strbuf_release(&c.post);
 	kp_strbuf_release(&c.decl);
+	kp_strbuf_release(&c.st);
 	if (g->source.oom) {
 		kp_fx_group_release(g);
 		return kp_err_set(err, KP_ENOMEM, "out of memory");

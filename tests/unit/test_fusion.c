@@ -278,9 +278,12 @@ static void test_gen_rows(void)
 	CU_ASSERT_STRING_EQUAL(g.access[2].mode, "c");
 	CU_ASSERT_STRING_EQUAL(g.access[4].mode, "w");
 	/* the residual's value feeds the mean from a register when x is shared */
-	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_acc1_mean += (k1_x == k0_x ? kp_v0_0 : k1_x[i]);"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const float kp_l2 = (k1_x == k0_x ? kp_v0_0 : (k1_x == k0_t ? kp_l1 : (k1_x == k0_x ? kp_l0 : k1_x[i])));"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_acc1_mean += kp_l2;"));
+	/* stores after the phase's loads: k0_x[i] is written after layer norm read x */
+	CU_ASSERT(strstr(g.source.buf, "k0_x[i] = kp_v0_0;") > strstr(g.source.buf, "kp_acc1_mean += kp_l2;"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const float k1_mean = kp_block_sum(kp_acc1_mean, kp_sh) / (float)cols;"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(k0_x[i] + (k0_t[i] + k0_b[col]))"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "((k0_x == k0_t ? kp_l1 : kp_l0) + (kp_l1 + k0_b[col]))"));
 	CU_ASSERT_EQUAL(g.source_hash, kp_hash64(g.source.buf, g.source.len, KP_HASH_SEED));
 	CU_ASSERT(!strncmp(g.file, "kpfuse-", 7));
 	/* deterministic */
@@ -309,7 +312,11 @@ static void test_gen_elementwise(void)
 	CU_ASSERT_EQUAL(g.n_args, 2 + 3 + 2);
 	/* register chain: gelu's input is the residual's value when u == x */
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf,
-		"kp_gelu_tanh(((k2_u == k1_x ? kp_v1_0 : (k2_u == k0_dst ? kp_v0_0 : k2_u[i])) + k2_b[col]))"));
+		"const float kp_l3 = (k2_u == k1_x ? kp_v1_0 : (k2_u == k1_t ? kp_l2 : (k2_u == k1_x ? kp_l1 : "
+		"(k2_u == k0_dst ? kp_v0_0 : (k2_u == k0_src ? kp_l0 : k2_u[i])))));"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_gelu_tanh((kp_l3 + k2_b[col]))"));
+	/* each tensor read once, the stores at the end of the element */
+	CU_ASSERT(strstr(g.source.buf, "k2_u[i] = kp_v2_0;") > strstr(g.source.buf, "kp_gelu_tanh("));
 	CU_ASSERT_PTR_NULL(strstr(g.source.buf, "kp_block_sum"));
 	golden("copy_residual_gelu", &g);
 	kp_fx_group_release(&g);
@@ -342,7 +349,10 @@ static void test_gen_f16(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_v0_0[kp_e] = kp_h2f(kp_h0_0);"));
 	/* one step per thread: the value stays in a register across phases */
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "float kp_v0_0[8];"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(((k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i])) - k1_mean)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const float kp_l2 = (k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i]));"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_acc1_q += ((kp_l2 - k1_mean) * (kp_l2 - k1_mean));"));
+	/* the f16 stores in a loop of their own after the phase's compute */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "\t\t\t\tk0_out[i] = kp_s0_0[kp_e];\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// span 1024\n"));
 	/* the constant row length is compiled in */
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "const long long cols = 768ll;"));

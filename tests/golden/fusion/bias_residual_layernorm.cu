@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_2e783c1c7ad4fc40
+// kernel kp_fused_20281bf757797759
 // scheme rows
 // block 256
 // chain 2
@@ -66,7 +66,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(256) kp_fused_2e783c1c7ad4fc40(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_20281bf757797759(
 	float *k0_x,
 	float *k0_t,
 	float *k0_b,
@@ -88,10 +88,13 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_2e783c1c7ad4fc40(
 			const long long i = row * cols + col;
 
 			/* 0: mlp_bias_residual */
-			const float kp_v0_0 = (k0_x[i] + (k0_t[i] + k0_b[col]));
-			k0_x[i] = kp_v0_0;
+			const float kp_l0 = k0_x[i];
+			const float kp_l1 = (k0_t == k0_x ? kp_l0 : k0_t[i]);
+			const float kp_v0_0 = ((k0_x == k0_t ? kp_l1 : kp_l0) + (kp_l1 + k0_b[col]));
 			/* 1: layernorm */
-			kp_acc1_mean += (k1_x == k0_x ? kp_v0_0 : k1_x[i]);
+			const float kp_l2 = (k1_x == k0_x ? kp_v0_0 : (k1_x == k0_t ? kp_l1 : (k1_x == k0_x ? kp_l0 : k1_x[i])));
+			kp_acc1_mean += kp_l2;
+			k0_x[i] = kp_v0_0;
 		}
 		const float k1_mean = kp_block_sum(kp_acc1_mean, kp_sh) / (float)cols;
 
@@ -100,7 +103,8 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_2e783c1c7ad4fc40(
 			const long long i = row * cols + col;
 
 			/* 1: layernorm (after the reduction) */
-			kp_acc1_var += ((k1_x[i] - k1_mean) * (k1_x[i] - k1_mean));
+			const float kp_l3 = k1_x[i];
+			kp_acc1_var += ((kp_l3 - k1_mean) * (kp_l3 - k1_mean));
 		}
 		const float k1_var = kp_block_sum(kp_acc1_var, kp_sh) / (float)cols;
 
@@ -108,7 +112,8 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_2e783c1c7ad4fc40(
 			const long long i = row * cols + col;
 
 			/* 1: layernorm (after the reduction) */
-			const float kp_v1_2 = ((((k1_x[i] - k1_mean) * rsqrtf((k1_var + 1e-5f))) * k1_g[col]) + k1_b[col]);
+			const float kp_l4 = k1_x[i];
+			const float kp_v1_2 = ((((kp_l4 - k1_mean) * rsqrtf((k1_var + 1e-5f))) * k1_g[col]) + k1_b[col]);
 			k1_y[i] = kp_v1_2;
 		}
 

@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_dd12ed473c886806
+// kernel kp_fused_c02ec9e70a5bd40b
 // scheme elementwise
 // block 256
 // chain 3
@@ -51,7 +51,7 @@ __device__ __forceinline__ float kp_relu(float v)
 	return fmaxf(v, 0.0f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) kp_fused_dd12ed473c886806(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_c02ec9e70a5bd40b(
 	float *k0_dst,
 	float *k0_src,
 	float *k1_x,
@@ -74,13 +74,17 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_dd12ed473c886806(
 		(void)row;
 		(void)col;
 		/* 0: mlp_copy */
-		const float kp_v0_0 = k0_src[i];
-		k0_dst[i] = kp_v0_0;
+		const float kp_l0 = k0_src[i];
+		const float kp_v0_0 = kp_l0;
 		/* 1: mlp_bias_residual */
-		const float kp_v1_0 = ((k1_x == k0_dst ? kp_v0_0 : k1_x[i]) + ((k1_t == k0_dst ? kp_v0_0 : k1_t[i]) + k1_b[col]));
-		k1_x[i] = kp_v1_0;
+		const float kp_l1 = (k1_x == k0_dst ? kp_v0_0 : (k1_x == k0_src ? kp_l0 : k1_x[i]));
+		const float kp_l2 = (k1_t == k1_x ? kp_l1 : (k1_t == k0_dst ? kp_v0_0 : (k1_t == k0_src ? kp_l0 : k1_t[i])));
+		const float kp_v1_0 = ((k1_x == k1_t ? kp_l2 : kp_l1) + (kp_l2 + k1_b[col]));
 		/* 2: mlp_bias_gelu */
-		const float kp_v2_0 = kp_gelu_tanh(((k2_u == k1_x ? kp_v1_0 : (k2_u == k0_dst ? kp_v0_0 : k2_u[i])) + k2_b[col]));
+		const float kp_l3 = (k2_u == k1_x ? kp_v1_0 : (k2_u == k1_t ? kp_l2 : (k2_u == k1_x ? kp_l1 : (k2_u == k0_dst ? kp_v0_0 : (k2_u == k0_src ? kp_l0 : k2_u[i])))));
+		const float kp_v2_0 = kp_gelu_tanh((kp_l3 + k2_b[col]));
+		k0_dst[i] = kp_v0_0;
+		k1_x[i] = kp_v1_0;
 		k2_u[i] = kp_v2_0;
 	}
 }

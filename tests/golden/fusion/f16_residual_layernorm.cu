@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_2679111bbd2cf332
+// kernel kp_fused_a27b142c1a637b45
 // scheme rows
 // block 128
 // chain 2
@@ -81,7 +81,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(128) kp_fused_2679111bbd2cf332(
+extern "C" __global__ void __launch_bounds__(128) kp_fused_a27b142c1a637b45(
 	int k0_op,
 	unsigned short *k0_out,
 	unsigned short *k0_a,
@@ -105,7 +105,9 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_2679111bbd2cf332(
 	for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
 		const long long kp_c0 = threadIdx.x * 8ll;
 		float kp_v0_0[8];
+		unsigned short kp_s0_0[8];
 		float kp_v1_4[8];
+		unsigned short kp_s1_4[8];
 		float kp_acc1_s = 0.0f;
 		if (kp_c0 < cols) {
 #pragma unroll
@@ -114,11 +116,21 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_2679111bbd2cf332(
 
 			if (col < cols) {
 			/* 0: decode_ew */
-			const unsigned short kp_h0_0 = kp_f2h(((k0_op == 0) ? (kp_h2f(k0_a[i]) + kp_h2f(k0_b[i])) : ((k0_op == 1) ? (kp_h2f(k0_a[i]) * kp_h2f(k0_b[i])) : ((k0_op == 2) ? (kp_h2f(k0_a[i]) * k0_s) : ((k0_op == 3) ? (kp_h2f(k0_a[i]) + k0_s) : ((k0_op == 4) ? ((kp_h2f(k0_a[i]) * kp_h2f(k0_a[i])) * kp_h2f(k0_a[i])) : tanhf(kp_h2f(k0_a[i]))))))));
-			k0_out[i] = kp_h0_0;
+			const float kp_l0 = kp_h2f(k0_a[i]);
+			const unsigned short kp_h0_0 = kp_f2h(((k0_op == 0) ? (kp_l0 + (k0_b == k0_a ? kp_l0 : kp_h2f(k0_b[i]))) : ((k0_op == 1) ? (kp_l0 * (k0_b == k0_a ? kp_l0 : kp_h2f(k0_b[i]))) : ((k0_op == 2) ? (kp_l0 * k0_s) : ((k0_op == 3) ? (kp_l0 + k0_s) : ((k0_op == 4) ? ((kp_l0 * kp_l0) * kp_l0) : tanhf(kp_l0)))))));
+			kp_s0_0[kp_e] = kp_h0_0;
 			kp_v0_0[kp_e] = kp_h2f(kp_h0_0);
 			/* 1: decode_layernorm */
-			kp_acc1_s += (k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i]));
+			const float kp_l1 = (k1_x == k0_out ? kp_v0_0[kp_e] : (k1_x == k0_a ? kp_l0 : kp_h2f(k1_x[i])));
+			kp_acc1_s += kp_l1;
+			}
+		}
+#pragma unroll
+		for (int kp_e = 0; kp_e < 8; kp_e++) {
+			const long long col = kp_c0 + kp_e, i = row * cols + col;
+
+			if (col < cols) {
+				k0_out[i] = kp_s0_0[kp_e];
 			}
 		}
 		}
@@ -133,7 +145,8 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_2679111bbd2cf332(
 
 			if (col < cols) {
 			/* 1: decode_layernorm (after the reduction) */
-			kp_acc1_q += (((k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i])) - k1_mean) * ((k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i])) - k1_mean));
+			const float kp_l2 = (k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i]));
+			kp_acc1_q += ((kp_l2 - k1_mean) * (kp_l2 - k1_mean));
 			}
 		}
 		}
@@ -147,9 +160,18 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_2679111bbd2cf332(
 
 			if (col < cols) {
 			/* 1: decode_layernorm (after the reduction) */
-			const unsigned short kp_h1_4 = kp_f2h((((((k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i])) - k1_mean) * rsqrtf((k1_var + 1e-5f))) * kp_h2f(k1_g[col])) + kp_h2f(k1_b[col])));
-			k1_y[i] = kp_h1_4;
+			const float kp_l3 = (k1_x == k0_out ? kp_v0_0[kp_e] : kp_h2f(k1_x[i]));
+			const unsigned short kp_h1_4 = kp_f2h(((((kp_l3 - k1_mean) * rsqrtf((k1_var + 1e-5f))) * kp_h2f(k1_g[col])) + kp_h2f(k1_b[col])));
+			kp_s1_4[kp_e] = kp_h1_4;
 			kp_v1_4[kp_e] = kp_h2f(kp_h1_4);
+			}
+		}
+#pragma unroll
+		for (int kp_e = 0; kp_e < 8; kp_e++) {
+			const long long col = kp_c0 + kp_e, i = row * cols + col;
+
+			if (col < cols) {
+				k1_y[i] = kp_s1_4[kp_e];
 			}
 		}
 		}

@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_6bab9d2554801000
+// kernel kp_fused_2e2c6d4179a3e942
 // scheme rows
 // block 128
 // chain 3
@@ -79,7 +79,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(128) kp_fused_6bab9d2554801000(
+extern "C" __global__ void __launch_bounds__(128) kp_fused_2e2c6d4179a3e942(
 	unsigned short *k0_x,
 	float k0_scale,
 	unsigned short *k1_x,
@@ -96,8 +96,11 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_6bab9d2554801000(
 	for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
 		const long long kp_c0 = threadIdx.x * 8ll;
 		float kp_v0_0[8];
+		unsigned short kp_s0_0[8];
 		float kp_v1_0[8];
+		unsigned short kp_s1_0[8];
 		float kp_v2_2[8];
+		unsigned short kp_s2_2[8];
 		float kp_acc2_m = -KP_INF;
 		if (kp_c0 < cols) {
 #pragma unroll
@@ -106,15 +109,26 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_6bab9d2554801000(
 
 			if (col < cols) {
 			/* 0: decode_attn_scale */
-			const unsigned short kp_h0_0 = kp_f2h((kp_h2f(k0_x[i]) * k0_scale));
-			k0_x[i] = kp_h0_0;
+			const float kp_l0 = kp_h2f(k0_x[i]);
+			const unsigned short kp_h0_0 = kp_f2h((kp_l0 * k0_scale));
+			kp_s0_0[kp_e] = kp_h0_0;
 			kp_v0_0[kp_e] = kp_h2f(kp_h0_0);
 			/* 1: decode_attn_mask */
-			const unsigned short kp_h1_0 = kp_f2h(((col > k1_pos[0]) ? (-65504.0f) : (k1_x == k0_x ? kp_v0_0[kp_e] : kp_h2f(k1_x[i]))));
-			k1_x[i] = kp_h1_0;
+			const unsigned short kp_h1_0 = kp_f2h(((col > k1_pos[0]) ? (-65504.0f) : (k1_x == k0_x ? kp_v0_0[kp_e] : (k1_x == k0_x ? kp_l0 : kp_h2f(k1_x[i])))));
+			kp_s1_0[kp_e] = kp_h1_0;
 			kp_v1_0[kp_e] = kp_h2f(kp_h1_0);
 			/* 2: decode_softmax */
-			kp_acc2_m = fmaxf(kp_acc2_m, (k2_x == k1_x ? kp_v1_0[kp_e] : (k2_x == k0_x ? kp_v0_0[kp_e] : kp_h2f(k2_x[i]))));
+			const float kp_l1 = (k2_x == k1_x ? kp_v1_0[kp_e] : (k2_x == k0_x ? kp_v0_0[kp_e] : (k2_x == k0_x ? kp_l0 : kp_h2f(k2_x[i]))));
+			kp_acc2_m = fmaxf(kp_acc2_m, kp_l1);
+			}
+		}
+#pragma unroll
+		for (int kp_e = 0; kp_e < 8; kp_e++) {
+			const long long col = kp_c0 + kp_e, i = row * 1024ll + col;
+
+			if (col < cols) {
+				k0_x[i] = kp_s0_0[kp_e];
+				k1_x[i] = kp_s1_0[kp_e];
 			}
 		}
 		}
@@ -128,7 +142,8 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_6bab9d2554801000(
 
 			if (col < cols) {
 			/* 2: decode_softmax (after the reduction) */
-			kp_acc2_s += expf(((k2_x == k1_x ? kp_v1_0[kp_e] : (k2_x == k0_x ? kp_v0_0[kp_e] : kp_h2f(k2_x[i]))) - k2_m));
+			const float kp_l2 = (k2_x == k1_x ? kp_v1_0[kp_e] : (k2_x == k0_x ? kp_v0_0[kp_e] : kp_h2f(k2_x[i])));
+			kp_acc2_s += expf((kp_l2 - k2_m));
 			}
 		}
 		}
@@ -141,9 +156,18 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_6bab9d2554801000(
 
 			if (col < cols) {
 			/* 2: decode_softmax (after the reduction) */
-			const unsigned short kp_h2_2 = kp_f2h((expf(((k2_x == k1_x ? kp_v1_0[kp_e] : (k2_x == k0_x ? kp_v0_0[kp_e] : kp_h2f(k2_x[i]))) - k2_m)) / k2_s));
-			k2_x[i] = kp_h2_2;
+			const float kp_l3 = (k2_x == k1_x ? kp_v1_0[kp_e] : (k2_x == k0_x ? kp_v0_0[kp_e] : kp_h2f(k2_x[i])));
+			const unsigned short kp_h2_2 = kp_f2h((expf((kp_l3 - k2_m)) / k2_s));
+			kp_s2_2[kp_e] = kp_h2_2;
 			kp_v2_2[kp_e] = kp_h2f(kp_h2_2);
+			}
+		}
+#pragma unroll
+		for (int kp_e = 0; kp_e < 8; kp_e++) {
+			const long long col = kp_c0 + kp_e, i = row * 1024ll + col;
+
+			if (col < cols) {
+				k2_x[i] = kp_s2_2[kp_e];
 			}
 		}
 		}
