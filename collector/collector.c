@@ -21,8 +21,10 @@
  * Environment (set by `kplan record`): KPLAN_OUT, KPLAN_NVTX_RANGE,
  * KPLAN_PROFILER_API, KPLAN_SKIP, KPLAN_DURATION, KPLAN_ARGS, KPLAN_MEM_MB,
  * KPLAN_COMMAND (the command line to store; default /proc/self/cmdline).
- * For overhead studies: KPLAN_DISABLE=kernel,api,all (leave those records
- * out) and KPLAN_DEVICE_BUFFER_MB (CUPTI's per-context device buffer).
+ * For overhead studies: KPLAN_DISABLE=kernel,api,sync,marker,copy,overhead,all
+ * (leave those records out), KPLAN_DEVICE_BUFFER_MB (CUPTI's per-context
+ * device buffer) and KPLAN_CUPTI_PINNED=1 (CUPTI's buffers in pinned host
+ * memory).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -57,7 +59,6 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY,
 	CUPTI_ACTIVITY_KIND_MEMCPY2,
 	CUPTI_ACTIVITY_KIND_MEMSET,
-	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
 	CUPTI_ACTIVITY_KIND_MARKER,
 	CUPTI_ACTIVITY_KIND_MARKER_DATA,
 	CUPTI_ACTIVITY_KIND_OVERHEAD,
@@ -138,6 +139,11 @@ static struct {
 	/* launch arguments (--args), guarded by mu */
 	KP_VEC(struct arg_rec) argq;
 	int64_t args_dropped;
+	/* synchronization records from callbacks, guarded by mu */
+	KP_VEC(CUpti_ActivitySynchronization2) syncq;
+	int64_t syncs_dropped;
+	int sync_activity;           /* KPLAN_SYNC_ACTIVITY=1: CUPTI's own kind instead */
+	atomic_int sync_off;         /* collection stopped (--duration) */
 	/* counts */
 	atomic_llong drop_queue_records, drop_queue_buffers, drop_cupti, drop_db_records;
 	atomic_llong drop_args;
@@ -506,6 +512,9 @@ static void disable_all(void)
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		cuptiActivityDisable(kinds[i]);
+	if (g.sync_activity)
+		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+	atomic_store(&g.sync_off, 1);
 	enable_api_records(0);
 }
 
@@ -621,6 +630,81 @@ static void record_args(uint32_t corr, CUfunction f, void **params, void **extra
  */
 static atomic_llong n_rt_cb, n_drv_cb;
 
+/*
+ * Synchronization records come from callbacks on the calls that synchronize
+ * (the runtime's and the driver's), not from CUPTI's SYNCHRONIZATION
+ * activity kind: with that kind enabled every launch of a PyTorch GPT-2 step
+ * paid ~4 us more (bench/gpt2_overhead.sh); a callback costs only the calls
+ * it is enabled for. The record is CUPTI's own struct, so the decoder writes
+ * it like an activity record. KPLAN_SYNC_ACTIVITY=1 uses the activity kind.
+ */
+#define SYNC_CBIDS 2048
+static uint8_t sync_rt[SYNC_CBIDS], sync_drv[SYNC_CBIDS];   /* type | per-thread << 4 */
+static __thread uint64_t tls_sync_t0;
+static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call is not another */
+
+static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, int code)
+{
+	CUpti_ActivitySynchronization2 r;
+	int type = code & 0xf;
+	uint64_t now = 0;
+
+	if ((domain == CUPTI_CB_DOMAIN_DRIVER_API && tls_in_rt_sync) || atomic_load(&g.sync_off))
+		return;
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+			tls_in_rt_sync = 1;
+		cuptiGetTimestamp(&tls_sync_t0);
+		return;
+	}
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+		tls_in_rt_sync = 0;
+	cuptiGetTimestamp(&now);
+	memset(&r, 0, sizeof(r));
+	r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+	r.type = (CUpti_ActivitySynchronizationType)type;
+	r.start = tls_sync_t0;
+	r.end = now > tls_sync_t0 ? now : tls_sync_t0;
+	r.correlationId = cb->correlationId;
+	r.streamId = (uint32_t)-1;
+	r.cudaEventId = (uint32_t)-1;
+	if (cb->context)
+		cuptiGetContextId(cb->context, &r.contextId);
+	/* the stream is the first parameter of the stream calls */
+	if (cb->context && cb->functionParams &&
+	    (type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE ||
+	     type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)) {
+		uint32_t sid;
+
+		if (cuptiGetStreamIdEx(cb->context, *(CUstream const *)cb->functionParams,
+				       (uint8_t)(code >> 4), &sid) == CUPTI_SUCCESS)
+			r.streamId = sid;
+	}
+	pthread_mutex_lock(&g.mu);
+	if (g.syncq.len >= g.mem_bytes / sizeof(r) / 16 || kp_vec_push(&g.syncq, r))
+		g.syncs_dropped++;
+	pthread_mutex_unlock(&g.mu);
+}
+
+static void enable_sync_callbacks(void)
+{
+	const char *name;
+	uint32_t cbid;
+
+	for (cbid = 1; cbid < SYNC_CBIDS; cbid++) {
+		int c;
+
+		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS &&
+		    name && (c = kp_decode_sync_code(name)) &&
+		    cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS)
+			sync_rt[cbid] = (uint8_t)c;
+		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS &&
+		    name && (c = kp_decode_sync_code(name)) &&
+		    cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS)
+			sync_drv[cbid] = (uint8_t)c;
+	}
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *data)
 {
@@ -629,8 +713,15 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	uint32_t corr;
 
 	(void)ud;
-	(void)cbid;
-	if (!g.args || atomic_load(&g.shutdown))
+	if (atomic_load(&g.shutdown))
+		return;
+	if (cbid < SYNC_CBIDS &&
+	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && sync_rt[cbid]) ||
+	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && sync_drv[cbid]))) {
+		on_sync(domain, cb, domain == CUPTI_CB_DOMAIN_RUNTIME_API ? sync_rt[cbid] : sync_drv[cbid]);
+		return;
+	}
+	if (!g.args)
 		return;
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		if (cb->callbackSite == CUPTI_API_ENTER) {
@@ -813,6 +904,12 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 	if (a)
 		kp_strbuf_addf(&detail, "%s%lld launch arguments dropped", detail.len ? "; " : "",
 			       (long long)a);
+	if (g.syncs_dropped) {
+		kp_strbuf_addf(&detail, "%s%lld synchronization records dropped (queue over"
+			       " KPLAN_MEM_MB=%zu / 16)", detail.len ? "; " : "",
+			       (long long)g.syncs_dropped, g.mem_bytes >> 20);
+		dropped += g.syncs_dropped;
+	}
 	if (dec->st.unknown)
 		kp_strbuf_addf(&detail, "%s%lld records of unhandled kinds skipped",
 			       detail.len ? "; " : "", (long long)dec->st.unknown);
@@ -923,6 +1020,7 @@ static void *writer_main(void *arg)
 	for (;;) {
 		size_t n = 0, i;
 		KP_VEC(struct arg_rec) args = KP_VEC_INIT;
+		KP_VEC(CUpti_ActivitySynchronization2) syncs = KP_VEC_INIT;
 		int stop;
 
 		if (atomic_load(&g.sig_flush) == 1) {
@@ -931,7 +1029,8 @@ static void *writer_main(void *arg)
 			signal_flush();
 		}
 		pthread_mutex_lock(&g.mu);
-		while (!g.qlen && !g.stop && !g.argq.len && atomic_load(&g.sig_flush) != 1) {
+		while (!g.qlen && !g.stop && !g.argq.len && !g.syncq.len &&
+		       atomic_load(&g.sig_flush) != 1) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -956,6 +1055,12 @@ static void *writer_main(void *arg)
 			args.cap = g.argq.cap;
 			memset(&g.argq, 0, sizeof(g.argq));
 		}
+		if (g.syncq.len) {
+			syncs.data = g.syncq.data;
+			syncs.len = g.syncq.len;
+			syncs.cap = g.syncq.cap;
+			memset(&g.syncq, 0, sizeof(g.syncq));
+		}
 		stop = g.stop && !g.qlen;
 		pthread_mutex_unlock(&g.mu);
 
@@ -964,7 +1069,7 @@ static void *writer_main(void *arg)
 			g.duration_hit = 1;
 			disable_all();
 		}
-		if ((n || args.len) && !atomic_load(&g.db_failed)) {
+		if ((n || args.len || syncs.len) && !atomic_load(&g.db_failed)) {
 			if (kp_db_begin(g.db, &err)) {
 				writer_fail("writing the database", &err);
 			} else {
@@ -979,6 +1084,14 @@ static void *writer_main(void *arg)
 						if (kp_decode_record(&dec, rec, &e2) < 0 && !err.code)
 							err = e2;
 					}
+				}
+				for (i = 0; i < syncs.len; i++) {
+					struct kp_err e2 = {0};
+					CUpti_Activity *rec = (CUpti_Activity *)&syncs.data[i];
+
+					note_time(rec);
+					if (kp_decode_record(&dec, rec, &e2) < 0 && !err.code)
+						err = e2;
 				}
 				if (args.len && write_args(g.db, g.run_id, args.data, args.len))
 					atomic_fetch_add(&g.drop_args, (long long)args.len);
@@ -997,6 +1110,7 @@ static void *writer_main(void *arg)
 						 count_records(batch[i].p, batch[i].valid));
 		}
 		kp_vec_release(&args);
+		kp_vec_release(&syncs);
 		pthread_mutex_lock(&g.mu);
 		for (i = 0; i < n; i++)
 			g.queued_bytes -= batch[i].size;
@@ -1183,11 +1297,9 @@ KP_EXPORT int InitializeInjection(void)
 	g.command = s && *s ? kp_strdup(s) : read_cmdline();
 
 	/* KPLAN_SUBSCRIBE=0 (diagnostic): no callback subscriber, activity only */
-	r = g.args || env_int("KPLAN_SUBSCRIBE", 1) ? cuptiSubscribe(&g.sub, on_callback, NULL)
-		: CUPTI_SUCCESS;
-	if (r == CUPTI_SUCCESS) {
-		g.subscribed = 1;
-	} else {
+	g.subscribed = g.args || env_int("KPLAN_SUBSCRIBE", 1);
+	r = g.subscribed ? cuptiSubscribe(&g.sub, on_callback, NULL) : CUPTI_SUCCESS;
+	if (r != CUPTI_SUCCESS) {
 		char who[128];
 
 		describe_holder(who, sizeof(who));
@@ -1210,7 +1322,8 @@ KP_EXPORT int InitializeInjection(void)
 	if (r != CUPTI_SUCCESS) {
 		kp_warn("cannot register CUPTI activity buffers: %s; kplan records nothing",
 			cupti_msg(r));
-		cuptiUnsubscribe(g.sub);
+		if (g.subscribed)
+			cuptiUnsubscribe(g.sub);
 		return 1;
 	}
 	g.have_writer = 1;
@@ -1218,7 +1331,8 @@ KP_EXPORT int InitializeInjection(void)
 	if (rc) {
 		g.have_writer = 0;
 		kp_warn("cannot start the writer thread: %s; kplan records nothing", strerror(rc));
-		cuptiUnsubscribe(g.sub);
+		if (g.subscribed)
+			cuptiUnsubscribe(g.sub);
 		return 1;
 	}
 	g.thread_created = 1;
@@ -1241,7 +1355,14 @@ KP_EXPORT int InitializeInjection(void)
 	}
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		if (strstr(s, "all") || (strstr(s, "kernel") &&
-					 kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+					 kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ||
+		    (strstr(s, "sync") && kinds[i] == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) ||
+		    (strstr(s, "marker") && (kinds[i] == CUPTI_ACTIVITY_KIND_MARKER ||
+					     kinds[i] == CUPTI_ACTIVITY_KIND_MARKER_DATA)) ||
+		    (strstr(s, "copy") && (kinds[i] == CUPTI_ACTIVITY_KIND_MEMCPY ||
+					   kinds[i] == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
+					   kinds[i] == CUPTI_ACTIVITY_KIND_MEMSET)) ||
+		    (strstr(s, "overhead") && kinds[i] == CUPTI_ACTIVITY_KIND_OVERHEAD))
 			continue;
 		r = cuptiActivityEnable(kinds[i]);
 		if (r != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
@@ -1251,6 +1372,13 @@ KP_EXPORT int InitializeInjection(void)
 	}
 	if (!strstr(s, "api") && !strstr(s, "all"))
 		enable_api_records(1);
+	if (!strstr(s, "sync") && !strstr(s, "all")) {
+		g.sync_activity = env_int("KPLAN_SYNC_ACTIVITY", 0) > 0 || !g.subscribed;
+		if (g.sync_activity)
+			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+		else
+			enable_sync_callbacks();
+	}
 	if (g.args)
 		enable_arg_callbacks();
 	set_nvtx_injection();

@@ -499,3 +499,34 @@ int64_t kp_decode_finish(struct kp_decoder *d, int64_t end_ns, struct kp_err *er
 	d->open.len = 0;
 	return n;
 }
+
+static const struct {
+	const char *name;
+	int type;
+} sync_calls[] = {
+	{ "cudaDeviceSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE },
+	{ "cudaThreadSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE },
+	{ "cudaStreamSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE },
+	{ "cudaEventSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE },
+	{ "cudaStreamWaitEvent", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT },
+	{ "cuCtxSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE },
+	{ "cuStreamSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE },
+	{ "cuEventSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE },
+	{ "cuStreamWaitEvent", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT },
+};
+
+int kp_decode_sync_code(const char *name)
+{
+	size_t i, n;
+
+	if (!name)
+		return 0;
+	while (*name == '_')
+		name++;
+	for (i = 0; i < sizeof(sync_calls) / sizeof(sync_calls[0]); i++) {
+		n = strlen(sync_calls[i].name);
+		if (!strncmp(name, sync_calls[i].name, n) && (!name[n] || name[n] == '_'))
+			return sync_calls[i].type | (strstr(name + n, "_ptsz") ? 1 << 4 : 0);
+	}
+	return 0;
+}

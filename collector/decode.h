@@ -110,6 +110,15 @@ static inline int64_t kp_global_tid(int64_t pid, int64_t tid)
 	return (pid << 24) | (tid & 0xffffff);
 }
 
+/*
+ * For an API callback name: the CUpti_ActivitySynchronizationType of a call
+ * that synchronizes (cudaStreamSynchronize, cuEventSynchronize,
+ * cudaStreamWaitEvent_ptsz, ...), with 1 << 4 added for a per-thread-stream
+ * (_ptsz) flavour; 0 for any other call. The collector records those calls'
+ * synchronization records from callbacks.
+ */
+int kp_decode_sync_code(const char *name);
+
 /* Name of an overhead kind ("cupti buffer flush", ...); never NULL. */
 const char *kp_decode_overhead_name(int overhead_kind);
 

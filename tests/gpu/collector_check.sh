@@ -122,6 +122,15 @@ echo "  (c) kernels=$kern streams=$streams api_threads=$tids memcpy=$mc memset=$
 q "$D/c_threads.db" "SELECT s.value, count(*) FROM $RT r JOIN StringIds s ON s.id = r.nameId GROUP BY 1 ORDER BY 2 DESC LIMIT 14" | sed 's/^/      api: /'
 check "c: 800 kernels on 8 streams from 4 threads" "[ $kern = 800 ] && [ $streams -ge 8 ] && [ $tids -ge 4 ]"
 check "c: copies, memsets, syncs recorded" "[ $mc -ge 8 ] && [ $ms -ge 8 ] && [ -n '$sy' ]"
+# synchronization records (from callbacks): one per synchronizing call,
+# each with its API row, every type, stream calls with their stream
+nsync=$(q "$D/c_threads.db" "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+ncalls=$(q "$D/c_threads.db" "SELECT count(*) FROM $RT r JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaStreamWaitEvent%' OR s.value LIKE 'cudaEventSynchronize%' OR s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%'")
+norph=$(q "$D/c_threads.db" "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE correlationId NOT IN (SELECT correlationId FROM $RT)")
+nnostream=$(q "$D/c_threads.db" "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE syncType IN (2, 3) AND (streamId IS NULL OR streamId = 0)")
+ntypes=$(q "$D/c_threads.db" "SELECT count(DISTINCT syncType) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE syncType BETWEEN 1 AND 4 AND end >= start")
+echo "  (c) synchronization records $nsync for $ncalls synchronizing calls; $norph without API row, $nnostream stream syncs without stream, $ntypes types"
+check "c: one synchronization record per synchronizing call, with its API row, stream and type" "[ $nsync = $ncalls ] && [ $nsync -gt 0 ] && [ $norph = 0 ] && [ $nnostream = 0 ] && [ $ntypes = 4 ]"
 check "c: event/sync calls recorded" "[ \$(q $D/c_threads.db \"SELECT count(DISTINCT s.value) FROM $RT r JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaStreamWaitEvent%' OR s.value LIKE 'cudaEventSynchronize%' OR s.value LIKE 'cudaEventRecord%' OR s.value LIKE 'cudaStreamSynchronize%'\") -ge 4 ]"
 rec c_exit -- "$G/collector_threads" 4 2 50 exit
 echo "  (c-exit) rc=$rc kernels=$(q "$D/c_exit.db" "SELECT count(*) FROM $KT") status=$(q "$D/c_exit.db" "SELECT status || ' t_end=' || coalesce(t_end_ns, 'NULL') FROM kp_runs")"

@@ -451,6 +451,32 @@ static int next_slot(uint8_t *buf, size_t valid, CUpti_Activity **rec)
 	return 0;
 }
 
+/* which callbacks give synchronization records */
+static void test_sync_codes(void)
+{
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cudaStreamSynchronize_v3020"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cudaStreamSynchronize_ptsz_v7000"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE | 1 << 4);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cuStreamWaitEvent_ptsz"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT | 1 << 4);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cuEventSynchronize"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cudaDeviceSynchronize_v3020"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("__cudaThreadSynchronize"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cuCtxSynchronize_v2"),
+			CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+	/* not synchronizing, or only sharing a prefix */
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cudaStreamQuery"), 0);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cudaEventRecord"), 0);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cudaStreamSynchronizeX"), 0);
+	CU_ASSERT_EQUAL(kp_decode_sync_code("cuLaunchKernel"), 0);
+	CU_ASSERT_EQUAL(kp_decode_sync_code(""), 0);
+	CU_ASSERT_EQUAL(kp_decode_sync_code(NULL), 0);
+}
+
 static void test_buffer(void)
 {
 	struct kp_err err = {0};
@@ -719,6 +745,7 @@ CU_TestInfo kp_tests_collector[] = {
 	{ "decode memcpy, p2p, memset, sync", test_copies_and_sync },
 	{ "decode nvtx ranges, marks, domains", test_markers },
 	{ "decode overhead and device", test_overhead_device },
+	{ "synchronizing calls by callback name", test_sync_codes },
 	{ "buffer with unknown kinds", test_buffer },
 	{ "writer failure counted", test_write_failure },
 	{ "window: nvtx range", test_window_nvtx },
