@@ -622,30 +622,43 @@ void kp_fx_catalog_free(struct kp_fx_catalog *cat)
 	free(cat);
 }
 
-/* 1 when expression x depends on the element (loads at [i] or [col], i, col). */
-static int per_element(const struct kp_fx_kernel *k, int x)
+int kp_fx_expr_any(const struct kp_fx_kernel *k, int x,
+		   int (*visit)(const struct kp_fx_node *nd, void *ctx), void *ctx)
 {
 	const struct kp_fx_node *nd;
+	int r;
 
 	if (x < 0)
 		return 0;
 	nd = &k->nodes[x];
+	if (visit(nd, ctx))
+		return 1;
 	switch (nd->kind) {
-	case KP_FX_N_LOAD:
-		return nd->b == KP_FX_I || nd->b == KP_FX_COL;
-	case KP_FX_N_INDEX:
-		return nd->a == KP_FX_I || nd->a == KP_FX_COL;
 	case KP_FX_N_CALL:
-		return per_element(k, nd->b) || per_element(k, nd->c) || per_element(k, nd->d);
+		r = kp_fx_expr_any(k, nd->b, visit, ctx);
+		r |= kp_fx_expr_any(k, nd->c, visit, ctx);
+		return r | kp_fx_expr_any(k, nd->d, visit, ctx);
 	case KP_FX_N_UNARY:
-		return per_element(k, nd->a);
+		return kp_fx_expr_any(k, nd->a, visit, ctx);
 	case KP_FX_N_BINARY:
-		return per_element(k, nd->a) || per_element(k, nd->b);
+		r = kp_fx_expr_any(k, nd->a, visit, ctx);
+		return r | kp_fx_expr_any(k, nd->b, visit, ctx);
 	case KP_FX_N_COND:
-		return per_element(k, nd->a) || per_element(k, nd->b) || per_element(k, nd->c);
+		r = kp_fx_expr_any(k, nd->a, visit, ctx);
+		r |= kp_fx_expr_any(k, nd->b, visit, ctx);
+		return r | kp_fx_expr_any(k, nd->c, visit, ctx);
 	default:
 		return 0;
 	}
+}
+
+/* A node that depends on the element (loads at [i] or [col], i, col). */
+static int element_node(const struct kp_fx_node *nd, void *ctx)
+{
+	(void)ctx;
+	if (nd->kind == KP_FX_N_LOAD)
+		return nd->b == KP_FX_I || nd->b == KP_FX_COL;
+	return nd->kind == KP_FX_N_INDEX && (nd->a == KP_FX_I || nd->a == KP_FX_COL);
 }
 
 /* End of a kernel block: the rules across lines. */
@@ -917,7 +930,7 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		x = parse_full(p, s, end);
 		if (x < 0)
 			return KP_EFORMAT;
-		if (per_element(k, x))
+		if (kp_fx_expr_any(k, x, element_node, NULL))
 			return perr(p, "a let is one value per row: no BUF[i] or BUF[col] loads, no i or col");
 		st = &k->stmts[k->n_stmts++];
 		memset(st, 0, sizeof(*st));

@@ -161,6 +161,14 @@ const struct kp_fx_kernel *kp_fx_catalog_find(const struct kp_fx_catalog *cat,
 /* 1 when glob pattern (*, ?, [...] as fnmatch) matches name. */
 int kp_fx_glob(const char *pattern, const char *name);
 
+/*
+ * 1 when visit returns non-zero for node x of k or any node below it (all
+ * operands and branches); x < 0 is no node. Walks the whole tree when visit
+ * always returns 0 (to collect).
+ */
+int kp_fx_expr_any(const struct kp_fx_kernel *k, int x,
+		   int (*visit)(const struct kp_fx_node *nd, void *ctx), void *ctx);
+
 /* Bytes of a parameter of type t (8 or 4); 0 for an unknown type. */
 int kp_fx_type_size(int t);
 /* C spelling used in generated code ("float *", "int", ...). */

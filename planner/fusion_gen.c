@@ -213,97 +213,52 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 	}
 }
 
-/* Mark the parameters an expression uses; note broadcast loads. */
-static void scan_expr(struct gen *c, uint32_t k, int x, int *uses_pending)
+struct scan {
+	struct gen *c;
+	uint32_t k;
+	int *uses_pending;
+};
+
+static int scan_node(const struct kp_fx_node *nd, void *ctx)
 {
-	const struct kp_fx_node *nd = &c->g->chain[k]->nodes[x];
+	struct scan *sc = ctx;
 	size_t j;
 
-	switch (nd->kind) {
-	case KP_FX_N_SCALAR:
-	case KP_FX_N_LOAD:
-		c->used[k][nd->a] = 1;
-		break;
-	case KP_FX_N_RED:
-		for (j = 0; uses_pending && j < c->n_pend; j++)
-			if (c->pend_k[j] == k && c->pend_s[j] == (uint32_t)nd->a)
-				*uses_pending = 1;
-		break;
-	case KP_FX_N_CALL:
-		if (nd->b >= 0)
-			scan_expr(c, k, nd->b, uses_pending);
-		if (nd->c >= 0)
-			scan_expr(c, k, nd->c, uses_pending);
-		if (nd->d >= 0)
-			scan_expr(c, k, nd->d, uses_pending);
-		break;
-	case KP_FX_N_UNARY:
-		scan_expr(c, k, nd->a, uses_pending);
-		break;
-	case KP_FX_N_BINARY:
-		scan_expr(c, k, nd->a, uses_pending);
-		scan_expr(c, k, nd->b, uses_pending);
-		break;
-	case KP_FX_N_COND:
-		scan_expr(c, k, nd->a, uses_pending);
-		scan_expr(c, k, nd->b, uses_pending);
-		scan_expr(c, k, nd->c, uses_pending);
-		break;
-	default:
-		break;
-	}
+	if (nd->kind == KP_FX_N_SCALAR || nd->kind == KP_FX_N_LOAD)
+		sc->c->used[sc->k][nd->a] = 1;
+	if (nd->kind == KP_FX_N_RED && sc->uses_pending)
+		for (j = 0; j < sc->c->n_pend; j++)
+			if (sc->c->pend_k[j] == sc->k && sc->c->pend_s[j] == (uint32_t)nd->a)
+				*sc->uses_pending = 1;
+	return 0;
 }
 
-/* Index kinds each tensor parameter of kernel k is loaded with (bit per enum kp_fx_index). */
-static void load_kinds(const struct kp_fx_kernel *kk, int x, unsigned *kinds)
+/* Mark the parameters an expression uses; note whether it needs a reduction
+ * of the open phase. */
+static void scan_expr(struct gen *c, uint32_t k, int x, int *uses_pending)
 {
-	const struct kp_fx_node *nd = &kk->nodes[x];
+	struct scan sc = { c, k, uses_pending };
 
+	kp_fx_expr_any(c->g->chain[k], x, scan_node, &sc);
+}
+
+/* Index kinds each tensor parameter is loaded with (bit per enum kp_fx_index). */
+static int note_load(const struct kp_fx_node *nd, void *kinds)
+{
 	if (nd->kind == KP_FX_N_LOAD)
-		kinds[nd->a] |= 1u << nd->b;
-	if (nd->kind == KP_FX_N_CALL) {
-		if (nd->b >= 0)
-			load_kinds(kk, nd->b, kinds);
-		if (nd->c >= 0)
-			load_kinds(kk, nd->c, kinds);
-		if (nd->d >= 0)
-			load_kinds(kk, nd->d, kinds);
-	} else if (nd->kind == KP_FX_N_UNARY) {
-		load_kinds(kk, nd->a, kinds);
-	} else if (nd->kind == KP_FX_N_BINARY || nd->kind == KP_FX_N_COND) {
-		load_kinds(kk, nd->a, kinds);
-		load_kinds(kk, nd->b, kinds);
-		if (nd->kind == KP_FX_N_COND)
-			load_kinds(kk, nd->c, kinds);
-	}
+		((unsigned *)kinds)[nd->a] |= 1u << nd->b;
+	return 0;
 }
 
-/* 1 when an expression depends on the row/column split (broadcast loads, row, col, rows, cols). */
-static int uses_split(const struct kp_fx_kernel *kk, int x)
+/* A node that depends on the row/column split (broadcast loads, row, col, rows, cols). */
+static int split_node(const struct kp_fx_node *nd, void *ctx)
 {
-	const struct kp_fx_node *nd;
-
-	if (x < 0)
-		return 0;
-	nd = &kk->nodes[x];
-	switch (nd->kind) {
-	case KP_FX_N_LOAD:
+	(void)ctx;
+	if (nd->kind == KP_FX_N_LOAD)
 		return nd->b != KP_FX_I && nd->b != KP_FX_ZERO;
-	case KP_FX_N_INDEX:
+	if (nd->kind == KP_FX_N_INDEX)
 		return nd->a != KP_FX_I;
-	case KP_FX_N_RED:
-		return 1;
-	case KP_FX_N_CALL:
-		return uses_split(kk, nd->b) || uses_split(kk, nd->c) || uses_split(kk, nd->d);
-	case KP_FX_N_UNARY:
-		return uses_split(kk, nd->a);
-	case KP_FX_N_BINARY:
-		return uses_split(kk, nd->a) || uses_split(kk, nd->b);
-	case KP_FX_N_COND:
-		return uses_split(kk, nd->a) || uses_split(kk, nd->b) || uses_split(kk, nd->c);
-	default:
-		return 0;
-	}
+	return nd->kind == KP_FX_N_RED;
 }
 
 /* A kernel whose result does not depend on how its elements split into rows. */
@@ -314,7 +269,7 @@ static int flexible(const struct kp_fx_kernel *kk)
 	if (kk->has_reduce || kk->stride)
 		return 0;
 	for (s = 0; s < kk->n_stmts; s++)
-		if (uses_split(kk, kk->stmts[s].expr))
+		if (kp_fx_expr_any(kk, kk->stmts[s].expr, split_node, NULL))
 			return 0;
 	return 1;
 }
@@ -764,7 +719,7 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 		unsigned kinds[KP_FX_MAX_PARAMS] = { 0 };
 
 		for (s = 0; s < chain[k]->n_stmts; s++) {
-			load_kinds(chain[k], chain[k]->stmts[s].expr, kinds);
+			kp_fx_expr_any(chain[k], chain[k]->stmts[s].expr, note_load, kinds);
 			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
 				kinds[chain[k]->stmts[s].param] |= 1u << 8;
 		}
