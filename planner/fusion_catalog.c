@@ -683,6 +683,25 @@ static int kernel_check(struct ps *p)
 	return 0;
 }
 
+/*
+ * The next word of s..end as a decimal number: 0 when there is no word or it
+ * does not fit txt (cap bytes with its NUL), 1 when the word (copied to txt)
+ * is not a number, 2 when *v holds it.
+ */
+static int num_word(const char **s, const char *end, char *txt, size_t cap, long long *v)
+{
+	const char *w;
+	char *e;
+	size_t wn;
+
+	if (!word(s, end, &w, &wn) || wn >= cap)
+		return 0;
+	memcpy(txt, w, wn);
+	txt[wn] = 0;
+	*v = strtoll(txt, &e, 10);
+	return *e || !isdigit((unsigned char)txt[0]) ? 1 : 2;
+}
+
 static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		      const char *s, const char *end)
 {
@@ -759,20 +778,17 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		return 0;
 	}
 	if (KW("param")) {
-		char num[8], *e;
-		long pos;
-		int t;
+		char num[8];
+		long long pos;
+		int t, r;
 
 		p->field = "param";
-		if (!word(&s, end, &w, &wn) || wn >= sizeof(num))
+		if (!(r = num_word(&s, end, num, sizeof(num), &pos)))
 			return perr(p, "expected 'param POSITION NAME TYPE'");
-		memcpy(num, w, wn);
-		num[wn] = 0;
-		pos = strtol(num, &e, 10);
-		if (*e || !isdigit((unsigned char)num[0]) || pos < 0 || pos >= KP_FX_MAX_PARAMS)
+		if (r == 1 || pos < 0 || pos >= KP_FX_MAX_PARAMS)
 			return perr(p, "position: expected 0..%d, found '%s'", KP_FX_MAX_PARAMS - 1, num);
-		if (pos < (long)k->n_params && k->params[pos].type)
-			return perr(p, "position %ld declared twice", pos);
+		if (pos < (long long)k->n_params && k->params[pos].type)
+			return perr(p, "position %lld declared twice", pos);
 		if (k->n_stmts || k->rows.kind[0] || k->cols.kind[0])
 			return perr(p, "parameters come before rows, cols and statements");
 		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
@@ -870,18 +886,16 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		return 0;
 	}
 	if (KW("stride")) {
-		char num[16], *e;
+		char num[16];
 		long long v;
+		int r;
 
 		p->field = "stride";
 		if (k->stride)
 			return perr(p, "given twice");
-		if (!word(&s, end, &w, &wn) || wn >= sizeof(num))
+		if (!(r = num_word(&s, end, num, sizeof(num), &v)))
 			return perr(p, "expected 'stride N' (a constant)");
-		memcpy(num, w, wn);
-		num[wn] = 0;
-		v = strtoll(num, &e, 10);
-		if (*e || !isdigit((unsigned char)num[0]) || v < 1 || v > (1ll << 40))
+		if (r == 1 || v < 1 || v > (1ll << 40))
 			return perr(p, "expected a constant 1..2^40, found '%s'", num);
 		if (word(&s, end, &w, &wn))
 			return perr(p, "unexpected text after 'stride N'");
@@ -889,29 +903,26 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		return 0;
 	}
 	if (KW("layout")) {
-		long v[2];
-		int j;
+		long long v[2];
+		int j, r;
 
 		p->field = "layout";
 		if (k->layout_block)
 			return perr(p, "given twice");
 		for (j = 0; j < 2; j++) {
-			char num[8], *e;
+			char num[8];
 
-			if (!word(&s, end, &w, &wn) || wn >= sizeof(num))
+			if (!(r = num_word(&s, end, num, sizeof(num), &v[j])))
 				return perr(p, "expected 'layout BLOCK VEC'");
-			memcpy(num, w, wn);
-			num[wn] = 0;
-			v[j] = strtol(num, &e, 10);
-			if (*e || !isdigit((unsigned char)num[0]))
+			if (r == 1)
 				return perr(p, "expected 'layout BLOCK VEC', found '%s'", num);
 		}
 		if (word(&s, end, &w, &wn))
 			return perr(p, "unexpected text after 'layout BLOCK VEC'");
 		if (v[0] < 32 || v[0] > 1024 || v[0] % 32)
-			return perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %ld", v[0]);
+			return perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %lld", v[0]);
 		if (v[1] < 1 || v[1] > KP_FX_MAX_LAYOUT_VEC)
-			return perr(p, "VEC: expected 1..%d, found %ld", KP_FX_MAX_LAYOUT_VEC, v[1]);
+			return perr(p, "VEC: expected 1..%d, found %lld", KP_FX_MAX_LAYOUT_VEC, v[1]);
 		k->layout_block = (int)v[0];
 		k->layout_vec = (int)v[1];
 		return 0;

@@ -113,6 +113,14 @@ static int ptype(const struct gen *c, uint32_t k, uint32_t p)
 	return c->g->chain[k]->params[p].type;
 }
 
+/* A load from memory of tensor p of kernel k at index ix, widened to f32. */
+static void emit_raw_load(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p, const char *ix)
+{
+	int h16 = ptype(c, k, p) == KP_FX_PTR_F16;
+
+	kp_strbuf_addf(o, "%sk%u_%s[%s]%s", h16 ? "kp_h2f(" : "", k, pname(c, k, p), ix, h16 ? ")" : "");
+}
+
 /*
  * Tensor p of kernel k at [i]: the latest known register value when the
  * pointers are equal at run time (a value stored, or loaded, by the chain:
@@ -121,7 +129,7 @@ static int ptype(const struct gen *c, uint32_t k, uint32_t p)
  */
 static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p)
 {
-	int h16 = ptype(c, k, p) == KP_FX_PTR_F16, open = 0;
+	int open = 0;
 	size_t s;
 
 	for (s = c->n_stores; s-- > 0;) {
@@ -137,7 +145,7 @@ static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t
 			       pname(c, st->k, st->p), st->var);
 		open++;
 	}
-	kp_strbuf_addf(o, "%sk%u_%s[i]%s", h16 ? "kp_h2f(" : "", k, pname(c, k, p), h16 ? ")" : "");
+	emit_raw_load(c, o, k, p, "i");
 close:
 	while (open--)
 		kp_strbuf_addch(o, ')');
@@ -148,7 +156,6 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 	const struct kp_fx_kernel *kk = c->g->chain[k];
 	const struct kp_fx_node *nd = &kk->nodes[x];
 	static const char *const ix[] = { "i", "row", "col", "rows", "cols", "0" };
-	int h16;
 
 	switch (nd->kind) {
 	case KP_FX_N_NUM:
@@ -158,13 +165,10 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 		kp_strbuf_addf(o, "k%u_%s", k, pname(c, k, (uint32_t)nd->a));
 		break;
 	case KP_FX_N_LOAD:
-		h16 = ptype(c, k, (uint32_t)nd->a) == KP_FX_PTR_F16;
-		if (nd->b != KP_FX_I) {
-			kp_strbuf_addf(o, "%sk%u_%s[%s]%s", h16 ? "kp_h2f(" : "", k,
-				       pname(c, k, (uint32_t)nd->a), ix[nd->b], h16 ? ")" : "");
-			break;
-		}
-		emit_load_i(c, o, k, (uint32_t)nd->a);
+		if (nd->b != KP_FX_I)
+			emit_raw_load(c, o, k, (uint32_t)nd->a, ix[nd->b]);
+		else
+			emit_load_i(c, o, k, (uint32_t)nd->a);
 		break;
 	case KP_FX_N_RED:
 		kp_strbuf_addf(o, "k%u_%s", k, kk->stmts[nd->a].name);
@@ -283,6 +287,18 @@ static void row_stride(const struct kp_fx_group *g, struct kp_strbuf *o)
 		kp_strbuf_adds(o, "cols");
 }
 
+/* The thread's VEC consecutive columns (one step, unrolled) around code. */
+static void vec_loop(struct gen *c, const struct kp_strbuf *code)
+{
+	kp_strbuf_addf(c->out, "#pragma unroll\n"
+		       "\t\tfor (int kp_e = 0; kp_e < %d; kp_e++) {\n"
+		       "\t\t\tconst long long col = kp_c0 + kp_e, i = row * ", c->g->vec);
+	row_stride(c->g, c->out);
+	kp_strbuf_adds(c->out, " + col;\n\n\t\t\tif (col < cols) {\n");
+	kp_strbuf_add(c->out, code->buf, code->len);
+	kp_strbuf_adds(c->out, "\t\t\t}\n\t\t}\n");
+}
+
 /* Close the open phase of the rows scheme: loop + block reductions. */
 static void close_phase(struct gen *c)
 {
@@ -302,23 +318,10 @@ static void close_phase(struct gen *c)
 		/* the original kernel's order: VEC consecutive columns per thread,
 		 * one step (the runtime checks cols <= span): values stay in
 		 * registers across phases, as in the original kernel */
-		kp_strbuf_addf(c->out, "\t\tif (kp_c0 < cols) {\n"
-			       "#pragma unroll\n"
-			       "\t\tfor (int kp_e = 0; kp_e < %d; kp_e++) {\n"
-			       "\t\t\tconst long long col = kp_c0 + kp_e, i = row * ", c->g->vec);
-		row_stride(c->g, c->out);
-		kp_strbuf_adds(c->out, " + col;\n\n\t\t\tif (col < cols) {\n");
-		kp_strbuf_add(c->out, c->body.buf, c->body.len);
-		kp_strbuf_adds(c->out, "\t\t\t}\n\t\t}\n");
-		if (c->st.len) {
-			kp_strbuf_addf(c->out, "#pragma unroll\n"
-				       "\t\tfor (int kp_e = 0; kp_e < %d; kp_e++) {\n"
-				       "\t\t\tconst long long col = kp_c0 + kp_e, i = row * ", c->g->vec);
-			row_stride(c->g, c->out);
-			kp_strbuf_adds(c->out, " + col;\n\n\t\t\tif (col < cols) {\n");
-			kp_strbuf_add(c->out, c->st.buf, c->st.len);
-			kp_strbuf_adds(c->out, "\t\t\t}\n\t\t}\n");
-		}
+		kp_strbuf_adds(c->out, "\t\tif (kp_c0 < cols) {\n");
+		vec_loop(c, &c->body);
+		if (c->st.len)
+			vec_loop(c, &c->st);
 	}
 	kp_strbuf_adds(c->out, "\t\t}\n");
 	for (j = 0; j < c->n_pend; j++) {

@@ -587,10 +587,8 @@ static void trace(struct kp__rt_fusion *fz, const char *region, const struct kp_
  * [i] rows are stride elements apart (stride >= cols). */
 static uint64_t extent(unsigned mode, long long rows, long long cols, long long stride)
 {
-	uint64_t e = mode & AC_ZERO ? 4 : 0, sz = mode & AC_F16 ? 2 : 4;
+	uint64_t sz = mode & AC_F16 ? 2 : 4, e = mode & AC_ZERO ? sz : 0;
 
-	if ((mode & AC_ZERO) && (mode & AC_F16))
-		e = 2;
 	if ((mode & (AC_I | AC_W)) && rows > 0)
 		e = ((uint64_t)(rows - 1) * (uint64_t)stride + (uint64_t)cols) * sz;
 	if ((mode & AC_COL) && (uint64_t)cols * sz > e)
