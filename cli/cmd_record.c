@@ -42,7 +42,9 @@ const char kp_usage_record[] =
 	"  --args              also record launch arguments (sizes from cuFuncGetParamInfo,\n"
 	"                      values of arguments up to 8 bytes) into kp_launch_args\n"
 	"  --nvtx-range NAME   keep only work launched inside NVTX ranges named NAME\n"
-	"  --profiler-api      keep only work launched between cudaProfilerStart/Stop\n"
+	"  --profiler-api      keep only work launched between cudaProfilerStart/Stop;\n"
+	"                      alone (no --nvtx-range or --skip) tracing is off outside\n"
+	"                      those calls, so the rest of the run pays almost nothing\n"
 	"  --skip N            drop the first N launches (inside the window)\n"
 	"  --duration S        stop recording S seconds after CUDA starts\n"
 	"  --mem-mb N          memory for buffered records (default 64); beyond it\n"
@@ -55,7 +57,9 @@ const char kp_usage_record[] =
 	"\n"
 	"examples:\n"
 	"  kplan record -o run.db -- ./app --steps 100\n"
-	"  kplan record -o gpt2.db --nvtx-range step -- python3 bench.py\n";
+	"  kplan record -o gpt2.db --nvtx-range step -- python3 bench.py\n"
+	"  kplan record -o steps.db --profiler-api -- python3 train.py   (the script calls\n"
+	"      torch.cuda.profiler.start()/stop() around the steps to trace)\n";
 
 static int find_collector(char *out, size_t n)
 {

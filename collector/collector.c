@@ -110,6 +110,13 @@ struct arg_rec {
 	int has_value;
 };
 
+/* records kplan builds from callbacks, decoded like CUPTI's own */
+union synth_rec {
+	CUpti_Activity base;
+	CUpti_ActivitySynchronization2 sync;
+	CUpti_ActivityAPI api;
+};
+
 static struct {
 	pid_t pid;
 	int started;                 /* InitializeInjection got far enough */
@@ -140,10 +147,19 @@ static struct {
 	KP_VEC(struct arg_rec) argq;
 	int64_t args_dropped;
 	/* synchronization records from callbacks, guarded by mu */
-	KP_VEC(CUpti_ActivitySynchronization2) syncq;
+	KP_VEC(union synth_rec) syncq;
 	int64_t syncs_dropped;
 	int sync_activity;           /* KPLAN_SYNC_ACTIVITY=1: CUPTI's own kind instead */
 	atomic_int sync_off;         /* collection stopped (--duration) */
+	/* live window (--profiler-api alone): tracing on only between
+	 * cudaProfilerStart and cudaProfilerStop; guarded by gate_mu */
+	int live;
+	atomic_int live_on;
+	int64_t live_starts;
+	uint8_t kind_wanted[9];      /* kinds[i] not left out by KPLAN_DISABLE */
+	int api_wanted;
+	int api_cb;                  /* API rows built from callbacks, not CUPTI's records */
+	atomic_int gate_gen;         /* live window toggles */
 	/* counts */
 	atomic_llong drop_queue_records, drop_queue_buffers, drop_cupti, drop_db_records;
 	atomic_llong drop_args;
@@ -483,39 +499,122 @@ static void devices_from_driver(struct kp_writer *w)
 /* ------------------------------------------------------------------------ */
 /* enabling / disabling collection */
 
+/* cudaProfilerStart/Stop and cuProfilerStart/Stop: in the live window their
+ * API rows come from callbacks while the others are turned on and off */
+static const char *const profiler_calls[] = {
+	"cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart", "cuProfilerStop", NULL,
+};
+
+/* Turn CUPTI's API records for the calls that matter on or off. */
 static void enable_api_records(int on)
 {
 	const char *name;
 	uint32_t cbid;
+	int d;
 
-	for (cbid = 1; cbid < sizeof(g.enabled_rt); cbid++) {
-		if (!on ? g.enabled_rt[cbid] :
-		    (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS
-		     && name && name_matches(name, rt_calls))) {
-			if (cuptiActivityEnableRuntimeApi(cbid, (uint8_t)on) == CUPTI_SUCCESS)
-				g.enabled_rt[cbid] = (uint8_t)on;
-		}
-	}
-	for (cbid = 1; cbid < sizeof(g.enabled_drv); cbid++) {
-		if (!on ? g.enabled_drv[cbid] :
-		    (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS
-		     && name && name_matches(name, drv_calls))) {
-			if (cuptiActivityEnableDriverApi(cbid, (uint8_t)on) == CUPTI_SUCCESS)
-				g.enabled_drv[cbid] = (uint8_t)on;
+	for (d = 0; d < 2; d++) {
+		CUpti_CallbackDomain dom = d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+		uint8_t *en = d ? g.enabled_drv : g.enabled_rt;
+
+		for (cbid = 1; cbid < sizeof(g.enabled_rt); cbid++) {
+			if (en[cbid] == (uint8_t)on ||
+			    cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
+			    !name_matches(name, d ? drv_calls : rt_calls))
+				continue;
+			if ((d ? cuptiActivityEnableDriverApi(cbid, (uint8_t)on)
+			       : cuptiActivityEnableRuntimeApi(cbid, (uint8_t)on)) == CUPTI_SUCCESS)
+				en[cbid] = (uint8_t)on;
 		}
 	}
 }
+
+static void enable_api_callbacks(int on);
+
+/* What the live window turns on and off: the kinds whose cost is per launch
+ * or per copy (device, context, marker and overhead records stay on). */
+static int gated_kind(CUpti_ActivityKind k)
+{
+	return k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY ||
+	       k == CUPTI_ACTIVITY_KIND_MEMCPY2 || k == CUPTI_ACTIVITY_KIND_MEMSET;
+}
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void disable_all(void)
 {
 	size_t i;
 
+	pthread_mutex_lock(&gate_mu);
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		cuptiActivityDisable(kinds[i]);
 	if (g.sync_activity)
 		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
 	atomic_store(&g.sync_off, 1);
 	enable_api_records(0);
+	if (g.api_cb)
+		enable_api_callbacks(0);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/*
+ * The live window: tracing on at cudaProfilerStart's exit, off at
+ * cudaProfilerStop's entry (the runtime call and the driver call inside it
+ * both come here; the second is a no-op). Launches before Stop keep their
+ * records: CUPTI completes the records of kernels it instrumented. The
+ * window is still applied to the rows at the end (window.c), so what is
+ * kept does not depend on this; this only saves the cost outside it.
+ */
+static void live_gate(int on)
+{
+	size_t i;
+
+	pthread_mutex_lock(&gate_mu);
+	if (on == atomic_load(&g.live_on) || (on && atomic_load(&g.sync_off))) {
+		pthread_mutex_unlock(&gate_mu);
+		return;
+	}
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (!gated_kind(kinds[i]) || !g.kind_wanted[i])
+			continue;
+		if (on)
+			cuptiActivityEnable(kinds[i]);
+		else
+			cuptiActivityDisable(kinds[i]);
+	}
+	if (g.sync_activity) {
+		if (on)
+			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+		else
+			cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+	}
+	if (g.api_wanted)
+		enable_api_callbacks(on);   /* CUPTI's API records cannot start mid-run */
+	atomic_fetch_add(&g.gate_gen, 1);
+	g.live_starts += on;
+	atomic_store(&g.live_on, on);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/* profiler start/stop callback ids: 1 start, 2 stop */
+static uint8_t prof_rt[2048], prof_drv[2048];
+
+static void enable_profiler_callbacks(void)
+{
+	const char *name;
+	uint32_t cbid;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		CUpti_CallbackDomain dom = d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+
+		for (cbid = 1; cbid < sizeof(prof_rt); cbid++) {
+			if (cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
+			    !name_matches(name, profiler_calls) ||
+			    cuptiEnableCallback(1, g.sub, dom, cbid) != CUPTI_SUCCESS)
+				continue;
+			(d ? prof_drv : prof_rt)[cbid] = strstr(name, "Start") ? 1 : 2;
+		}
+	}
 }
 
 /* ------------------------------------------------------------------------ */
@@ -643,6 +742,118 @@ static uint8_t sync_rt[SYNC_CBIDS], sync_drv[SYNC_CBIDS];   /* type | per-thread
 static __thread uint64_t tls_sync_t0;
 static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call is not another */
 
+/* queue a record built from a callback for the writer (bounded, counted);
+ * the writer is woken at SYNTH_BATCH records, else within 250 ms */
+#define SYNTH_BATCH 4096
+static void synth_push(const union synth_rec *src)
+{
+	union synth_rec r;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(&r, src, src->base.kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION ? sizeof(r.sync)
+								       : sizeof(r.api));
+	pthread_mutex_lock(&g.mu);
+	if (g.syncq.len >= g.mem_bytes / sizeof(r) / 4 || kp_vec_push(&g.syncq, r))
+		g.syncs_dropped++;
+	else if (g.syncq.len == SYNTH_BATCH)
+		pthread_cond_signal(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+}
+
+/*
+ * API rows from callbacks (the live window, or KPLAN_API_CALLBACKS=1): the
+ * calls that matter get ENTER/EXIT callbacks and the row is CUPTI's own
+ * CUpti_ActivityAPI struct, decoded like an activity record. A driver call
+ * made inside a runtime call gets no row of its own, as in CUPTI's records.
+ */
+static uint8_t api_rt[2048], api_drv[2048];
+static __thread int tls_rt_depth, tls_gen;
+static __thread uint64_t tls_api_t0[2];
+static __thread uint32_t tls_tid;
+
+static uint32_t thread_id(void)
+{
+	if (!tls_tid)
+		tls_tid = (uint32_t)syscall(SYS_gettid);
+	return tls_tid;
+}
+
+static void api_row(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+		    const CUpti_CallbackData *cb, uint64_t t0)
+{
+	union synth_rec r;
+	uint64_t now = 0;
+
+	cuptiGetTimestamp(&now);
+	memset(&r, 0, sizeof(r));
+	r.api.kind = domain == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_ACTIVITY_KIND_DRIVER
+							   : CUPTI_ACTIVITY_KIND_RUNTIME;
+	r.api.cbid = cbid;
+	r.api.start = t0 && t0 <= now ? t0 : now;
+	r.api.end = now;
+	r.api.processId = (uint32_t)g.pid;
+	r.api.threadId = thread_id();
+	r.api.correlationId = cb->correlationId;
+	if (cb->functionReturnValue)
+		r.api.returnValue = *(const uint32_t *)cb->functionReturnValue;
+	if (!atomic_load(&g.sync_off))
+		synth_push(&r);
+}
+
+static void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+		   const CUpti_CallbackData *cb)
+{
+	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API, gen = atomic_load(&g.gate_gen);
+	uint64_t t0;
+
+	if (tls_gen != gen) {   /* the window opened or closed: forget half-seen calls */
+		tls_gen = gen;
+		tls_rt_depth = 0;
+		tls_api_t0[0] = tls_api_t0[1] = 0;
+	}
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		if (!d)
+			tls_rt_depth++;
+		else if (tls_rt_depth)
+			return;
+		cuptiGetTimestamp(&tls_api_t0[d]);
+		return;
+	}
+	if (!d && tls_rt_depth > 0)
+		tls_rt_depth--;
+	else if (d && tls_rt_depth)
+		return;
+	t0 = tls_api_t0[d];
+	tls_api_t0[d] = 0;
+	api_row(domain, cbid, cb, t0);
+}
+
+/* Turn the API callbacks on or off (sync and --args callbacks stay as they
+ * are: they are enabled for their own records). */
+static void enable_api_callbacks(int on)
+{
+	const char *name;
+	uint32_t cbid;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		CUpti_CallbackDomain dom = d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+		uint8_t *tab = d ? api_drv : api_rt, *sync = d ? sync_drv : sync_rt;
+
+		for (cbid = 1; cbid < sizeof(api_rt); cbid++) {
+			if (cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
+			    !name_matches(name, d ? drv_calls : rt_calls) ||
+			    (g.live && name_matches(name, profiler_calls)))
+				continue;
+			tab[cbid] = (uint8_t)on;
+			/* off: not for the calls that sync or --args records need */
+			if (on || (!sync[cbid] &&
+				   !(g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls))))
+				cuptiEnableCallback((uint32_t)on, g.sub, dom, cbid);
+		}
+	}
+}
+
 static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, int code)
 {
 	CUpti_ActivitySynchronization2 r;
@@ -654,11 +865,15 @@ static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, i
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
 			tls_in_rt_sync = 1;
-		cuptiGetTimestamp(&tls_sync_t0);
+		tls_sync_t0 = 0;   /* 0: outside the live window, no record */
+		if (!g.live || atomic_load(&g.live_on))
+			cuptiGetTimestamp(&tls_sync_t0);
 		return;
 	}
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
 		tls_in_rt_sync = 0;
+	if (!tls_sync_t0)
+		return;
 	cuptiGetTimestamp(&now);
 	memset(&r, 0, sizeof(r));
 	r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
@@ -680,10 +895,7 @@ static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, i
 				       (uint8_t)(code >> 4), &sid) == CUPTI_SUCCESS)
 			r.streamId = sid;
 	}
-	pthread_mutex_lock(&g.mu);
-	if (g.syncq.len >= g.mem_bytes / sizeof(r) / 16 || kp_vec_push(&g.syncq, r))
-		g.syncs_dropped++;
-	pthread_mutex_unlock(&g.mu);
+	synth_push((const union synth_rec *)&r);
 }
 
 static void enable_sync_callbacks(void)
@@ -705,6 +917,30 @@ static void enable_sync_callbacks(void)
 	}
 }
 
+/*
+ * cudaProfilerStart/Stop (and the driver's) in the live window: their API
+ * rows are built here (CUPTI's API records are off outside the window, and
+ * the window is read from these rows at the end), and tracing is turned on
+ * at Start's exit and off at Stop's entry.
+ */
+static __thread uint64_t tls_prof_t0[2];
+
+static void on_profiler_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+			     const CUpti_CallbackData *cb, int start)
+{
+	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		cuptiGetTimestamp(&tls_prof_t0[d]);
+		if (!start)
+			live_gate(0);
+		return;
+	}
+	api_row(domain, cbid, cb, tls_prof_t0[d]);
+	if (start)
+		live_gate(1);
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *data)
 {
@@ -715,6 +951,19 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	(void)ud;
 	if (atomic_load(&g.shutdown))
 		return;
+	if (g.live && cbid < sizeof(prof_rt) &&
+	    (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
+		uint8_t pc = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? prof_rt[cbid] : prof_drv[cbid];
+
+		if (pc) {
+			on_profiler_call(domain, cbid, cb, pc == 1);
+			return;
+		}
+	}
+	if (g.api_cb && cbid < sizeof(api_rt) &&
+	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && api_rt[cbid]) ||
+	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && api_drv[cbid])))
+		on_api(domain, cbid, cb);
 	if (cbid < SYNC_CBIDS &&
 	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && sync_rt[cbid]) ||
 	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && sync_drv[cbid]))) {
@@ -864,6 +1113,8 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 			devices_from_driver(w);
 		kp_db_commit(db, &err);
 	}
+	if (getenv("KPLAN_DEBUG_NOFILTER"))
+		win.profiler_api = 0;
 	if (kp_window_apply(db, g.run_id, &win, NULL, &note, &err))
 		kp_warn("capture window: %s", err.msg);
 	if (note)
@@ -874,6 +1125,17 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 			    " still buffered by CUPTI were lost" : "ended by a signal", NULL);
 		if (g.flush_timed_out)
 			status = "partial";
+	}
+	if (g.live) {
+		char buf[128];
+		int64_t n;
+
+		pthread_mutex_lock(&gate_mu);
+		n = g.live_starts;
+		pthread_mutex_unlock(&gate_mu);
+		snprintf(buf, sizeof(buf), "--profiler-api: traced live, %lld start/stop window%s",
+			 (long long)n, n == 1 ? "" : "s");
+		kp_run_note(db, g.run_id, buf, NULL);
 	}
 	if (g.duration_hit) {
 		char buf[96];
@@ -905,7 +1167,7 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 		kp_strbuf_addf(&detail, "%s%lld launch arguments dropped", detail.len ? "; " : "",
 			       (long long)a);
 	if (g.syncs_dropped) {
-		kp_strbuf_addf(&detail, "%s%lld synchronization records dropped (queue over"
+		kp_strbuf_addf(&detail, "%s%lld synchronization and profiler-call records dropped (queue over"
 			       " KPLAN_MEM_MB=%zu / 16)", detail.len ? "; " : "",
 			       (long long)g.syncs_dropped, g.mem_bytes >> 20);
 		dropped += g.syncs_dropped;
@@ -1020,7 +1282,7 @@ static void *writer_main(void *arg)
 	for (;;) {
 		size_t n = 0, i;
 		KP_VEC(struct arg_rec) args = KP_VEC_INIT;
-		KP_VEC(CUpti_ActivitySynchronization2) syncs = KP_VEC_INIT;
+		KP_VEC(union synth_rec) syncs = KP_VEC_INIT;
 		int stop;
 
 		if (atomic_load(&g.sig_flush) == 1) {
@@ -1205,6 +1467,7 @@ static void install_signals(void)
 static void atfork_child(void)
 {
 	/* a forked child has no writer thread and must not flush our run */
+	tls_tid = 0;
 	g.started = 0;
 	g.have_writer = 0;
 }
@@ -1353,6 +1616,10 @@ KP_EXPORT int InitializeInjection(void)
 
 		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &len, &sz);
 	}
+	/* --profiler-api alone: trace only between cudaProfilerStart and Stop
+	 * (KPLAN_LIVE_WINDOW=0 traces everything and only filters at the end) */
+	g.live = g.profiler_api && !g.nvtx_range && g.skip <= 0 && g.subscribed &&
+		 env_int("KPLAN_LIVE_WINDOW", 1) != 0;
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		if (strstr(s, "all") || (strstr(s, "kernel") &&
 					 kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ||
@@ -1364,20 +1631,31 @@ KP_EXPORT int InitializeInjection(void)
 					   kinds[i] == CUPTI_ACTIVITY_KIND_MEMSET)) ||
 		    (strstr(s, "overhead") && kinds[i] == CUPTI_ACTIVITY_KIND_OVERHEAD))
 			continue;
+		g.kind_wanted[i] = 1;
+		if (g.live && gated_kind(kinds[i]))
+			continue;
 		r = cuptiActivityEnable(kinds[i]);
 		if (r != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
 		    kinds[i] != CUPTI_ACTIVITY_KIND_MARKER_DATA)
 			kp_warn("cannot enable CUPTI activity kind %d: %s", (int)kinds[i],
 				cupti_msg(r));
 	}
-	if (!strstr(s, "api") && !strstr(s, "all"))
-		enable_api_records(1);
+	g.api_wanted = !strstr(s, "api") && !strstr(s, "all");
+	g.api_cb = g.live || (g.subscribed && env_int("KPLAN_API_CALLBACKS", 0) > 0);
+	if (g.api_wanted && !g.live) {
+		if (g.api_cb)
+			enable_api_callbacks(1);
+		else
+			enable_api_records(1);
+	}
+	if (g.live)
+		enable_profiler_callbacks();   /* and their API rows, from the callbacks */
 	if (!strstr(s, "sync") && !strstr(s, "all")) {
 		g.sync_activity = env_int("KPLAN_SYNC_ACTIVITY", 0) > 0 || !g.subscribed;
-		if (g.sync_activity)
-			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-		else
+		if (!g.sync_activity)
 			enable_sync_callbacks();
+		else if (!g.live)
+			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
 	}
 	if (g.args)
 		enable_arg_callbacks();

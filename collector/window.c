@@ -10,6 +10,13 @@
 	"  WHERE runId = ?1) OR nameId IN (SELECT id FROM StringIds" \
 	"  WHERE value LIKE 'cudaGraphLaunch%' OR value LIKE 'cuGraphLaunch%'))"
 
+/* cudaProfilerStart/cuProfilerStart (Stop), bare or with the version suffix
+ * CUPTI's callback names carry ("cudaProfilerStart_v4000") */
+#define API_IS(t, what) \
+	"(" t ".value IN ('cudaProfiler" what "', 'cuProfiler" what "')" \
+	" OR " t ".value GLOB 'cudaProfiler" what "_v[0-9]*'" \
+	" OR " t ".value GLOB 'cuProfiler" what "_v[0-9]*')"
+
 int kp_window_active(const struct kp_window *w)
 {
 	return w && (w->nvtx_range || w->profiler_api || w->skip > 0);
@@ -74,9 +81,9 @@ int kp_window_apply(struct kp_db *db, int64_t run_id, const struct kp_window *w,
 			"INSERT INTO kp_win SELECT a.start, coalesce((SELECT min(b.start)"
 			"  FROM CUPTI_ACTIVITY_KIND_RUNTIME b JOIN StringIds sb ON sb.id = b.nameId"
 			"  WHERE b.runId = ?1 AND b.start >= a.start"
-			"  AND sb.value IN ('cudaProfilerStop', 'cuProfilerStop')), 9223372036854775807)"
+			"  AND " API_IS("sb", "Stop") "), 9223372036854775807)"
 			" FROM CUPTI_ACTIVITY_KIND_RUNTIME a JOIN StringIds sa ON sa.id = a.nameId"
-			" WHERE a.runId = ?1 AND sa.value IN ('cudaProfilerStart', 'cuProfilerStart')",
+			" WHERE a.runId = ?1 AND " API_IS("sa", "Start"),
 			run_id, NULL, 0, err);
 		if (rc)
 			goto out;

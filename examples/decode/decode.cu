@@ -21,7 +21,7 @@
  * - the KV-cache slice the step appends to (kcache + t*L*D) every step: an
  *   interior pointer of the cache, rebased through its own bound slot,
  * - the KV cache itself when it grows (capacity doubles from 64 tokens:
- *   reallocated and copied at steps 64, 128, 256, 512),
+ *   reallocated (stream-ordered) and copied at steps 64, 128, 256, 512),
  * - the attention length bucket (128 tokens): the shape key, one graph each.
  * The hand-written graph instead keeps everything at fixed addresses (cache
  * allocated at full size, append slot computed on the device from the
@@ -31,6 +31,8 @@
  *
  * Environment (diagnostics, tests/gpu/runtime_check.sh uses them):
  *   EX_DECODE_PDL=0         plain <<<>>> launches instead of PDL
+ *   EX_DECODE_PREFETCH=0    GEMV weight loads after griddepcontrol.wait
+ *                           (default 1: issued before it)
  *   EX_DECODE_GRAPH_PATCH=1 graph mode appends through a pointer like the
  *                           runtime and patches the 12 append nodes every step
  *                           (cudaGraphExecKernelNodeSetParams; =2: then
@@ -146,6 +148,7 @@ __device__ __forceinline__ void pdl_entry(void)
 }
 
 static int use_pdl = 1;
+static int use_prefetch = 1;   /* EX_DECODE_PREFETCH: GEMV weights before the wait */
 
 template <typename... KA, typename... A>
 static void lk(void (*k)(KA...), dim3 g, dim3 b, cudaStream_t s, A... args)
@@ -252,26 +255,36 @@ __device__ __forceinline__ float load_out(const float *y) { return *y; }
  * (2 per block measured slower: the LM head's 25k blocks),
  * every lane's K/256 16-byte loads of W issued before the arithmetic;
  * fp32 accumulation, fixed-order lane sums then a shuffle tree.
+ * PRE: the weight loads are issued before griddepcontrol.wait, so under
+ * programmatic dependent launch they stream while the previous kernel
+ * finishes (the weights are constant; x and y are touched after the wait):
+ * what TensorRT-LLM's PDL kernels do. EX_DECODE_PREFETCH=0 loads after it.
  */
 #define GEMV_ROWS 4
-template <int K, typename OUT>
+template <int K, typename OUT, bool PRE>
 __global__ void __launch_bounds__(32 * GEMV_ROWS) gemv(const h16 *__restrict__ w,
 						       const h16 *__restrict__ x, OUT *y, int n,
 						       int beta)
 {
 	constexpr int NV = K / 256;
 	int row = blockIdx.x * GEMV_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32, c, k;
-	const uint4 *wr, *xr = (const uint4 *)x;
+	const uint4 *wr = (const uint4 *)(w + (size_t)row * K), *xr = (const uint4 *)x;
 	uint4 wv[NV];
 	float acc = 0;
 
+	if (PRE && row < n) {
+#pragma unroll
+		for (c = 0; c < NV; c++)
+			wv[c] = __ldcs(wr + lane + 32 * c);
+	}
 	pdl_entry();
 	if (row >= n)
 		return;
-	wr = (const uint4 *)(w + (size_t)row * K);
+	if (!PRE) {
 #pragma unroll
-	for (c = 0; c < NV; c++)
-		wv[c] = __ldcs(wr + lane + 32 * c);   /* streamed: read once per step */
+		for (c = 0; c < NV; c++)
+			wv[c] = __ldcs(wr + lane + 32 * c);   /* streamed: read once per step */
+	}
 #pragma unroll
 	for (c = 0; c < NV; c++) {
 		uint4 xv = xr[lane + 32 * c];
@@ -547,7 +560,10 @@ static void linear(cudaStream_t s, const h16 *w, const h16 *b, const h16 *x, h16
 {
 	lk(bias_copy, EW_GRID(n), EW_BLOCK, s, y, b, n);
 	P("bias_copy", s);
-	lk(gemv<K, h16>, (n + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, w, x, y, n, 1);
+	if (use_prefetch)
+		lk(gemv<K, h16, true>, (n + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, w, x, y, n, 1);
+	else
+		lk(gemv<K, h16, false>, (n + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, w, x, y, n, 1);
 	P(n == 3 * D ? "gemv_qkv" : n == F ? "gemv_fc" : K == F ? "gemv_proj2" : "gemv_proj", s);
 }
 
@@ -603,7 +619,10 @@ static void step(struct dec *m, cudaStream_t s, const int *pos, h16 *kslot, h16 
 	}
 	lk(layernorm, 1, 128, s, m->x, m->h, m->lnfg, m->lnfb);
 	P("layernorm", s);
-	lk(gemv<D, float>, (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
+	if (use_prefetch)
+		lk(gemv<D, float, true>, (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
+	else
+		lk(gemv<D, float, false>, (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
 	P("gemv_lmhead", s);
 	lk(argmax, 1, 1024, s, m->logits, m->tokens, pos);
 	P("argmax", s);
@@ -619,7 +638,12 @@ static h16 *hal(size_t n, uint32_t seed, float scale, float bias)
 	return p;
 }
 
-/* grow the KV cache to hold `need` tokens (outside any region) */
+/*
+ * grow the KV cache to hold `need` tokens (outside any region), stream-
+ * ordered like a framework's caching allocator: nothing waits for the GPU
+ * (with cudaFree, each growth drained the queue and the step after it ran
+ * with an idle GPU)
+ */
 static void grow(struct dec *m, cudaStream_t s, size_t need)
 {
 	size_t cap = m->cap ? m->cap : 64;
@@ -629,16 +653,15 @@ static void grow(struct dec *m, cudaStream_t s, size_t need)
 		cap *= 2;
 	if (cap == m->cap)
 		return;
-	CK(cudaMalloc(&nk, cap * L * D * sizeof(h16)));
-	CK(cudaMalloc(&nv, cap * L * D * sizeof(h16)));
+	CK(cudaMallocAsync((void **)&nk, cap * L * D * sizeof(h16), s));
+	CK(cudaMallocAsync((void **)&nv, cap * L * D * sizeof(h16), s));
 	if (m->cap) {
 		CK(cudaMemcpyAsync(nk, m->kc, m->cap * L * D * sizeof(h16),
 				   cudaMemcpyDeviceToDevice, s));
 		CK(cudaMemcpyAsync(nv, m->vc, m->cap * L * D * sizeof(h16),
 				   cudaMemcpyDeviceToDevice, s));
-		CK(cudaStreamSynchronize(s));
-		CK(cudaFree(m->kc));
-		CK(cudaFree(m->vc));
+		CK(cudaFreeAsync(m->kc, s));
+		CK(cudaFreeAsync(m->vc, s));
 	}
 	m->kc = nk;
 	m->vc = nv;
@@ -774,6 +797,8 @@ int main(int argc, char **argv)
 		gpatch = atoi(getenv("EX_DECODE_GRAPH_PATCH"));
 	if (getenv("EX_DECODE_PDL"))
 		use_pdl = atoi(getenv("EX_DECODE_PDL"));
+	if (getenv("EX_DECODE_PREFETCH"))
+		use_prefetch = atoi(getenv("EX_DECODE_PREFETCH"));
 	if (a.mode == EX_RUNTIME && getenv("EX_DECODE_FULLCACHE"))
 		full = atoi(getenv("EX_DECODE_FULLCACHE"));
 	memset(&m, 0, sizeof(m));

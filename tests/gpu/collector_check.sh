@@ -9,7 +9,7 @@
 # transformers for the GPT-2 part; KPLAN_SKIP_TORCH=1 skips it).
 # Prints one line per check and a table of performance figures; exits 1
 # when a check fails. KPLAN_CHECK="a args b c d fault perf gpt2" picks
-# sections (default: all).
+# sections (default: all; "live" is the --profiler-api live window).
 set -u
 B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-collector-check}}
@@ -221,6 +221,35 @@ added=$(python3 -c "print('%.1f' % ($(med $rs) - $(med $bs)))")
 echo "PERF launch_ns_base_med=$(med $bs) recorded_med=$(med $rs) added_ns=$added no_subscriber_med=$(med $ns) no_kernel_med=$(med $nk) no_api_med=$(med $na) nothing_med=$(med $nn)" | tee -a "$results"
 check "perf: added host time per launch <= 500 ns" "python3 -c 'import sys; sys.exit(0 if $added <= 500 else 1)'"
 
+fi
+
+if want live; then
+# --profiler-api alone: tracing only between cudaProfilerStart and Stop
+ST=CUPTI_ACTIVITY_KIND_SYNCHRONIZATION
+rec w_live --profiler-api -- "$G/collector_launch" 1000 0 window
+KPLAN_LIVE_WINDOW=0 rec w_filter --profiler-api -- "$G/collector_launch" 1000 0 window
+for w in w_live w_filter; do
+	eval "${w}_k=\$(q $D/$w.db 'SELECT count(*) FROM $KT')"
+	eval "${w}_a=\$(q $D/$w.db \"$LAUNCH_API\")"
+	eval "${w}_s=\$(q $D/$w.db 'SELECT count(*) FROM $ST')"
+done
+wn=$(q "$D/w_live.db" "SELECT note FROM kp_runs")
+echo "  (live) kernels/launch rows/syncs live $w_live_k/$w_live_a/$w_live_s, filtered at the end $w_filter_k/$w_filter_a/$w_filter_s; note: $wn"
+check "live window: the 1000 kernels inside, each with its launch row, 1 sync, 1 window" "[ $w_live_k = 1000 ] && [ $w_live_a = 1000 ] && [ $w_live_s = 1 ] && echo '$wn' | grep -q '1 start/stop window'"
+check "live window: the same rows as tracing everything and filtering at the end" "[ $w_filter_k = 1000 ] && [ $w_filter_a = 1000 ] && [ $w_filter_s = 1 ]"
+# what tracing costs inside and outside the window, in one process
+wl() { sed -n "s/.*$1 \([0-9.]*\).*/\1/p" "$2"; }
+"$G/collector_launch" 20000 11 >"$O/w_plain.log" 2>&1
+"$K" record -o "$D/w_perf.db" --profiler-api -- "$G/collector_launch" 20000 11 window >"$O/w_perf.log" 2>&1
+wb=$(wl median_ns_per_launch "$O/w_plain.log"); wo=$(wl median_ns_per_launch "$O/w_perf.log"); wi=$(wl median_ns_per_launch_in "$O/w_perf.log")
+echo "PERF live_window launch_ns plain=$wb outside=$wo inside=$wi added_inside=$(python3 -c "print('%.1f' % ($wi - $wo))") added_outside=$(python3 -c "print('%.1f' % ($wo - $wb))")" | tee -a "$results"
+if [ "${KPLAN_SKIP_TORCH:-0}" != 1 ]; then
+	rec g_window --profiler-api -- python3 tests/gpu/collector_gpt2.py window 300
+	grep median_step_ms_out "$O/g_window.log" | sed 's/^/PERF live_window /' | tee -a "$results"
+	gwk=$(q "$D/g_window.db" "SELECT count(*) FROM $KT")
+	echo "  (live) GPT-2: $gwk kernels traced in the 150 steps inside the window (of 310 steps)"
+	check "live window: GPT-2 ran, only the 150 steps inside traced (200-260 kernels each)" "[ $rc = 0 ] && [ $gwk -ge 30000 ] && [ $gwk -le 39000 ]"
+fi
 fi
 
 # (e) PyTorch GPT-2

@@ -2,10 +2,13 @@
 download), fp16, batch 1, one token forward per step, each step inside
 torch.cuda.nvtx.range_push/pop("step"). Prints the median step time.
 
-    python3 collector_gpt2.py [plain|torchprof] [STEPS]
+    python3 collector_gpt2.py [plain|torchprof|window] [STEPS]
 
 torchprof runs the measured steps under torch.profiler (CPU + CUDA) to
-compare its cost with kplan record's.
+compare its cost with kplan record's. window alternates blocks of 10 steps
+outside and inside torch.cuda.profiler.start()/stop() (cudaProfilerStart and
+Stop): under `kplan record --profiler-api` the two medians are the step
+without and with tracing, measured in one process.
 """
 import statistics
 import sys
@@ -13,6 +16,16 @@ import time
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def measure_n(step, n):
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def main():
@@ -34,14 +47,23 @@ def main():
     torch.cuda.synchronize()
 
     def measure():
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        return times
+        return measure_n(step, steps)
 
+    if mode == "window":
+        outside, inside = [], []
+        for b in range(max(steps // 10, 2)):
+            on = b % 2 == 1
+            if on:
+                torch.cuda.profiler.start()
+            (inside if on else outside).extend(
+                t for t in measure_n(step, 10))
+            if on:
+                torch.cuda.profiler.stop()
+        mo = statistics.median(outside) * 1e3
+        mi = statistics.median(inside) * 1e3
+        print(f"gpt2 mode window steps {len(outside)}+{len(inside)} median_step_ms_out {mo:.3f}"
+              f" median_step_ms_in {mi:.3f} ratio {mi / mo:.3f}")
+        return
     if mode == "torchprof":
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -565,11 +565,14 @@ static void window_fixture(struct fx *f, const char *name)
 	make_marker(&m, CUPTI_ACTIVITY_FLAG_MARKER_END, 1, 6100, NULL, NULL, 1);
 	kp_decode_record(&f->d, (CUpti_Activity *)&m, &err);
 	kp_db_commit(f->db, &err);
-	kp_db_exec(f->db, "INSERT INTO StringIds(value) VALUES ('cudaProfilerStart'), ('cudaProfilerStop')", &err);
+	/* named as CUPTI names them: the runtime call with its version suffix,
+	 * the driver call without one */
+	kp_db_exec(f->db, "INSERT INTO StringIds(value) VALUES ('cudaProfilerStart_v4000'),"
+		   " ('cuProfilerStop')", &err);
 	kp_db_exec(f->db, "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, nameId, correlationId, runId)"
-		   " SELECT 7500, 7510, id, 100, 1 FROM StringIds WHERE value = 'cudaProfilerStart'", &err);
+		   " SELECT 7500, 7510, id, 100, 1 FROM StringIds WHERE value = 'cudaProfilerStart_v4000'", &err);
 	kp_db_exec(f->db, "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, nameId, correlationId, runId)"
-		   " SELECT 8500, 8510, id, 101, 1 FROM StringIds WHERE value = 'cudaProfilerStop'", &err);
+		   " SELECT 8500, 8510, id, 101, 1 FROM StringIds WHERE value = 'cuProfilerStop'", &err);
 }
 
 static void test_window_nvtx(void)
