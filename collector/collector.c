@@ -1113,8 +1113,6 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 			devices_from_driver(w);
 		kp_db_commit(db, &err);
 	}
-	if (getenv("KPLAN_DEBUG_NOFILTER"))
-		win.profiler_api = 0;
 	if (kp_window_apply(db, g.run_id, &win, NULL, &note, &err))
 		kp_warn("capture window: %s", err.msg);
 	if (note)
