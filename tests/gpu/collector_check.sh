@@ -249,6 +249,8 @@ if [ "${KPLAN_SKIP_TORCH:-0}" != 1 ]; then
 	gwk=$(q "$D/g_window.db" "SELECT count(*) FROM $KT")
 	echo "  (live) GPT-2: $gwk kernels traced in the 150 steps inside the window (of 310 steps)"
 	check "live window: GPT-2 ran, only the 150 steps inside traced (200-260 kernels each)" "[ $rc = 0 ] && [ $gwk -ge 30000 ] && [ $gwk -le 39000 ]"
+	gwr=$(sed -n 's/.* ratio \([0-9.]*\).*/\1/p' "$O/g_window.log")
+	check "gpt2 in one process: traced steps <= 1.15x the untraced ones (got ${gwr:-none})" "[ -n '$gwr' ] && python3 -c 'import sys; sys.exit(0 if ${gwr:-9} <= 1.15 else 1)'"
 fi
 fi
 

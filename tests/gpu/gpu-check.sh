@@ -21,7 +21,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi -L | tee "$O/device.txt"
 parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress"}
-declare -A limit=([collector]=240 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120)
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120)
 summary=$O/summary.txt
 : >"$summary"
 fail=0
