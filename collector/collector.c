@@ -743,7 +743,7 @@ static __thread uint64_t tls_sync_t0;
 static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call is not another */
 
 /* queue a record built from a callback for the writer (bounded, counted);
- * the writer is woken at SYNTH_BATCH records, else within 250 ms */
+ * the writer is woken at SYNTH_BATCH records, else within 50 ms */
 #define SYNTH_BATCH 4096
 static void synth_push(const union synth_rec *src)
 {
@@ -753,7 +753,7 @@ static void synth_push(const union synth_rec *src)
 	memcpy(&r, src, src->base.kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION ? sizeof(r.sync)
 								       : sizeof(r.api));
 	pthread_mutex_lock(&g.mu);
-	if (g.syncq.len >= g.mem_bytes / sizeof(r) / 4 || kp_vec_push(&g.syncq, r))
+	if (g.syncq.len >= g.mem_bytes / sizeof(r) / 16 || kp_vec_push(&g.syncq, r))
 		g.syncs_dropped++;
 	else if (g.syncq.len == SYNTH_BATCH)
 		pthread_cond_signal(&g.cv);
@@ -811,6 +811,8 @@ static void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 		tls_rt_depth = 0;
 		tls_api_t0[0] = tls_api_t0[1] = 0;
 	}
+	if (g.live && !atomic_load(&g.live_on))
+		return;   /* a kept callback (sync, --args) outside the window */
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (!d)
 			tls_rt_depth++;
@@ -828,9 +830,16 @@ static void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 	api_row(domain, cbid, cb, t0);
 }
 
-/* Turn the API callbacks on or off (sync and --args callbacks stay as they
- * are: they are enabled for their own records). */
-static void enable_api_callbacks(int on)
+/*
+ * The calls that get API rows from callbacks, classified once (the window
+ * toggles them at every cudaProfilerStart/Stop): api_rt/api_drv hold
+ * API_CB_ROW for a call that gets a row and API_CB_KEEP for one whose
+ * callback stays on for its sync or --args records.
+ */
+#define API_CB_ROW 1
+#define API_CB_KEEP 2
+
+static void classify_api_callbacks(void)
 {
 	const char *name;
 	uint32_t cbid;
@@ -845,11 +854,27 @@ static void enable_api_callbacks(int on)
 			    !name_matches(name, d ? drv_calls : rt_calls) ||
 			    (g.live && name_matches(name, profiler_calls)))
 				continue;
-			tab[cbid] = (uint8_t)on;
-			/* off: not for the calls that sync or --args records need */
-			if (on || (!sync[cbid] &&
-				   !(g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls))))
-				cuptiEnableCallback((uint32_t)on, g.sub, dom, cbid);
+			tab[cbid] = API_CB_ROW;
+			if (sync[cbid] ||
+			    (g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls)))
+				tab[cbid] |= API_CB_KEEP;
+		}
+	}
+}
+
+/* Turn the API callbacks on or off (those kept stay on). */
+static void enable_api_callbacks(int on)
+{
+	uint32_t cbid;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		uint8_t *tab = d ? api_drv : api_rt;
+
+		for (cbid = 1; cbid < sizeof(api_rt); cbid++) {
+			if (tab[cbid] && (on || !(tab[cbid] & API_CB_KEEP)))
+				cuptiEnableCallback((uint32_t)on, g.sub, d ? CUPTI_CB_DOMAIN_DRIVER_API
+									   : CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
 		}
 	}
 }
@@ -1165,8 +1190,8 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 		kp_strbuf_addf(&detail, "%s%lld launch arguments dropped", detail.len ? "; " : "",
 			       (long long)a);
 	if (g.syncs_dropped) {
-		kp_strbuf_addf(&detail, "%s%lld synchronization and profiler-call records dropped (queue over"
-			       " KPLAN_MEM_MB=%zu / 16)", detail.len ? "; " : "",
+		kp_strbuf_addf(&detail, "%s%lld records built from callbacks (synchronization, API)"
+			       " dropped (queue over KPLAN_MEM_MB=%zu / 16)", detail.len ? "; " : "",
 			       (long long)g.syncs_dropped, g.mem_bytes >> 20);
 		dropped += g.syncs_dropped;
 	}
@@ -1281,7 +1306,7 @@ static void *writer_main(void *arg)
 		size_t n = 0, i;
 		KP_VEC(struct arg_rec) args = KP_VEC_INIT;
 		KP_VEC(union synth_rec) syncs = KP_VEC_INIT;
-		int stop;
+		int stop, waited;
 
 		if (atomic_load(&g.sig_flush) == 1) {
 			/* asked from a signal handler, which cannot flush itself */
@@ -1289,17 +1314,21 @@ static void *writer_main(void *arg)
 			signal_flush();
 		}
 		pthread_mutex_lock(&g.mu);
-		while (!g.qlen && !g.stop && !g.argq.len && !g.syncq.len &&
-		       atomic_load(&g.sig_flush) != 1) {
+		/* records built from callbacks are taken a batch at a time, or
+		 * within 50 ms of the first */
+		for (waited = 0; !g.qlen && !g.stop && !g.argq.len &&
+		     (!g.syncq.len || (g.syncq.len < SYNTH_BATCH && !waited)) &&
+		     atomic_load(&g.sig_flush) != 1;) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 250 * 1000 * 1000;
+			ts.tv_nsec += (g.syncq.len ? 50 : 250) * 1000 * 1000;
 			if (ts.tv_nsec >= 1000000000) {
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			pthread_cond_timedwait(&g.cv, &g.mu, &ts);
+			if (pthread_cond_timedwait(&g.cv, &g.mu, &ts) == ETIMEDOUT && g.syncq.len)
+				waited = 1;
 			if (g.duration_s > 0 && !g.duration_hit &&
 			    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9))
 				break;
@@ -1638,16 +1667,6 @@ KP_EXPORT int InitializeInjection(void)
 			kp_warn("cannot enable CUPTI activity kind %d: %s", (int)kinds[i],
 				cupti_msg(r));
 	}
-	g.api_wanted = !strstr(s, "api") && !strstr(s, "all");
-	g.api_cb = g.live || (g.subscribed && env_int("KPLAN_API_CALLBACKS", 0) > 0);
-	if (g.api_wanted && !g.live) {
-		if (g.api_cb)
-			enable_api_callbacks(1);
-		else
-			enable_api_records(1);
-	}
-	if (g.live)
-		enable_profiler_callbacks();   /* and their API rows, from the callbacks */
 	if (!strstr(s, "sync") && !strstr(s, "all")) {
 		g.sync_activity = env_int("KPLAN_SYNC_ACTIVITY", 0) > 0 || !g.subscribed;
 		if (!g.sync_activity)
@@ -1657,6 +1676,21 @@ KP_EXPORT int InitializeInjection(void)
 	}
 	if (g.args)
 		enable_arg_callbacks();
+	/* API rows: CUPTI's records, or built from callbacks in the live window
+	 * (CUPTI's API records cannot be turned on mid-run) or when asked
+	 * (KPLAN_API_CALLBACKS=1, diagnostic: no cheaper on Hopper) */
+	g.api_wanted = !strstr(s, "api") && !strstr(s, "all");
+	g.api_cb = g.live || (g.subscribed && env_int("KPLAN_API_CALLBACKS", 0) > 0);
+	if (g.api_wanted && g.api_cb)
+		classify_api_callbacks();   /* after the sync and --args callbacks */
+	if (g.api_wanted && !g.live) {
+		if (g.api_cb)
+			enable_api_callbacks(1);
+		else
+			enable_api_records(1);
+	}
+	if (g.live)
+		enable_profiler_callbacks();   /* and their API rows, from the callbacks */
 	set_nvtx_injection();
 	pthread_atfork(NULL, NULL, atfork_child);
 	atexit(shutdown_collector);

@@ -141,14 +141,17 @@ if [ "${KPLAN_STRESS_SANITIZER:-1}" != 0 ]; then
 	if [ -x "$CS" ]; then
 		# memcheck checks memory, not API return codes: the runtime probes
 		# cuFuncGetParamInfo past each kernel's last parameter on purpose
-		# (CUDA 13.0 has no parameter count), one expected API error per kernel
+		# (CUDA 13.0 has no parameter count), one expected API error per kernel;
+		# "any": results must match eager, but under a sanitizer's slowdown a
+		# call may stay eager (the replay rate is checked by the runs above)
 		for tool in memcheck racecheck synccheck; do
 			api=
 			[ $tool = memcheck ] && api="--report-api-errors no"
-			"$CS" --tool $tool $api --error-exitcode 99 "$G/stress_runtime" run "$plan" 8 20 own \
+			"$CS" --tool $tool $api --error-exitcode 99 "$G/stress_runtime" run "$plan" 8 20 own any \
 				> "$O/cs_rt_$tool.log" 2>&1
 			rc=$?
 			echo "    $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/cs_rt_$tool.log" | tail -1)"
+			grep '^stress_runtime:' "$O/cs_rt_$tool.log" | sed 's/^/      /'
 			check "compute-sanitizer $tool: runtime stress (8 threads x 20 calls) clean" "[ $rc = 0 ]"
 		done
 		"$CS" --tool memcheck --error-exitcode 99 --target-processes all \
