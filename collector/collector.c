@@ -50,6 +50,7 @@
 #include "../db/writer.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
+#define N_CBIDS 2048   /* callback ids looked at in each API domain */
 
 /* Activity kinds we enable (runtime/driver API records are chosen per call). */
 static const CUpti_ActivityKind kinds[] = {
@@ -173,7 +174,7 @@ static struct {
 	struct kp_db *db;
 	int64_t run_id;
 	int64_t last_ts;
-	uint8_t enabled_rt[2048], enabled_drv[2048];
+	uint8_t enabled_rt[N_CBIDS], enabled_drv[N_CBIDS];
 } g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
@@ -220,6 +221,28 @@ static int name_matches(const char *name, const char *const *prefixes)
 			return 1;
 	}
 	return 0;
+}
+
+static CUpti_CallbackDomain api_domain(int d)
+{
+	return d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+}
+
+/* fn(d, cbid, name, arg) for every named callback id of the runtime (d 0)
+ * and driver (d 1) API domains */
+static void each_callback(void (*fn)(int d, uint32_t cbid, const char *name, void *arg),
+			  void *arg)
+{
+	const char *name;
+	uint32_t cbid;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		for (cbid = 1; cbid < N_CBIDS; cbid++) {
+			if (cuptiGetCallbackName(api_domain(d), cbid, &name) == CUPTI_SUCCESS && name)
+				fn(d, cbid, name, arg);
+		}
+	}
 }
 
 static char *read_cmdline(void)
@@ -351,16 +374,16 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
  * cached per id (only the writer thread calls this). */
 static const char *api_name(void *ctx, int driver, uint32_t cbid)
 {
-	static const char *cache[2][2048];
+	static const char *cache[2][N_CBIDS];
 	const char *name = NULL;
 
 	(void)ctx;
-	if (cbid < 2048 && cache[driver != 0][cbid])
+	if (cbid < N_CBIDS && cache[driver != 0][cbid])
 		return cache[driver != 0][cbid];
 	if (cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
 				 cbid, &name) != CUPTI_SUCCESS)
 		return NULL;
-	if (cbid < 2048)
+	if (cbid < N_CBIDS)
 		cache[driver != 0][cbid] = name;
 	return name;
 }
@@ -506,26 +529,19 @@ static const char *const profiler_calls[] = {
 };
 
 /* Turn CUPTI's API records for the calls that matter on or off. */
+static void api_record_one(int d, uint32_t cbid, const char *name, void *arg)
+{
+	uint8_t on = (uint8_t)*(const int *)arg, *en = d ? g.enabled_drv : g.enabled_rt;
+
+	if (en[cbid] != on && name_matches(name, d ? drv_calls : rt_calls) &&
+	    (d ? cuptiActivityEnableDriverApi(cbid, on)
+	       : cuptiActivityEnableRuntimeApi(cbid, on)) == CUPTI_SUCCESS)
+		en[cbid] = on;
+}
+
 static void enable_api_records(int on)
 {
-	const char *name;
-	uint32_t cbid;
-	int d;
-
-	for (d = 0; d < 2; d++) {
-		CUpti_CallbackDomain dom = d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
-		uint8_t *en = d ? g.enabled_drv : g.enabled_rt;
-
-		for (cbid = 1; cbid < sizeof(g.enabled_rt); cbid++) {
-			if (en[cbid] == (uint8_t)on ||
-			    cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
-			    !name_matches(name, d ? drv_calls : rt_calls))
-				continue;
-			if ((d ? cuptiActivityEnableDriverApi(cbid, (uint8_t)on)
-			       : cuptiActivityEnableRuntimeApi(cbid, (uint8_t)on)) == CUPTI_SUCCESS)
-				en[cbid] = (uint8_t)on;
-		}
-	}
+	each_callback(api_record_one, &on);
 }
 
 static void enable_api_callbacks(int on);
@@ -596,25 +612,19 @@ static void live_gate(int on)
 }
 
 /* profiler start/stop callback ids: 1 start, 2 stop */
-static uint8_t prof_rt[2048], prof_drv[2048];
+static uint8_t prof_rt[N_CBIDS], prof_drv[N_CBIDS];
+
+static void profiler_one(int d, uint32_t cbid, const char *name, void *arg)
+{
+	(void)arg;
+	if (name_matches(name, profiler_calls) &&
+	    cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
+		(d ? prof_drv : prof_rt)[cbid] = strstr(name, "Start") ? 1 : 2;
+}
 
 static void enable_profiler_callbacks(void)
 {
-	const char *name;
-	uint32_t cbid;
-	int d;
-
-	for (d = 0; d < 2; d++) {
-		CUpti_CallbackDomain dom = d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
-
-		for (cbid = 1; cbid < sizeof(prof_rt); cbid++) {
-			if (cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
-			    !name_matches(name, profiler_calls) ||
-			    cuptiEnableCallback(1, g.sub, dom, cbid) != CUPTI_SUCCESS)
-				continue;
-			(d ? prof_drv : prof_rt)[cbid] = strstr(name, "Start") ? 1 : 2;
-		}
-	}
+	each_callback(profiler_one, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -737,8 +747,7 @@ static atomic_llong n_rt_cb, n_drv_cb;
  * it is enabled for. The record is CUPTI's own struct, so the decoder writes
  * it like an activity record. KPLAN_SYNC_ACTIVITY=1 uses the activity kind.
  */
-#define SYNC_CBIDS 2048
-static uint8_t sync_rt[SYNC_CBIDS], sync_drv[SYNC_CBIDS];   /* type | per-thread << 4 */
+static uint8_t sync_rt[N_CBIDS], sync_drv[N_CBIDS];   /* type | per-thread << 4 */
 static __thread uint64_t tls_sync_t0;
 static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call is not another */
 
@@ -766,7 +775,7 @@ static void synth_push(const union synth_rec *src)
  * CUpti_ActivityAPI struct, decoded like an activity record. A driver call
  * made inside a runtime call gets no row of its own, as in CUPTI's records.
  */
-static uint8_t api_rt[2048], api_drv[2048];
+static uint8_t api_rt[N_CBIDS], api_drv[N_CBIDS];
 static __thread int tls_rt_depth, tls_gen;
 static __thread uint64_t tls_api_t0[2];
 static __thread uint32_t tls_tid;
@@ -839,27 +848,22 @@ static void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 #define API_CB_ROW 1
 #define API_CB_KEEP 2
 
+static void classify_one(int d, uint32_t cbid, const char *name, void *arg)
+{
+	uint8_t *tab = d ? api_drv : api_rt, *sync = d ? sync_drv : sync_rt;
+
+	(void)arg;
+	if (!name_matches(name, d ? drv_calls : rt_calls) ||
+	    (g.live && name_matches(name, profiler_calls)))
+		return;
+	tab[cbid] = API_CB_ROW;
+	if (sync[cbid] || (g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls)))
+		tab[cbid] |= API_CB_KEEP;
+}
+
 static void classify_api_callbacks(void)
 {
-	const char *name;
-	uint32_t cbid;
-	int d;
-
-	for (d = 0; d < 2; d++) {
-		CUpti_CallbackDomain dom = d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
-		uint8_t *tab = d ? api_drv : api_rt, *sync = d ? sync_drv : sync_rt;
-
-		for (cbid = 1; cbid < sizeof(api_rt); cbid++) {
-			if (cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
-			    !name_matches(name, d ? drv_calls : rt_calls) ||
-			    (g.live && name_matches(name, profiler_calls)))
-				continue;
-			tab[cbid] = API_CB_ROW;
-			if (sync[cbid] ||
-			    (g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls)))
-				tab[cbid] |= API_CB_KEEP;
-		}
-	}
+	each_callback(classify_one, NULL);
 }
 
 /* Turn the API callbacks on or off (those kept stay on). */
@@ -871,10 +875,9 @@ static void enable_api_callbacks(int on)
 	for (d = 0; d < 2; d++) {
 		uint8_t *tab = d ? api_drv : api_rt;
 
-		for (cbid = 1; cbid < sizeof(api_rt); cbid++) {
+		for (cbid = 1; cbid < N_CBIDS; cbid++) {
 			if (tab[cbid] && (on || !(tab[cbid] & API_CB_KEEP)))
-				cuptiEnableCallback((uint32_t)on, g.sub, d ? CUPTI_CB_DOMAIN_DRIVER_API
-									   : CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+				cuptiEnableCallback((uint32_t)on, g.sub, api_domain(d), cbid);
 		}
 	}
 }
@@ -923,23 +926,18 @@ static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, i
 	synth_push((const union synth_rec *)&r);
 }
 
+static void sync_one(int d, uint32_t cbid, const char *name, void *arg)
+{
+	int c = kp_decode_sync_code(name);
+
+	(void)arg;
+	if (c && cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
+		(d ? sync_drv : sync_rt)[cbid] = (uint8_t)c;
+}
+
 static void enable_sync_callbacks(void)
 {
-	const char *name;
-	uint32_t cbid;
-
-	for (cbid = 1; cbid < SYNC_CBIDS; cbid++) {
-		int c;
-
-		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS &&
-		    name && (c = kp_decode_sync_code(name)) &&
-		    cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS)
-			sync_rt[cbid] = (uint8_t)c;
-		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS &&
-		    name && (c = kp_decode_sync_code(name)) &&
-		    cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS)
-			sync_drv[cbid] = (uint8_t)c;
-	}
+	each_callback(sync_one, NULL);
 }
 
 /*
@@ -976,7 +974,7 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	(void)ud;
 	if (atomic_load(&g.shutdown))
 		return;
-	if (g.live && cbid < sizeof(prof_rt) &&
+	if (g.live && cbid < N_CBIDS &&
 	    (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
 		uint8_t pc = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? prof_rt[cbid] : prof_drv[cbid];
 
@@ -985,11 +983,11 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 			return;
 		}
 	}
-	if (g.api_cb && cbid < sizeof(api_rt) &&
+	if (g.api_cb && cbid < N_CBIDS &&
 	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && api_rt[cbid]) ||
 	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && api_drv[cbid])))
 		on_api(domain, cbid, cb);
-	if (cbid < SYNC_CBIDS &&
+	if (cbid < N_CBIDS &&
 	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && sync_rt[cbid]) ||
 	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && sync_drv[cbid]))) {
 		on_sync(domain, cb, domain == CUPTI_CB_DOMAIN_RUNTIME_API ? sync_rt[cbid] : sync_drv[cbid]);
@@ -1028,11 +1026,15 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	}
 }
 
+static void arg_one(int d, uint32_t cbid, const char *name, void *arg)
+{
+	(void)arg;
+	if (name_matches(name, d ? drv_launch_calls : rt_launch_calls))
+		cuptiEnableCallback(1, g.sub, api_domain(d), cbid);
+}
+
 static void enable_arg_callbacks(void)
 {
-	const char *name;
-	uint32_t cbid;
-
 	param_info = (param_info_fn)cuda_sym("cuFuncGetParamInfo");
 	kernel_param_info = (kparam_info_fn)cuda_sym("cuKernelGetParamInfo");
 	if (!param_info) {
@@ -1040,14 +1042,7 @@ static void enable_arg_callbacks(void)
 		g.args = 0;
 		return;
 	}
-	for (cbid = 1; cbid < 2048; cbid++) {
-		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) == CUPTI_SUCCESS
-		    && name && name_matches(name, rt_launch_calls))
-			cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-		if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS
-		    && name && name_matches(name, drv_launch_calls))
-			cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-	}
+	each_callback(arg_one, NULL);
 }
 
 static int write_args(struct kp_db *db, int64_t run_id, struct arg_rec *a, size_t n)
