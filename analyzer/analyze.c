@@ -380,6 +380,8 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	PHASE("load");
 	if (!rc)
 		rc = kp__load_args(&a, err);
+	if (!rc)
+		rc = kp__load_attrs(&a, err);
 	if (!rc && !a.o.no_nvtx) {
 		rc = kp__regions_nvtx(&a, err);
 		if (a.regions.len)

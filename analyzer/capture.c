@@ -241,7 +241,11 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
  * launch lets a kernel start while its predecessor finishes): then only the
  * time past the predecessor's end counts, and no dependency gap is added on
  * top (kp_cost_predict adds graph_dep_gap_ns to every duration, so it is
- * taken off here; the node cost stays the floor).
+ * taken off here; the node cost stays the floor). A kernel recorded as
+ * launched with programmatic dependent launch (kp_launch_attrs) after an op
+ * on its stream pays no dependency gap either: in a graph its blocks are
+ * resident before its predecessor ends (measured on decode, H200: the PDL
+ * graph runs at the sum of its kernels' durations).
  */
 static void node_durations(const struct kp__ana *a, const struct kp_cost *c,
 			   const struct kp__occ *o, int64_t *dur, uint8_t *mem)
@@ -256,6 +260,8 @@ static void node_durations(const struct kp__ana *a, const struct kp_cost *c,
 		mem[i] = op->kind != KP__OP_KERNEL;
 		if (prev && prev->stream == op->stream && op->start < prev->end)
 			dur[i] = (op->end > prev->end ? op->end - prev->end : 0) - gap;
+		else if (prev && prev->stream == op->stream && (op->flags & KP__F_PDL))
+			dur[i] -= gap;
 	}
 }
 

@@ -20,6 +20,7 @@ enum { KP__OP_KERNEL = 0, KP__OP_MEMSET = 1, KP__OP_MEMCPY = 2 };
 
 /* op flags */
 #define KP__F_PAGEABLE 1   /* memcpy from/to pageable host memory */
+#define KP__F_PDL 2        /* kernel launched with programmatic dependent launch */
 
 /* One GPU op (kernel, memset, memcpy) joined to its launch call. */
 struct kp__op {
@@ -196,6 +197,7 @@ const char *kp__sig_desc(struct kp__ana *a, const struct kp__sig *s);
 /* load.c: ops, launch calls, blocking calls, streams, gaps, launch args */
 int kp__load(struct kp__ana *a, struct kp_err *err);
 int kp__load_args(struct kp__ana *a, struct kp_err *err);
+int kp__load_attrs(struct kp__ana *a, struct kp_err *err);
 
 /* regions.c */
 int kp__regions_nvtx(struct kp__ana *a, struct kp_err *err);

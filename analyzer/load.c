@@ -649,3 +649,48 @@ int kp__load_args(struct kp__ana *a, struct kp_err *err)
 		qsort(a->args, a->n_args, sizeof(*a->args), cmp_arg);
 	return 0;
 }
+
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* Kernels launched with programmatic dependent launch (kp_launch_attrs,
+ * schema v2; none in older databases or imported traces): KP__F_PDL. */
+int kp__load_attrs(struct kp__ana *a, struct kp_err *err)
+{
+	static const char sql[] = "SELECT correlationId FROM kp_launch_attrs"
+		" WHERE runId = ?1 AND pdl != 0";
+	int64_t n = count_rows(a, "kp_launch_attrs");
+	uint32_t *corr;
+	size_t m = 0, i;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!n)
+		return 0;
+	corr = malloc((size_t)n * sizeof(*corr));
+	if (!corr)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for launch attributes");
+	rc = kp_db_prepare(a->db, sql, &st, err);
+	if (rc) {
+		free(corr);
+		return rc;
+	}
+	sqlite3_bind_int64(st, 1, a->run);
+	while (sqlite3_step(st) == SQLITE_ROW && m < (size_t)n)
+		corr[m++] = (uint32_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	qsort(corr, m, sizeof(*corr), cmp_u32);
+	for (i = 0; m && i < a->n_ops; i++) {
+		struct kp__op *op = &a->ops[i];
+
+		if (op->kind == KP__OP_KERNEL && op->corr &&
+		    bsearch(&op->corr, corr, m, sizeof(*corr), cmp_u32))
+			op->flags |= KP__F_PDL;
+	}
+	free(corr);
+	return 0;
+}

@@ -21,7 +21,7 @@
  * Environment (set by `kplan record`): KPLAN_OUT, KPLAN_NVTX_RANGE,
  * KPLAN_PROFILER_API, KPLAN_SKIP, KPLAN_DURATION, KPLAN_ARGS, KPLAN_MEM_MB,
  * KPLAN_COMMAND (the command line to store; default /proc/self/cmdline).
- * For overhead studies: KPLAN_DISABLE=kernel,api,sync,marker,copy,overhead,all
+ * For overhead studies: KPLAN_DISABLE=kernel,api,sync,marker,copy,overhead,attrs,all
  * (leave those records out), KPLAN_DEVICE_BUFFER_MB (CUPTI's per-context
  * device buffer) and KPLAN_CUPTI_PINNED=1 (CUPTI's buffers in pinned host
  * memory).
@@ -102,6 +102,10 @@ struct qbuf {
 	uint8_t *p;
 	size_t size, valid;
 };
+
+/* a launch argument, or with index ARG_PDL the fact that the launch used
+ * programmatic dependent launch (a kp_launch_attrs row) */
+#define ARG_PDL 0xffff
 
 struct arg_rec {
 	uint32_t corr;
@@ -688,6 +692,24 @@ static int get_layout(CUfunction f, struct param_layout *out)
 	return 0;
 }
 
+/* Per-launch facts for the writer: argument values (--args) and launch
+ * attributes (ARG_PDL rows), bounded at KPLAN_MEM_MB / 4, overflow counted. */
+static void queue_launch_facts(const struct arg_rec *a, size_t n)
+{
+	size_t i;
+
+	pthread_mutex_lock(&g.mu);
+	if (g.argq.len + n > (size_t)(g.mem_bytes / sizeof(struct arg_rec) / 4)) {
+		g.args_dropped += (int64_t)n;
+	} else {
+		for (i = 0; i < n; i++) {
+			if (kp_vec_push(&g.argq, a[i]))
+				g.args_dropped++;
+		}
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
 static void record_args(uint32_t corr, CUfunction f, void **params, void **extra)
 {
 	static __thread struct param_layout lay;
@@ -717,16 +739,7 @@ static void record_args(uint32_t corr, CUfunction f, void **params, void **extra
 		}
 		n++;
 	}
-	pthread_mutex_lock(&g.mu);
-	if (g.argq.len + n > (size_t)(g.mem_bytes / sizeof(struct arg_rec) / 4)) {
-		g.args_dropped += (int64_t)n;
-	} else {
-		for (i = 0; i < n; i++) {
-			if (kp_vec_push(&g.argq, a[i]))
-				g.args_dropped++;
-		}
-	}
-	pthread_mutex_unlock(&g.mu);
+	queue_launch_facts(a, n);
 }
 
 /*
@@ -964,6 +977,69 @@ static void on_profiler_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 		live_gate(1);
 }
 
+/*
+ * Programmatic dependent launch: the launch calls that take attributes
+ * (cudaLaunchKernelExC, cuLaunchKernelEx) get a callback, and a launch with
+ * programmatic stream serialization or a programmatic event gets a
+ * kp_launch_attrs row (the analyzer's graph model hides the dependency gap
+ * for it). The runtime call's nested driver call is not another launch.
+ */
+static uint8_t ex_rt[N_CBIDS], ex_drv[N_CBIDS];
+static __thread int tls_in_rt_ex;
+
+static int attrs_pdl(const void *attrs, unsigned n, size_t stride)
+{
+	unsigned i;
+
+	for (i = 0; attrs && i < n && i < 64; i++) {
+		const cudaLaunchAttribute *at =
+			(const cudaLaunchAttribute *)((const char *)attrs + i * stride);
+
+		if ((at->id == cudaLaunchAttributeProgrammaticStreamSerialization &&
+		     at->val.programmaticStreamSerializationAllowed) ||
+		    (at->id == cudaLaunchAttributeProgrammaticEvent && at->val.programmaticEvent.event))
+			return 1;
+	}
+	return 0;
+}
+
+static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb)
+{
+	struct arg_rec r = { .index = ARG_PDL };
+	int pdl = 0;
+
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+		const cudaLaunchKernelExC_v11060_params *p = cb->functionParams;
+
+		tls_in_rt_ex = cb->callbackSite == CUPTI_API_ENTER;
+		if (cb->callbackSite != CUPTI_API_ENTER || !p || !p->config)
+			return;
+		pdl = attrs_pdl(p->config->attrs, p->config->numAttrs, sizeof(cudaLaunchAttribute));
+	} else {
+		const cuLaunchKernelEx_params *p = cb->functionParams;
+
+		if (cb->callbackSite != CUPTI_API_ENTER || tls_in_rt_ex || !p || !p->config)
+			return;
+		/* CUlaunchAttribute has cudaLaunchAttribute's layout */
+		pdl = attrs_pdl(p->config->attrs, p->config->numAttrs, sizeof(CUlaunchAttribute));
+	}
+	if (!pdl || atomic_load(&g.sync_off) || (g.live && !atomic_load(&g.live_on)))
+		return;
+	r.corr = cb->correlationId;
+	queue_launch_facts(&r, 1);
+}
+
+static void ex_one(int d, uint32_t cbid, const char *name, void *arg)
+{
+	(void)arg;
+	while (*name == '_')
+		name++;
+	if (!strncmp(name, d ? "cuLaunchKernelEx" : "cudaLaunchKernelExC",
+		     d ? strlen("cuLaunchKernelEx") : strlen("cudaLaunchKernelExC")) &&
+	    cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
+		(d ? ex_drv : ex_rt)[cbid] = 1;
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *data)
 {
@@ -993,6 +1069,10 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 		on_sync(domain, cb, domain == CUPTI_CB_DOMAIN_RUNTIME_API ? sync_rt[cbid] : sync_drv[cbid]);
 		return;
 	}
+	if (cbid < N_CBIDS &&
+	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && ex_rt[cbid]) ||
+	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && ex_drv[cbid])))
+		on_ex_launch(domain, cb);
 	if (!g.args)
 		return;
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -1047,18 +1127,32 @@ static void enable_arg_callbacks(void)
 
 static int write_args(struct kp_db *db, int64_t run_id, struct arg_rec *a, size_t n)
 {
-	static sqlite3_stmt *st;
+	static sqlite3_stmt *st, *pdl;
 	size_t i;
 
 	if (!db) {
 		sqlite3_finalize(st);
-		st = NULL;
+		sqlite3_finalize(pdl);
+		st = pdl = NULL;
 		return 0;
 	}
 	if (!st && kp_db_prepare(db, "INSERT OR IGNORE INTO kp_launch_args(runId, correlationId,"
 				 " argIndex, size, value) VALUES (?,?,?,?,?)", &st, NULL))
 		return -1;
+	if (!pdl && kp_db_prepare(db, "INSERT OR IGNORE INTO kp_launch_attrs(runId, correlationId,"
+				  " pdl) VALUES (?,?,1)", &pdl, NULL))
+		return -1;
 	for (i = 0; i < n; i++) {
+		if (a[i].index == ARG_PDL) {
+			sqlite3_bind_int64(pdl, 1, run_id);
+			sqlite3_bind_int64(pdl, 2, a[i].corr);
+			if (sqlite3_step(pdl) != SQLITE_DONE) {
+				sqlite3_reset(pdl);
+				return -1;
+			}
+			sqlite3_reset(pdl);
+			continue;
+		}
 		sqlite3_bind_int64(st, 1, run_id);
 		sqlite3_bind_int64(st, 2, a[i].corr);
 		sqlite3_bind_int(st, 3, a[i].index);
@@ -1671,6 +1765,8 @@ KP_EXPORT int InitializeInjection(void)
 	}
 	if (g.args)
 		enable_arg_callbacks();
+	if (g.subscribed && !strstr(s, "attrs") && !strstr(s, "all"))
+		each_callback(ex_one, NULL);   /* launch attributes: PDL */
 	/* API rows: CUPTI's records, or built from callbacks in the live window
 	 * (CUPTI's API records cannot be turned on mid-run) or when asked
 	 * (KPLAN_API_CALLBACKS=1, diagnostic: no cheaper on Hopper) */

@@ -124,6 +124,9 @@ int kp_window_apply(struct kp_db *db, int64_t run_id, const struct kp_window *w,
 	}
 	rc = exec_bound(db, "DELETE FROM kp_launch_args WHERE runId = ?1"
 			" AND correlationId NOT IN (SELECT c FROM kp_keep)", run_id, NULL, 0, err);
+	if (!rc)
+		rc = exec_bound(db, "DELETE FROM kp_launch_attrs WHERE runId = ?1"
+				" AND correlationId NOT IN (SELECT c FROM kp_keep)", run_id, NULL, 0, err);
 	if (rc)
 		goto out;
 	/* overhead and NVTX rows: keep those overlapping the kept span */

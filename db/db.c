@@ -21,8 +21,11 @@
 
 extern const char kp__schema_sql[];
 
-/* Ordered migrations: entry i upgrades from version i to i + 1. */
+/* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
+ * only creates what is missing, so it is every step so far (v2: the
+ * kp_launch_attrs table). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
+	kp__schema_sql,
 	kp__schema_sql,
 };
 

@@ -7,7 +7,7 @@ static const char *const counted[] = {
 	"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
 	"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
 	"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "PROFILER_OVERHEAD",
-	"TARGET_INFO_GPU", "StringIds", "kp_launch_args", "kp_calibration",
+	"TARGET_INFO_GPU", "StringIds", "kp_launch_args", "kp_launch_attrs", "kp_calibration",
 	"kp_regions", "kp_region_occurrences", "kp_blockers", "kp_gaps",
 	"kp_fusion_candidates", "kp_plans", "kp_validations",
 };

@@ -1,4 +1,6 @@
--- kplan database schema, version 1.
+-- kplan database schema, version 2 (v2 added kp_launch_attrs). Every
+-- statement is idempotent, so each migration runs this file again
+-- (db/db.c): a v1 database opened for writing gains the new tables.
 --
 -- Trace tables reuse the Nsight Systems SQLite export's names and columns, so
 -- that queries written for an nsys export run on a kplan database. Each trace
@@ -189,6 +191,17 @@ CREATE TABLE IF NOT EXISTS kp_launch_args (
 	size INTEGER NOT NULL,
 	value INTEGER,
 	PRIMARY KEY (runId, correlationId, argIndex)
+) WITHOUT ROWID;
+
+-- Launch attributes, recorded by `kplan record` from the launch calls that
+-- take them (cudaLaunchKernelEx, cuLaunchKernelEx): one row per launch with
+-- programmatic dependent launch (programmatic stream serialization or a
+-- programmatic event), which the analyzer's graph model uses. Schema v2.
+CREATE TABLE IF NOT EXISTS kp_launch_attrs (
+	runId INTEGER NOT NULL,
+	correlationId INTEGER NOT NULL,
+	pdl INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (runId, correlationId)
 ) WITHOUT ROWID;
 
 -- Cost-model constants measured by `kplan calibrate`, per GPU and driver.

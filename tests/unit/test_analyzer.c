@@ -452,6 +452,51 @@ static void test_model_overlap(void)
 	tl_close(&t);
 }
 
+/* Kernels recorded as launched with programmatic dependent launch
+ * (kp_launch_attrs) pay no dependency gap after the first; without the rows
+ * the same timeline pays it on every kernel. */
+static void model_pdl(int with_attrs, int64_t *pred)
+{
+	struct tl t;
+
+	tl_open(&t, with_attrs ? "pdl_attrs.db" : "pdl_none.db");
+	for (int k = 0; k < 3; k++) {
+		int64_t T = (int64_t)k * 100000;
+
+		tl_nvtx(&t, "step", T, T + 60000);
+		for (int i = 0; i < 4; i++) {
+			/* host-paced: 10 us apart, 5 us each, no overlap */
+			uint32_t c = tl_kernel(&t, EW, 7, T + 1000 + i * 10000, T + 3000 + i * 10000,
+					       5000);
+			char sql[128];
+			struct kp_err err = {0};
+
+			snprintf(sql, sizeof(sql), "INSERT INTO kp_launch_attrs VALUES (%lld, %u, 1)",
+				 (long long)t.run, c);
+			if (with_attrs)
+				CU_ASSERT_EQUAL(kp_db_exec(t.db, sql, &err), 0);
+		}
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	*pred = q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
+	tl_close(&t);
+}
+
+static void test_model_pdl(void)
+{
+	struct kp_cost c;
+	int64_t none = 0, pdl = 0;
+	double gap;
+
+	kp_cost_defaults(&c);
+	gap = c.v[KP_COST_GRAPH_DEP_GAP];
+	model_pdl(0, &none);
+	model_pdl(1, &pdl);
+	CU_ASSERT_EQUAL(none, llround(4 * (5000 + gap)));
+	/* the first kernel keeps its gap (nothing before it in the region) */
+	CU_ASSERT_EQUAL(pdl, llround(5000 + gap + 3 * 5000));
+}
+
 static void test_fingerprint_mangled(void)
 {
 	struct tl t;
@@ -870,6 +915,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "patch slots", test_patch_slots },
 	{ "fingerprint: mangled name, dynamic smem", test_fingerprint_mangled },
 	{ "model: overlapping kernels count once", test_model_overlap },
+	{ "model: programmatic dependent launch hides the gap", test_model_pdl },
 	{ "mining: period, phase, occurrences", test_mine_period },
 	{ "mining: region from a stream", test_mined_region },
 	{ "selection and distributions", test_select },

@@ -42,6 +42,31 @@ static void test_create(void)
 	kp_db_close(db);
 }
 
+/* A version 1 database (no kp_launch_attrs) is read as it is and gains the
+ * table, and version 2, when opened for writing; its rows stay. */
+static void test_migrate_v1(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = new_db("v1.db");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_TRUE(kp_db_has_table(db, "kp_launch_attrs"));
+	CU_ASSERT_EQUAL(kp_db_exec(db, "DROP TABLE kp_launch_attrs; PRAGMA user_version = 1;"
+				   "INSERT INTO StringIds(value) VALUES ('kept')", &err), 0);
+	kp_db_close(db);
+	db = kp_db_open(kp_test_path("v1.db"), KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(db->schema_version, 1);
+	CU_ASSERT_FALSE(kp_db_has_table(db, "kp_launch_attrs"));
+	kp_db_close(db);
+	db = kp_db_open(kp_test_path("v1.db"), 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "PRAGMA user_version", -1), KP_DB_SCHEMA_VERSION);
+	CU_ASSERT_TRUE(kp_db_has_table(db, "kp_launch_attrs"));
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM StringIds WHERE value = 'kept'", 0), 1);
+	kp_db_close(db);
+}
+
 static void test_missing(void)
 {
 	struct kp_err err = {0};
@@ -349,6 +374,7 @@ static void test_cli_errors(void)
 
 CU_TestInfo kp_tests_db[] = {
 	{ "create", test_create },
+	{ "migrate_v1", test_migrate_v1 },
 	{ "missing", test_missing },
 	{ "not_sqlite", test_not_sqlite },
 	{ "truncated", test_truncated },
