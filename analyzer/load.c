@@ -618,23 +618,45 @@ static int cmp_arg(const void *x, const void *y)
 	return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
+/*
+ * A run's rows of a side table: *buf gets room for all of them (n elements
+ * of elem bytes) and *st the query, bound to the run. *n = 0 (and nothing
+ * else) when the table is missing or has none for the run.
+ */
+static int run_rows(struct kp__ana *a, const char *table, const char *sql, size_t elem,
+		    void **buf, int64_t *n, sqlite3_stmt **st, struct kp_err *err)
+{
+	int rc;
+
+	*buf = NULL;
+	*n = count_rows(a, table);
+	if (!*n)
+		return 0;
+	*buf = malloc((size_t)*n * elem);
+	if (!*buf)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for %s", table);
+	rc = kp_db_prepare(a->db, sql, st, err);
+	if (rc) {
+		free(*buf);
+		*buf = NULL;
+		*n = 0;
+		return rc;
+	}
+	sqlite3_bind_int64(*st, 1, a->run);
+	return 0;
+}
+
 int kp__load_args(struct kp__ana *a, struct kp_err *err)
 {
 	static const char sql[] = "SELECT correlationId, argIndex, size, value"
 		" FROM kp_launch_args WHERE runId = ?1";
-	int64_t n = count_rows(a, "kp_launch_args");
-	sqlite3_stmt *st;
+	sqlite3_stmt *st = NULL;
+	int64_t n;
 	int sorted = 1, rc;
 
-	if (!n)
-		return 0;
-	a->args = malloc((size_t)n * sizeof(*a->args));
-	if (!a->args)
-		return kp_err_set(err, KP_ENOMEM, "out of memory for launch args");
-	rc = kp_db_prepare(a->db, sql, &st, err);
-	if (rc)
+	rc = run_rows(a, "kp_launch_args", sql, sizeof(*a->args), (void **)&a->args, &n, &st, err);
+	if (rc || !n)
 		return rc;
-	sqlite3_bind_int64(st, 1, a->run);
 	while (sqlite3_step(st) == SQLITE_ROW && a->n_args < (size_t)n) {
 		struct kp__arg *g = &a->args[a->n_args++];
 		g->corr = (uint32_t)sqlite3_column_int64(st, 0);
@@ -663,23 +685,15 @@ int kp__load_attrs(struct kp__ana *a, struct kp_err *err)
 {
 	static const char sql[] = "SELECT correlationId FROM kp_launch_attrs"
 		" WHERE runId = ?1 AND pdl != 0";
-	int64_t n = count_rows(a, "kp_launch_attrs");
 	uint32_t *corr;
 	size_t m = 0, i;
-	sqlite3_stmt *st;
+	sqlite3_stmt *st = NULL;
+	int64_t n;
 	int rc;
 
-	if (!n)
-		return 0;
-	corr = malloc((size_t)n * sizeof(*corr));
-	if (!corr)
-		return kp_err_set(err, KP_ENOMEM, "out of memory for launch attributes");
-	rc = kp_db_prepare(a->db, sql, &st, err);
-	if (rc) {
-		free(corr);
+	rc = run_rows(a, "kp_launch_attrs", sql, sizeof(*corr), (void **)&corr, &n, &st, err);
+	if (rc || !n)
 		return rc;
-	}
-	sqlite3_bind_int64(st, 1, a->run);
 	while (sqlite3_step(st) == SQLITE_ROW && m < (size_t)n)
 		corr[m++] = (uint32_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
