@@ -49,6 +49,7 @@ struct kp_dist {
 struct kp_analysis_summary {
 	int64_t run_id;
 	int64_t n_ops, n_kernels, n_memops, n_streams, n_api, n_joined;
+	int64_t n_pdl;            /* kernels launched with programmatic dependent launch */
 	int64_t busy_ns;          /* summed GPU op time over all streams */
 	int64_t host_idle_ns;     /* idle gaps the GPU spent waiting for launches */
 	int64_t device_idle_ns;   /* idle gaps with the launch already issued */

@@ -702,8 +702,10 @@ int kp__load_attrs(struct kp__ana *a, struct kp_err *err)
 		struct kp__op *op = &a->ops[i];
 
 		if (op->kind == KP__OP_KERNEL && op->corr &&
-		    bsearch(&op->corr, corr, m, sizeof(*corr), cmp_u32))
+		    bsearch(&op->corr, corr, m, sizeof(*corr), cmp_u32)) {
 			op->flags |= KP__F_PDL;
+			a->sum->n_pdl++;
+		}
 	}
 	free(corr);
 	return 0;

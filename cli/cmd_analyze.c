@@ -131,6 +131,9 @@ KP_CMD(analyze)
 		       (long long)s.n_memops, (long long)s.n_streams, (long long)s.n_joined,
 		       (long long)s.n_api, s.cost.gpu_name[0] ? s.cost.gpu_name : "unknown GPU",
 		       s.cost.n_calibrated ? " (calibrated)" : " (defaults)");
+		if (s.n_pdl)
+			printf("  %lld kernels launched with programmatic dependent launch: no dependency"
+			       " gap in the graph model\n", (long long)s.n_pdl);
 		pr_time("busy", s.busy_ns, tot);
 		pr_time("host-bound idle", s.host_idle_ns, tot);
 		pr_time("device-side idle", s.device_idle_ns, tot);

@@ -457,6 +457,7 @@ static void test_model_overlap(void)
  * the same timeline pays it on every kernel. */
 static void model_pdl(int with_attrs, int64_t *pred)
 {
+	struct kp_analysis_summary sum;
 	struct tl t;
 
 	tl_open(&t, with_attrs ? "pdl_attrs.db" : "pdl_none.db");
@@ -477,7 +478,8 @@ static void model_pdl(int with_attrs, int64_t *pred)
 				CU_ASSERT_EQUAL(kp_db_exec(t.db, sql, &err), 0);
 		}
 	}
-	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &sum), 0);
+	CU_ASSERT_EQUAL(sum.n_pdl, with_attrs ? 12 : 0);
 	*pred = q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
 	tl_close(&t);
 }
