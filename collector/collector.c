@@ -987,22 +987,6 @@ static void on_profiler_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 static uint8_t ex_rt[N_CBIDS], ex_drv[N_CBIDS];
 static __thread int tls_in_rt_ex;
 
-static int attrs_pdl(const void *attrs, unsigned n, size_t stride)
-{
-	unsigned i;
-
-	for (i = 0; attrs && i < n && i < 64; i++) {
-		const cudaLaunchAttribute *at =
-			(const cudaLaunchAttribute *)((const char *)attrs + i * stride);
-
-		if ((at->id == cudaLaunchAttributeProgrammaticStreamSerialization &&
-		     at->val.programmaticStreamSerializationAllowed) ||
-		    (at->id == cudaLaunchAttributeProgrammaticEvent && at->val.programmaticEvent.event))
-			return 1;
-	}
-	return 0;
-}
-
 static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb)
 {
 	struct arg_rec r = { .index = ARG_PDL };
@@ -1014,14 +998,15 @@ static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *
 		tls_in_rt_ex = cb->callbackSite == CUPTI_API_ENTER;
 		if (cb->callbackSite != CUPTI_API_ENTER || !p || !p->config)
 			return;
-		pdl = attrs_pdl(p->config->attrs, p->config->numAttrs, sizeof(cudaLaunchAttribute));
+		pdl = kp_decode_launch_pdl(p->config->attrs, p->config->numAttrs,
+					   sizeof(cudaLaunchAttribute));
 	} else {
 		const cuLaunchKernelEx_params *p = cb->functionParams;
 
 		if (cb->callbackSite != CUPTI_API_ENTER || tls_in_rt_ex || !p || !p->config)
 			return;
-		/* CUlaunchAttribute has cudaLaunchAttribute's layout */
-		pdl = attrs_pdl(p->config->attrs, p->config->numAttrs, sizeof(CUlaunchAttribute));
+		pdl = kp_decode_launch_pdl(p->config->attrs, p->config->numAttrs,
+					   sizeof(CUlaunchAttribute));
 	}
 	if (!pdl || atomic_load(&g.sync_off) || (g.live && !atomic_load(&g.live_on)))
 		return;

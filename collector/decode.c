@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <driver_types.h>
 
 void kp_decode_init(struct kp_decoder *d, struct kp_writer *w, int64_t pid,
 		    const struct kp_decode_hooks *hooks)
@@ -527,6 +528,22 @@ int kp_decode_sync_code(const char *name)
 		n = strlen(sync_calls[i].name);
 		if (!strncmp(name, sync_calls[i].name, n) && (!name[n] || name[n] == '_'))
 			return sync_calls[i].type | (strstr(name + n, "_ptsz") ? 1 << 4 : 0);
+	}
+	return 0;
+}
+
+int kp_decode_launch_pdl(const void *attrs, unsigned n, size_t stride)
+{
+	unsigned i;
+
+	for (i = 0; attrs && i < n && i < 64; i++) {
+		const cudaLaunchAttribute *at =
+			(const cudaLaunchAttribute *)((const char *)attrs + i * stride);
+
+		if ((at->id == cudaLaunchAttributeProgrammaticStreamSerialization &&
+		     at->val.programmaticStreamSerializationAllowed) ||
+		    (at->id == cudaLaunchAttributeProgrammaticEvent && at->val.programmaticEvent.event))
+			return 1;
 	}
 	return 0;
 }

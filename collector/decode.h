@@ -119,6 +119,14 @@ static inline int64_t kp_global_tid(int64_t pid, int64_t tid)
  */
 int kp_decode_sync_code(const char *name);
 
+/*
+ * Whether a launch's attributes (n entries, stride bytes apart: a
+ * cudaLaunchAttribute array, or the driver's CUlaunchAttribute, which has
+ * the same layout) ask for programmatic dependent launch: programmatic
+ * stream serialization allowed, or a programmatic event. At most 64 are read.
+ */
+int kp_decode_launch_pdl(const void *attrs, unsigned n, size_t stride);
+
 /* Name of an overhead kind ("cupti buffer flush", ...); never NULL. */
 const char *kp_decode_overhead_name(int overhead_kind);
 

@@ -451,6 +451,34 @@ static int next_slot(uint8_t *buf, size_t valid, CUpti_Activity **rec)
 	return 0;
 }
 
+/* which launch attributes make a launch programmatic-dependent */
+static void test_launch_pdl(void)
+{
+	cudaLaunchAttribute rt[3];
+	CUlaunchAttribute drv[2];
+
+	memset(rt, 0, sizeof(rt));
+	memset(drv, 0, sizeof(drv));
+	rt[0].id = cudaLaunchAttributePriority;
+	rt[0].val.priority = 1;
+	rt[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	rt[1].val.programmaticStreamSerializationAllowed = 0;
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(rt, 2, sizeof(rt[0])), 0);
+	rt[1].val.programmaticStreamSerializationAllowed = 1;
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(rt, 2, sizeof(rt[0])), 1);
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(rt, 1, sizeof(rt[0])), 0);   /* count respected */
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(NULL, 2, sizeof(rt[0])), 0);
+	rt[2].id = cudaLaunchAttributeProgrammaticEvent;
+	rt[2].val.programmaticEvent.event = (cudaEvent_t)rt;
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(rt + 2, 1, sizeof(rt[0])), 1);
+	/* the driver's array, same layout */
+	drv[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+	drv[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	drv[1].value.programmaticStreamSerializationAllowed = 1;
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(drv, 2, sizeof(drv[0])), 1);
+	CU_ASSERT_EQUAL(kp_decode_launch_pdl(drv, 1, sizeof(drv[0])), 0);
+}
+
 /* which callbacks give synchronization records */
 static void test_sync_codes(void)
 {
@@ -749,6 +777,7 @@ CU_TestInfo kp_tests_collector[] = {
 	{ "decode nvtx ranges, marks, domains", test_markers },
 	{ "decode overhead and device", test_overhead_device },
 	{ "synchronizing calls by callback name", test_sync_codes },
+	{ "programmatic dependent launch from launch attributes", test_launch_pdl },
 	{ "buffer with unknown kinds", test_buffer },
 	{ "writer failure counted", test_write_failure },
 	{ "window: nvtx range", test_window_nvtx },
