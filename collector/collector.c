@@ -764,9 +764,21 @@ static uint8_t sync_rt[N_CBIDS], sync_drv[N_CBIDS];   /* type | per-thread << 4 
 static __thread uint64_t tls_sync_t0;
 static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call is not another */
 
-/* queue a record built from a callback for the writer (bounded, counted);
- * the writer is woken at SYNTH_BATCH records, else within 50 ms */
-#define SYNTH_BATCH 4096
+/* Records built from callbacks queue for the writer, at most KPLAN_MEM_MB/16
+ * of them (more are counted as dropped); the writer takes them a batch at a
+ * time (4096, or half the bound if smaller), else within 50 ms. */
+static size_t synth_cap(void)
+{
+	return g.mem_bytes / sizeof(union synth_rec) / 16;
+}
+
+static size_t synth_batch(void)
+{
+	size_t half = synth_cap() / 2;
+
+	return half < 4096 ? (half ? half : 1) : 4096;
+}
+
 static void synth_push(const union synth_rec *src)
 {
 	union synth_rec r;
@@ -775,9 +787,9 @@ static void synth_push(const union synth_rec *src)
 	memcpy(&r, src, src->base.kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION ? sizeof(r.sync)
 								       : sizeof(r.api));
 	pthread_mutex_lock(&g.mu);
-	if (g.syncq.len >= g.mem_bytes / sizeof(r) / 16 || kp_vec_push(&g.syncq, r))
+	if (g.syncq.len >= synth_cap() || kp_vec_push(&g.syncq, r))
 		g.syncs_dropped++;
-	else if (g.syncq.len == SYNTH_BATCH)
+	else if (g.syncq.len == synth_batch())
 		pthread_cond_signal(&g.cv);
 	pthread_mutex_unlock(&g.mu);
 }
@@ -1391,7 +1403,7 @@ static void *writer_main(void *arg)
 		/* records built from callbacks are taken a batch at a time, or
 		 * within 50 ms of the first */
 		for (waited = 0; !g.qlen && !g.stop && !g.argq.len &&
-		     (!g.syncq.len || (g.syncq.len < SYNTH_BATCH && !waited)) &&
+		     (!g.syncq.len || (g.syncq.len < synth_batch() && !waited)) &&
 		     atomic_load(&g.sig_flush) != 1;) {
 			struct timespec ts;
 
