@@ -161,7 +161,7 @@ static struct {
 	int live;
 	atomic_int live_on;
 	int64_t live_starts;
-	uint8_t kind_wanted[9];      /* kinds[i] not left out by KPLAN_DISABLE */
+	uint8_t kind_wanted[sizeof(kinds) / sizeof(kinds[0])];   /* not left out by KPLAN_DISABLE */
 	int api_wanted;
 	int api_cb;                  /* API rows built from callbacks, not CUPTI's records */
 	atomic_int gate_gen;         /* live window toggles */
@@ -594,19 +594,11 @@ static void live_gate(int on)
 		return;
 	}
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		if (!gated_kind(kinds[i]) || !g.kind_wanted[i])
-			continue;
-		if (on)
-			cuptiActivityEnable(kinds[i]);
-		else
-			cuptiActivityDisable(kinds[i]);
+		if (gated_kind(kinds[i]) && g.kind_wanted[i])
+			(on ? cuptiActivityEnable : cuptiActivityDisable)(kinds[i]);
 	}
-	if (g.sync_activity) {
-		if (on)
-			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-		else
-			cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-	}
+	if (g.sync_activity)
+		(on ? cuptiActivityEnable : cuptiActivityDisable)(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
 	if (g.api_wanted)
 		enable_api_callbacks(on);   /* CUPTI's API records cannot start mid-run */
 	atomic_fetch_add(&g.gate_gen, 1);
@@ -1026,15 +1018,26 @@ static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *
 	queue_launch_facts(&r, 1);
 }
 
+static const char *const rt_ex_calls[] = { "cudaLaunchKernelExC", NULL };
+static const char *const drv_ex_calls[] = { "cuLaunchKernelEx", NULL };
+
 static void ex_one(int d, uint32_t cbid, const char *name, void *arg)
 {
 	(void)arg;
-	while (*name == '_')
-		name++;
-	if (!strncmp(name, d ? "cuLaunchKernelEx" : "cudaLaunchKernelExC",
-		     d ? strlen("cuLaunchKernelEx") : strlen("cudaLaunchKernelExC")) &&
+	if (name_matches(name, d ? drv_ex_calls : rt_ex_calls) &&
 	    cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
 		(d ? ex_drv : ex_rt)[cbid] = 1;
+}
+
+/* The entry of a per-domain table (runtime, driver) for a callback; 0 for
+ * other domains and ids past the tables. */
+static uint8_t cb_flag(const uint8_t *rt, const uint8_t *drv, CUpti_CallbackDomain domain,
+		       CUpti_CallbackId cbid)
+{
+	if (cbid >= N_CBIDS)
+		return 0;
+	return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? rt[cbid] :
+	       domain == CUPTI_CB_DOMAIN_DRIVER_API ? drv[cbid] : 0;
 }
 
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -1043,32 +1046,22 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	const CUpti_CallbackData *cb = data;
 	const char *name;
 	uint32_t corr;
+	uint8_t c;
 
 	(void)ud;
 	if (atomic_load(&g.shutdown))
 		return;
-	if (g.live && cbid < N_CBIDS &&
-	    (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
-		uint8_t pc = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? prof_rt[cbid] : prof_drv[cbid];
-
-		if (pc) {
-			on_profiler_call(domain, cbid, cb, pc == 1);
-			return;
-		}
-	}
-	if (g.api_cb && cbid < N_CBIDS &&
-	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && api_rt[cbid]) ||
-	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && api_drv[cbid])))
-		on_api(domain, cbid, cb);
-	if (cbid < N_CBIDS &&
-	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && sync_rt[cbid]) ||
-	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && sync_drv[cbid]))) {
-		on_sync(domain, cb, domain == CUPTI_CB_DOMAIN_RUNTIME_API ? sync_rt[cbid] : sync_drv[cbid]);
+	if (g.live && (c = cb_flag(prof_rt, prof_drv, domain, cbid))) {
+		on_profiler_call(domain, cbid, cb, c == 1);
 		return;
 	}
-	if (cbid < N_CBIDS &&
-	    ((domain == CUPTI_CB_DOMAIN_RUNTIME_API && ex_rt[cbid]) ||
-	     (domain == CUPTI_CB_DOMAIN_DRIVER_API && ex_drv[cbid])))
+	if (g.api_cb && cb_flag(api_rt, api_drv, domain, cbid))
+		on_api(domain, cbid, cb);
+	if ((c = cb_flag(sync_rt, sync_drv, domain, cbid))) {
+		on_sync(domain, cb, c);
+		return;
+	}
+	if (cb_flag(ex_rt, ex_drv, domain, cbid))
 		on_ex_launch(domain, cb);
 	if (!g.args)
 		return;
