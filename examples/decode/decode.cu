@@ -560,10 +560,8 @@ static void linear(cudaStream_t s, const h16 *w, const h16 *b, const h16 *x, h16
 {
 	lk(bias_copy, EW_GRID(n), EW_BLOCK, s, y, b, n);
 	P("bias_copy", s);
-	if (use_prefetch)
-		lk(gemv<K, h16, true>, (n + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, w, x, y, n, 1);
-	else
-		lk(gemv<K, h16, false>, (n + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, w, x, y, n, 1);
+	lk(use_prefetch ? gemv<K, h16, true> : gemv<K, h16, false>, (n + GEMV_ROWS - 1) / GEMV_ROWS,
+	   32 * GEMV_ROWS, s, w, x, y, n, 1);
 	P(n == 3 * D ? "gemv_qkv" : n == F ? "gemv_fc" : K == F ? "gemv_proj2" : "gemv_proj", s);
 }
 
@@ -619,10 +617,8 @@ static void step(struct dec *m, cudaStream_t s, const int *pos, h16 *kslot, h16 
 	}
 	lk(layernorm, 1, 128, s, m->x, m->h, m->lnfg, m->lnfb);
 	P("layernorm", s);
-	if (use_prefetch)
-		lk(gemv<D, float, true>, (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
-	else
-		lk(gemv<D, float, false>, (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
+	lk(use_prefetch ? gemv<D, float, true> : gemv<D, float, false>,
+	   (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
 	P("gemv_lmhead", s);
 	lk(argmax, 1, 1024, s, m->logits, m->tokens, pos);
 	P("argmax", s);
