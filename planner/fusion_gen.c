@@ -569,12 +569,21 @@ static void render(struct gen *c, const char *kname)
 	else
 		kp_strbuf_adds(o, "\n\tlong long rows, long long cols)\n{\n");
 	/* programmatic dependent launch: the chain's edges keep their type in
-	 * the graph, so wait for the producers, then let consumers launch (they
-	 * wait for this grid's completion themselves); no-ops without PDL */
-	kp_strbuf_adds(o, "#if __CUDA_ARCH__ >= 900\n"
-		       "\tasm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
-		       "\tasm volatile(\"griddepcontrol.launch_dependents;\" :::);\n"
-		       "#endif\n");
+	 * the graph, so let consumers launch (they wait for this grid's
+	 * completion themselves: its blocks are all resident by then, so they
+	 * never hold back an earlier grid), then wait for the producers; no-ops
+	 * without PDL. Triggering before the wait lets the consumer start its
+	 * own early loads sooner (decode: 4 % per step, PERFORMANCE.md);
+	 * KPLAN_FUSION_PDL_EARLY=0 triggers after it. */
+	{
+		const char *e = getenv("KPLAN_FUSION_PDL_EARLY");
+		const char *trig = "\tasm volatile(\"griddepcontrol.launch_dependents;\" :::);\n";
+		const char *wait = "\tasm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n";
+		int early = !e || atoi(e) != 0;
+
+		kp_strbuf_addf(o, "#if __CUDA_ARCH__ >= 900\n%s%s#endif\n", early ? trig : wait,
+			       early ? wait : trig);
+	}
 
 	c->n_stores = c->n_pend = 0;
 	c->n_loads = 0;

@@ -10,10 +10,13 @@
  * PV; HF's NewGELU is eight elementwise ops), 316 launches per token; each
  * kernel is a bandwidth-efficient one (16-byte loads, a warp per GEMV row,
  * one block per LayerNorm), launched with programmatic dependent launch as
- * an fp16 engine on Hopper does, so the step is launch-bound: the weights
- * (~250 MB of fp16) take ~60 us of the step at H200 bandwidth. Every
- * reduction has a fixed order (shuffles and shared-memory trees, no
- * atomics): all modes give the same bits.
+ * an fp16 engine on Hopper does: what a kernel may read before its
+ * predecessor ends (weights, the position, the KV rows of earlier steps) it
+ * loads before griddepcontrol.wait, and the bias copies let the GEMV after
+ * them launch early. The step is launch-bound: the weights (~250 MB of
+ * fp16) take ~60 us of the step at H200 bandwidth. Every reduction has a
+ * fixed order (shuffles and shared-memory trees, no atomics): all modes give
+ * the same bits.
  *
  * The position lives at a fixed device address, written before each step by
  * an async copy from pinned memory (outside the region, in every mode).
@@ -33,6 +36,9 @@
  *   EX_DECODE_PDL=0         plain <<<>>> launches instead of PDL
  *   EX_DECODE_PREFETCH=0    GEMV weight loads after griddepcontrol.wait
  *                           (default 1: issued before it)
+ *   EX_DECODE_PDL_EARLY=N   kernels that let their successor launch before
+ *                           they wait for their predecessor, a mask of the
+ *                           PDL_* kinds (default 2: the bias copies; 31 all)
  *   EX_DECODE_GRAPH_PATCH=1 graph mode appends through a pointer like the
  *                           runtime and patches the 12 append nodes every step
  *                           (cudaGraphExecKernelNodeSetParams; =2: then
@@ -42,6 +48,9 @@
  *   EX_STEP_TIMES=1         GPU time per step (events), split into steady
  *                           state and transitions (bucket starts, growth)
  *   EX_DECODE_PROFILE=1     eager: per-kernel GPU time of the last step
+ *   EX_DECODE_SKIP=a,b      leave those launches out (names as in the
+ *                           profile: gemv_qkv, attn_pv, ...); wrong output,
+ *                           for what each kind costs in the step
  */
 #include "../excommon.h"
 #include <cuda_fp16.h>
@@ -78,9 +87,8 @@ __global__ void spin(long long cycles)
 enum { EW_ADD, EW_MUL, EW_MULS, EW_ADDS, EW_POW3, EW_TANH };
 
 /* 8 halves <-> 8 floats through one 16-byte access */
-__device__ __forceinline__ void ld8(const h16 *p, float *f)
+__device__ __forceinline__ void unpack8(uint4 r, float *f)
 {
-	uint4 r = __ldg((const uint4 *)p);
 	const __half2 *h = (const __half2 *)&r;
 
 #pragma unroll
@@ -92,19 +100,15 @@ __device__ __forceinline__ void ld8(const h16 *p, float *f)
 	}
 }
 
+__device__ __forceinline__ void ld8(const h16 *p, float *f)
+{
+	unpack8(__ldg((const uint4 *)p), f);
+}
+
 /* the same without the read-only path (data written by the previous kernel) */
 __device__ __forceinline__ void ld8v(const h16 *p, float *f)
 {
-	uint4 r = *(const uint4 *)p;
-	const __half2 *h = (const __half2 *)&r;
-
-#pragma unroll
-	for (int k = 0; k < 4; k++) {
-		float2 v = __half22float2(h[k]);
-
-		f[2 * k] = v.x;
-		f[2 * k + 1] = v.y;
-	}
+	unpack8(*(const uint4 *)p, f);
 }
 
 __device__ __forceinline__ void st8(h16 *p, const float *f)
@@ -136,38 +140,85 @@ __device__ __forceinline__ float warp_max(float v)
 
 /*
  * Programmatic dependent launch (on; EX_DECODE_PDL=0 turns it off): every
- * kernel of the step waits for its predecessor's completion, then lets its
- * successor launch, so each launch's latency hides behind the previous
- * kernel's work (what TensorRT-LLM does on H100/H200). Without the launch
- * attribute both instructions are no-ops.
+ * kernel of the step lets its successor launch and waits for its
+ * predecessor's completion, so each launch's latency hides behind the
+ * previous kernel's work (what TensorRT-LLM does on H100/H200). Without the
+ * launch attribute both instructions are no-ops.
+ * pdl_early (EX_DECODE_PDL_EARLY): the kernels that trigger before their
+ * wait, so that their successor launches as soon as all of their blocks are
+ * resident, even while they still wait, one bit per kind (PDL_*): bias_copy
+ * (whose successor, a GEMV, then streams its weights for longer), layernorm
+ * and attn_pv (a bias copy follows them), the GEMVs, kv_append, the rest;
+ * the others trigger after it. Any choice is correct: every kernel waits before it
+ * touches what its predecessors wrote, and a successor only launches once
+ * all of this grid's blocks have started, so waiting blocks never keep an
+ * earlier grid's blocks from running.
+ *
+ * The position (*pos) is read before the wait: the host's copy that writes
+ * it precedes the step's first kernel in stream order (a copy is never
+ * overlapped with a kernel by PDL), and every later kernel of the step can
+ * only launch after that first one did.
  */
-__device__ __forceinline__ void pdl_entry(void)
+#define PDL_OTHER 1   /* the kernels not named below */
+#define PDL_BIAS 2    /* bias_copy */
+#define PDL_PRE 4     /* layernorm, attn_pv: a bias copy follows them */
+#define PDL_GEMV 8
+#define PDL_KV 16     /* kv_append */
+__constant__ int pdl_early;
+
+__device__ __forceinline__ void pdl_entry(int bits = PDL_OTHER)
 {
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-	asm volatile("griddepcontrol.launch_dependents;" :::);
+	if (pdl_early & bits) {
+		asm volatile("griddepcontrol.launch_dependents;" :::);
+		asm volatile("griddepcontrol.wait;" ::: "memory");
+	} else {
+		asm volatile("griddepcontrol.wait;" ::: "memory");
+		asm volatile("griddepcontrol.launch_dependents;" :::);
+	}
 }
 
 static int use_pdl = 1;
 static int use_prefetch = 1;   /* EX_DECODE_PREFETCH: GEMV weights before the wait */
 
+/* EX_DECODE_SKIP=name,...: those launches left out (a diagnostic: what each
+ * kind of kernel costs inside the step; the output is then wrong) */
+static const char *skip_list;
+
+static int skipped(const char *what)
+{
+	size_t n = strlen(what);
+	const char *p;
+
+	for (p = skip_list; p && (p = strstr(p, what)); p += n) {
+		if ((p == skip_list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+			return 1;
+	}
+	return 0;
+}
+
+/* launch one kernel of the step; `what` names it for EX_DECODE_PROFILE and
+ * EX_DECODE_SKIP */
 template <typename... KA, typename... A>
-static void lk(void (*k)(KA...), dim3 g, dim3 b, cudaStream_t s, A... args)
+static void lk(const char *what, void (*k)(KA...), dim3 g, dim3 b, cudaStream_t s, A... args)
 {
 	cudaLaunchConfig_t c = {};
 	cudaLaunchAttribute at[1] = {};
 
+	if (skip_list && skipped(what))
+		return;
 	if (!use_pdl) {
 		k<<<g, b, 0, s>>>(args...);
-		return;
+	} else {
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		c.gridDim = g;
+		c.blockDim = b;
+		c.stream = s;
+		c.attrs = at;
+		c.numAttrs = 1;
+		cudaLaunchKernelEx(&c, k, args...);
 	}
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	c.gridDim = g;
-	c.blockDim = b;
-	c.stream = s;
-	c.attrs = at;
-	c.numAttrs = 1;
-	cudaLaunchKernelEx(&c, k, args...);
+	P(what, s);
 }
 
 __global__ void init_h(h16 *p, size_t n, uint32_t seed, float scale, float bias)
@@ -184,8 +235,8 @@ __global__ void embed(h16 *x, const h16 *wte, const h16 *wpe, const int *tokens,
 	int i = threadIdx.x * 8, p, tok, k;
 	float a[8], b[8];
 
-	pdl_entry();
 	p = *pos;
+	pdl_entry();
 	tok = tokens[p];
 	ld8(wte + (size_t)tok * D + i, a);
 	ld8(wpe + (size_t)p * D + i, b);
@@ -213,7 +264,11 @@ __global__ void layernorm(const h16 *x, h16 *y, const h16 *g, const h16 *b)
 	int i = threadIdx.x * 8, k, on = i < D;
 	float v[8], gv[8], bv[8], s = 0, mean, var;
 
-	pdl_entry();
+	if (on) {   /* the weights are constants: loaded while the predecessor ends */
+		ld8(g + i, gv);
+		ld8(b + i, bv);
+	}
+	pdl_entry(PDL_PRE);
 	if (on) {
 		ld8v(x + i, v);
 		for (k = 0; k < 8; k++)
@@ -228,8 +283,6 @@ __global__ void layernorm(const h16 *x, h16 *y, const h16 *g, const h16 *b)
 	var = block_sum128(s, red) * (1.0f / D);
 	if (!on)
 		return;
-	ld8(g + i, gv);
-	ld8(b + i, bv);
 	for (k = 0; k < 8; k++)
 		v[k] = (v[k] - mean) * rsqrtf(var + 1e-5f) * gv[k] + bv[k];
 	st8(y + i, v);
@@ -240,7 +293,7 @@ __global__ void bias_copy(h16 *y, const h16 *b, int n)
 {
 	int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
 
-	pdl_entry();
+	pdl_entry(PDL_BIAS);
 	if (i < n)
 		*(uint4 *)(y + i) = __ldg((const uint4 *)(b + i));
 }
@@ -270,14 +323,14 @@ __global__ void __launch_bounds__(32 * GEMV_ROWS) gemv(const h16 *__restrict__ w
 	int row = blockIdx.x * GEMV_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32, c, k;
 	const uint4 *wr = (const uint4 *)(w + (size_t)row * K), *xr = (const uint4 *)x;
 	uint4 wv[NV];
-	float acc = 0;
+	float acc = 0, y0 = 0;
 
 	if (PRE && row < n) {
 #pragma unroll
 		for (c = 0; c < NV; c++)
 			wv[c] = __ldcs(wr + lane + 32 * c);
 	}
-	pdl_entry();
+	pdl_entry(PDL_GEMV);
 	if (row >= n)
 		return;
 	if (!PRE) {
@@ -285,6 +338,8 @@ __global__ void __launch_bounds__(32 * GEMV_ROWS) gemv(const h16 *__restrict__ w
 		for (c = 0; c < NV; c++)
 			wv[c] = __ldcs(wr + lane + 32 * c);   /* streamed: read once per step */
 	}
+	if (beta && lane == 0)
+		y0 = load_out(y + row);   /* issued with x's loads, not after the sum */
 #pragma unroll
 	for (c = 0; c < NV; c++) {
 		uint4 xv = xr[lane + 32 * c];
@@ -300,7 +355,7 @@ __global__ void __launch_bounds__(32 * GEMV_ROWS) gemv(const h16 *__restrict__ w
 	}
 	acc = warp_sum(acc);
 	if (lane == 0)
-		store_out(y + row, (beta ? load_out(y + row) : 0.0f) + acc);
+		store_out(y + row, y0 + acc);
 }
 
 /* elementwise op over n halves (n % 8 == 0), fp32 math, fp16 result */
@@ -335,8 +390,8 @@ __global__ void kv_append(h16 *kslot, h16 *vslot, const h16 *qkv, const int *pos
 	int i = threadIdx.x * 8;
 	size_t off;
 
-	pdl_entry();
 	off = by_pos ? (size_t)*pos * L * D : 0;
+	pdl_entry(PDL_KV);
 	*(uint4 *)(kslot + off + i) = *(const uint4 *)(qkv + D + i);
 	*(uint4 *)(vslot + off + i) = *(const uint4 *)(qkv + 2 * D + i);
 }
@@ -350,17 +405,36 @@ __global__ void attn_scores(const h16 *qkv, const h16 *kc, h16 *scores, const in
 {
 	int h = blockIdx.x, g = threadIdx.x / 8, part = threadIdx.x % 8, n, it, k;
 	float q[8], kv[8];
+	uint4 kr[4];
 
-	pdl_entry();
+	/* the keys' loads first (the score stores below may alias them as far
+	 * as the compiler knows, so it would not hoist them itself); the keys
+	 * of earlier steps before the wait: the step's first kernel came after
+	 * them in stream order (as for *pos); this step's key after it */
 	n = *pos;
+#pragma unroll
+	for (it = 0; it < 4; it++) {
+		int j = blockIdx.y * 64 + it * 16 + g;
+
+		if (j < n)
+			kr[it] = *(const uint4 *)(kc + (size_t)j * L * D + h * HD + part * 8);
+	}
+	pdl_entry();
 	ld8v(qkv + h * HD + part * 8, q);
+#pragma unroll
+	for (it = 0; it < 4; it++) {
+		int j = blockIdx.y * 64 + it * 16 + g;
+
+		if (j == n)
+			kr[it] = *(const uint4 *)(kc + (size_t)j * L * D + h * HD + part * 8);
+	}
 #pragma unroll
 	for (it = 0; it < 4; it++) {
 		int j = blockIdx.y * 64 + it * 16 + g;
 		float s = 0;
 
 		if (j <= n) {
-			ld8v(kc + (size_t)j * L * D + h * HD + part * 8, kv);
+			unpack8(kr[it], kv);
 			for (k = 0; k < 8; k++)
 				s = fmaf(q[k], kv[k], s);
 		}
@@ -396,8 +470,8 @@ __global__ void attn_mask(h16 *scores, const int *pos, int maxlen)
 	float v[8];
 	h16 *p;
 
-	pdl_entry();
 	n = *pos;
+	pdl_entry();
 	if (i >= NH * per)
 		return;
 	j0 = (i % per) * 8;
@@ -446,40 +520,66 @@ __global__ void softmax_rows(h16 *scores, int maxlen)
 /*
  * att[h][d] = sum_{j <= pos} p[j] V[j]_h[d]: grid (NH, 4), each block 16 of
  * the head's 64 dims; 256 threads = 128 row groups x 2 lanes (one 32-byte
- * sector of a V row); the row groups are added by a fixed shared-memory tree.
+ * sector of a V row), every row's loads issued before the sums; the row
+ * groups are added in a fixed order: xor shuffles over the 16 groups of a
+ * warp, then the 8 warps in order.
  */
 __global__ void __launch_bounds__(256) attn_pv(const h16 *scores, const h16 *vc, h16 *att,
 						const int *pos)
 {
-	__shared__ float part[128][16];
+	__shared__ float part[8][16];
 	int h = blockIdx.x, r = threadIdx.x / 2, s8 = (threadIdx.x % 2) * 8;
 	int d0 = blockIdx.y * 16 + s8, n, j, k, st;
 	const h16 *pr = scores + h * MAXT;
 	float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 }, v[8];
+	uint4 vr[MAXT / 128];
+	h16 pj[MAXT / 128];
 
-	pdl_entry();
+	/* the values of earlier steps before the wait (as the keys in
+	 * attn_scores), this step's row and the probabilities after it */
 	n = *pos;
-#pragma unroll 2
-	for (j = r; j <= n; j += 128) {
-		float p = __half2float(pr[j]);
+#pragma unroll
+	for (j = 0; j < MAXT / 128; j++) {
+		if (r + 128 * j < n)
+			vr[j] = *(const uint4 *)(vc + (size_t)(r + 128 * j) * L * D + h * HD + d0);
+	}
+	pdl_entry(PDL_PRE);
+#pragma unroll
+	for (j = 0; j < MAXT / 128; j++) {
+		if (r + 128 * j <= n)
+			pj[j] = pr[r + 128 * j];
+		if (r + 128 * j == n)
+			vr[j] = *(const uint4 *)(vc + (size_t)(r + 128 * j) * L * D + h * HD + d0);
+	}
+#pragma unroll
+	for (j = 0; j < MAXT / 128; j++) {
+		if (r + 128 * j <= n) {
+			float p = __half2float(pj[j]);
 
-		ld8v(vc + (size_t)j * L * D + h * HD + d0, v);
-		for (k = 0; k < 8; k++)
-			acc[k] = fmaf(p, v[k], acc[k]);
-	}
-	for (k = 0; k < 8; k++)
-		part[r][s8 + k] = acc[k];
-	__syncthreads();
-	for (st = 64; st > 0; st >>= 1) {
-		if (r < st) {
+			unpack8(vr[j], v);
 			for (k = 0; k < 8; k++)
-				part[r][s8 + k] += part[r + st][s8 + k];
+				acc[k] = fmaf(p, v[k], acc[k]);
 		}
-		__syncthreads();
 	}
-	if (r == 0) {
+	/* lanes 2r + s: the same s8 sits on lanes of equal parity */
+#pragma unroll
+	for (st = 16; st > 1; st >>= 1) {
 		for (k = 0; k < 8; k++)
-			acc[k] = part[0][s8 + k];
+			acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], st);
+	}
+	if (threadIdx.x % 32 < 2) {
+		for (k = 0; k < 8; k++)
+			part[threadIdx.x / 32][s8 + k] = acc[k];
+	}
+	__syncthreads();
+	if (threadIdx.x < 2) {
+		for (k = 0; k < 8; k++) {
+			float t = part[0][s8 + k];
+
+			for (j = 1; j < 8; j++)
+				t += part[j][s8 + k];
+			acc[k] = t;
+		}
 		st8(att + h * HD + d0, acc);
 	}
 }
@@ -501,8 +601,9 @@ __global__ void __launch_bounds__(1024) argmax(const float *logits, int *tokens,
 	__shared__ int wi[32];
 	const float4 *l4 = (const float4 *)logits;
 	float best = -INFINITY;
-	int idx = 0x7fffffff, i, k, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+	int idx = 0x7fffffff, i, k, lane = threadIdx.x % 32, w = threadIdx.x / 32, p;
 
+	p = *pos;
 	pdl_entry();
 #pragma unroll 4
 	for (i = threadIdx.x; i < V / 4; i += 1024) {
@@ -532,7 +633,7 @@ __global__ void __launch_bounds__(1024) argmax(const float *logits, int *tokens,
 			amax_take(best, idx, __shfl_xor_sync(0xffffffffu, best, k),
 				  __shfl_xor_sync(0xffffffffu, idx, k));
 		if (lane == 0)
-			tokens[*pos + 1] = idx;
+			tokens[p + 1] = idx;
 	}
 }
 
@@ -558,17 +659,15 @@ struct dec {
 template <int K>
 static void linear(cudaStream_t s, const h16 *w, const h16 *b, const h16 *x, h16 *y, int n)
 {
-	lk(bias_copy, EW_GRID(n), EW_BLOCK, s, y, b, n);
-	P("bias_copy", s);
-	lk(use_prefetch ? gemv<K, h16, true> : gemv<K, h16, false>, (n + GEMV_ROWS - 1) / GEMV_ROWS,
+	lk("bias_copy", bias_copy, EW_GRID(n), EW_BLOCK, s, y, b, n);
+	lk(n == 3 * D ? "gemv_qkv" : n == F ? "gemv_fc" : K == F ? "gemv_proj2" : "gemv_proj",
+	   use_prefetch ? gemv<K, h16, true> : gemv<K, h16, false>, (n + GEMV_ROWS - 1) / GEMV_ROWS,
 	   32 * GEMV_ROWS, s, w, x, y, n, 1);
-	P(n == 3 * D ? "gemv_qkv" : n == F ? "gemv_fc" : K == F ? "gemv_proj2" : "gemv_proj", s);
 }
 
 static void ewl(cudaStream_t s, int op, h16 *out, const h16 *a, const h16 *b, float c, int n)
 {
-	lk(ew, EW_GRID(n), EW_BLOCK, s, op, out, a, b, c, n);
-	P(n == F ? "ew_gelu" : "ew_residual", s);
+	lk(n == F ? "ew_gelu" : "ew_residual", ew, EW_GRID(n), EW_BLOCK, s, op, out, a, b, c, n);
 }
 
 /* One decode step. kslot/vslot: the append slot (by_pos 0) or the cache
@@ -578,30 +677,23 @@ static void step(struct dec *m, cudaStream_t s, const int *pos, h16 *kslot, h16 
 {
 	int l, sg = (NH * maxlen / 8 + EW_BLOCK - 1) / EW_BLOCK;
 
-	lk(embed, 1, D / 8, s, m->x, m->wte, m->wpe, m->tokens, pos);
-	P("embed", s);
+	lk("embed", embed, 1, D / 8, s, m->x, m->wte, m->wpe, m->tokens, pos);
 	for (l = 0; l < L; l++) {
 		struct layer *y = &m->ly[l];
 
-		lk(layernorm, 1, 128, s, m->x, m->h, y->ln1g, y->ln1b);
-		P("layernorm", s);
+		lk("layernorm", layernorm, 1, 128, s, m->x, m->h, y->ln1g, y->ln1b);
 		linear<D>(s, y->wqkv, y->bqkv, m->h, m->qkv, 3 * D);
-		lk(kv_append, 1, D / 8, s, kslot + l * D, vslot + l * D, m->qkv, pos, by_pos);
-		P("kv_append", s);
-		lk(attn_scores, dim3(NH, maxlen / 64), 128, s, m->qkv, m->kc + l * D, m->scores, pos);
-		P("attn_scores", s);
-		lk(attn_scale, sg, EW_BLOCK, s, m->scores, maxlen, 0.125f);
-		P("attn_scale", s);
-		lk(attn_mask, sg, EW_BLOCK, s, m->scores, pos, maxlen);
-		P("attn_mask", s);
-		lk(softmax_rows, NH, 128, s, m->scores, maxlen);
-		P("softmax", s);
-		lk(attn_pv, dim3(NH, 4), 256, s, m->scores, m->vc + l * D, m->att, pos);
-		P("attn_pv", s);
+		lk("kv_append", kv_append, 1, D / 8, s, kslot + l * D, vslot + l * D, m->qkv, pos,
+		   by_pos);
+		lk("attn_scores", attn_scores, dim3(NH, maxlen / 64), 128, s, m->qkv, m->kc + l * D,
+		   m->scores, pos);
+		lk("attn_scale", attn_scale, sg, EW_BLOCK, s, m->scores, maxlen, 0.125f);
+		lk("attn_mask", attn_mask, sg, EW_BLOCK, s, m->scores, pos, maxlen);
+		lk("softmax", softmax_rows, NH, 128, s, m->scores, maxlen);
+		lk("attn_pv", attn_pv, dim3(NH, 4), 256, s, m->scores, m->vc + l * D, m->att, pos);
 		linear<D>(s, y->wproj, y->bproj, m->att, m->tmp, D);
 		ewl(s, EW_ADD, m->x, m->x, m->tmp, 0, D);
-		lk(layernorm, 1, 128, s, m->x, m->h, y->ln2g, y->ln2b);
-		P("layernorm", s);
+		lk("layernorm", layernorm, 1, 128, s, m->x, m->h, y->ln2g, y->ln2b);
 		linear<D>(s, y->wfc, y->bfc, m->h, m->f, F);
 		/* NewGELU as an eager framework runs it: 8 elementwise ops */
 		ewl(s, EW_POW3, m->p, m->f, NULL, 0, F);
@@ -615,13 +707,10 @@ static void step(struct dec *m, cudaStream_t s, const int *pos, h16 *kslot, h16 
 		linear<F>(s, y->wproj2, y->bproj2, m->p, m->tmp, D);
 		ewl(s, EW_ADD, m->x, m->x, m->tmp, 0, D);
 	}
-	lk(layernorm, 1, 128, s, m->x, m->h, m->lnfg, m->lnfb);
-	P("layernorm", s);
-	lk(use_prefetch ? gemv<D, float, true> : gemv<D, float, false>,
+	lk("layernorm", layernorm, 1, 128, s, m->x, m->h, m->lnfg, m->lnfb);
+	lk("gemv_lmhead", use_prefetch ? gemv<D, float, true> : gemv<D, float, false>,
 	   (V + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, s, m->wte, m->h, m->logits, V, 0);
-	P("gemv_lmhead", s);
-	lk(argmax, 1, 1024, s, m->logits, m->tokens, pos);
-	P("argmax", s);
+	lk("argmax", argmax, 1, 1024, s, m->logits, m->tokens, pos);
 }
 
 static h16 *hal(size_t n, uint32_t seed, float scale, float bias)
@@ -778,7 +867,7 @@ int main(int argc, char **argv)
 	cudaStream_t s, us = NULL;
 	cudaGraphExec_t ge[MAXT / 128 + 1] = { 0 };
 	static struct gpatch gp[MAXT / 128 + 1];
-	int *dpos, *hpos, t, l, gpatch = 0, full = 0;
+	int *dpos, *hpos, t, l, gpatch = 0, full = 0, early = PDL_BIAS;
 	int64_t t0, t1, gp_set = 0, gp_launch = 0, ta;
 	cudaEvent_t *sev = NULL;
 	uint64_t h;
@@ -795,9 +884,13 @@ int main(int argc, char **argv)
 		use_pdl = atoi(getenv("EX_DECODE_PDL"));
 	if (getenv("EX_DECODE_PREFETCH"))
 		use_prefetch = atoi(getenv("EX_DECODE_PREFETCH"));
+	skip_list = getenv("EX_DECODE_SKIP");
+	if (getenv("EX_DECODE_PDL_EARLY"))
+		early = atoi(getenv("EX_DECODE_PDL_EARLY"));
 	if (a.mode == EX_RUNTIME && getenv("EX_DECODE_FULLCACHE"))
 		full = atoi(getenv("EX_DECODE_FULLCACHE"));
 	memset(&m, 0, sizeof(m));
+	CK(cudaMemcpyToSymbol(pdl_early, &early, sizeof(early)));
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	if (gpatch >= 2)
 		CK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));

@@ -176,6 +176,7 @@ static double run(struct bench *b, cudaStream_t s, cudaStream_t side, int iters,
 	memset(ref, 0xff, sizeof(ref));
 	*ok = k_set == 0 || memcmp(host, ref, sizeof(host)) != 0;
 	CK(cudaMemset(b->slots, 0xff, (size_t)NSLOTS * SLOT * sizeof(float)));
+	CK(cudaDeviceSynchronize());   /* the streams do not wait for the legacy one */
 	CK(cudaGraphExecDestroy(x[0]));
 	if (x[1])
 		CK(cudaGraphExecDestroy(x[1]));
@@ -212,6 +213,7 @@ int main(int argc, char **argv)
 		CK(cudaMemset(b[ni].buf, 0, SLOT * sizeof(float)));
 		CK(cudaMalloc(&b[ni].slots, (size_t)NSLOTS * SLOT * sizeof(float)));
 		CK(cudaMemset(b[ni].slots, 0xff, (size_t)NSLOTS * SLOT * sizeof(float)));
+		CK(cudaDeviceSynchronize());   /* s is non-blocking: the fills first */
 		build(&b[ni], ns[ni], s);
 	}
 	printf("%-18s %5s %5s %10s %10s %10s\n", "variant", "nodes", "puts", "us/iter",

@@ -61,7 +61,11 @@ struct bufs {
 	float *in[2], *tmp0, *tmp1, *out;   /* out: ITERS slices of N floats */
 };
 
-static void alloc(bufs *b, int t, int iters)
+/* inputs and the output's fill go through the thread's own stream: it does
+ * not wait for the legacy default stream (cudaStreamNonBlocking), so a
+ * cudaMemset there could land after the first call's kernels (it did, under
+ * racecheck: that call's output was the 0xff fill) */
+static void alloc(bufs *b, int t, int iters, cudaStream_t s)
 {
 	std::vector<float> h(N);
 
@@ -69,12 +73,13 @@ static void alloc(bufs *b, int t, int iters)
 		CK(cudaMalloc(&b->in[j], N * sizeof(float)));
 		for (int i = 0; i < N; i++)
 			h[i] = (float)((i * 7 + t * 13 + j * 101) % 97) / 97.0f;
-		CK(cudaMemcpy(b->in[j], h.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+		CK(cudaMemcpyAsync(b->in[j], h.data(), N * sizeof(float), cudaMemcpyHostToDevice, s));
+		CK(cudaStreamSynchronize(s));   /* h is refilled next */
 	}
 	CK(cudaMalloc(&b->tmp0, N * sizeof(float)));
 	CK(cudaMalloc(&b->tmp1, N * sizeof(float)));
 	CK(cudaMalloc(&b->out, (size_t)iters * N * sizeof(float)));
-	CK(cudaMemset(b->out, 0xff, (size_t)iters * N * sizeof(float)));
+	CK(cudaMemsetAsync(b->out, 0xff, (size_t)iters * N * sizeof(float), s));
 }
 
 static void release(bufs *b)
@@ -94,7 +99,7 @@ static void run(kp_rt *rt, const char *label, int t, int iters, std::vector<floa
 	bufs b;
 
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	alloc(&b, t, iters);
+	alloc(&b, t, iters, s);
 	for (int i = 0; i < iters; i++) {
 		const float *in = b.in[i & 1];
 		float *out = b.out + (size_t)i * N;

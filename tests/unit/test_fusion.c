@@ -291,6 +291,18 @@ static void test_gen_rows(void)
 	CU_ASSERT_EQUAL(g.source_hash, g2.source_hash);
 	golden("bias_residual_layernorm", &g);
 	kp_fx_group_release(&g2);
+	/* PDL: consumers may launch before this grid waits for its producers;
+	 * KPLAN_FUSION_PDL_EARLY=0 puts the trigger after the wait */
+	CU_ASSERT(strstr(g.source.buf, "griddepcontrol.launch_dependents") <
+		  strstr(g.source.buf, "griddepcontrol.wait"));
+	setenv("KPLAN_FUSION_PDL_EARLY", "0", 1);
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g2, &err), 0);
+	unsetenv("KPLAN_FUSION_PDL_EARLY");
+	CU_ASSERT_PTR_NOT_NULL(strstr(g2.source.buf, "griddepcontrol.wait"));
+	CU_ASSERT(strstr(g2.source.buf, "griddepcontrol.launch_dependents") >
+		  strstr(g2.source.buf, "griddepcontrol.wait"));
+	CU_ASSERT_NOT_EQUAL(g.source_hash, g2.source_hash);
+	kp_fx_group_release(&g2);
 	kp_fx_group_release(&g);
 	kp_fx_catalog_free(cat);
 }

@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_20281bf757797759
+// kernel kp_fused_3ef9b19f3668a620
 // scheme rows
 // block 256
 // chain 2
@@ -66,7 +66,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(256) kp_fused_20281bf757797759(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_3ef9b19f3668a620(
 	float *k0_x,
 	float *k0_t,
 	float *k0_b,
@@ -77,8 +77,8 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_20281bf757797759(
 	long long rows, long long cols)
 {
 #if __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;" :::);
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 	__shared__ float kp_sh[32];
 

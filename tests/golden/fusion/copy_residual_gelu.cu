@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_c02ec9e70a5bd40b
+// kernel kp_fused_66951c93116f68e6
 // scheme elementwise
 // block 256
 // chain 3
@@ -51,7 +51,7 @@ __device__ __forceinline__ float kp_relu(float v)
 	return fmaxf(v, 0.0f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) kp_fused_c02ec9e70a5bd40b(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_66951c93116f68e6(
 	float *k0_dst,
 	float *k0_src,
 	float *k1_x,
@@ -62,8 +62,8 @@ extern "C" __global__ void __launch_bounds__(256) kp_fused_c02ec9e70a5bd40b(
 	long long rows, long long cols)
 {
 #if __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;" :::);
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 	const long long n = rows * cols;
 

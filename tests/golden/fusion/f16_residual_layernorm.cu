@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_a27b142c1a637b45
+// kernel kp_fused_d2d8e0404b712c51
 // scheme rows
 // block 128
 // chain 2
@@ -81,7 +81,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(128) kp_fused_a27b142c1a637b45(
+extern "C" __global__ void __launch_bounds__(128) kp_fused_d2d8e0404b712c51(
 	int k0_op,
 	unsigned short *k0_out,
 	unsigned short *k0_a,
@@ -97,8 +97,8 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_a27b142c1a637b45(
 
 	(void)kp_cols;
 #if __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;" :::);
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 	__shared__ float kp_sh[32];
 

@@ -1,5 +1,5 @@
 // kplan-fusion 1
-// kernel kp_fused_2e2c6d4179a3e942
+// kernel kp_fused_e3f294b3cb29e67a
 // scheme rows
 // block 128
 // chain 3
@@ -79,7 +79,7 @@ KP_BLOCK_REDUCE(kp_block_sum, KP_ADD)
 KP_BLOCK_REDUCE(kp_block_max, fmaxf)
 KP_BLOCK_REDUCE(kp_block_min, fminf)
 
-extern "C" __global__ void __launch_bounds__(128) kp_fused_2e2c6d4179a3e942(
+extern "C" __global__ void __launch_bounds__(128) kp_fused_e3f294b3cb29e67a(
 	unsigned short *k0_x,
 	float k0_scale,
 	unsigned short *k1_x,
@@ -88,8 +88,8 @@ extern "C" __global__ void __launch_bounds__(128) kp_fused_2e2c6d4179a3e942(
 	long long rows, long long cols)
 {
 #if __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;" :::);
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 	__shared__ float kp_sh[32];
 
