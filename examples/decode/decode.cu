@@ -179,6 +179,7 @@ __device__ __forceinline__ void pdl_entry(int bits = PDL_OTHER)
 
 static int use_pdl = 1;
 static int use_prefetch = 1;   /* EX_DECODE_PREFETCH: GEMV weights before the wait */
+static int gemv_rows = 4;      /* EX_DECODE_GEMV_ROWS: rows per block of the layers' GEMVs */
 
 /* EX_DECODE_SKIP=name,...: those launches left out (a diagnostic: what each
  * kind of kernel costs inside the step; the output is then wrong) */
@@ -313,14 +314,15 @@ __device__ __forceinline__ float load_out(const float *y) { return *y; }
  * finishes (the weights are constant; x and y are touched after the wait):
  * what TensorRT-LLM's PDL kernels do. EX_DECODE_PREFETCH=0 loads after it.
  */
-#define GEMV_ROWS 4
+#define GEMV_ROWS 4      /* rows per block (EX_DECODE_GEMV_ROWS: 1..8, the layers' GEMVs) */
+#define GEMV_MAX_ROWS 8
 template <int K, typename OUT, bool PRE>
-__global__ void __launch_bounds__(32 * GEMV_ROWS) gemv(const h16 *__restrict__ w,
+__global__ void __launch_bounds__(32 * GEMV_MAX_ROWS) gemv(const h16 *__restrict__ w,
 						       const h16 *__restrict__ x, OUT *y, int n,
 						       int beta)
 {
 	constexpr int NV = K / 256;
-	int row = blockIdx.x * GEMV_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32, c, k;
+	int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32, c, k;
 	const uint4 *wr = (const uint4 *)(w + (size_t)row * K), *xr = (const uint4 *)x;
 	uint4 wv[NV];
 	float acc = 0, y0 = 0;
@@ -661,8 +663,8 @@ static void linear(cudaStream_t s, const h16 *w, const h16 *b, const h16 *x, h16
 {
 	lk("bias_copy", bias_copy, EW_GRID(n), EW_BLOCK, s, y, b, n);
 	lk(n == 3 * D ? "gemv_qkv" : n == F ? "gemv_fc" : K == F ? "gemv_proj2" : "gemv_proj",
-	   use_prefetch ? gemv<K, h16, true> : gemv<K, h16, false>, (n + GEMV_ROWS - 1) / GEMV_ROWS,
-	   32 * GEMV_ROWS, s, w, x, y, n, 1);
+	   use_prefetch ? gemv<K, h16, true> : gemv<K, h16, false>, (n + gemv_rows - 1) / gemv_rows,
+	   32 * gemv_rows, s, w, x, y, n, 1);
 }
 
 static void ewl(cudaStream_t s, int op, h16 *out, const h16 *a, const h16 *b, float c, int n)
@@ -885,6 +887,12 @@ int main(int argc, char **argv)
 	if (getenv("EX_DECODE_PREFETCH"))
 		use_prefetch = atoi(getenv("EX_DECODE_PREFETCH"));
 	skip_list = getenv("EX_DECODE_SKIP");
+	if (getenv("EX_DECODE_GEMV_ROWS"))
+		gemv_rows = atoi(getenv("EX_DECODE_GEMV_ROWS"));
+	if (gemv_rows < 1 || gemv_rows > GEMV_MAX_ROWS) {
+		fprintf(stderr, "decode: EX_DECODE_GEMV_ROWS must be 1..%d\n", GEMV_MAX_ROWS);
+		return 64;
+	}
 	if (getenv("EX_DECODE_PDL_EARLY"))
 		early = atoi(getenv("EX_DECODE_PDL_EARLY"));
 	if (a.mode == EX_RUNTIME && getenv("EX_DECODE_FULLCACHE"))
