@@ -21,19 +21,13 @@ BIN=$B/bin
 CAT=planner/catalog/examples.kpcat
 mkdir -p "$O"
 export KPLAN_CACHE_DIR=$O/cache
-dev=$("$BIN/ex_mlp" device) || { echo "no GPU: $dev"; exit 2; }
-set -- "$@" "" # keep the variants; device fields below
-read -r -a f <<<"$dev"
-"$BIN/kplan-mkplan" --cc "${f[1]}" --cuda "${f[3]}" --driver "${f[5]}" --sm "${f[7]}" \
-	--gpu "${dev#* gpu }" -o "$O/base.kplan" \
-	decode.step:graph:warmup=1:keys=8:kernels=100000 || exit 2
-rm -f "$O/trace.tsv"
-KPLAN_FUSION_TRACE=$O/trace.tsv "$BIN/ex_decode" runtime "$O/base.kplan" --steps 3 >/dev/null 2>&1
+. "$(dirname "$0")/decode_lib.sh"
+decode_base_plan "$BIN" "$O" || exit 2
+decode_trace "$BIN" "$O/base.kplan" "$O/trace.tsv"
 labels=()
 declare -A envs bins all
 n=0
 for v in "$@"; do
-	[ -n "$v" ] || continue
 	IFS='|' read -r lab env bin <<<"$v"
 	labels+=("$lab")
 	envs[$lab]=$env

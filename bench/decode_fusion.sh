@@ -20,12 +20,9 @@ K=$BIN/kplan
 CAT=planner/catalog/examples.kpcat
 mkdir -p "$O"
 export KPLAN_CACHE_DIR=$O/cache
-dev=$("$BIN/ex_mlp" device) || { echo "no GPU: $dev"; exit 2; }
-set -- $dev
-"$BIN/kplan-mkplan" --cc "$2" --cuda "$4" --driver "$6" --sm "$8" --gpu "${dev#* gpu }" \
-	-o "$O/base.kplan" decode.step:graph:warmup=1:keys=8:kernels=100000 || exit 2
-rm -f "$O/trace.tsv"
-KPLAN_FUSION_TRACE=$O/trace.tsv "$BIN/ex_decode" runtime "$O/base.kplan" --steps 3 >/dev/null 2>&1
+. "$(dirname "$0")/decode_lib.sh"
+decode_base_plan "$BIN" "$O" || exit 2
+decode_trace "$BIN" "$O/base.kplan" "$O/trace.tsv"
 
 # a catalog of the named entries of $CAT
 subset() {

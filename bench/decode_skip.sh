@@ -20,16 +20,11 @@ BIN=$B/bin
 mkdir -p "$O"
 export KPLAN_CACHE_DIR=$O/cache
 if [ "$M" = fused ]; then
-	dev=$("$BIN/ex_mlp" device) || { echo "no GPU: $dev"; exit 2; }
-	read -r -a f <<<"$dev"
-	"$BIN/kplan-mkplan" --cc "${f[1]}" --cuda "${f[3]}" --driver "${f[5]}" --sm "${f[7]}" \
-		--gpu "${dev#* gpu }" -o "$O/base.kplan" \
-		decode.step:graph:warmup=1:keys=8:kernels=100000 || exit 2
+	. "$(dirname "$0")/decode_lib.sh"
+	decode_base_plan "$BIN" "$O" || exit 2
 	for k in none $kinds; do
 		sk=$([ $k = none ] || echo $k)
-		rm -f "$O/trace-$k.tsv"
-		EX_DECODE_SKIP=$sk KPLAN_FUSION_TRACE=$O/trace-$k.tsv "$BIN/ex_decode" runtime \
-			"$O/base.kplan" --steps 3 >/dev/null 2>&1
+		EX_DECODE_SKIP=$sk decode_trace "$BIN" "$O/base.kplan" "$O/trace-$k.tsv"
 		"$BIN/kplan" plan --base "$O/base.kplan" --kernels "$O/trace-$k.tsv" \
 			--catalog planner/catalog/examples.kpcat -o "$O/fused-$k.kplan" \
 			>"$O/plan-$k.log" 2>&1 || echo "plan $k failed"
