@@ -17,13 +17,8 @@ B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-decode-ab}}
 R=${3:-3}
 shift 3
-BIN=$B/bin
-CAT=planner/catalog/examples.kpcat
-mkdir -p "$O"
-export KPLAN_CACHE_DIR=$O/cache
 . "$(dirname "$0")/decode_lib.sh"
-decode_base_plan "$BIN" "$O" || exit 2
-decode_trace "$BIN" "$O/base.kplan" "$O/trace.tsv"
+decode_setup "$B" "$O" || exit 2
 labels=()
 declare -A envs bins all
 n=0

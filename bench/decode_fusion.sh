@@ -15,14 +15,9 @@
 set -u
 B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-decode-fusion}}
-BIN=$B/bin
-K=$BIN/kplan
-CAT=planner/catalog/examples.kpcat
-mkdir -p "$O"
-export KPLAN_CACHE_DIR=$O/cache
 . "$(dirname "$0")/decode_lib.sh"
-decode_base_plan "$BIN" "$O" || exit 2
-decode_trace "$BIN" "$O/base.kplan" "$O/trace.tsv"
+decode_setup "$B" "$O" || exit 2
+K=$BIN/kplan
 
 # a catalog of the named entries of $CAT
 subset() {

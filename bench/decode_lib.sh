@@ -18,3 +18,20 @@ decode_trace() {
 	rm -f "$3"
 	KPLAN_FUSION_TRACE=$3 "$1/ex_decode" runtime "$2" --steps 3 >/dev/null 2>&1
 }
+
+# decode_env BUILD DIR: BIN and CAT for the benchmark, DIR created, NVRTC's
+# CUBIN cache under it
+decode_env() {
+	BIN=$1/bin
+	CAT=planner/catalog/examples.kpcat
+	mkdir -p "$2"
+	export KPLAN_CACHE_DIR=$2/cache
+}
+
+# decode_setup BUILD DIR: decode_env, then DIR/base.kplan and the kernels it
+# captures in DIR/trace.tsv
+decode_setup() {
+	decode_env "$1" "$2"
+	decode_base_plan "$BIN" "$2" || return 2
+	decode_trace "$BIN" "$2/base.kplan" "$2/trace.tsv"
+}

@@ -16,17 +16,15 @@ M=${3:-graph}
 O=${4:-${OUT:-/tmp/kplan-decode-skip}}
 kinds="embed layernorm bias_copy gemv_qkv gemv_proj gemv_fc gemv_proj2 gemv_lmhead,argmax
        kv_append attn_scores attn_scale attn_mask softmax attn_pv ew_residual ew_gelu"
-BIN=$B/bin
-mkdir -p "$O"
-export KPLAN_CACHE_DIR=$O/cache
+. "$(dirname "$0")/decode_lib.sh"
+decode_env "$B" "$O"
 if [ "$M" = fused ]; then
-	. "$(dirname "$0")/decode_lib.sh"
 	decode_base_plan "$BIN" "$O" || exit 2
 	for k in none $kinds; do
 		sk=$([ $k = none ] || echo $k)
 		EX_DECODE_SKIP=$sk decode_trace "$BIN" "$O/base.kplan" "$O/trace-$k.tsv"
 		"$BIN/kplan" plan --base "$O/base.kplan" --kernels "$O/trace-$k.tsv" \
-			--catalog planner/catalog/examples.kpcat -o "$O/fused-$k.kplan" \
+			--catalog "$CAT" -o "$O/fused-$k.kplan" \
 			>"$O/plan-$k.log" 2>&1 || echo "plan $k failed"
 	done
 fi
