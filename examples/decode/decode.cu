@@ -408,6 +408,7 @@ __global__ void attn_scores(const h16 *qkv, const h16 *kc, h16 *scores, const in
 	int h = blockIdx.x, g = threadIdx.x / 8, part = threadIdx.x % 8, n, it, k;
 	float q[8], kv[8];
 	uint4 kr[4];
+	const h16 *kh = kc + h * HD + part * 8;   /* this lane's 8 halves of key row 0 */
 
 	/* the keys' loads first (the score stores below may alias them as far
 	 * as the compiler knows, so it would not hoist them itself); the keys
@@ -419,7 +420,7 @@ __global__ void attn_scores(const h16 *qkv, const h16 *kc, h16 *scores, const in
 		int j = blockIdx.y * 64 + it * 16 + g;
 
 		if (j < n)
-			kr[it] = *(const uint4 *)(kc + (size_t)j * L * D + h * HD + part * 8);
+			kr[it] = *(const uint4 *)(kh + (size_t)j * L * D);
 	}
 	pdl_entry();
 	ld8v(qkv + h * HD + part * 8, q);
@@ -428,7 +429,7 @@ __global__ void attn_scores(const h16 *qkv, const h16 *kc, h16 *scores, const in
 		int j = blockIdx.y * 64 + it * 16 + g;
 
 		if (j == n)
-			kr[it] = *(const uint4 *)(kc + (size_t)j * L * D + h * HD + part * 8);
+			kr[it] = *(const uint4 *)(kh + (size_t)j * L * D);
 	}
 #pragma unroll
 	for (it = 0; it < 4; it++) {
@@ -536,6 +537,7 @@ __global__ void __launch_bounds__(256) attn_pv(const h16 *scores, const h16 *vc,
 	float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 }, v[8];
 	uint4 vr[MAXT / 128];
 	h16 pj[MAXT / 128];
+	const h16 *vh = vc + (size_t)r * L * D + h * HD + d0;   /* row r; row r + 128 j after */
 
 	/* the values of earlier steps before the wait (as the keys in
 	 * attn_scores), this step's row and the probabilities after it */
@@ -543,7 +545,7 @@ __global__ void __launch_bounds__(256) attn_pv(const h16 *scores, const h16 *vc,
 #pragma unroll
 	for (j = 0; j < MAXT / 128; j++) {
 		if (r + 128 * j < n)
-			vr[j] = *(const uint4 *)(vc + (size_t)(r + 128 * j) * L * D + h * HD + d0);
+			vr[j] = *(const uint4 *)(vh + (size_t)(128 * j) * L * D);
 	}
 	pdl_entry(PDL_PRE);
 #pragma unroll
@@ -551,7 +553,7 @@ __global__ void __launch_bounds__(256) attn_pv(const h16 *scores, const h16 *vc,
 		if (r + 128 * j <= n)
 			pj[j] = pr[r + 128 * j];
 		if (r + 128 * j == n)
-			vr[j] = *(const uint4 *)(vc + (size_t)(r + 128 * j) * L * D + h * HD + d0);
+			vr[j] = *(const uint4 *)(vh + (size_t)(128 * j) * L * D);
 	}
 #pragma unroll
 	for (j = 0; j < MAXT / 128; j++) {
