@@ -6,9 +6,10 @@
 #
 # 1. a graph-only plan (kplan-mkplan) and the captured kernel trace
 # 2. fused plans from catalog subsets: GELU chains only (decode_ew), + the
-#    residual add -> layer norm chains (decode_layernorm), + scale -> mask ->
-#    softmax (decode_attn_*, decode_softmax): output hash, us per token and
-#    chains fused for each, against eager
+#    residual add -> layer norm chains (decode_layernorm), scale -> mask ->
+#    softmax (decode_attn_*, decode_softmax), all of those (no-gemv), the
+#    GEMVs with their bias copies alone (gemv), everything (all): output
+#    hash, us per token and chains fused for each, against eager
 # 3. kplan record of the graph-only and the fully fused runs: GPU time per
 #    step by kernel (graph-launched kernels of the last 50 steps; CUPTI adds
 #    ~0.2 us to each traced kernel)
@@ -34,7 +35,9 @@ read -r gus gh < <("$BIN/ex_decode" runtime "$O/base.kplan" 2>/dev/null | res)
 printf "%-34s %10s %8s %s\n" graph-only "$gus" 0 "$gh"
 for v in "gelu:decode_ew" "gelu+ln:decode_ew decode_layernorm" \
 	 "softmax:decode_attn_scale decode_attn_mask decode_softmax" \
-	 "all:decode_ew decode_layernorm decode_attn_scale decode_attn_mask decode_softmax"; do
+	 "no-gemv:decode_ew decode_layernorm decode_attn_scale decode_attn_mask decode_softmax" \
+	 "gemv:decode_bias_copy decode_gemv_768 decode_gemv_3072" \
+	 "all:decode_ew decode_layernorm decode_attn_scale decode_attn_mask decode_softmax decode_bias_copy decode_gemv_768 decode_gemv_3072"; do
 	name=${v%%:*}
 	mkdir -p "$O/$name"
 	subset ${v#*:} >"$O/$name/cat.kpcat"

@@ -14,7 +14,7 @@ prof() { # LABEL ARGS...: mean gpu__time_duration per kernel name (ns)
 	local l=$1; shift
 	"$NCU" --cache-control none --clock-control none --metrics gpu__time_duration.sum --csv \
 		-k 'regex:^(ew|layernorm|kp_fused|attn_scale|attn_mask|softmax_rows|bias_copy|gemv)' \
-		--launch-skip 1500 --launch-count 300 "$B/bin/ex_decode" "$@" --steps 12 2>/dev/null |
+		--launch-skip 1500 --launch-count 300 "$B/bin/ex_decode" "$@" --steps 40 2>/dev/null |
 		python3 -c '
 import csv, sys, collections
 s = collections.defaultdict(list)

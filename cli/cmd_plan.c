@@ -34,15 +34,18 @@ const char kp_usage_plan[] =
 	"  --cuda-major N        CUDA major version when the run does not record one\n"
 	"  --no-store            do not record the plan in the database (read-only)\n"
 	"  --catalog FILE        fusion catalog (planner/FUSION.md; repeatable, first\n"
-	"                        match wins): the analyzer's fusion candidates whose\n"
-	"                        kernels are all in it, then every other run of 2..8\n"
-	"                        catalog kernels in each graph region, get a generated\n"
-	"                        fused kernel, written next to the plan as\n"
-	"                        kpfuse-HASH.cu and referenced by hash\n"
+	"                        match wins): each GEMV (a 'dot' kernel) with the\n"
+	"                        elementwise kernels around it, every other run of\n"
+	"                        2..12 catalog kernels in each graph region, then the\n"
+	"                        analyzer's candidates none of those covers, get a\n"
+	"                        generated fused kernel, written next to the plan as\n"
+	"                        kpfuse-HASH.cu and referenced by hash (record with\n"
+	"                        --args to specialise it on the recorded arguments)\n"
 	"  --base PLAN           instead of a database: add fusion groups to an existing\n"
 	"                        plan, from a kernel trace (needs --kernels, --catalog)\n"
 	"  --kernels TRACE       captured kernels per region, as KPLAN_FUSION_TRACE=TRACE\n"
-	"                        makes libkplanrt write them (REGION<tab>INDEX<tab>NAME)\n"
+	"                        makes libkplanrt write them (REGION<tab>INDEX<tab>NAME\n"
+	"                        <tab>ARGS, the kernel's parameter bytes)\n"
 	"\n"
 	"examples:\n"
 	"  kplan plan run.db -o model.kplan\n"
@@ -107,9 +110,9 @@ static void dir_of(const char *path, char *out, size_t n)
 
 /*
  * The fusion part. Base mode: groups from a trace file, then sources.
- * Database mode: sources for the analyzer's candidates, then groups for the
- * catalog runs of each graph region's kernels (ktrace, from the planner)
- * that no generated candidate covers, and their sources.
+ * Database mode: groups for the catalog runs of each graph region's kernels
+ * (ktrace, from the planner) and their sources, then sources for the
+ * analyzer's candidates that no generated group covers.
  */
 static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
 		       const struct kp_strbuf *ktrace, const char *out, struct kp_err *err)
@@ -121,12 +124,17 @@ static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, co
 
 	dir_of(out, dir, sizeof(dir));
 	if (ktrace) {
-		if ((rc = kp_fx_plan_sources(plan, cat, dir, &st, err)))
-			return rc;
+		/* the recorded kernels' groups first (every instance, GEMVs with
+		 * their prologue and epilogue); then the analyzer's candidates
+		 * that none of them covers */
 		before = plan->n_fusions;
+		memset(&st, 0, sizeof(st));
 		if ((rc = kp_fx_plan_add_trace(plan, ktrace->buf ? ktrace->buf : "", ktrace->len,
 					       "the database's kernels", cat, err)) < 0 ||
 		    (rc = kp_fx_plan_sources_from(plan, before, cat, dir, &st, err)))
+			return rc;
+		before -= kp_fx_plan_drop_covered(plan, before);
+		if ((rc = kp_fx_plan_sources_range(plan, 0, before, cat, dir, &st, err)))
 			return rc;
 		goto done;
 	}

@@ -661,6 +661,16 @@ static int element_node(const struct kp_fx_node *nd, void *ctx)
 	return nd->kind == KP_FX_N_INDEX && (nd->a == KP_FX_I || nd->a == KP_FX_COL);
 }
 
+/* A node that depends on the row/column split (broadcast loads, indices
+ * other than i); a dot kernel's statements may not have one. */
+static int split_node(const struct kp_fx_node *nd, void *ctx)
+{
+	(void)ctx;
+	if (nd->kind == KP_FX_N_LOAD)
+		return nd->b != KP_FX_I && nd->b != KP_FX_ZERO;
+	return nd->kind == KP_FX_N_INDEX && nd->a != KP_FX_I;
+}
+
 /* End of a kernel block: the rules across lines. */
 static int kernel_check(struct ps *p)
 {
@@ -680,6 +690,20 @@ static int kernel_check(struct ps *p)
 		outs += k->stmts[i].kind == KP_FX_S_OUT;
 	if (!outs)
 		return perr(p, "no 'out' statement");
+	if (k->dot_k) {
+		/* one output element per warp: the statements are elementwise */
+		p->field = "dot";
+		if (k->has_reduce || k->stride)
+			return perr(p, "a dot kernel has no 'reduce' or 'stride'");
+		if (k->layout_vec != (k->params[k->dot_w].type == KP_FX_PTR_F16 ? 8 : 4))
+			return perr(p, "a dot kernel needs 'layout BLOCK %d' (BLOCK / 32 output elements "
+				    "per block, 16 bytes per lane and step)",
+				    k->params[k->dot_w].type == KP_FX_PTR_F16 ? 8 : 4);
+		for (i = 1; i < k->n_stmts; i++)
+			if (kp_fx_expr_any(k, k->stmts[i].expr, split_node, NULL))
+				return perr(p, "a dot kernel's statements use [i] and [0] loads only, "
+					    "not [col], [row], row, col, rows or cols");
+	}
 	return 0;
 }
 
@@ -800,8 +824,14 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		if (!word(&s, end, &w, &wn) || !(t = parse_type(w, wn)))
 			return perr(p, "type: expected f32*, f16*, i32*, f32, i32 or i64, found '%s'",
 				    shown(w, wn, buf, sizeof(buf)));
-		if (word(&s, end, &w, &wn))
-			return perr(p, "unexpected text after the type");
+		if (word(&s, end, &w, &wn)) {
+			if (wn != 5 || memcmp(w, "const", 5))
+				return perr(p, "after the type: expected nothing or 'const', found '%s'",
+					    shown(w, wn, buf, sizeof(buf)));
+			if (word(&s, end, &w, &wn))
+				return perr(p, "unexpected text after 'const'");
+			k->params[pos].is_const = 1;
+		}
 		k->params[pos].type = t;
 		if ((size_t)pos + 1 > k->n_params)
 			k->n_params = (size_t)pos + 1;
@@ -885,6 +915,56 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		k->has_reduce = 1;
 		return 0;
 	}
+	if (KW("dot")) {
+		struct kp_fx_stmt *st;
+		int pw = 0, px = 0, j, r;
+		char num[16];
+		long long v;
+
+		p->field = "dot";
+		if (k->n_stmts || k->dot_k)
+			return perr(p, "'dot' is the kernel's first statement, and its only dot");
+		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+			return perr(p, "expected 'dot NAME W X K'");
+		if (find_param(k, w, wn) >= 0)
+			return perr(p, "name '%.*s' already used", (int)wn, w);
+		st = &k->stmts[0];
+		memset(st, 0, sizeof(*st));
+		memcpy(st->name, w, wn);
+		for (j = 0; j < 2; j++) {
+			const char *q;
+			size_t qn;
+			int pi, t;
+
+			if (!word(&s, end, &q, &qn) || (pi = find_param(k, q, qn)) < 0)
+				return perr(p, "%s: expected a tensor parameter, found '%s'", j ? "X" : "W",
+					    shown(q, qn, buf, sizeof(buf)));
+			t = k->params[pi].type;
+			if (t != KP_FX_PTR_F32 && t != KP_FX_PTR_F16)
+				return perr(p, "%s: '%s' is not an f32* or f16* parameter", j ? "X" : "W",
+					    k->params[pi].name);
+			*(j ? &px : &pw) = pi;
+		}
+		if (k->params[pw].type != k->params[px].type)
+			return perr(p, "W and X must have the same element type");
+		if (!(r = num_word(&s, end, num, sizeof(num), &v)))
+			return perr(p, "expected 'dot NAME W X K' (K a constant)");
+		/* each lane loads 16 bytes per step: K a whole number of warp steps */
+		j = 32 * (k->params[pw].type == KP_FX_PTR_F16 ? 8 : 4);
+		if (r == 1 || v < j || v > (1 << 20) || v % j)
+			return perr(p, "K: expected a multiple of %d (32 lanes x 16 bytes) up to 2^20, found '%s'",
+				    j, num);
+		if (word(&s, end, &w, &wn))
+			return perr(p, "unexpected text after 'dot NAME W X K'");
+		st->kind = KP_FX_S_DOT;
+		st->param = pw;
+		st->expr = -1;
+		k->dot_w = pw;
+		k->dot_x = px;
+		k->dot_k = v;
+		k->n_stmts = 1;
+		return 0;
+	}
 	if (KW("stride")) {
 		char num[16];
 		long long v;
@@ -950,7 +1030,7 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		st->expr = x;
 		return 0;
 	}
-	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, stride, layout, out, reduce, let, end)",
+	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, stride, layout, out, reduce, let, dot, end)",
 		    shown(kw, kn, buf, sizeof(buf)));
 #undef KW
 }

@@ -13,6 +13,9 @@
  *                               statements after it
  *   let NAME EXPR               a per-row value (no [i] or [col] loads), computed
  *                               once per row as the kernel computes it once
+ *   dot NAME W X K              NAME = sum over c < K of W[i * K + c] * X[c]: a
+ *                               matrix-vector product, one output element i per
+ *                               warp (a GEMV), summed in the kernel's lane order
  *
  * EXPR is a C-like expression over numbers, scalar parameters, loads
  * BUF[i] / BUF[col] / BUF[row] (broadcasts), i/row/col/rows/cols, earlier
@@ -87,7 +90,7 @@ struct kp_fx_node {
 	char text[24];       /* KP_FX_N_NUM only */
 };
 
-enum kp_fx_stmt_kind { KP_FX_S_OUT = 1, KP_FX_S_REDUCE, KP_FX_S_LET };
+enum kp_fx_stmt_kind { KP_FX_S_OUT = 1, KP_FX_S_REDUCE, KP_FX_S_LET, KP_FX_S_DOT };
 enum kp_fx_red_op { KP_FX_R_SUM = 1, KP_FX_R_MEAN, KP_FX_R_MAX, KP_FX_R_MIN };
 
 struct kp_fx_stmt {
@@ -111,6 +114,9 @@ struct kp_fx_shape {
 struct kp_fx_param {
 	char name[KP_FX_MAX_NAME + 1];
 	int type;            /* enum kp_fx_type; 0 while undeclared */
+	int is_const;        /* "const": a tensor is read-only and nothing the kernel
+				may run concurrently with writes it (weights); a
+				scalar's captured value may be compiled in */
 };
 
 struct kp_fx_kernel {
@@ -133,6 +139,13 @@ struct kp_fx_kernel {
 	/* "stride N" (0 when absent): elements between rows of the [i]
 	 * tensors, so that i = row * N + col (rows padded past cols) */
 	int64_t stride;
+	/* "dot NAME W X K" (dot_k 0 when absent; always the first statement):
+	 * parameters of the matrix (K elements per output element, 16-byte
+	 * aligned rows) and the vector; each lane of a warp takes 16 bytes of
+	 * consecutive columns per step of 32 x 16 bytes, sums them in column
+	 * order with fmaf, then the lanes by xor shuffles (16, 8, 4, 2, 1) */
+	int dot_w, dot_x;
+	int64_t dot_k;
 };
 
 struct kp_fx_catalog {

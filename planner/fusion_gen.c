@@ -5,6 +5,7 @@
  */
 #include "fusion_gen.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,30 @@ static const char block_reduce[] =
 	"KP_BLOCK_REDUCE(kp_block_max, fmaxf)\n"
 	"KP_BLOCK_REDUCE(kp_block_min, fminf)\n";
 
+/* the dot of the warp scheme: 16 bytes of W and X per lane and step, fmaf
+ * in column order (element 0 is a word's low half), as a GEMV kernel with
+ * 16-byte loads and __half22float2 sums them */
+static const char dot_f16[] =
+	"__device__ __forceinline__ float kp_dot16(uint4 w, uint4 x, float acc)\n"
+	"{\n"
+	"\tconst unsigned a[4] = { w.x, w.y, w.z, w.w }, b[4] = { x.x, x.y, x.z, x.w };\n"
+	"\n"
+	"#pragma unroll\n"
+	"\tfor (int k = 0; k < 4; k++) {\n"
+	"\t\tacc = fmaf(kp_h2f((unsigned short)(a[k] & 0xffffu)), kp_h2f((unsigned short)(b[k] & 0xffffu)), acc);\n"
+	"\t\tacc = fmaf(kp_h2f((unsigned short)(a[k] >> 16)), kp_h2f((unsigned short)(b[k] >> 16)), acc);\n"
+	"\t}\n"
+	"\treturn acc;\n"
+	"}\n";
+static const char dot_f32[] =
+	"__device__ __forceinline__ float kp_dot16(uint4 w, uint4 x, float acc)\n"
+	"{\n"
+	"\tacc = fmaf(__uint_as_float(w.x), __uint_as_float(x.x), acc);\n"
+	"\tacc = fmaf(__uint_as_float(w.y), __uint_as_float(x.y), acc);\n"
+	"\tacc = fmaf(__uint_as_float(w.z), __uint_as_float(x.z), acc);\n"
+	"\treturn fmaf(__uint_as_float(w.w), __uint_as_float(x.w), acc);\n"
+	"}\n";
+
 /* A value known in a register for tensor p of chain kernel k at [i]: what
  * a statement stored there, or what a load read (is_load) */
 struct store {
@@ -101,6 +126,11 @@ struct gen {
 	uint32_t pend_k[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN], pend_s[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
 	size_t n_pend;
 	int used[KP_FX_MAX_CHAIN][KP_FX_MAX_PARAMS];
+	/* captured parameter bytes per chain kernel (NULL: unknown) */
+	const char *const *args;
+	/* pointer relations compiled in ("// same" lines), in order found */
+	struct kp_strbuf same;
+	size_t end_mark;         /* where "// end" starts in the rendering */
 };
 
 static const char *pname(const struct gen *c, uint32_t k, uint32_t p)
@@ -127,6 +157,52 @@ static void emit_raw_load(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32
  * tensors of two chain kernels are the same or disjoint, the runtime checks
  * it), else the load. Only values of the same element type qualify.
  */
+/* Bits of parameter p (size bytes) in a trace's args field: hex of the
+ * parameter bytes in memory order, one field per parameter, ':' separated. */
+static int arg_bits(const char *args, size_t p, int size, uint64_t *v)
+{
+	const char *s = args;
+	size_t j;
+	int b;
+
+	for (j = 0; j < p && s; j++)
+		if ((s = strchr(s, ':')))
+			s++;
+	if (!s)
+		return -1;
+	*v = 0;
+	for (b = 0; b < size; b++) {
+		unsigned x;
+
+		if (!isxdigit((unsigned char)s[2 * b]) || !isxdigit((unsigned char)s[2 * b + 1]) ||
+		    sscanf(s + 2 * b, "%2x", &x) != 1)
+			return -1;
+		*v |= (uint64_t)x << (8 * b);
+	}
+	return s[2 * size] == ':' || !s[2 * size] ? 0 : -1;
+}
+
+/*
+ * Whether tensor p of kernel k and tensor q of kernel j were the same
+ * pointer in the traced capture: 1 equal, 0 not, -1 unknown. A known
+ * relation is compiled in and listed for the runtime's guard (once).
+ */
+static int same_ptr(struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
+{
+	uint64_t a, b;
+	char line[64];
+	int eq;
+
+	if (!c->args || !c->args[k] || !c->args[j] || arg_bits(c->args[k], p, 8, &a) ||
+	    arg_bits(c->args[j], q, 8, &b))
+		return -1;
+	eq = a == b;
+	snprintf(line, sizeof(line), "// same %u %u %u %u %d\n", k, p, j, q, eq);
+	if (!c->same.buf || !strstr(c->same.buf, line))
+		kp_strbuf_adds(&c->same, line);
+	return eq;
+}
+
 static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p)
 {
 	int open = 0;
@@ -134,6 +210,7 @@ static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t
 
 	for (s = c->n_stores; s-- > 0;) {
 		const struct store *st = &c->stores[s];
+		int eq;
 
 		if (ptype(c, st->k, st->p) != ptype(c, k, p))
 			continue;
@@ -141,6 +218,12 @@ static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t
 			kp_strbuf_adds(o, st->var);
 			goto close;
 		}
+		if ((eq = same_ptr(c, k, p, st->k, st->p)) == 1) {
+			kp_strbuf_adds(o, st->var);
+			goto close;
+		}
+		if (eq == 0)
+			continue;
 		kp_strbuf_addf(o, "(k%u_%s == k%u_%s ? %s : ", k, pname(c, k, p), st->k,
 			       pname(c, st->k, st->p), st->var);
 		open++;
@@ -162,7 +245,17 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 		kp_strbuf_adds(o, nd->text);
 		break;
 	case KP_FX_N_SCALAR:
-		kp_strbuf_addf(o, "k%u_%s", k, pname(c, k, (uint32_t)nd->a));
+		if (c->g->spec[k][nd->a]) {
+			uint64_t v = c->g->spec_val[k][nd->a];
+
+			switch (ptype(c, k, (uint32_t)nd->a)) {
+			case KP_FX_F32: kp_strbuf_addf(o, "__int_as_float(0x%08x)", (unsigned)v); break;
+			case KP_FX_I64: kp_strbuf_addf(o, "(%lldll)", (long long)v); break;
+			default: kp_strbuf_addf(o, "(%d)", (int)(int32_t)(uint32_t)v); break;
+			}
+		} else {
+			kp_strbuf_addf(o, "k%u_%s", k, pname(c, k, (uint32_t)nd->a));
+		}
 		break;
 	case KP_FX_N_LOAD:
 		if (nd->b != KP_FX_I)
@@ -270,12 +363,32 @@ static int flexible(const struct kp_fx_kernel *kk)
 {
 	size_t s;
 
+	if (kk->dot_k)
+		return 1;   /* one output per element (the catalog checked its statements) */
 	if (kk->has_reduce || kk->stride)
 		return 0;
 	for (s = 0; s < kk->n_stmts; s++)
 		if (kp_fx_expr_any(kk, kk->stmts[s].expr, split_node, NULL))
 			return 0;
 	return 1;
+}
+
+/* Steps of 32 lanes x 16 bytes of a dot kernel's row. */
+static int64_t dot_steps(const struct kp_fx_kernel *kk)
+{
+	return kk->dot_k / (32 * (kk->params[kk->dot_w].type == KP_FX_PTR_F16 ? 8 : 4));
+}
+
+/* The loads of the warp's row of W into kp_w (warp scheme). */
+static void dot_loads(struct gen *c, struct kp_strbuf *o, const char *ind, const char *idx)
+{
+	const struct kp_fx_kernel *kk = c->g->chain[c->g->dot];
+
+	kp_strbuf_addf(o, "#pragma unroll\n%sfor (int kp_c = 0; kp_c < %lld; kp_c++)\n"
+		       "%s\tkp_w[kp_c] = __ldcs((const uint4 *)(k%d_%s + %s * %lldll) + kp_lane + 32 * kp_c);\n",
+		       ind, (long long)dot_steps(kk), ind, c->g->dot, pname(c, (uint32_t)c->g->dot,
+									(uint32_t)kk->dot_w),
+		       idx, (long long)kk->dot_k);
 }
 
 /* Elements between rows of the [i] tensors. */
@@ -418,6 +531,21 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 {
 	const struct kp_fx_stmt *st = &c->g->chain[k]->stmts[si];
 
+	if (st->kind == KP_FX_S_DOT) {
+		/* the warp's dot product (warp scheme): W is in kp_w already */
+		const struct kp_fx_kernel *kk = c->g->chain[k];
+
+		kp_strbuf_addf(&c->body, "%sfloat kp_dot = 0.0f;\n\n#pragma unroll\n"
+			       "%sfor (int kp_c = 0; kp_c < %lld; kp_c++)\n"
+			       "%s\tkp_dot = kp_dot16(kp_w[kp_c], ((const uint4 *)k%u_%s)[kp_lane + 32 * kp_c], kp_dot);\n"
+			       "#pragma unroll\n"
+			       "%sfor (int kp_o = 16; kp_o > 0; kp_o >>= 1)\n"
+			       "%s\tkp_dot += __shfl_xor_sync(0xffffffffu, kp_dot, kp_o);\n"
+			       "%sconst float k%u_%s = kp_dot;\n",
+			       ind, ind, (long long)dot_steps(kk), ind, k, pname(c, k, (uint32_t)kk->dot_x),
+			       ind, ind, ind, k, st->name);
+		return;
+	}
 	if (st->kind != KP_FX_S_LET)
 		bind_loads(c, k, st->expr, ind);
 
@@ -515,19 +643,40 @@ static void shape_text(struct kp_strbuf *o, const struct kp_fx_shape *sh)
 	}
 }
 
-/* One rendering of the file with the given kernel name. */
+static void render_file(struct gen *c, const char *kname);
+
+/* One rendering of the file with the given kernel name: the pointer
+ * relations the body compiled in join the header, before "// end". */
 static void render(struct gen *c, const char *kname)
+{
+	struct kp_strbuf *o = c->out, tail = KP_STRBUF_INIT;
+
+	kp_strbuf_reset(&c->same);
+	render_file(c, kname);
+	if (!c->same.len)
+		return;
+	kp_strbuf_add(&tail, o->buf + c->end_mark, o->len - c->end_mark);
+	o->len = c->end_mark;
+	kp_strbuf_add(o, c->same.buf, c->same.len);
+	kp_strbuf_add(o, tail.buf, tail.len);
+	if (tail.oom)
+		o->oom = 1;
+	kp_strbuf_release(&tail);
+}
+
+static void render_file(struct gen *c, const char *kname)
 {
 	struct kp_fx_group *g = c->g;
 	struct kp_strbuf *o = c->out;
 	size_t k, s, j, p, n_out = 0;
-	int rows = g->scheme == KP_FX_SCHEME_ROWS;
+	int rows = g->scheme == KP_FX_SCHEME_ROWS, warp = g->scheme == KP_FX_SCHEME_WARP;
+	const struct kp_fx_kernel *dk = warp ? g->chain[g->dot] : NULL;
 
 	kp_strbuf_reset(o);
 	g->phases = 0;
 	kp_strbuf_addf(o, "%s\n// kernel %s\n// scheme %s\n// block %d\n// chain %zu\n",
-		       KP_FX_HEADER_MAGIC, kname, rows ? "rows" : "elementwise", g->block,
-		       g->n_chain);
+		       KP_FX_HEADER_MAGIC, kname, rows ? "rows" : warp ? "warp" : "elementwise",
+		       g->block, g->n_chain);
 	for (k = 0; k < g->n_chain; k++) {
 		for (j = 0; j < g->chain[k]->n_match; j++)
 			kp_strbuf_addf(o, "// match %zu %s\n", k, g->chain[k]->match[j]);
@@ -541,12 +690,22 @@ static void render(struct gen *c, const char *kname)
 		kp_strbuf_addf(o, "// stride %lld\n", (long long)g->stride);
 	if (rows && g->vec > 1)
 		kp_strbuf_addf(o, "// span %d\n", g->block * g->vec);
+	if (warp)
+		kp_strbuf_addf(o, "// dot %d %d %d %lld\n", g->dot, dk->dot_w, dk->dot_x,
+			       (long long)dk->dot_k);
 	for (j = 0; j < g->n_args; j++)
 		kp_strbuf_addf(o, "// arg %u %u %u\n", g->args[j].kernel, g->args[j].param,
 			       g->args[j].size);
 	for (j = 0; j < g->n_access; j++)
 		kp_strbuf_addf(o, "// access %u %u %s\n", g->access[j].kernel, g->access[j].param,
 			       g->access[j].mode);
+	for (k = 0; k < g->n_chain; k++)
+		for (p = 0; p < g->chain[k]->n_params; p++)
+			if (g->spec[k][p])
+				kp_strbuf_addf(o, "// const %zu %zu %d 0x%llx\n", k, p,
+					       kp_fx_type_size(g->chain[k]->params[p].type),
+					       (unsigned long long)g->spec_val[k][p]);
+	c->end_mark = o->len;
 	kp_strbuf_adds(o, "// end\n// generated by kplan plan from the fusion catalog:");
 	for (k = 0; k < g->n_chain; k++)
 		kp_strbuf_addf(o, "%s %s", k ? " ->" : "", g->chain[k]->name);
@@ -556,6 +715,8 @@ static void render(struct gen *c, const char *kname)
 		kp_strbuf_adds(o, f16_prelude);
 	if (rows)
 		kp_strbuf_adds(o, block_reduce);
+	if (warp)
+		kp_strbuf_adds(o, dk->params[dk->dot_w].type == KP_FX_PTR_F16 ? dot_f16 : dot_f32);
 	kp_strbuf_addf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", g->block, kname);
 	for (j = 0; j < g->n_args; j++) {
 		const struct kp_fx_param *pp = &g->chain[g->args[j].kernel]->params[g->args[j].param];
@@ -568,6 +729,19 @@ static void render(struct gen *c, const char *kname)
 			       "\t(void)kp_cols;\n", (long long)g->cols_const);
 	else
 		kp_strbuf_adds(o, "\n\tlong long rows, long long cols)\n{\n");
+	if (warp) {
+		/* one output element per warp; a const W (weights) is loaded
+		 * before the wait, so it streams while the producers finish */
+		kp_strbuf_addf(o, "\tconst int kp_lane = threadIdx.x & 31;\n"
+			       "\tconst long long n = rows * cols, kp_step = (long long)gridDim.x * (blockDim.x >> 5);\n"
+			       "\tlong long i = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);\n"
+			       "\tuint4 kp_w[%lld];\n\n", (long long)dot_steps(dk));
+		if (dk->params[dk->dot_w].is_const) {
+			kp_strbuf_adds(o, "\tif (i < n) {\n");
+			dot_loads(c, o, "\t\t", "i");
+			kp_strbuf_adds(o, "\t}\n");
+		}
+	}
 	/* programmatic dependent launch: the chain's edges keep their type in
 	 * the graph, so let consumers launch (they wait for this grid's
 	 * completion themselves: its blocks are all resident by then, so they
@@ -579,7 +753,10 @@ static void render(struct gen *c, const char *kname)
 		const char *e = getenv("KPLAN_FUSION_PDL_EARLY");
 		const char *trig = "\tasm volatile(\"griddepcontrol.launch_dependents;\" :::);\n";
 		const char *wait = "\tasm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n";
-		int early = !e || atoi(e) != 0;
+		/* a GEMV (warp scheme) waits first, as decode's measured best for
+		 * its own GEMVs: its successor launching early only competes
+		 * for the SMs while the weights stream (PERFORMANCE.md) */
+		int early = e ? atoi(e) != 0 : !warp;
 
 		kp_strbuf_addf(o, "#if __CUDA_ARCH__ >= 900\n%s%s#endif\n", early ? trig : wait,
 			       early ? wait : trig);
@@ -590,7 +767,9 @@ static void render(struct gen *c, const char *kname)
 	kp_strbuf_reset(&c->pre);
 	kp_strbuf_reset(&c->body);
 	kp_strbuf_reset(&c->st);
-	if (!rows && g->stride) {
+	if (warp) {
+		/* the loop is below */
+	} else if (!rows && g->stride) {
 		kp_strbuf_addf(o, "\tconst long long n = rows * cols;\n\n"
 			       "\tfor (long long kp_n = blockIdx.x * (long long)blockDim.x + threadIdx.x; kp_n < n;\n"
 			       "\t     kp_n += (long long)gridDim.x * blockDim.x) {\n"
@@ -602,6 +781,30 @@ static void render(struct gen *c, const char *kname)
 			       "\t     i += (long long)gridDim.x * blockDim.x) {\n"
 			       "\t\tconst long long row = i / cols, col = i - row * cols;\n\n"
 			       "\t\t(void)row;\n\t\t(void)col;\n");
+	}
+	if (warp) {
+		kp_strbuf_adds(o, "\tfor (; i < n; i += kp_step) {\n");
+		if (!dk->params[dk->dot_w].is_const)
+			dot_loads(c, o, "\t\t", "i");
+		for (k = 0; k < g->n_chain; k++) {
+			kp_strbuf_addf(&c->body, "\t\t/* %zu: %s */\n", k, g->chain[k]->name);
+			for (s = 0; s < g->chain[k]->n_stmts; s++)
+				emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
+		}
+		kp_strbuf_add(o, c->body.buf, c->body.len);
+		/* every lane computed the element; the first stores it */
+		kp_strbuf_adds(o, "\t\tif (kp_lane == 0) {\n");
+		kp_strbuf_add(o, c->st.buf, c->st.len);
+		kp_strbuf_adds(o, "\t\t}\n");
+		if (dk->params[dk->dot_w].is_const) {
+			/* the next element's weights (when the grid strides) */
+			kp_strbuf_adds(o, "\t\tif (i + kp_step < n) {\n");
+			dot_loads(c, o, "\t\t\t", "(i + kp_step)");
+			kp_strbuf_adds(o, "\t\t}\n");
+		}
+		kp_strbuf_adds(o, "\t}\n}\n");
+		g->phases = 1;
+		return;
 	}
 	if (!rows) {
 		for (k = 0; k < g->n_chain; k++) {
@@ -649,6 +852,12 @@ static void render(struct gen *c, const char *kname)
 int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 		   struct kp_fx_group *g, struct kp_err *err)
 {
+	return kp_fx_generate_spec(chain, NULL, n, g, err);
+}
+
+int kp_fx_generate_spec(const struct kp_fx_kernel *const *chain, const char *const *args,
+			size_t n, struct kp_fx_group *g, struct kp_err *err)
+{
 	struct gen c;
 	struct kp_strbuf probe = KP_STRBUF_INIT;
 	const struct kp_fx_kernel *lay;
@@ -662,6 +871,8 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 				  KP_FX_MAX_CHAIN);
 	memset(&c, 0, sizeof(c));
 	c.g = g;
+	c.args = args;
+	kp_strbuf_init(&c.same);
 	g->n_chain = n;
 	g->scheme = KP_FX_SCHEME_ELEMENTWISE;
 	g->block = KP_FX_BLOCK;
@@ -673,10 +884,18 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 					  "kernels '%s' and '%s' declare different row strides",
 					  chain[0]->name, chain[k]->name);
 	}
+	g->dot = -1;
 	for (k = 0; k < n; k++) {
 		g->chain[k] = chain[k];
 		if (chain[k]->has_reduce)
 			g->scheme = KP_FX_SCHEME_ROWS;
+		if (chain[k]->dot_k) {
+			if (g->dot >= 0)
+				return kp_err_set(err, KP_EUNSUPPORTED,
+						  "kernels '%s' and '%s' both have a dot: one per chain",
+						  chain[g->dot]->name, chain[k]->name);
+			g->dot = (int)k;
+		}
 		for (p = 0; p < chain[k]->n_params; p++)
 			if (chain[k]->params[p].type == KP_FX_PTR_F16)
 				g->has_f16 = 1;
@@ -684,6 +903,34 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 			scan_expr(&c, (uint32_t)k, chain[k]->stmts[s].expr, NULL);
 			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
 				c.used[k][chain[k]->stmts[s].param] = 1;
+		}
+	}
+	if (g->dot >= 0) {
+		/* warp scheme: a GEMV and the elementwise kernels around it, one
+		 * output element per warp */
+		for (k = 0; k < n; k++)
+			if ((int)k != g->dot && !flexible(chain[k]))
+				return kp_err_set(err, KP_EUNSUPPORTED,
+						  "kernel '%s' is not elementwise over flat elements: it cannot "
+						  "join dot kernel '%s'", chain[k]->name, chain[g->dot]->name);
+		g->scheme = KP_FX_SCHEME_WARP;
+		g->block = chain[g->dot]->layout_block;
+		c.used[g->dot][chain[g->dot]->dot_w] = 1;
+		c.used[g->dot][chain[g->dot]->dot_x] = 1;
+	}
+	/* const scalars with a captured value are compiled in (not passed) */
+	for (k = 0; args && k < n; k++) {
+		for (p = 0; args[k] && p < chain[k]->n_params; p++) {
+			const struct kp_fx_param *pp = &chain[k]->params[p];
+			uint64_t v;
+
+			if (!pp->is_const || KP_FX_IS_TENSOR(pp->type) || !c.used[k][p] ||
+			    arg_bits(args[k], p, kp_fx_type_size(pp->type), &v))
+				continue;
+			g->spec[k][p] = 1;
+			g->spec_val[k][p] = v;
+			g->n_spec++;
+			c.used[k][p] = 0;
 		}
 	}
 	/* a constant row length (every row kernel says the same constant) is
@@ -735,6 +982,10 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
 				kinds[chain[k]->stmts[s].param] |= 1u << 8;
 		}
+		if ((int)k == g->dot) {
+			kinds[chain[k]->dot_w] |= 1u << 9;
+			kinds[chain[k]->dot_x] |= 1u << 10;
+		}
 		for (p = 0; p < chain[k]->n_params; p++) {
 			struct kp_fx_access *ac;
 			char *m;
@@ -757,6 +1008,10 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 				*m++ = 'z';
 			if (kinds[p] & (1u << 8))
 				*m++ = 'w';
+			if (kinds[p] & (1u << 9))
+				*m++ = 'm';
+			if (kinds[p] & (1u << 10))
+				*m++ = 'v';
 			if (chain[k]->params[p].type == KP_FX_PTR_F16)
 				*m++ = 'h';
 			*m = 0;
@@ -775,6 +1030,7 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 	kp_strbuf_release(&c.post);
 	kp_strbuf_release(&c.decl);
 	kp_strbuf_release(&c.st);
+	kp_strbuf_release(&c.same);
 	if (g->source.oom) {
 		kp_fx_group_release(g);
 		return kp_err_set(err, KP_ENOMEM, "out of memory");
@@ -828,6 +1084,22 @@ static int write_file(const char *dir, const struct kp_fx_group *g, struct kp_er
 	return rc;
 }
 
+/* Generate group u, specialised on its captured arguments when it has them. */
+static int gen_group(const struct kp_plan_fusion *u, const struct kp_fx_kernel *const *chain,
+		     size_t n, struct kp_fx_group *g, struct kp_err *err)
+{
+	char *buf = u->args ? kp_strdup(u->args) : NULL, *save = NULL, *t;
+	const char *args[KP_FX_MAX_CHAIN] = { 0 };
+	size_t k = 0;
+	int rc;
+
+	for (t = buf ? strtok_r(buf, " ", &save) : NULL; t && k < n; t = strtok_r(NULL, " ", &save))
+		args[k++] = strcmp(t, "-") ? t : NULL;
+	rc = kp_fx_generate_spec(chain, buf ? args : NULL, n, g, err);
+	free(buf);
+	return rc;
+}
+
 int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
 		       const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err)
 {
@@ -839,6 +1111,13 @@ int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
 int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_fx_catalog *cat,
 			    const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err)
 {
+	return kp_fx_plan_sources_range(plan, first, plan->n_fusions, cat, dir, st, err);
+}
+
+int kp_fx_plan_sources_range(struct kp_plan *plan, size_t first, size_t end,
+			     const struct kp_fx_catalog *cat, const char *dir,
+			     struct kp_fx_plan_stats *st, struct kp_err *err)
+{
 	struct kp_fx_plan_stats local;
 	size_t i;
 
@@ -846,7 +1125,7 @@ int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_
 		st = &local;
 		memset(st, 0, sizeof(*st));
 	}
-	for (i = first; i < plan->n_fusions; i++) {
+	for (i = first; i < end && i < plan->n_fusions; i++) {
 		struct kp_plan_fusion *u = &plan->fusions[i];
 		const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
 		struct kp_fx_group g;
@@ -887,7 +1166,7 @@ int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_
 			st->infeasible++;
 			continue;
 		}
-		rc = kp_fx_generate(chain, n, &g, &gerr);
+		rc = gen_group(u, chain, n, &g, &gerr);
 		if (rc == KP_ENOMEM)
 			return kp_err_set(err, rc, "%s", gerr.msg);
 		if (rc) {
@@ -918,12 +1197,110 @@ int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_
 	return 0;
 }
 
+static int is_dot(const struct kp_fx_catalog *cat, const char *name)
+{
+	const struct kp_fx_kernel *k = kp_fx_catalog_find(cat, name);
+
+	return k && k->dot_k;
+}
+
+/* Kernel x of the list is free and a flat elementwise catalog kernel. */
+static int chain_flat(const struct kp_fx_catalog *cat, const char *const *names, size_t n,
+		      const char *taken, size_t x)
+{
+	const struct kp_fx_kernel *k = x < n && !taken[x] ? kp_fx_catalog_find(cat, names[x]) : NULL;
+
+	return k && !k->dot_k && flexible(k);
+}
+
+/* Append a group of kernels names[a..j) of region to plan. */
+static int add_group(struct kp_plan *plan, const char *region, const char *const *names,
+		     const char *const *args, size_t a, size_t j, uint32_t id, struct kp_err *err)
+{
+	struct kp_strbuf nm = KP_STRBUF_INIT, ar = KP_STRBUF_INIT;
+	struct kp_plan_fusion *u;
+	size_t k;
+	void *q;
+
+	if (plan->n_fusions >= KP_PLAN_MAX_FUSIONS)
+		return kp_err_set(err, KP_EINVAL, "more than %d fusion groups", KP_PLAN_MAX_FUSIONS);
+	q = realloc(plan->fusions, (plan->n_fusions + 1) * sizeof(*plan->fusions));
+	if (!q)
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	plan->fusions = q;
+	u = &plan->fusions[plan->n_fusions];
+	memset(u, 0, sizeof(*u));
+	for (k = a; k < j; k++) {
+		if (k > a)
+			kp_strbuf_adds(&nm, " -> ");
+		kp_strbuf_adds(&nm, names[k]);
+		if (args)
+			kp_strbuf_addf(&ar, "%s%s", k > a ? " " : "", args[k] && *args[k] ? args[k] : "-");
+	}
+	u->id = id;
+	u->region = kp_strdup(region);
+	u->first_kernel = (uint32_t)a;
+	u->kernels = (uint32_t)(j - a);
+	u->names = kp_strbuf_detach(&nm, NULL);
+	u->args = args ? kp_strbuf_detach(&ar, NULL) : NULL;
+	kp_strbuf_release(&ar);
+	u->gain_ns = (int64_t)((double)(j - a - 1) * kp_cost_default(KP_COST_GRAPH_NODE));
+	u->score = (double)u->gain_ns;
+	if (!u->region || !u->names || (args && !u->args)) {
+		free(u->region);
+		free(u->names);
+		free(u->args);
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	}
+	plan->n_fusions++;
+	return 0;
+}
+
+size_t kp_fx_plan_drop_covered(struct kp_plan *plan, size_t first)
+{
+	size_t i, j, out = 0, dropped = 0;
+
+	for (i = 0; i < plan->n_fusions; i++) {
+		struct kp_plan_fusion *u = &plan->fusions[i];
+		int covered = 0;
+
+		for (j = first; i < first && !u->source && j < plan->n_fusions && !covered; j++) {
+			const struct kp_plan_fusion *t = &plan->fusions[j];
+
+			covered = t->source && u->region && t->region && !strcmp(u->region, t->region) &&
+				u->first_kernel < t->first_kernel + t->kernels &&
+				t->first_kernel < u->first_kernel + u->kernels;
+		}
+		if (covered) {
+			kp_info("fusion %u: kernels %u..%u are in a generated group already; dropped",
+				u->id, u->first_kernel, u->first_kernel + u->kernels - 1);
+			free(u->region);
+			free(u->names);
+			free(u->source);
+			free(u->args);
+			dropped++;
+			continue;
+		}
+		plan->fusions[out++] = *u;
+	}
+	plan->n_fusions = out;
+	return dropped;
+}
+
 int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *const *names,
 			  size_t n, const struct kp_fx_catalog *cat, struct kp_err *err)
 {
+	return kp_fx_plan_add_chains_args(plan, region, names, NULL, n, cat, err);
+}
+
+int kp_fx_plan_add_chains_args(struct kp_plan *plan, const char *region, const char *const *names,
+			       const char *const *args, size_t n, const struct kp_fx_catalog *cat,
+			       struct kp_err *err)
+{
 	const struct kp_plan_region *r = kp_plan_find(plan, region);
 	uint32_t next_id = 1;
-	size_t i = 0, k, added = 0;
+	size_t i, k, added = 0;
+	int pass, rc = 0;
 	char *taken;
 
 	if (!r)
@@ -943,73 +1320,74 @@ int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *
 			for (size_t x = f->first_kernel; x < (size_t)f->first_kernel + f->kernels && x < n; x++)
 				taken[x] = 1;
 	}
-	while (i < n) {
-		size_t j = i;
-		struct kp_plan_fusion *u;
-		struct kp_strbuf nm = KP_STRBUF_INIT;
-		void *q;
+	/*
+	 * First the dot kernels (GEMVs): each takes the flat elementwise kernel
+	 * just before it (its output's initialisation, a bias broadcast) and
+	 * the flat ones after it (its epilogue), except one that directly
+	 * precedes the next dot kernel (that one's prologue). Then every other
+	 * maximal run of catalog kernels, dot kernels excluded.
+	 */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < n; i++) {
+			const struct kp_fx_kernel *ki = kp_fx_catalog_find(cat, names[i]);
+			size_t a = i, j = i;
 
-		while (j < n && j - i < KP_FX_MAX_CHAIN && !taken[j] && kp_fx_catalog_find(cat, names[j]))
-			j++;
-		if (j - i < 2) {
-			i = j > i ? j : i + 1;
-			continue;
+			if (taken[i] || !ki || (pass == 0) != (ki->dot_k != 0))
+				continue;
+			if (pass == 0) {
+				if (i > 0 && chain_flat(cat, names, n, taken, i - 1))
+					a = i - 1;
+				for (j = i + 1; j < n && j - a < KP_FX_MAX_CHAIN &&
+				     chain_flat(cat, names, n, taken, j) &&
+				     !(j + 1 < n && !taken[j + 1] && is_dot(cat, names[j + 1])); j++)
+					;
+			} else {
+				while (j < n && j - a < KP_FX_MAX_CHAIN && !taken[j] &&
+				       (ki = kp_fx_catalog_find(cat, names[j])) && !ki->dot_k)
+					j++;
+			}
+			if (j - a < 2)
+				continue;
+			if ((rc = add_group(plan, region, names, args, a, j, next_id++, err)))
+				break;
+			memset(taken + a, 1, j - a);
+			added++;
+			i = j - 1;
 		}
-		if (plan->n_fusions >= KP_PLAN_MAX_FUSIONS) {
-			free(taken);
-			return kp_err_set(err, KP_EINVAL, "more than %d fusion groups", KP_PLAN_MAX_FUSIONS);
-		}
-		q = realloc(plan->fusions, (plan->n_fusions + 1) * sizeof(*plan->fusions));
-		if (!q) {
-			free(taken);
-			return kp_err_set(err, KP_ENOMEM, "out of memory");
-		}
-		plan->fusions = q;
-		u = &plan->fusions[plan->n_fusions];
-		memset(u, 0, sizeof(*u));
-		for (k = i; k < j; k++) {
-			if (k > i)
-				kp_strbuf_adds(&nm, " -> ");
-			kp_strbuf_adds(&nm, names[k]);
-		}
-		u->id = next_id++;
-		u->region = kp_strdup(region);
-		u->first_kernel = (uint32_t)i;
-		u->kernels = (uint32_t)(j - i);
-		u->names = kp_strbuf_detach(&nm, NULL);
-		u->gain_ns = (int64_t)((double)(j - i - 1) * kp_cost_default(KP_COST_GRAPH_NODE));
-		u->score = (double)u->gain_ns;
-		if (!u->region || !u->names) {
-			free(u->region);
-			free(u->names);
-			free(taken);
-			return kp_err_set(err, KP_ENOMEM, "out of memory");
-		}
-		plan->n_fusions++;
-		added++;
-		i = j;
 	}
 	free(taken);
-	return (int)added;
+	return rc ? rc : (int)added;
 }
 
 struct tregion {
 	char *label;
 	KP_VEC(char *) names;
+	KP_VEC(char *) args;     /* the optional 4th column (NULL when absent) */
 };
+
+static void tregion_clear(struct tregion *tr)
+{
+	size_t j;
+
+	for (j = 0; j < tr->names.len; j++)
+		free(tr->names.data[j]);
+	for (j = 0; j < tr->args.len; j++)
+		free(tr->args.data[j]);
+	tr->names.len = tr->args.len = 0;
+}
 
 int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, const char *name,
 			 const struct kp_fx_catalog *cat, struct kp_err *err)
 {
 	KP_VEC(struct tregion) regs = KP_VEC_INIT;
-	size_t pos = 0, i, j;
+	size_t pos = 0, i;
 	int line = 0, rc = 0, added = 0;
 
 	while (pos < len && !rc) {
-		const char *s = buf + pos, *nl = memchr(s, '\n', len - pos), *t1, *t2;
+		const char *s = buf + pos, *nl = memchr(s, '\n', len - pos), *t1, *t2, *t3;
 		size_t n = nl ? (size_t)(nl - s) : len - pos;
 		struct tregion *tr = NULL;
-		char *end, idxs[24], *nm;
+		char *end, idxs[24], *nm, *ar = NULL;
 		long long idx;
 
 		line++;
@@ -1019,7 +1397,7 @@ int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, cons
 		t1 = memchr(s, '\t', n);
 		t2 = t1 ? memchr(t1 + 1, '\t', n - (size_t)(t1 + 1 - s)) : NULL;
 		if (!t1 || !t2 || t1 == s || t2 == t1 + 1 || t2 + 1 == s + n ||
-		    (size_t)(t2 - t1 - 1) >= sizeof(idxs) || n > 4096) {
+		    (size_t)(t2 - t1 - 1) >= sizeof(idxs) || n > 16384) {
 			rc = kp_err_set(err, KP_EFORMAT, "%s:%d: expected REGION<tab>INDEX<tab>NAME", name, line);
 			break;
 		}
@@ -1048,17 +1426,25 @@ int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, cons
 			tr = &regs.data[regs.len - 1];
 		}
 		if (idx == 0) {   /* listed again: the last listing wins */
-			for (j = 0; j < tr->names.len; j++)
-				free(tr->names.data[j]);
-			tr->names.len = 0;
+			tregion_clear(tr);
 		} else if ((size_t)idx != tr->names.len) {
 			rc = kp_err_set(err, KP_EFORMAT, "%s:%d: index %lld after %zu kernels", name, line,
 					idx, tr->names.len);
 			break;
 		}
-		nm = strndup(t2 + 1, (size_t)(s + n - t2 - 1));
+		/* NAME, then optionally TAB and the kernel's parameter bytes */
+		t3 = memchr(t2 + 1, '\t', (size_t)(s + n - t2 - 1));
+		nm = strndup(t2 + 1, (size_t)((t3 ? t3 : s + n) - t2 - 1));
+		if (t3 && !(ar = strndup(t3 + 1, (size_t)(s + n - t3 - 1)))) {
+			free(nm);
+			nm = NULL;
+		}
 		if (!nm || kp_vec_push(&tr->names, nm)) {
 			free(nm);
+			free(ar);
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+		} else if (kp_vec_push(&tr->args, ar)) {
+			free(ar);
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		}
 	}
@@ -1066,9 +1452,10 @@ int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, cons
 		const struct kp_plan_region *r = kp_plan_find(plan, regs.data[i].label);
 
 		if (!rc && r && r->decision == KP_PLAN_GRAPH) {
-			int x = kp_fx_plan_add_chains(plan, regs.data[i].label,
-						      (const char *const *)regs.data[i].names.data,
-						      regs.data[i].names.len, cat, err);
+			int x = kp_fx_plan_add_chains_args(plan, regs.data[i].label,
+							   (const char *const *)regs.data[i].names.data,
+							   (const char *const *)regs.data[i].args.data,
+							   regs.data[i].names.len, cat, err);
 			if (x < 0)
 				rc = x;
 			else
@@ -1077,9 +1464,9 @@ int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, cons
 			kp_info("%s: region '%s' is not a graph region of the plan; skipped", name,
 				regs.data[i].label);
 		}
-		for (j = 0; j < regs.data[i].names.len; j++)
-			free(regs.data[i].names.data[j]);
+		tregion_clear(&regs.data[i]);
 		kp_vec_release(&regs.data[i].names);
+		kp_vec_release(&regs.data[i].args);
 		free(regs.data[i].label);
 	}
 	kp_vec_release(&regs);

@@ -34,12 +34,12 @@
 #include "fusion_catalog.h"
 #include "planfile.h"
 
-#define KP_FX_MAX_CHAIN   8
+#define KP_FX_MAX_CHAIN   12
 #define KP_FX_MAX_ARGS    64       /* fused kernel parameters (before rows, cols) */
 #define KP_FX_BLOCK       256      /* threads per block, unless a kernel's layout says */
 #define KP_FX_HEADER_MAGIC "// kplan-fusion 1"
 
-enum kp_fx_scheme { KP_FX_SCHEME_ELEMENTWISE = 1, KP_FX_SCHEME_ROWS = 2 };
+enum kp_fx_scheme { KP_FX_SCHEME_ELEMENTWISE = 1, KP_FX_SCHEME_ROWS = 2, KP_FX_SCHEME_WARP = 3 };
 
 /* Fused parameter j is parameter .param of chain kernel .kernel (.size bytes). */
 struct kp_fx_arg {
@@ -55,7 +55,8 @@ struct kp_fx_arg {
  */
 struct kp_fx_access {
 	uint32_t kernel, param;
-	char mode[8];            /* + 'z' loaded at [0]; 'h': f16 elements (2 bytes, else 4) */
+	char mode[12];           /* + 'z' loaded at [0]; 'm' a dot's matrix (elements x K),
+				    'v' its vector (K); 'h': f16 elements (2 bytes, else 4) */
 };
 
 struct kp_fx_group {
@@ -67,6 +68,12 @@ struct kp_fx_group {
 	int has_f16;             /* an f16* tensor is used */
 	int64_t stride;          /* row stride of the [i] tensors (0: cols) */
 	int64_t cols_const;      /* every row kernel's constant cols (0: not constant) */
+	int dot;                 /* warp scheme: the chain kernel with the dot, else -1 */
+	/* const scalars compiled in (specialised on captured values, guarded by
+	 * the runtime): spec[k][p] set, value's raw little-endian bits */
+	uint8_t spec[KP_FX_MAX_CHAIN][KP_FX_MAX_PARAMS];
+	uint64_t spec_val[KP_FX_MAX_CHAIN][KP_FX_MAX_PARAMS];
+	int n_spec;
 	size_t n_chain;
 	const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
 	size_t n_args;
@@ -86,6 +93,16 @@ struct kp_fx_group {
  */
 int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
 		   struct kp_fx_group *g, struct kp_err *err);
+/*
+ * The same, specialised: args[k] (NULL, or args NULL: none) is chain kernel
+ * k's captured parameter bytes as a kernel trace lists them (hex per
+ * parameter, ':' separated). Each scalar the catalog declares const whose
+ * captured value is known is compiled in as a constant; the source's header
+ * lists it ("// const K P BITS") and the runtime fuses only a capture with
+ * that value. Unparseable args are ignored (no specialisation).
+ */
+int kp_fx_generate_spec(const struct kp_fx_kernel *const *chain, const char *const *args,
+			size_t n, struct kp_fx_group *g, struct kp_err *err);
 void kp_fx_group_release(struct kp_fx_group *g);
 
 /*
@@ -117,21 +134,39 @@ int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
 /* The same for plan->fusions[first..] only; counts are added to *st. */
 int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_fx_catalog *cat,
 			    const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err);
+/* The same for plan->fusions[first..end). */
+int kp_fx_plan_sources_range(struct kp_plan *plan, size_t first, size_t end,
+			     const struct kp_fx_catalog *cat, const char *dir,
+			     struct kp_fx_plan_stats *st, struct kp_err *err);
 
 /*
  * Add fusion groups for a region from its captured kernel sequence (names
- * in launch order, e.g. from KPLAN_FUSION_TRACE): every maximal run of 2..
- * KP_FX_MAX_CHAIN consecutive kernels found in cat becomes a group (ids
- * continue after the plan's highest). Kernels already in a group of the
- * region that has a source are left out. The region must exist in plan.
- * Then call kp_fx_plan_sources. Returns groups added (>= 0) or KP_E*.
+ * in launch order, e.g. from KPLAN_FUSION_TRACE; ids continue after the
+ * plan's highest): first each dot kernel (GEMV) with the flat elementwise
+ * catalog kernel just before it and those after it (not one directly
+ * before the next dot kernel), up to KP_FX_MAX_CHAIN; then every other
+ * maximal run of 2..KP_FX_MAX_CHAIN consecutive catalog kernels, dot
+ * kernels excluded. Kernels already in a group of the region that has a
+ * source are left out. The region must exist in plan. Then call
+ * kp_fx_plan_sources. Returns groups added (>= 0) or KP_E*.
  */
 int kp_fx_plan_add_chains(struct kp_plan *plan, const char *region, const char *const *names,
 			  size_t n, const struct kp_fx_catalog *cat, struct kp_err *err);
+/* The same with each kernel's captured parameter bytes (args[k] may be NULL;
+ * the trace's format), kept on the groups for kp_fx_generate_spec. */
+int kp_fx_plan_add_chains_args(struct kp_plan *plan, const char *region, const char *const *names,
+			       const char *const *args, size_t n, const struct kp_fx_catalog *cat,
+			       struct kp_err *err);
+/*
+ * Remove the groups before index first that have no source and share a
+ * kernel with a generated group from index first on (the analyzer's
+ * candidates a trace's groups cover). Returns how many were removed.
+ */
+size_t kp_fx_plan_drop_covered(struct kp_plan *plan, size_t first);
 
 /*
- * kp_fx_plan_add_chains for every region of a kernel trace: lines
- * "REGION<TAB>INDEX<TAB>NAME" (what KPLAN_FUSION_TRACE writes), indices
+ * kp_fx_plan_add_chains_args for every region of a kernel trace: lines
+ * "REGION<TAB>INDEX<TAB>NAME[<TAB>ARGS]" (what KPLAN_FUSION_TRACE writes), indices
  * 0, 1, ... per region; the last listing of a region wins. Regions not in
  * the plan, or not planned as graphs, are skipped. Returns groups added or
  * KP_EFORMAT naming the line.

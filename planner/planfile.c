@@ -161,8 +161,10 @@ void kp_plan_free(struct kp_plan *plan)
 		free(plan->regions[i].patches);
 		free(plan->regions[i].shapes);
 	}
-	for (i = 0; i < plan->n_fusions; i++)
+	for (i = 0; i < plan->n_fusions; i++) {
 		free_strings(&plan->fusions[i], fusion_fields);
+		free(plan->fusions[i].args);
+	}
 	free(plan->regions);
 	free(plan->fusions);
 	free_strings(plan, hard_fields);

@@ -113,6 +113,10 @@ struct kp_plan_fusion {
 	double score;            /* analyzer score (info) */
 	char *source;            /* file name next to the plan; NULL: not generated yet */
 	uint64_t source_hash;    /* kp_hash64 of that file (0 when source is NULL) */
+	/* in memory only (never written): each kernel's captured parameter
+	 * bytes from a kernel trace, space separated ("-" when unknown), for the
+	 * generator to specialise the catalog's const scalars; NULL: none */
+	char *args;
 };
 
 struct kp_plan {

@@ -676,21 +676,54 @@ static int64_t kernel_index(struct ctx *c, const struct reg *r, int64_t corr)
  * The kernels of each graph region's first occurrence, in launch order, as
  * trace lines (mangled names when recorded: what the runtime captures).
  */
+/* A kernel's recorded arguments (kplan record --args) in the trace's form:
+ * per parameter its bytes in hex, ':' separated (empty when not recorded);
+ * nothing when the launch has none. */
+static int trace_args(struct ctx *c, sqlite3_stmt *as, int64_t corr, struct kp_strbuf *out)
+{
+	int rc, n = 0;
+
+	sqlite3_reset(as);
+	sqlite3_bind_int64(as, 1, c->run);
+	sqlite3_bind_int64(as, 2, corr);
+	while ((rc = sqlite3_step(as)) == SQLITE_ROW) {
+		int64_t idx = sqlite3_column_int64(as, 0), size = sqlite3_column_int64(as, 1);
+		uint64_t v = (uint64_t)sqlite3_column_int64(as, 2);
+
+		if (idx != n)
+			break;   /* a gap: the positions would be wrong */
+		kp_strbuf_addch(out, n++ ? ':' : '\t');
+		if (sqlite3_column_type(as, 2) == SQLITE_NULL || size < 1 || size > 8)
+			continue;
+		for (int64_t b = 0; b < size; b++)
+			kp_strbuf_addf(out, "%02x", (unsigned)((v >> (8 * b)) & 0xff));
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return kp_db_error(c->db, c->err, "reading a kernel's arguments");
+	return 0;
+}
+
 static int kernel_trace(struct ctx *c, struct kp_strbuf *out)
 {
-	sqlite3_stmt *st;
+	sqlite3_stmt *st, *as = NULL;
 	size_t i;
 	int rc = 0;
 
-	if ((rc = prep(c, "SELECT s.value FROM kp_region_occurrences o "
+	if (kp_db_has_table(c->db, "kp_launch_args") &&
+	    (rc = prep(c, "SELECT argIndex, size, value FROM kp_launch_args "
+		       "WHERE runId = ?1 AND correlationId = ?2 ORDER BY argIndex", &as)))
+		return rc;
+	if ((rc = prep(c, "SELECT s.value, k.correlationId FROM kp_region_occurrences o "
 		       "JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.runId = o.runId "
 		       "AND k.correlationId BETWEEN o.first_correlationId AND o.last_correlationId "
 		       "AND (?3 < 0 OR k.streamId = ?3) "
 		       "JOIN StringIds s ON s.id = coalesce(k.mangledName, k.demangledName) "
 		       "WHERE o.runId = ?1 AND o.regionId = ?2 AND o.occIndex = "
 		       "(SELECT min(occIndex) FROM kp_region_occurrences WHERE runId = ?1 AND regionId = ?2) "
-		       "ORDER BY k.correlationId", &st)))
+		       "ORDER BY k.correlationId", &st))) {
+		sqlite3_finalize(as);
 		return rc;
+	}
 	for (i = 0; i < c->n_regs && !rc; i++) {
 		struct reg *r = &c->regs[i];
 		int64_t n = 0;
@@ -704,13 +737,22 @@ static int kernel_trace(struct ctx *c, struct kp_strbuf *out)
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 			const char *name = (const char *)sqlite3_column_text(st, 0);
 
-			kp_strbuf_addf(out, "%s\t%lld\t%s\n", r->out->label, (long long)n++,
+			kp_strbuf_addf(out, "%s\t%lld\t%s", r->out->label, (long long)n++,
 				       name ? name : "");
+			if (as && (rc = trace_args(c, as, sqlite3_column_int64(st, 1), out))) {
+				sqlite3_finalize(as);
+				sqlite3_finalize(st);
+				return rc;
+			}
+			kp_strbuf_addch(out, '\n');
 		}
-		if (rc != SQLITE_DONE)
+		if (rc != SQLITE_DONE) {
+			sqlite3_finalize(as);
 			return step_err(c, st, "reading a region's kernels");
+		}
 		rc = 0;
 	}
+	sqlite3_finalize(as);
 	sqlite3_finalize(st);
 	if (out->oom)
 		rc = kp_err_set(c->err, KP_ENOMEM, "out of memory");

@@ -34,7 +34,8 @@ struct kp_planner_opts {
 	int cc_major, cc_minor, cuda_major;
 	/* when set: the kernels of each region planned as a graph (its first
 	 * occurrence, launch order) are appended as "LABEL<TAB>INDEX<TAB>NAME"
-	 * lines, the format of KPLAN_FUSION_TRACE (kp_fx_plan_add_trace) */
+	 * lines, with "<TAB>ARGS" when the run recorded arguments (--args), the
+	 * format of KPLAN_FUSION_TRACE (kp_fx_plan_add_trace) */
 	struct kp_strbuf *kernel_trace;
 };
 

@@ -23,8 +23,10 @@
 #define MAX_PATTERNS 8
 #define MAX_PARAMS 32
 #define MAX_GRID (1u << 20)
+#define MAX_SAME 512     /* "// same" lines per source */
 
-enum { AC_I = 1, AC_COL = 2, AC_ROW = 4, AC_W = 8, AC_F16 = 16, AC_ZERO = 32 };
+enum { AC_I = 1, AC_COL = 2, AC_ROW = 4, AC_W = 8, AC_F16 = 16, AC_ZERO = 32, AC_MAT = 64,
+       AC_VEC = 128 };
 
 struct term {
 	char kind;            /* 'p' parameter, 'c' constant, 'x' grid.x, 'y' grid.y, 'b' block.x */
@@ -50,6 +52,14 @@ struct group {
 	uint32_t logged;      /* reasons logged */
 	char kname[64];
 	int rows_scheme;
+	int warp_scheme;      /* a dot: one output element per warp */
+	uint32_t dot_k, dot_w, dot_x;   /* the dot's chain kernel, matrix and vector parameters */
+	long long dot_len;    /* columns of the dot (0: no dot) */
+	size_t n_const;       /* parameters compiled in: the capture must have these values */
+	uint32_t cn_k[KP__RT_FX_MAX_ARGS], cn_p[KP__RT_FX_MAX_ARGS], cn_size[KP__RT_FX_MAX_ARGS];
+	uint64_t cn_val[KP__RT_FX_MAX_ARGS];
+	size_t n_same;        /* pointer relations compiled in: (k1, p1) == (k2, p2) or not */
+	uint8_t sm[MAX_SAME][5];
 	uint32_t block;
 	long long stride;     /* row stride of [i] tensors; 0: cols */
 	long long span;       /* most columns a row may have (one step per thread); 0: any */
@@ -227,8 +237,21 @@ static int parse_header(struct group *g, const char *src, size_t len, char *msg,
 			s++;
 			if (!strcmp(s, "rows"))
 				g->rows_scheme = 1;
+			else if (!strcmp(s, "warp"))
+				g->warp_scheme = 1;
 			else if (strcmp(s, "elementwise"))
 				goto bad;
+		} else if (IS("dot")) {
+			unsigned long long w, x;
+
+			if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || parse_u(&s, MAX_PARAMS - 1, &w) ||
+			    parse_u(&s, MAX_PARAMS - 1, &x) || parse_u(&s, 1ull << 20, &a) || *s || !a ||
+			    g->dot_len)
+				goto bad;
+			g->dot_k = (uint32_t)k;
+			g->dot_w = (uint32_t)w;
+			g->dot_x = (uint32_t)x;
+			g->dot_len = (long long)a;
 		} else if (IS("span")) {
 			if (parse_u(&s, 1ull << 20, &k) || *s || !k)
 				goto bad;
@@ -276,6 +299,38 @@ static int parse_header(struct group *g, const char *src, size_t len, char *msg,
 			g->arg_k[g->n_args] = (uint32_t)k;
 			g->arg_p[g->n_args] = (uint32_t)a;
 			g->arg_size[g->n_args++] = (uint32_t)b;
+		} else if (IS("const")) {
+			unsigned long long v = 0;
+			char *e;
+
+			if (g->n_const == KP__RT_FX_MAX_ARGS ||
+			    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
+			    parse_u(&s, MAX_PARAMS - 1, &a) || parse_u(&s, 8, &b) || (b != 4 && b != 8) ||
+			    strncmp(s, " 0x", 3) || !isxdigit((unsigned char)s[3]))
+				goto bad;
+			errno = 0;
+			v = strtoull(s + 3, &e, 16);
+			if (*e || errno || (b == 4 && v > 0xffffffffull))
+				goto bad;
+			g->cn_k[g->n_const] = (uint32_t)k;
+			g->cn_p[g->n_const] = (uint32_t)a;
+			g->cn_size[g->n_const] = (uint32_t)b;
+			g->cn_val[g->n_const++] = v;
+		} else if (IS("same")) {
+			unsigned long long v[5];
+			int j;
+
+			if (g->n_same == MAX_SAME)
+				goto bad;
+			for (j = 0; j < 5; j++)
+				if (parse_u(&s, j == 4 ? 1 : j % 2 ? MAX_PARAMS - 1 : KP__RT_FX_MAX_CHAIN - 1,
+					    &v[j]))
+					goto bad;
+			if (*s || v[0] >= g->n_chain || v[2] >= g->n_chain)
+				goto bad;
+			for (j = 0; j < 5; j++)
+				g->sm[g->n_same][j] = (uint8_t)v[j];
+			g->n_same++;
 		} else if (IS("access")) {
 			unsigned m = 0;
 
@@ -285,7 +340,8 @@ static int parse_header(struct group *g, const char *src, size_t len, char *msg,
 				goto bad;
 			for (; *s; s++) {
 				unsigned bit = *s == 'i' ? AC_I : *s == 'c' ? AC_COL : *s == 'r' ? AC_ROW :
-					*s == 'w' ? AC_W : *s == 'h' ? AC_F16 : *s == 'z' ? AC_ZERO : 0;
+					*s == 'w' ? AC_W : *s == 'h' ? AC_F16 : *s == 'z' ? AC_ZERO :
+					*s == 'm' ? AC_MAT : *s == 'v' ? AC_VEC : 0;
 
 				if (!bit || (m & bit))
 					goto bad;
@@ -323,6 +379,12 @@ bad:
 					return -1;
 				}
 	}
+	if (g->warp_scheme != (g->dot_len > 0) || g->rows_scheme + g->warp_scheme > 1 ||
+	    (g->dot_len && (g->dot_k >= g->n_chain || g->dot_w >= g->chain[g->dot_k].n_params ||
+			    g->dot_x >= g->chain[g->dot_k].n_params || g->stride))) {
+		snprintf(msg, mlen, "the warp scheme needs one 'dot' line within the chain (and no stride)");
+		return -1;
+	}
 	for (size_t j = 0; j < g->n_args; j++)
 		if (g->arg_p[j] >= g->chain[g->arg_k[j]].n_params) {
 			snprintf(msg, mlen, "arg %zu: parameter %u of a kernel with %u", j, g->arg_p[j],
@@ -332,6 +394,17 @@ bad:
 	for (size_t j = 0; j < g->n_access; j++)
 		if (g->ac_p[j] >= g->chain[g->ac_k[j]].n_params) {
 			snprintf(msg, mlen, "access %zu: parameter out of range", j);
+			return -1;
+		}
+	for (size_t j = 0; j < g->n_const; j++)
+		if (g->cn_p[j] >= g->chain[g->cn_k[j]].n_params) {
+			snprintf(msg, mlen, "const %zu: parameter out of range", j);
+			return -1;
+		}
+	for (size_t j = 0; j < g->n_same; j++)
+		if (g->sm[j][1] >= g->chain[g->sm[j][0]].n_params ||
+		    g->sm[j][3] >= g->chain[g->sm[j][2]].n_params) {
+			snprintf(msg, mlen, "same %zu: parameter out of range", j);
 			return -1;
 		}
 	return 0;
@@ -577,17 +650,45 @@ static void trace(struct kp__rt_fusion *fz, const char *region, const struct kp_
 		kp_warn("runtime: KPLAN_FUSION_TRACE: cannot open %s: %s", fz->trace_path, strerror(errno));
 		return;
 	}
-	for (i = 0; i < n_nodes; i++)
-		if (nodes[i].kind == KP__RT_NODE_KERNEL)
-			fprintf(f, "%s\t%zu\t%s\n", region, k++, nodes[i].name);
+	for (i = 0; i < n_nodes; i++) {
+		const struct kp__rt_node *nd = &nodes[i];
+		size_t bytes = 0;
+		uint32_t p;
+
+		if (nd->kind != KP__RT_NODE_KERNEL)
+			continue;
+		fprintf(f, "%s\t%zu\t%s", region, k++, nd->name);
+		/* the parameter bytes, hex per parameter (for specialising const
+		 * scalars); left out when large or inconsistent */
+		for (p = 0; p < nd->n_params; p++) {
+			if (nd->param_off[p] + nd->param_size[p] > nd->params_len)
+				break;
+			bytes += nd->param_size[p];
+		}
+		if (p == nd->n_params && p && bytes <= 1024) {
+			for (p = 0; p < nd->n_params; p++) {
+				fputc(p ? ':' : '\t', f);
+				for (uint32_t b = 0; b < nd->param_size[p]; b++)
+					fprintf(f, "%02x", nd->params[nd->param_off[p] + b]);
+			}
+		}
+		fputc('\n', f);
+	}
 	fclose(f);
 }
 
 /* Bytes of a tensor an access touches (4-byte elements, f16 with AC_F16);
- * [i] rows are stride elements apart (stride >= cols). */
-static uint64_t extent(unsigned mode, long long rows, long long cols, long long stride)
+ * [i] rows are stride elements apart (stride >= cols); a dot's matrix has
+ * dot_len elements per element i, its vector dot_len. */
+static uint64_t extent(unsigned mode, long long rows, long long cols, long long stride,
+		       long long dot_len)
 {
 	uint64_t sz = mode & AC_F16 ? 2 : 4, e = mode & AC_ZERO ? sz : 0;
+
+	if (mode & AC_MAT)
+		e = (uint64_t)rows * (uint64_t)cols * (uint64_t)dot_len * sz;
+	if ((mode & AC_VEC) && (uint64_t)dot_len * sz > e)
+		e = (uint64_t)dot_len * sz;
 
 	if ((mode & (AC_I | AC_W)) && rows > 0)
 		e = ((uint64_t)(rows - 1) * (uint64_t)stride + (uint64_t)cols) * sz;
@@ -629,6 +730,39 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 		}
 	}
 	r->n = g->n_chain;
+	/* the values the fused kernel was specialised on (a guard) */
+	for (j = 0; j < g->n_const; j++) {
+		const struct kp__rt_node *x = nd[g->cn_k[j]];
+		uint32_t p = g->cn_p[j];
+		uint64_t v = 0;
+
+		if (x->param_size[p] != g->cn_size[j] || x->param_off[p] + x->param_size[p] > x->params_len) {
+			snprintf(msg, mlen, "kernel %u parameter %u is %u bytes, the fused kernel's constant %u",
+				 first + g->cn_k[j], p, x->param_size[p], g->cn_size[j]);
+			return KP__RT_FX_CHAIN;
+		}
+		memcpy(&v, x->params + x->param_off[p], g->cn_size[j]);   /* little-endian */
+		if (v != g->cn_val[j]) {
+			snprintf(msg, mlen, "kernel %u parameter %u is %#llx, the fused kernel was "
+				 "specialised for %#llx", first + g->cn_k[j], p, (unsigned long long)v,
+				 (unsigned long long)g->cn_val[j]);
+			return KP__RT_FX_CHAIN;
+		}
+	}
+	/* the pointer relations it was specialised on (same tensor or not) */
+	for (j = 0; j < g->n_same; j++) {
+		const uint8_t *q = g->sm[j];
+		uint64_t a = param_ptr(nd[q[0]], q[1]), b = param_ptr(nd[q[2]], q[3]);
+
+		if ((a == b) != q[4]) {
+			snprintf(msg, mlen, "kernel %u parameter %u and kernel %u parameter %u are %s "
+				 "(%#llx, %#llx); the fused kernel was specialised for %s",
+				 first + q[0], q[1], first + q[2], q[3], a == b ? "the same" : "different",
+				 (unsigned long long)a, (unsigned long long)b,
+				 q[4] ? "the same" : "different ones");
+			return KP__RT_FX_CHAIN;
+		}
+	}
 	/* the split into rows comes from the kernels that depend on it; the
 	 * others (flat elementwise) only need the same element count */
 	for (int pass = 0; pass < 2; pass++) {
@@ -663,6 +797,18 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 		snprintf(msg, mlen, "rows of %lld columns do not fit the row stride %lld", cols, stride);
 		return KP__RT_FX_SHAPE;
 	}
+	/* the dot loads 16 bytes per lane: its matrix and vector must be aligned
+	 * (rows of the matrix are, K being a multiple of 32 x 16 bytes) */
+	if (g->dot_len) {
+		uint64_t w = param_ptr(nd[g->dot_k], g->dot_w), x = param_ptr(nd[g->dot_k], g->dot_x);
+
+		if ((w | x) % 16) {
+			snprintf(msg, mlen, "kernel %u: the dot's matrix %#llx or vector %#llx is not "
+				 "16-byte aligned", first + g->dot_k, (unsigned long long)w,
+				 (unsigned long long)x);
+			return KP__RT_FX_SHAPE;
+		}
+	}
 	/* tensors of two kernels, one written: the same (both elementwise) or apart */
 	for (j = 0; j < g->n_access; j++) {
 		for (size_t m = j + 1; m < g->n_access; m++) {
@@ -676,10 +822,11 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 			if (!a || !b)
 				continue;
 			/* the same element in the same thread: same pointer, [i] only, same type */
-			if (a == b && !((ma | mb) & (AC_COL | AC_ROW | AC_ZERO)) && (ma & AC_F16) == (mb & AC_F16))
+			if (a == b && !((ma | mb) & (AC_COL | AC_ROW | AC_ZERO | AC_MAT | AC_VEC)) &&
+			    (ma & AC_F16) == (mb & AC_F16))
 				continue;
-			ea = a + extent(ma, rows, cols, stride);
-			eb = b + extent(mb, rows, cols, stride);
+			ea = a + extent(ma, rows, cols, stride, g->dot_len);
+			eb = b + extent(mb, rows, cols, stride, g->dot_len);
 			if (ea <= b || eb <= a)
 				continue;
 			snprintf(msg, mlen, "kernel %u parameter %u and kernel %u parameter %u overlap "
@@ -709,7 +856,10 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 	r->block[0] = g->block;
 	r->block[1] = r->block[2] = 1;
 	r->grid[1] = r->grid[2] = 1;
-	n = g->rows_scheme ? rows : (rows * cols + g->block - 1) / g->block;
+	if (g->warp_scheme)   /* a warp per element */
+		n = (rows * cols + g->block / 32 - 1) / (g->block / 32);
+	else
+		n = g->rows_scheme ? rows : (rows * cols + g->block - 1) / g->block;
 	r->grid[0] = (uint32_t)(n > MAX_GRID ? MAX_GRID : n);
 	r->smem = 0;
 	return 0;

@@ -44,7 +44,7 @@ enum kp__rt_fx_reason {
 	KP__RT_FX__N
 };
 
-#define KP__RT_FX_MAX_CHAIN 8
+#define KP__RT_FX_MAX_CHAIN 12
 #define KP__RT_FX_MAX_ARGS 66    /* mapped parameters + rows + cols */
 
 /* One chain to replace: node indices in the backend's node order. */
@@ -95,8 +95,9 @@ void kp__rt_fusion_close(struct kp__rt_fusion *fz);
  * After a capture of region (nodes as the backend enumerated graph):
  * replace the region's planned chains. Returns the number of chains
  * replaced (> 0: the caller must enumerate the graph's nodes again), 0 when
- * none, < 0 when a graph edit failed half way (drop the graph). KPLAN_FUSION_TRACE=PATH appends "REGION INDEX NAME" per kernel node
- * (input for `kplan plan --kernels`).
+ * none, < 0 when a graph edit failed half way (drop the graph). KPLAN_FUSION_TRACE=PATH appends "REGION INDEX NAME ARGS" per kernel node
+ * (tab separated; ARGS the parameter bytes in hex, ':' between parameters;
+ * input for `kplan plan --kernels`).
  */
 int kp__rt_fusion_apply(struct kp__rt_fusion *fz, const char *region, void *graph,
 			const struct kp__rt_node *nodes, size_t n_nodes);

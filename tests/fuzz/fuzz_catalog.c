@@ -39,6 +39,41 @@ static void generate(const struct kp_fx_kernel *const *chain, size_t n)
 	kp_fx_group_release(&g2);
 }
 
+/* The same chain specialised on made-up captured arguments (a trace's
+ * form): tensors at parameter positions 0 and 1 share a pointer, scalars
+ * have their position as value; the output must carry its own hash. */
+static void generate_spec(const struct kp_fx_kernel *const *chain, size_t n)
+{
+	static char buf[3][32 * 17 + 1];
+	const char *args[3] = { NULL, NULL, NULL };
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+	size_t k, p;
+
+	for (k = 0; k < n && k < 3; k++) {
+		size_t o = 0;
+
+		for (p = 0; p < chain[k]->n_params && p < 32; p++) {
+			int sz = kp_fx_type_size(chain[k]->params[p].type);
+			unsigned long long v = sz == 8 ? 0x7f0000000000ull + (p > 1 ? p : 0) * 0x1000 : p;
+
+			if (p)
+				buf[k][o++] = ':';
+			for (int b = 0; b < sz; b++)
+				o += (size_t)snprintf(buf[k] + o, sizeof(buf[k]) - o, "%02x",
+						      (unsigned)((v >> (8 * b)) & 0xff));
+		}
+		buf[k][o] = 0;
+		args[k] = buf[k];
+	}
+	if (kp_fx_generate_spec(chain, args, n, &g, &err) == 0)
+		FZ_CHECK(g.source_hash == kp_hash64(g.source.buf, g.source.len, KP_HASH_SEED),
+			 "specialised source_hash is not the hash of the source");
+	else
+		FZ_CHECK(err.msg[0], "specialised generate failed without a message");
+	kp_fx_group_release(&g);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -91,8 +126,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							i + 2 < cat->n_kernels ? &cat->kernels[i + 2] : NULL };
 
 		generate(chain, 2);
-		if (chain[2])
+		generate_spec(chain, 2);
+		if (chain[2]) {
 			generate(chain, 3);
+			generate_spec(chain, 3);
+		}
 	}
 	kp_fx_catalog_free(cat);
 	return 0;

@@ -62,7 +62,9 @@ run=0
 for ex in mlp decode solver; do
 	eval steps=\$STEPS_$ex
 	run=$((run + 1))
-	if ! "$K" record -o "$DB" -- "$BIN/ex_$ex" runtime --steps "$steps" >>"$LOG" 2>&1; then
+	# --args: the planner lists each kernel's arguments with its name, so the
+	# generated fused kernels are specialised on the recorded scalars (FUSION.md)
+	if ! "$K" record --args -o "$DB" -- "$BIN/ex_$ex" runtime --steps "$steps" >>"$LOG" 2>&1; then
 		bad "$ex: record"
 		continue
 	fi

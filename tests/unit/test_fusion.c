@@ -47,7 +47,23 @@ static void test_catalog_shipped(void)
 	const struct kp_fx_kernel *k;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
-	CU_ASSERT_EQUAL(cat->n_kernels, 9);
+	CU_ASSERT_EQUAL(cat->n_kernels, 12);
+	/* a GEMV: the dot, then its output statement */
+	k = by_name(cat, "decode_gemv_3072");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	CU_ASSERT_EQUAL(k->dot_k, 3072);
+	CU_ASSERT_EQUAL(k->dot_w, 0);
+	CU_ASSERT_EQUAL(k->dot_x, 1);
+	CU_ASSERT(k->params[0].is_const);
+	CU_ASSERT(!k->params[1].is_const);
+	CU_ASSERT_EQUAL(k->stmts[0].kind, KP_FX_S_DOT);
+	CU_ASSERT_STRING_EQUAL(k->stmts[0].name, "acc");
+	CU_ASSERT_EQUAL(k->n_stmts, 2);
+	CU_ASSERT_PTR_EQUAL(kp_fx_catalog_find(cat, "_Z4gemvILi3072E6__halfLb0EEvPKS0_S2_PT0_ii"), k);
+	CU_ASSERT_PTR_EQUAL(kp_fx_catalog_find(cat, "void gemv<3072, __half, true>(__half const*, "
+					       "__half const*, __half*, int, int)"), k);
+	/* the LM head's f32 output is another kernel */
+	CU_ASSERT_PTR_NULL(kp_fx_catalog_find(cat, "_Z4gemvILi768EfLb1EEvPK6__halfS2_PT0_ii"));
 	k = kp_fx_catalog_find(cat, "_Z9layernormPKfPfS0_S0_i");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
 	CU_ASSERT_STRING_EQUAL(k->name, "layernorm");
@@ -136,6 +152,23 @@ static void test_catalog_errors(void)
 		{ "kernel a\nmatch a\nparam 0 x f32*\nrows 1\ncols 1\nout x[i] = 1\nend\nkernel a\n",
 		  "cat:8: field 'kernel': kernel 'a' defined twice (first at line 1)" },
 		{ "kernel a\nkernel b\n", "'kernel' inside kernel 'a'" },
+		/* dot kernels */
+		{ "kernel a\nparam 0 w f16* konst\n", "expected nothing or 'const'" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\nout y[i] = 1\ndot s w x 256\n", "'dot' is the kernel's first statement" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\ndot s w x 256\ndot t w x 256\n", "'dot' is the kernel's first statement" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\ndot s w x 100\n", "K: expected a multiple of 256" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\ndot s w x n\n", "K: expected a multiple of 256" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\ndot s w q 256\n", "X: expected a tensor parameter, found 'q'" },
+		{ "kernel a\nparam 0 w f16*\nparam 1 x f32*\nrows 1\ncols 1\ndot s w x 256\n",
+		  "W and X must have the same element type" },
+		{ "kernel a\nparam 0 w f32*\nparam 1 x f32*\nrows 1\ncols 1\ndot s w x 192\n",
+		  "K: expected a multiple of 128" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\ndot w w x 256\n", "name 'w' already used" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\ndot s w x 256\nout y[i] = s\nend\n", "needs 'layout BLOCK 8'" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\nlayout 128 8\ndot s w x 256\nout y[i] = s + x[col]\nend\n",
+		  "[i] and [0] loads only" },
+		{ "kernel a\nmatch a\nparam 0 w f16* const\nparam 1 x f16*\nparam 2 y f16*\nrows 4\ncols 1\nlayout 128 8\ndot s w x 256\nreduce q sum x[i]\nout y[i] = s\nend\n",
+		  "no 'reduce' or 'stride'" },
 	};
 	size_t i;
 
@@ -437,17 +470,17 @@ static void test_gen_layout_conflict(void)
 static void test_gen_feasibility(void)
 {
 	struct kp_fx_catalog *cat = shipped();
-	const struct kp_fx_kernel *chain[9];
+	const struct kp_fx_kernel *chain[13];
 	struct kp_fx_group g;
 	struct kp_err err = {0};
 	int i;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
-	for (i = 0; i < 9; i++)
+	for (i = 0; i < 13; i++)
 		chain[i] = by_name(cat, "decode_ew");
 	CU_ASSERT_EQUAL(kp_fx_generate(chain, 1, &g, &err), KP_EUNSUPPORTED);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "expected 2..8"));
-	CU_ASSERT_EQUAL(kp_fx_generate(chain, 9, &g, &err), KP_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "expected 2..12"));
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 13, &g, &err), KP_EUNSUPPORTED);
 	/* 8 ew kernels: 8 x 5 used parameters fit */
 	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 8, &g, &err), 0);
 	CU_ASSERT_EQUAL(g.n_args, 40);
@@ -1021,6 +1054,404 @@ static void test_cli_plan_catalog(void)
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --catalog /nonexistent x.db -o x 2>/dev/null", kp_test_kplan()), 2);
 }
 
+/* ---------------------------------------------------------------------- */
+/* warp scheme: GEMVs with their bias copy and elementwise epilogue */
+
+#define BIAS "_Z9bias_copyP6__halfPKS_i"
+#define GEMV768 "_Z4gemvILi768E6__halfLb1EEvPKS0_S2_PT0_ii"
+#define GEMV3072 "_Z4gemvILi3072E6__halfLb1EEvPKS0_S2_PT0_ii"
+#define EW "_Z2ewiP6__halfPKS_S2_fi"
+
+static void test_gen_warp(void)
+{
+	static const char text[] =
+		"kernel g\nmatch g\nparam 0 w f32*\nparam 1 x f32*\nparam 2 y f32*\nrows 8\ncols 1\n"
+		"layout 64 4\ndot d w x 128\nout y[i] = d\nend\n"
+		"kernel e\nmatch e\nparam 0 y f32*\nrows 8\ncols 1\nout y[i] = relu(y[i])\nend\n";
+	struct kp_fx_catalog *cat = shipped(), *own;
+	const struct kp_fx_kernel *chain[10];
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+	const char *pre, *wait;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	/* decode's output projection: bias copy, GEMV (K 3072), residual add */
+	chain[0] = by_name(cat, "decode_bias_copy");
+	chain[1] = by_name(cat, "decode_gemv_3072");
+	chain[2] = by_name(cat, "decode_ew");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 3, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_WARP);
+	CU_ASSERT_EQUAL(g.dot, 1);
+	CU_ASSERT_EQUAL(g.block, 128);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// scheme warp\n// block 128\n// chain 3\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// dot 1 0 1 3072\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// shape 1 p3 c1 flat\n"));
+	for (i = 0; i < (int)g.n_access; i++) {
+		if (g.access[i].kernel == 1 && g.access[i].param == 0)
+			CU_ASSERT_STRING_EQUAL(g.access[i].mode, "mh");
+		if (g.access[i].kernel == 1 && g.access[i].param == 1)
+			CU_ASSERT_STRING_EQUAL(g.access[i].mode, "vh");
+	}
+	/* the weights (const) stream before the wait, 12 steps of 16 bytes */
+	pre = strstr(g.source.buf, "kp_w[kp_c] = __ldcs((const uint4 *)(k1_w + i * 3072ll) + kp_lane + 32 * kp_c);");
+	wait = strstr(g.source.buf, "griddepcontrol.wait");
+	CU_ASSERT(pre && wait && pre < wait);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "uint4 kp_w[12];"));
+	/* the lanes' sums in the kernel's order, then xor shuffles */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_dot = kp_dot16(kp_w[kp_c], ((const uint4 *)k1_x)[kp_lane + 32 * kp_c], kp_dot);"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "kp_dot += __shfl_xor_sync(0xffffffffu, kp_dot, kp_o);"));
+	/* the bias reaches the GEMV's y[i] in a register; the residual reads
+	 * the GEMV's output from its register */
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(k1_y == k0_y ? kp_v0_0 : "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "(k2_b == k1_y ? kp_v1_1 : "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "if (kp_lane == 0) {"));
+	/* a GEMV waits before it lets its successor launch (unless told) */
+	CU_ASSERT(strstr(g.source.buf, "griddepcontrol.wait") <
+		  strstr(g.source.buf, "griddepcontrol.launch_dependents"));
+	golden("f16_bias_gemv_residual", &g);
+	kp_fx_group_release(&g);
+	setenv("KPLAN_FUSION_PDL_EARLY", "1", 1);
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 3, &g, &err), 0);
+	unsetenv("KPLAN_FUSION_PDL_EARLY");
+	CU_ASSERT(strstr(g.source.buf, "griddepcontrol.wait") >
+		  strstr(g.source.buf, "griddepcontrol.launch_dependents"));
+	kp_fx_group_release(&g);
+
+	/* the fc GEMV with HF's eight-op GELU after it: 10 kernels, one kernel */
+	chain[0] = by_name(cat, "decode_bias_copy");
+	chain[1] = by_name(cat, "decode_gemv_768");
+	for (i = 2; i < 10; i++)
+		chain[i] = by_name(cat, "decode_ew");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 10, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_WARP);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "uint4 kp_w[3];"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "k9_out[i] = kp_h9_0;"));
+	kp_fx_group_release(&g);
+
+	/* refused: two dots, a row kernel next to a dot */
+	chain[0] = by_name(cat, "decode_gemv_768");
+	chain[1] = by_name(cat, "decode_gemv_768");
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 2, &g, &err), KP_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "one per chain"));
+	chain[0] = by_name(cat, "decode_layernorm");
+	CU_ASSERT_EQUAL(kp_fx_generate(chain, 2, &g, &err), KP_EUNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cannot join dot kernel"));
+	kp_fx_catalog_free(cat);
+
+	/* f32, W not const: its loads come after the wait, in the loop */
+	own = kp_fx_catalog_parse(text, sizeof(text) - 1, "own", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(own);
+	chain[0] = &own->kernels[0];
+	chain[1] = &own->kernels[1];
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g, &err), 0);
+	CU_ASSERT_EQUAL(g.block, 64);
+	pre = strstr(g.source.buf, "kp_w[kp_c] = __ldcs((const uint4 *)(k0_w + i * 128ll)");
+	wait = strstr(g.source.buf, "griddepcontrol.wait");
+	CU_ASSERT(pre && wait && pre > wait);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "__uint_as_float(w.x)"));
+	CU_ASSERT_PTR_NULL(strstr(g.source.buf, "kp_h2f"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// dot 0 0 1 128\n"));
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(own);
+}
+
+/* decode's layer as the runtime captures it: which groups the planner forms */
+static void test_plan_dot_groups(void)
+{
+	static const char *names[] = {
+		"_Z9layernormPK6__halfPS_S1_S1_", BIAS, GEMV768, "kv_append", "attn_scores",
+		"_Z10attn_scaleP6__halfif", "_Z9attn_maskP6__halfPKii", "_Z12softmax_rowsP6__halfi",
+		"attn_pv", BIAS, GEMV768, EW, "_Z9layernormPK6__halfPS_S1_S1_", BIAS, GEMV768,
+		EW, EW, EW, EW, EW, EW, EW, EW, BIAS, GEMV3072, EW,
+		"_Z9layernormPK6__halfPS_S1_S1_", GEMV768, "argmax",
+	};
+	static const struct { uint32_t first, n; } want[] = {
+		{ 1, 2 }, { 9, 3 }, { 13, 10 }, { 23, 3 }, { 5, 3 },
+	};
+	const size_t n = sizeof(names) / sizeof(names[0]);
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan((uint32_t)n);
+	struct kp_fx_plan_stats st;
+	struct kp_err err = {0};
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", names, n, cat, &err), 5);
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 5);
+	for (i = 0; i < 5; i++) {
+		CU_ASSERT_EQUAL(p->fusions[i].first_kernel, want[i].first);
+		CU_ASSERT_EQUAL(p->fusions[i].kernels, want[i].n);
+		CU_ASSERT_EQUAL(p->fusions[i].id, i + 1);
+	}
+	/* every group generates (the lone layer norms and the LM head GEMV stay) */
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.generated, 5);
+	CU_ASSERT_EQUAL(st.infeasible, 0);
+	kp_plan_free(p);
+
+	/* database mode: the analyzer's candidates that a generated group
+	 * covers are dropped, the others stay (ids keep their order) */
+	p = base_plan((uint32_t)n);
+	p->fusions = calloc(2, sizeof(*p->fusions));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions);
+	p->n_fusions = 2;
+	for (i = 0; i < 2; i++) {
+		p->fusions[i].id = (uint32_t)i + 1;
+		p->fusions[i].region = strdup("mlp.forward");
+		p->fusions[i].first_kernel = i ? 26 : 0;   /* LN + bias copy; LN + LM head */
+		p->fusions[i].kernels = 2;
+		p->fusions[i].names = strdup("x -> y");
+	}
+	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", names, n, cat, &err), 5);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources_from(p, 2, cat, NULL, NULL, &err), 0);
+	CU_ASSERT_EQUAL(kp_fx_plan_drop_covered(p, 2), 1);
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 6);
+	CU_ASSERT_EQUAL(p->fusions[0].id, 2);
+	CU_ASSERT_EQUAL(p->fusions[0].first_kernel, 26);
+	CU_ASSERT_EQUAL(p->fusions[1].id, 3);
+	CU_ASSERT_PTR_NOT_NULL(p->fusions[1].source);
+	kp_plan_free(p);
+	kp_fx_catalog_free(cat);
+}
+
+static void test_runtime_warp(void)
+{
+	static const char *names[3] = { BIAS, GEMV768, EW };
+	struct fake fk;
+	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan(3), *plan;
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp__rt_fusion *fz;
+	struct fnode f[3];
+	struct kp__rt_node nodes[3];
+	const char *dir = kp_test_path("fusion-warp");
+	const uint64_t W = 0x7f0000000000ull, X = 0x7f0001000000ull, Y = 0x7f0002000000ull,
+		B = 0x7f0003000000ull, R = 0x7f0004000000ull;
+	char path[512];
+	int round;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	kp_test_sh("mkdir -p '%s'", dir);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", names, 3, cat, &err), 1);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, NULL, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].source);
+	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
+	snprintf(path, sizeof(path), "%s/model.kplan", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	plan = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	memset(&fk, 0, sizeof(fk));
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	CU_ASSERT_EQUAL(fk.loads, 1);
+	for (round = 0; round < 5; round++) {
+		/* 0: fine; 1: W off 16 bytes; 2: the residual's input is the GEMV's
+		 * x (a vector every warp reads while the add writes it); 3: the
+		 * bias copy 2304 elements, the GEMV 768; 4: y inside W */
+		int32_t n = 768, nb = round == 3 ? 2304 : 768, v[2];
+		uint64_t pb[2] = { round == 4 ? W + 2 * 768 * 10 : Y, B };
+		uint64_t pg[3] = { round == 1 ? W + 8 : W, X, round == 4 ? W + 2 * 768 * 10 : Y };
+		uint64_t pe[3] = { round == 2 ? X : R, R, Y };
+		int32_t ve[2] = { 0x3f800000, n };
+
+		v[0] = nb;
+		mk_node(&f[0], names[0], 1, 128, pb, 2, v, 1);
+		v[0] = n;
+		v[1] = 1;
+		mk_node(&f[1], names[1], 192, 128, pg, 3, v, 2);
+		/* ew(op, out, a, b, s, n): op first */
+		{
+			int32_t op = 0;
+			uint32_t o = 0;
+
+			memset(&f[2], 0, sizeof(f[2]));
+			memcpy(f[2].buf, &op, 4);
+			f[2].off[0] = 0; f[2].size[0] = 4; o = 8;
+			for (int j = 0; j < 3; j++, o += 8) {
+				f[2].off[1 + j] = o;
+				f[2].size[1 + j] = 8;
+				memcpy(f[2].buf + o, &pe[j], 8);
+			}
+			f[2].off[4] = o; f[2].size[4] = 4; memcpy(f[2].buf + o, &ve[0], 4); o += 4;
+			f[2].off[5] = o; f[2].size[5] = 4; memcpy(f[2].buf + o, &ve[1], 4); o += 4;
+			f[2].n.kind = KP__RT_NODE_KERNEL;
+			f[2].n.name = names[2];
+			f[2].n.grid[0] = f[2].n.grid[1] = f[2].n.grid[2] = 1;
+			f[2].n.block[0] = 128;
+			f[2].n.block[1] = f[2].n.block[2] = 1;
+			f[2].n.n_params = 6;
+			f[2].n.param_off = f[2].off;
+			f[2].n.param_size = f[2].size;
+			f[2].n.params = f[2].buf;
+			f[2].n.params_len = o;
+		}
+		nodes[0] = f[0].n;
+		nodes[1] = f[1].n;
+		nodes[2] = f[2].n;
+		fk.n_repl = 0;
+		kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 3);
+		if (round == 0) {
+			CU_ASSERT_EQUAL(fk.n_repl, 1);
+			CU_ASSERT_EQUAL(fk.last.rows * fk.last.cols, 768);
+			CU_ASSERT_EQUAL(fk.last.grid[0], 192);   /* 4 warps, one element each */
+			CU_ASSERT_EQUAL(fk.last.block[0], 128);
+			CU_ASSERT(fk.tail_ok);
+		} else {
+			CU_ASSERT_EQUAL(fk.n_repl, 0);
+		}
+	}
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_SHAPE), 2);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_ALIAS), 2);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(plan);
+	kp_plan_free(p);
+	kp_strbuf_release(&text);
+	kp_fx_catalog_free(cat);
+}
+
+/* the hex a kernel trace lists for parameters of the given sizes and values */
+static void trace_args(char *out, size_t cap, const int *sizes, const uint64_t *vals, int n)
+{
+	size_t o = 0;
+	int p, b;
+
+	for (p = 0; p < n; p++) {
+		if (p)
+			o += (size_t)snprintf(out + o, cap - o, ":");
+		for (b = 0; b < sizes[p]; b++)
+			o += (size_t)snprintf(out + o, cap - o, "%02x", (unsigned)((vals[p] >> (8 * b)) & 0xff));
+	}
+}
+
+/* const scalars: compiled in from a trace's captured values, guarded at capture */
+static void test_spec(void)
+{
+	static const int ew_sizes[6] = { 4, 8, 8, 8, 4, 4 }, g_sizes[5] = { 8, 8, 8, 4, 4 },
+		b_sizes[3] = { 8, 8, 4 };
+	const uint64_t W = 0x7f0000000000ull, X = 0x7f0001000000ull,
+		B = 0x7f0003000000ull, F = 0x7f0004000000ull, P = 0x7f0005000000ull;
+	uint64_t ev[6] = { 4, P, F, 0, 0, 3072 }, gv[5] = { W, X, F, 3072, 1 }, bv[3] = { F, B, 3072 };
+	char ea[3][128], ga[128], ba[128], *line;
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p = base_plan(5), *plan;
+	struct kp_strbuf trace = KP_STRBUF_INIT, text = KP_STRBUF_INIT;
+	struct kp_fx_plan_stats st;
+	struct kp_err err = {0};
+	struct fake fk;
+	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
+	struct kp__rt_fusion *fz;
+	const char *dir = kp_test_path("fusion-spec");
+	char path[512];
+	size_t n;
+	int round;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	kp_test_sh("mkdir -p '%s'", dir);
+	/* bias copy, fc GEMV, then pow3 (op 4), * 0.044715 (op 2), tanh (op 5) */
+	trace_args(ba, sizeof(ba), b_sizes, bv, 3);
+	trace_args(ga, sizeof(ga), g_sizes, gv, 5);
+	trace_args(ea[0], sizeof(ea[0]), ew_sizes, ev, 6);
+	ev[0] = 2; ev[2] = P; ev[4] = 0x3d372713;   /* 0.044715f */
+	trace_args(ea[1], sizeof(ea[1]), ew_sizes, ev, 6);
+	ev[0] = 5; ev[4] = 0;
+	trace_args(ea[2], sizeof(ea[2]), ew_sizes, ev, 6);
+	kp_strbuf_addf(&trace, "mlp.forward\t0\t%s\t%s\nmlp.forward\t1\t%s\t%s\n", BIAS, ba, GEMV768, ga);
+	for (n = 0; n < 3; n++)
+		kp_strbuf_addf(&trace, "mlp.forward\t%zu\t%s\t%s\n", n + 2, EW, ea[n]);
+	CU_ASSERT_EQUAL(kp_fx_plan_add_trace(p, trace.buf, trace.len, "t", cat, &err), 1);
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 1);
+	CU_ASSERT_EQUAL(p->fusions[0].kernels, 5);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].args);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.generated, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].source);
+	snprintf(path, sizeof(path), "%s/%s", dir, p->fusions[0].source);
+	line = kp_test_read(path, &n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+	/* op, s and beta are compiled in, listed for the guard, not passed */
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "// const 1 4 4 0x1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "// const 2 0 4 0x4\n// const 2 4 4 0x0\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "// const 3 4 4 0x3d372713\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "((1) != 0)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "__int_as_float(0x3d372713)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "(((4) == 0) ?"));
+	CU_ASSERT_PTR_NULL(strstr(line, "k2_op"));
+	CU_ASSERT_PTR_NULL(strstr(line, "k1_beta"));
+	/* pointer relations of the capture are compiled in and listed: the
+	 * first op reads the GEMV's output (same pointer), the second the
+	 * first's; no run-time pointer comparisons are left */
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "// same 2 2 1 2 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "// same 3 2 2 1 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "const float kp_l1 = kp_v1_1;"));
+	CU_ASSERT_PTR_NULL(strstr(line, " == k"));
+	free(line);
+	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
+	snprintf(path, sizeof(path), "%s/model.kplan", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	plan = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	CU_ASSERT_PTR_NULL(plan->fusions[0].args);   /* never written */
+	memset(&fk, 0, sizeof(fk));
+	fz = kp__rt_fusion_open(plan, path, &ops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	CU_ASSERT_EQUAL(fk.loads, 1);
+	for (round = 0; round < 3; round++) {
+		/* 0: the captured values; 1: the tanh is a sigmoid now (op 6);
+		 * 2: the second op reads the GEMV's output, not the first op's */
+		struct fnode f[5];
+		struct kp__rt_node nodes[5];
+		int32_t iv[2];
+		uint64_t pp[3];
+		int k;
+
+		pp[0] = F; pp[1] = B; iv[0] = 3072;
+		mk_node(&f[0], BIAS, 3, 128, pp, 2, iv, 1);
+		pp[0] = W; pp[1] = X; pp[2] = F; iv[0] = 3072; iv[1] = 1;
+		mk_node(&f[1], GEMV768, 768, 128, pp, 3, iv, 2);
+		for (k = 0; k < 3; k++) {
+			int32_t ops3[3] = { 4, 2, round == 1 ? 6 : 5 };
+			uint32_t sv[3] = { 0, 0x3d372713, 0 }, o = 0;
+			uint64_t pt[3] = { P, k && !(round == 2 && k == 1) ? P : F, 0 };
+			struct fnode *x = &f[2 + k];
+
+			memset(x, 0, sizeof(*x));
+			x->off[0] = 0; x->size[0] = 4; memcpy(x->buf, &ops3[k], 4); o = 8;
+			for (int j = 0; j < 3; j++, o += 8) {
+				x->off[1 + j] = o; x->size[1 + j] = 8; memcpy(x->buf + o, &pt[j], 8);
+			}
+			x->off[4] = o; x->size[4] = 4; memcpy(x->buf + o, &sv[k], 4); o += 4;
+			x->off[5] = o; x->size[5] = 4; memcpy(x->buf + o, &iv[0], 4); o += 4;
+			x->n.kind = KP__RT_NODE_KERNEL;
+			x->n.name = EW;
+			x->n.grid[0] = x->n.grid[1] = x->n.grid[2] = 1;
+			x->n.block[0] = 128;
+			x->n.block[1] = x->n.block[2] = 1;
+			x->n.n_params = 6;
+			x->n.param_off = x->off;
+			x->n.param_size = x->size;
+			x->n.params = x->buf;
+			x->n.params_len = o;
+		}
+		for (k = 0; k < 5; k++)
+			nodes[k] = f[k].n;
+		fk.n_repl = 0;
+		kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 5);
+		CU_ASSERT_EQUAL(fk.n_repl, round ? 0u : 1u);
+		if (!round)
+			CU_ASSERT_EQUAL(fk.last.grid[0], 768);
+	}
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_CHAIN), 2);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(plan);
+	kp_plan_free(p);
+	kp_strbuf_release(&trace);
+	kp_strbuf_release(&text);
+	kp_fx_catalog_free(cat);
+}
+
 CU_TestInfo kp_tests_fusion[] = {
 	{ "catalog: shipped entries", test_catalog_shipped },
 	{ "catalog: errors name line and field", test_catalog_errors },
@@ -1031,6 +1462,10 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "codegen: f16, layouts, strides (golden)", test_gen_f16 },
 	{ "codegen: conflicting layouts refused", test_gen_layout_conflict },
 	{ "codegen: feasibility and cost rule", test_gen_feasibility },
+	{ "codegen: warp scheme, GEMV with prologue and epilogue (golden)", test_gen_warp },
+	{ "plan: GEMV groups take their bias copy and epilogue", test_plan_dot_groups },
+	{ "runtime: warp scheme grid, alignment, aliasing", test_runtime_warp },
+	{ "plan + runtime: const scalars specialised from a trace, guarded", test_spec },
 	{ "plan: from a kernel trace, sources by hash", test_plan_trace_and_sources },
 	{ "runtime: chain lookup, mapping, checks", test_runtime_apply },
 	{ "runtime: groups out of kernel order, overlaps", test_runtime_order },
