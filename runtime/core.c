@@ -67,6 +67,10 @@ struct entry {
 	uintptr_t cap_base[KP_RT_MAX_BINDS];   /* bases at capture (the graph's params) */
 	uintptr_t base[2][KP_RT_MAX_BINDS];    /* bases each exec's params hold */
 	uint64_t max_delta[KP_RT_MAX_BINDS];
+	/* fused kernels in the graph: they assume the capture's aliasing, so
+	 * which bound buffers overlap must stay as it was (bit b of cap_ov[a]) */
+	int fused;
+	uint16_t cap_ov[KP_RT_MAX_BINDS];
 	unsigned char *dirty;
 	int verify_left;
 	void *vbuf[KP_RT_MAX_BINDS];
@@ -570,6 +574,26 @@ static int slot_of(const kp_region *r, uint64_t v)
 	return best;
 }
 
+/* Which of the bound buffers in mask overlap which: bit b of ov[a]. */
+static void bind_overlaps(const kp_region *r, uint32_t mask, uint16_t *ov)
+{
+	int a, b;
+
+	memset(ov, 0, KP_RT_MAX_BINDS * sizeof(*ov));
+	for (a = 0; a < KP_RT_MAX_BINDS && a < r->n_binds_; a++) {
+		uintptr_t a0 = (uintptr_t)r->bind_[a].base, a1 = a0 + r->bind_[a].size;
+
+		if (!(mask & (1u << a)))
+			continue;
+		for (b = a + 1; b < KP_RT_MAX_BINDS && b < r->n_binds_; b++) {
+			uintptr_t b0 = (uintptr_t)r->bind_[b].base, b1 = b0 + r->bind_[b].size;
+
+			if ((mask & (1u << b)) && a0 < b1 && b0 < a1)
+				ov[a] |= (uint16_t)(1u << b);
+		}
+	}
+}
+
 /* Find the patch sites: every aligned 8-byte word of every parameter. */
 static int find_sites(struct entry *e, const kp_region *r)
 {
@@ -673,6 +697,7 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	}
 	/* fusion hook (runtime/fusion.c): planned chains -> fused kernel nodes */
 	rc = kp__rt_fusion_apply(rt->fusion, e->reg->name, e->graph, e->nodes, e->n_nodes);
+	e->fused = rc > 0;
 	if (rc < 0)
 		return fail(rt, e, KP_RT_R_CUDA, "a fusion graph edit failed half way");
 	if (rc > 0) {
@@ -692,6 +717,8 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 			    "a kernel parameter is the base of one bound buffer and inside another");
 	if (rc || !(e->dirty = calloc(e->n_nodes ? e->n_nodes : 1, 1)))
 		return fail(rt, e, KP_RT_R_CUDA, "out of memory");
+	if (e->fused)
+		bind_overlaps(r, e->slot_mask, e->cap_ov);
 	t2 = kp_now_ns();
 	rc = rt->be.instantiate(rt->be.ctx, e->graph, &e->exec[0]);
 	if (rc) {
@@ -804,6 +831,14 @@ static int patch_and_launch(kp_rt *rt, struct entry *e, kp_region *r)
 		if (r->bind_[s].size <= e->max_delta[s])
 			return fail(rt, e, KP_RT_R_BIND,
 				    "a bound buffer shrank below an offset the graph uses");
+	}
+	if (e->fused && moved_slots(r, e->cap_base, e->slot_mask)) {
+		uint16_t ov[KP_RT_MAX_BINDS];
+
+		bind_overlaps(r, e->slot_mask, ov);
+		if (memcmp(ov, e->cap_ov, sizeof(ov)))
+			return fail(rt, e, KP_RT_R_BIND, "bound buffers overlap differently than at "
+				    "capture, which the graph's fused kernels assume");
 	}
 	moved = moved_slots(r, e->base[k], e->slot_mask);
 	if (moved) {
@@ -1040,7 +1075,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 	}
 	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */
 	if (rt->plan && !rt->global_reason)
-		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, NULL);
+		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, rt->be.fusion_ops);
 	pthread_mutex_lock(&open_lock);
 	rt->next_open = open_list;
 	open_list = rt;

@@ -15,6 +15,8 @@
 #include "../include/kplan/runtime.h"
 #include "../common/err.h"
 
+struct kp__rt_fusion_ops;
+
 #define KP_RT_API __attribute__((visibility("default")))
 
 enum kp__rt_node_kind {
@@ -88,6 +90,9 @@ struct kp__rt_backend {
 	void (*range_push)(void *ctx, const char *name);
 	void (*range_pop)(void *ctx);
 	void (*destroy)(void *ctx);
+	/* Optional: the fused kernels' ops (runtime/fusion.h); NULL: CUDA's
+	 * (NVRTC), when linked in. A test's fake backend gives its own. */
+	const struct kp__rt_fusion_ops *fusion_ops;
 };
 
 /*

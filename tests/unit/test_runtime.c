@@ -17,7 +17,9 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "db/db.h"
+#include "planner/fusion_gen.h"
 #include "planner/planfile.h"
+#include "runtime/fusion.h"
 #include "runtime/rt_internal.h"
 #include "testutil.h"
 
@@ -1074,7 +1076,116 @@ static void test_named_ranges(void)
 	CU_ASSERT_EQUAL(rng.pushes, 0);
 }
 
+/* ---------------------------------------------------------------------- */
+/* fused graphs: the capture's aliasing of bound buffers must hold */
+
+static int fx_load(void *ctx, const char *src, size_t len, uint64_t hash, const char *name,
+		   void **fn, char *msg, size_t mlen)
+{
+	(void)ctx; (void)src; (void)len; (void)hash; (void)name; (void)msg; (void)mlen;
+	*fn = (void *)0x1;
+	return 0;
+}
+
+/* the fake graph keeps its nodes (the stores still run): only the fact that
+ * the chain was fused matters here */
+static int fx_replace(void *ctx, void *graph, struct kp__rt_fx_repl *r, size_t n, char *msg,
+		      size_t mlen)
+{
+	size_t i;
+
+	(void)ctx; (void)graph; (void)msg; (void)mlen;
+	for (i = 0; i < n; i++)
+		r[i].rc = 0;
+	return (int)n;
+}
+
+static void test_fused_bind_overlap(void)
+{
+	static const char cat_text[] = "kernel st\nmatch store\nparam 0 dst f32*\nparam 1 v i64\n"
+				       "rows 1\ncols 1\nout dst[i] = v\nend\n";
+	static const struct kp__rt_fusion_ops fops = { NULL, fx_load, fx_replace, NULL };
+	struct preg reg[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
+	uint64_t a[4] = {0}, b[4] = {0}, c[4] = {0}, d[4] = {0};
+	struct kp__rt_backend be = fake_be;
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0 };
+	struct kp_err err = {0};
+	struct kp_rt_err rerr;
+	struct kp_fx_catalog *cat;
+	const struct kp_fx_kernel *chain[2];
+	struct kp_fx_group g;
+	struct kp_plan *p;
+	char dir[512], src[600];
+	const char *path;
+	kp_rt *rt;
+	FILE *f;
+	int i;
+
+	fake_reset();
+	path = write_plan("fused.kplan", 9, reg, 1);
+	/* the plan, with one fusion group over the region's two stores */
+	cat = kp_fx_catalog_parse(cat_text, sizeof(cat_text) - 1, "t", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	chain[0] = chain[1] = &cat->kernels[0];
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g, &err), 0);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = 0;
+	snprintf(src, sizeof(src), "%s/%s", dir, g.file);
+	CU_ASSERT_EQUAL(kp_test_write(src, g.source.buf, (long)g.source.len), 0);
+	p = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->fusions = calloc(1, sizeof(*p->fusions));
+	p->n_fusions = 1;
+	p->fusions[0].id = 1;
+	p->fusions[0].region = kp_strdup("step");
+	p->fusions[0].first_kernel = 0;
+	p->fusions[0].kernels = 2;
+	p->fusions[0].names = kp_strdup("store -> store");
+	p->fusions[0].gain_ns = 1000;
+	p->fusions[0].source = kp_strdup(g.file);
+	p->fusions[0].source_hash = g.source_hash;
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_plan_write_file(p, f, &err), 0);
+	fclose(f);
+	kp_plan_free(p);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(cat);
+
+	be.fusion_ops = &fops;
+	kp_log_set_level(KP_LOG_ERROR);
+	rt = kp__rt_open_backend(&be, path, &o, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	/* store(x, tag); store(y, tag) with x, y bound to slots 0 and 1 */
+	for (i = 0; i < 4; i++) {
+		uint64_t *x = i < 2 ? (i ? c : a) : c, *y = i < 2 ? (i ? d : b) : i == 2 ? d : c;
+		kp_region r;
+
+		do {
+			if (kp_rt_region_begin(rt, &r, "step", 0, (void *)1)) {
+				launch((void *)1, "store", 1, x, 10 + (uint64_t)i, NULL);
+				launch((void *)1, "store", 1, y, 10 + (uint64_t)i, NULL);
+			}
+			kp_rt_bind(rt, &r, 0, x, sizeof(a), 0);
+			kp_rt_bind(rt, &r, 1, y, sizeof(b), 0);
+		} while (kp_rt_region_end(rt, &r) > 0);
+	}
+	/* 0: captured and fused; 1: both moved, still apart: patched replay
+	 * (the graph keeps the captured tag, 10); 2: the same again; 3: both
+	 * slots on one buffer: fused kernels would assume they are apart, so
+	 * that call runs eagerly (its own tag, 13) */
+	CU_ASSERT_EQUAL(a[0], 10);
+	CU_ASSERT_EQUAL(b[0], 10);
+	CU_ASSERT_EQUAL(d[0], 10);
+	CU_ASSERT_EQUAL(c[0], 13);
+	CU_ASSERT_EQUAL(stats(rt).replays, 2);
+	CU_ASSERT_EQUAL(stats(rt).failures[KP_RT_R_BIND], 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_BACKOFF], 1);   /* that call, rerun */
+	kp_rt_close(rt);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
+	{ "fused graph: bound buffers keep the capture's overlaps", test_fused_bind_overlap },
 	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },
 	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },
