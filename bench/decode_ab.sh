@@ -7,7 +7,8 @@
 #   bench/decode_ab.sh BUILD OUTDIR ROUNDS 'LABEL|ENV...|BINARY' ...
 #
 # ENV is a space-separated list of NAME=VALUE set for that variant's runs and
-# its fused plan (so KPLAN_FUSION_* settings reach the generator); BINARY is
+# its fused plan (so KPLAN_FUSION_* settings reach the generator; DECODE_CAT=FILE
+# plans that variant with another catalog); BINARY is
 # relative to BUILD/bin (default ex_decode). Examples:
 #   bench/decode_ab.sh build /tmp/ab 3 'after|EX_DECODE_PDL_EARLY=0|' \
 #       'before|EX_DECODE_PDL_EARLY=1 KPLAN_FUSION_PDL_EARLY=1|'
@@ -27,7 +28,9 @@ for v in "$@"; do
 	labels+=("$lab")
 	envs[$lab]=$env
 	bins[$lab]=${bin:-ex_decode}
-	env $env "$BIN/kplan" plan --base "$O/base.kplan" --kernels "$O/trace.tsv" --catalog "$CAT" \
+	cv=$CAT   # DECODE_CAT=FILE in ENV: that variant's catalog
+	for kv in $env; do case $kv in DECODE_CAT=*) cv=${kv#DECODE_CAT=} ;; esac; done
+	env $env "$BIN/kplan" plan --base "$O/base.kplan" --kernels "$O/trace.tsv" --catalog "$cv" \
 		-o "$O/fused-$n.kplan" >"$O/plan-$n.log" 2>&1 || { echo "plan $lab failed"; exit 2; }
 	plan[$n]=$O/fused-$n.kplan
 	idx[$n]=$lab

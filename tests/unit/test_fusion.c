@@ -1083,8 +1083,8 @@ static void test_gen_warp(void)
 	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 3, &g, &err), 0);
 	CU_ASSERT_EQUAL(g.scheme, KP_FX_SCHEME_WARP);
 	CU_ASSERT_EQUAL(g.dot, 1);
-	CU_ASSERT_EQUAL(g.block, 128);
-	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// scheme warp\n// block 128\n// chain 3\n"));
+	CU_ASSERT_EQUAL(g.block, 256);
+	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// scheme warp\n// block 256\n// chain 3\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// dot 1 0 1 3072\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(g.source.buf, "// shape 1 p3 c1 flat\n"));
 	for (i = 0; i < (int)g.n_access; i++) {
@@ -1296,8 +1296,8 @@ static void test_runtime_warp(void)
 		if (round == 0) {
 			CU_ASSERT_EQUAL(fk.n_repl, 1);
 			CU_ASSERT_EQUAL(fk.last.rows * fk.last.cols, 768);
-			CU_ASSERT_EQUAL(fk.last.grid[0], 192);   /* 4 warps, one element each */
-			CU_ASSERT_EQUAL(fk.last.block[0], 128);
+			CU_ASSERT_EQUAL(fk.last.grid[0], 96);   /* 8 warps, one element each */
+			CU_ASSERT_EQUAL(fk.last.block[0], 256);
 			CU_ASSERT(fk.tail_ok);
 		} else {
 			CU_ASSERT_EQUAL(fk.n_repl, 0);
@@ -1441,7 +1441,7 @@ static void test_spec(void)
 		kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 5);
 		CU_ASSERT_EQUAL(fk.n_repl, round ? 0u : 1u);
 		if (!round)
-			CU_ASSERT_EQUAL(fk.last.grid[0], 768);
+			CU_ASSERT_EQUAL(fk.last.grid[0], 384);
 	}
 	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_CHAIN), 2);
 	kp__rt_fusion_close(fz);

@@ -1,7 +1,7 @@
 // kplan-fusion 1
-// kernel kp_fused_98a90932f1810f95
+// kernel kp_fused_7ae6818cfe3bedc5
 // scheme warp
-// block 128
+// block 256
 // chain 3
 // match 0 _Z9bias_copyP6__halfPKS_i
 // match 0 bias_copy(__half[*], __half const[*], int)
@@ -80,7 +80,7 @@ __device__ __forceinline__ float kp_dot16(uint4 w, uint4 x, float acc)
 	return acc;
 }
 
-extern "C" __global__ void __launch_bounds__(128) kp_fused_98a90932f1810f95(
+extern "C" __global__ void __launch_bounds__(256) kp_fused_7ae6818cfe3bedc5(
 	unsigned short *k0_y,
 	unsigned short *k0_b,
 	unsigned short *k1_w,
