@@ -38,7 +38,8 @@
  *                           (default 1: issued before it)
  *   EX_DECODE_PDL_EARLY=N   kernels that let their successor launch before
  *                           they wait for their predecessor, a mask of the
- *                           PDL_* kinds (default 2: the bias copies; 31 all)
+ *                           PDL_* kinds (default 6: the bias copies, layer
+ *                           norm and attn_pv; 31 all)
  *   EX_DECODE_GRAPH_PATCH=1 graph mode appends through a pointer like the
  *                           runtime and patches the 12 append nodes every step
  *                           (cudaGraphExecKernelNodeSetParams; =2: then
@@ -148,8 +149,10 @@ __device__ __forceinline__ float warp_max(float v)
  * wait, so that their successor launches as soon as all of their blocks are
  * resident, even while they still wait, one bit per kind (PDL_*): bias_copy
  * (whose successor, a GEMV, then streams its weights for longer), layernorm
- * and attn_pv (a bias copy follows them), the GEMVs, kv_append, the rest;
- * the others trigger after it. Any choice is correct: every kernel waits before it
+ * and attn_pv (a bias copy follows them, or kplan's fused bias copy + GEMV),
+ * the GEMVs, kv_append, the rest; the others trigger after it. The default,
+ * 6, is the measured best (H100: fused 282.1 -> 273.3, graph 463.5 -> 458.5
+ * us per token against 2, docs/PERFORMANCE.md). Any choice is correct: every kernel waits before it
  * touches what its predecessors wrote, and a successor only launches once
  * all of this grid's blocks have started, so waiting blocks never keep an
  * earlier grid's blocks from running.
@@ -871,7 +874,7 @@ int main(int argc, char **argv)
 	cudaStream_t s, us = NULL;
 	cudaGraphExec_t ge[MAXT / 128 + 1] = { 0 };
 	static struct gpatch gp[MAXT / 128 + 1];
-	int *dpos, *hpos, t, l, gpatch = 0, full = 0, early = PDL_BIAS;
+	int *dpos, *hpos, t, l, gpatch = 0, full = 0, early = PDL_BIAS | PDL_PRE;
 	int64_t t0, t1, gp_set = 0, gp_launch = 0, ta;
 	cudaEvent_t *sev = NULL;
 	uint64_t h;
