@@ -717,6 +717,68 @@ static void mk_node(struct fnode *f, const char *name, uint32_t grid, uint32_t b
 	f->n.params_len = o;
 }
 
+/* ew(op, out, a, b, s, n): a decode ew kernel node (op first, s as float bits) */
+static void mk_ew(struct fnode *x, int32_t op, const uint64_t ptr[3], uint32_t s_bits, int32_t n)
+{
+	uint32_t o = 8;
+	int j;
+
+	memset(x, 0, sizeof(*x));
+	x->off[0] = 0;
+	x->size[0] = 4;
+	memcpy(x->buf, &op, 4);
+	for (j = 0; j < 3; j++, o += 8) {
+		x->off[1 + j] = o;
+		x->size[1 + j] = 8;
+		memcpy(x->buf + o, &ptr[j], 8);
+	}
+	x->off[4] = o;
+	x->size[4] = 4;
+	memcpy(x->buf + o, &s_bits, 4);
+	x->off[5] = o + 4;
+	x->size[5] = 4;
+	memcpy(x->buf + o + 4, &n, 4);
+	x->n.kind = KP__RT_NODE_KERNEL;
+	x->n.name = "_Z2ewiP6__halfPKS_S2_fi";
+	x->n.grid[0] = x->n.grid[1] = x->n.grid[2] = 1;
+	x->n.block[0] = 128;
+	x->n.block[1] = x->n.block[2] = 1;
+	x->n.n_params = 6;
+	x->n.param_off = x->off;
+	x->n.param_size = x->size;
+	x->n.params = x->buf;
+	x->n.params_len = o + 8;
+}
+
+/*
+ * Generate p's sources into the temp dir SUB (the first group must get one;
+ * counts in *st when not NULL), write and load the plan (*plan), and open the
+ * runtime's fusion half over it with ops (fk reset first).
+ */
+static struct kp__rt_fusion *write_and_open(struct kp_plan *p, const struct kp_fx_catalog *cat,
+					    const char *sub, struct kp_fx_plan_stats *st,
+					    struct kp_plan **plan, const struct kp__rt_fusion_ops *ops,
+					    struct fake *fk)
+{
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	const char *dir = kp_test_path(sub);
+	char path[512];
+
+	kp_test_sh("mkdir -p '%s'", dir);
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, st, &err), 0);
+	if (!p->n_fusions || !p->fusions[0].source)
+		return NULL;
+	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
+	snprintf(path, sizeof(path), "%s/model.kplan", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	kp_strbuf_release(&text);
+	if (!(*plan = kp_plan_load(path, &err)))
+		return NULL;
+	memset(fk, 0, sizeof(*fk));
+	return kp__rt_fusion_open(*plan, path, ops);
+}
+
 /* plan file + source in the temp dir; returns the plan path */
 static const char *write_fused_plan(const char *sub, int corrupt)
 {
@@ -916,29 +978,17 @@ static void test_runtime_f16_stride(void)
 	struct fake fk;
 	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
 	struct kp_fx_catalog *cat = shipped();
-	struct kp_plan *p = base_plan(3), *plan;
-	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_plan *p = base_plan(3), *plan = NULL;
 	struct kp_err err = {0};
 	struct kp__rt_fusion *fz;
 	struct fnode f[3];
 	struct kp__rt_node nodes[3];
-	const char *dir = kp_test_path("fusion-f16");
 	const uint64_t S = 0x7f0000100000ull, POS = 0x7f0000200000ull;
-	char path[512];
 	int round;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
-	kp_test_sh("mkdir -p '%s'", dir);
 	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", names, 3, cat, &err), 1);
-	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, NULL, &err), 0);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].source);
-	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
-	snprintf(path, sizeof(path), "%s/model.kplan", dir);
-	kp_test_write(path, text.buf, (long)text.len);
-	plan = kp_plan_load(path, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
-	memset(&fk, 0, sizeof(fk));
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = write_and_open(p, cat, "fusion-f16", NULL, &plan, &ops, &fk);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
 	for (round = 0; round < 4; round++) {
 		/* 0: fine; 1: 2048 columns (past the span); 2: pos inside the
@@ -970,7 +1020,6 @@ static void test_runtime_f16_stride(void)
 	kp__rt_fusion_close(fz);
 	kp_plan_free(plan);
 	kp_plan_free(p);
-	kp_strbuf_release(&text);
 	kp_fx_catalog_free(cat);
 }
 
@@ -1221,30 +1270,18 @@ static void test_runtime_warp(void)
 	struct fake fk;
 	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
 	struct kp_fx_catalog *cat = shipped();
-	struct kp_plan *p = base_plan(3), *plan;
-	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_plan *p = base_plan(3), *plan = NULL;
 	struct kp_err err = {0};
 	struct kp__rt_fusion *fz;
 	struct fnode f[3];
 	struct kp__rt_node nodes[3];
-	const char *dir = kp_test_path("fusion-warp");
 	const uint64_t W = 0x7f0000000000ull, X = 0x7f0001000000ull, Y = 0x7f0002000000ull,
 		B = 0x7f0003000000ull, R = 0x7f0004000000ull;
-	char path[512];
 	int round;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
-	kp_test_sh("mkdir -p '%s'", dir);
 	CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", names, 3, cat, &err), 1);
-	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, NULL, &err), 0);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].source);
-	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
-	snprintf(path, sizeof(path), "%s/model.kplan", dir);
-	kp_test_write(path, text.buf, (long)text.len);
-	plan = kp_plan_load(path, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
-	memset(&fk, 0, sizeof(fk));
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = write_and_open(p, cat, "fusion-warp", NULL, &plan, &ops, &fk);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
 	CU_ASSERT_EQUAL(fk.loads, 1);
 	for (round = 0; round < 5; round++) {
@@ -1255,39 +1292,13 @@ static void test_runtime_warp(void)
 		uint64_t pb[2] = { round == 4 ? W + 2 * 768 * 10 : Y, B };
 		uint64_t pg[3] = { round == 1 ? W + 8 : W, X, round == 4 ? W + 2 * 768 * 10 : Y };
 		uint64_t pe[3] = { round == 2 ? X : R, R, Y };
-		int32_t ve[2] = { 0x3f800000, n };
 
 		v[0] = nb;
 		mk_node(&f[0], names[0], 1, 128, pb, 2, v, 1);
 		v[0] = n;
 		v[1] = 1;
 		mk_node(&f[1], names[1], 192, 128, pg, 3, v, 2);
-		/* ew(op, out, a, b, s, n): op first */
-		{
-			int32_t op = 0;
-			uint32_t o = 0;
-
-			memset(&f[2], 0, sizeof(f[2]));
-			memcpy(f[2].buf, &op, 4);
-			f[2].off[0] = 0; f[2].size[0] = 4; o = 8;
-			for (int j = 0; j < 3; j++, o += 8) {
-				f[2].off[1 + j] = o;
-				f[2].size[1 + j] = 8;
-				memcpy(f[2].buf + o, &pe[j], 8);
-			}
-			f[2].off[4] = o; f[2].size[4] = 4; memcpy(f[2].buf + o, &ve[0], 4); o += 4;
-			f[2].off[5] = o; f[2].size[5] = 4; memcpy(f[2].buf + o, &ve[1], 4); o += 4;
-			f[2].n.kind = KP__RT_NODE_KERNEL;
-			f[2].n.name = names[2];
-			f[2].n.grid[0] = f[2].n.grid[1] = f[2].n.grid[2] = 1;
-			f[2].n.block[0] = 128;
-			f[2].n.block[1] = f[2].n.block[2] = 1;
-			f[2].n.n_params = 6;
-			f[2].n.param_off = f[2].off;
-			f[2].n.param_size = f[2].size;
-			f[2].n.params = f[2].buf;
-			f[2].n.params_len = o;
-		}
+		mk_ew(&f[2], 0, pe, 0x3f800000, n);   /* residual add: R = R + Y */
 		nodes[0] = f[0].n;
 		nodes[1] = f[1].n;
 		nodes[2] = f[2].n;
@@ -1308,7 +1319,6 @@ static void test_runtime_warp(void)
 	kp__rt_fusion_close(fz);
 	kp_plan_free(plan);
 	kp_plan_free(p);
-	kp_strbuf_release(&text);
 	kp_fx_catalog_free(cat);
 }
 
@@ -1336,20 +1346,18 @@ static void test_spec(void)
 	uint64_t ev[6] = { 4, P, F, 0, 0, 3072 }, gv[5] = { W, X, F, 3072, 1 }, bv[3] = { F, B, 3072 };
 	char ea[3][128], ga[128], ba[128], *line;
 	struct kp_fx_catalog *cat = shipped();
-	struct kp_plan *p = base_plan(5), *plan;
-	struct kp_strbuf trace = KP_STRBUF_INIT, text = KP_STRBUF_INIT;
+	struct kp_plan *p = base_plan(5), *plan = NULL;
+	struct kp_strbuf trace = KP_STRBUF_INIT;
 	struct kp_fx_plan_stats st;
 	struct kp_err err = {0};
 	struct fake fk;
 	struct kp__rt_fusion_ops ops = { &fk, fake_load, fake_replace, NULL };
 	struct kp__rt_fusion *fz;
-	const char *dir = kp_test_path("fusion-spec");
 	char path[512];
 	size_t n;
 	int round;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
-	kp_test_sh("mkdir -p '%s'", dir);
 	/* bias copy, fc GEMV, then pow3 (op 4), * 0.044715 (op 2), tanh (op 5) */
 	trace_args(ba, sizeof(ba), b_sizes, bv, 3);
 	trace_args(ga, sizeof(ga), g_sizes, gv, 5);
@@ -1365,10 +1373,13 @@ static void test_spec(void)
 	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 1);
 	CU_ASSERT_EQUAL(p->fusions[0].kernels, 5);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].args);
-	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, dir, &st, &err), 0);
+	memset(&st, 0, sizeof(st));
+	fz = write_and_open(p, cat, "fusion-spec", &st, &plan, &ops, &fk);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
 	CU_ASSERT_EQUAL(st.generated, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions[0].source);
-	snprintf(path, sizeof(path), "%s/%s", dir, p->fusions[0].source);
+	CU_ASSERT_PTR_NULL(plan->fusions[0].args);   /* never written */
+	CU_ASSERT_EQUAL(fk.loads, 1);
+	snprintf(path, sizeof(path), "%s/%s", kp_test_path("fusion-spec"), p->fusions[0].source);
 	line = kp_test_read(path, &n);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(line);
 	/* op, s and beta are compiled in, listed for the guard, not passed */
@@ -1388,16 +1399,6 @@ static void test_spec(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, "const float kp_l1 = kp_v1_1;"));
 	CU_ASSERT_PTR_NULL(strstr(line, " == k"));
 	free(line);
-	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
-	snprintf(path, sizeof(path), "%s/model.kplan", dir);
-	kp_test_write(path, text.buf, (long)text.len);
-	plan = kp_plan_load(path, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
-	CU_ASSERT_PTR_NULL(plan->fusions[0].args);   /* never written */
-	memset(&fk, 0, sizeof(fk));
-	fz = kp__rt_fusion_open(plan, path, &ops);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
-	CU_ASSERT_EQUAL(fk.loads, 1);
 	for (round = 0; round < 3; round++) {
 		/* 0: the captured values; 1: the tanh is a sigmoid now (op 6);
 		 * 2: the second op reads the GEMV's output, not the first op's */
@@ -1412,28 +1413,11 @@ static void test_spec(void)
 		pp[0] = W; pp[1] = X; pp[2] = F; iv[0] = 3072; iv[1] = 1;
 		mk_node(&f[1], GEMV768, 768, 128, pp, 3, iv, 2);
 		for (k = 0; k < 3; k++) {
+			static const uint32_t sv[3] = { 0, 0x3d372713, 0 };
 			int32_t ops3[3] = { 4, 2, round == 1 ? 6 : 5 };
-			uint32_t sv[3] = { 0, 0x3d372713, 0 }, o = 0;
 			uint64_t pt[3] = { P, k && !(round == 2 && k == 1) ? P : F, 0 };
-			struct fnode *x = &f[2 + k];
 
-			memset(x, 0, sizeof(*x));
-			x->off[0] = 0; x->size[0] = 4; memcpy(x->buf, &ops3[k], 4); o = 8;
-			for (int j = 0; j < 3; j++, o += 8) {
-				x->off[1 + j] = o; x->size[1 + j] = 8; memcpy(x->buf + o, &pt[j], 8);
-			}
-			x->off[4] = o; x->size[4] = 4; memcpy(x->buf + o, &sv[k], 4); o += 4;
-			x->off[5] = o; x->size[5] = 4; memcpy(x->buf + o, &iv[0], 4); o += 4;
-			x->n.kind = KP__RT_NODE_KERNEL;
-			x->n.name = EW;
-			x->n.grid[0] = x->n.grid[1] = x->n.grid[2] = 1;
-			x->n.block[0] = 128;
-			x->n.block[1] = x->n.block[2] = 1;
-			x->n.n_params = 6;
-			x->n.param_off = x->off;
-			x->n.param_size = x->size;
-			x->n.params = x->buf;
-			x->n.params_len = o;
+			mk_ew(&f[2 + k], ops3[k], pt, sv[k], 3072);
 		}
 		for (k = 0; k < 5; k++)
 			nodes[k] = f[k].n;
@@ -1448,7 +1432,6 @@ static void test_spec(void)
 	kp_plan_free(plan);
 	kp_plan_free(p);
 	kp_strbuf_release(&trace);
-	kp_strbuf_release(&text);
 	kp_fx_catalog_free(cat);
 }
 
