@@ -661,9 +661,7 @@ static int element_node(const struct kp_fx_node *nd, void *ctx)
 	return nd->kind == KP_FX_N_INDEX && (nd->a == KP_FX_I || nd->a == KP_FX_COL);
 }
 
-/* A node that depends on the row/column split (broadcast loads, indices
- * other than i); a dot kernel's statements may not have one. */
-static int split_node(const struct kp_fx_node *nd, void *ctx)
+int kp_fx_split_node(const struct kp_fx_node *nd, void *ctx)
 {
 	(void)ctx;
 	if (nd->kind == KP_FX_N_LOAD)
@@ -700,7 +698,7 @@ static int kernel_check(struct ps *p)
 				    "per block, 16 bytes per lane and step)",
 				    k->params[k->dot_w].type == KP_FX_PTR_F16 ? 8 : 4);
 		for (i = 1; i < k->n_stmts; i++)
-			if (kp_fx_expr_any(k, k->stmts[i].expr, split_node, NULL))
+			if (kp_fx_expr_any(k, k->stmts[i].expr, kp_fx_split_node, NULL))
 				return perr(p, "a dot kernel's statements use [i] and [0] loads only, "
 					    "not [col], [row], row, col, rows or cols");
 	}

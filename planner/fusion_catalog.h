@@ -182,6 +182,12 @@ int kp_fx_glob(const char *pattern, const char *name);
 int kp_fx_expr_any(const struct kp_fx_kernel *k, int x,
 		   int (*visit)(const struct kp_fx_node *nd, void *ctx), void *ctx);
 
+/*
+ * A kp_fx_expr_any visitor: 1 for a node that depends on how elements split
+ * into rows (a [col] or [row] load; row, col, rows or cols).
+ */
+int kp_fx_split_node(const struct kp_fx_node *nd, void *ctx);
+
 /* Bytes of a parameter of type t (8 or 4); 0 for an unknown type. */
 int kp_fx_type_size(int t);
 /* C spelling used in generated code ("float *", "int", ...). */

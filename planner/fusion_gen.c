@@ -151,12 +151,6 @@ static void emit_raw_load(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32
 	kp_strbuf_addf(o, "%sk%u_%s[%s]%s", h16 ? "kp_h2f(" : "", k, pname(c, k, p), ix, h16 ? ")" : "");
 }
 
-/*
- * Tensor p of kernel k at [i]: the latest known register value when the
- * pointers are equal at run time (a value stored, or loaded, by the chain:
- * tensors of two chain kernels are the same or disjoint, the runtime checks
- * it), else the load. Only values of the same element type qualify.
- */
 /* Bits of parameter p (size bytes) in a trace's args field: hex of the
  * parameter bytes in memory order, one field per parameter, ':' separated. */
 static int arg_bits(const char *args, size_t p, int size, uint64_t *v)
@@ -203,6 +197,12 @@ static int same_ptr(struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t 
 	return eq;
 }
 
+/*
+ * Tensor p of kernel k at [i]: the latest known register value when the
+ * pointers are equal at run time (a value stored, or loaded, by the chain:
+ * tensors of two chain kernels are the same or disjoint, the runtime checks
+ * it), else the load. Only values of the same element type qualify.
+ */
 static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p)
 {
 	int open = 0;
@@ -347,15 +347,10 @@ static int note_load(const struct kp_fx_node *nd, void *kinds)
 	return 0;
 }
 
-/* A node that depends on the row/column split (broadcast loads, row, col, rows, cols). */
+/* A node that depends on the row/column split, or a reduction (which does). */
 static int split_node(const struct kp_fx_node *nd, void *ctx)
 {
-	(void)ctx;
-	if (nd->kind == KP_FX_N_LOAD)
-		return nd->b != KP_FX_I && nd->b != KP_FX_ZERO;
-	if (nd->kind == KP_FX_N_INDEX)
-		return nd->a != KP_FX_I;
-	return nd->kind == KP_FX_N_RED;
+	return kp_fx_split_node(nd, ctx) || nd->kind == KP_FX_N_RED;
 }
 
 /* A kernel whose result does not depend on how its elements split into rows. */
@@ -768,21 +763,6 @@ static void render_file(struct gen *c, const char *kname)
 	kp_strbuf_reset(&c->body);
 	kp_strbuf_reset(&c->st);
 	if (warp) {
-		/* the loop is below */
-	} else if (!rows && g->stride) {
-		kp_strbuf_addf(o, "\tconst long long n = rows * cols;\n\n"
-			       "\tfor (long long kp_n = blockIdx.x * (long long)blockDim.x + threadIdx.x; kp_n < n;\n"
-			       "\t     kp_n += (long long)gridDim.x * blockDim.x) {\n"
-			       "\t\tconst long long row = kp_n / cols, col = kp_n - row * cols;\n"
-			       "\t\tconst long long i = row * %lldll + col;\n\n", (long long)g->stride);
-	} else if (!rows) {
-		kp_strbuf_adds(o, "\tconst long long n = rows * cols;\n\n"
-			       "\tfor (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
-			       "\t     i += (long long)gridDim.x * blockDim.x) {\n"
-			       "\t\tconst long long row = i / cols, col = i - row * cols;\n\n"
-			       "\t\t(void)row;\n\t\t(void)col;\n");
-	}
-	if (warp) {
 		kp_strbuf_adds(o, "\tfor (; i < n; i += kp_step) {\n");
 		if (!dk->params[dk->dot_w].is_const)
 			dot_loads(c, o, "\t\t", "i");
@@ -805,6 +785,19 @@ static void render_file(struct gen *c, const char *kname)
 		kp_strbuf_adds(o, "\t}\n}\n");
 		g->phases = 1;
 		return;
+	}
+	if (!rows && g->stride) {
+		kp_strbuf_addf(o, "\tconst long long n = rows * cols;\n\n"
+			       "\tfor (long long kp_n = blockIdx.x * (long long)blockDim.x + threadIdx.x; kp_n < n;\n"
+			       "\t     kp_n += (long long)gridDim.x * blockDim.x) {\n"
+			       "\t\tconst long long row = kp_n / cols, col = kp_n - row * cols;\n"
+			       "\t\tconst long long i = row * %lldll + col;\n\n", (long long)g->stride);
+	} else if (!rows) {
+		kp_strbuf_adds(o, "\tconst long long n = rows * cols;\n\n"
+			       "\tfor (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+			       "\t     i += (long long)gridDim.x * blockDim.x) {\n"
+			       "\t\tconst long long row = i / cols, col = i - row * cols;\n\n"
+			       "\t\t(void)row;\n\t\t(void)col;\n");
 	}
 	if (!rows) {
 		for (k = 0; k < g->n_chain; k++) {
@@ -1327,7 +1320,7 @@ int kp_fx_plan_add_chains_args(struct kp_plan *plan, const char *region, const c
 	 * precedes the next dot kernel (that one's prologue). Then every other
 	 * maximal run of catalog kernels, dot kernels excluded.
 	 */
-	for (pass = 0; pass < 2; pass++) {
+	for (pass = 0; pass < 2 && !rc; pass++) {
 		for (i = 0; i < n; i++) {
 			const struct kp_fx_kernel *ki = kp_fx_catalog_find(cat, names[i]);
 			size_t a = i, j = i;
