@@ -7,6 +7,7 @@
  * arguments, failures that leave the graph unfused.
  */
 #include <CUnit/CUnit.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1435,6 +1436,103 @@ static void test_spec(void)
 	kp_fx_catalog_free(cat);
 }
 
+/* ---------------------------------------------------------------------- */
+/* the generated code compiles: NVRTC (no GPU needed), when this machine has it */
+
+typedef int (*nv_create_fn)(void **prog, const char *src, const char *name, int n_headers,
+			    const char *const *headers, const char *const *include_names);
+typedef int (*nv_compile_fn)(void *prog, int n_opts, const char *const *opts);
+typedef int (*nv_logsize_fn)(void *prog, size_t *size);
+typedef int (*nv_log_fn)(void *prog, char *log);
+typedef int (*nv_destroy_fn)(void **prog);
+
+/* 0 when src compiles for sm_90 (PTX), else 1 with NVRTC's log on stderr */
+static int nvrtc_compiles(void *lib, const char *src, const char *name)
+{
+	nv_create_fn create = (nv_create_fn)dlsym(lib, "nvrtcCreateProgram");
+	nv_compile_fn compile = (nv_compile_fn)dlsym(lib, "nvrtcCompileProgram");
+	nv_logsize_fn logsize = (nv_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize");
+	nv_log_fn getlog = (nv_log_fn)dlsym(lib, "nvrtcGetProgramLog");
+	nv_destroy_fn destroy = (nv_destroy_fn)dlsym(lib, "nvrtcDestroyProgram");
+	static const char *const opts[] = { "--gpu-architecture=compute_90" };
+	void *prog = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (!create || !compile || !logsize || !getlog || !destroy || create(&prog, src, name, 0, NULL, NULL))
+		return 1;
+	rc = compile(prog, 1, opts);
+	if (rc && !logsize(prog, &n) && n) {
+		char *log = malloc(n);
+
+		if (log && !getlog(prog, log))
+			fprintf(stderr, "\n%s: NVRTC says:\n%s\n", name, log);
+		free(log);
+	}
+	destroy(&prog);
+	return rc != 0;
+}
+
+static void test_nvrtc_compiles(void)
+{
+	static const char *golden_files[] = { "bias_residual_layernorm", "copy_residual_gelu",
+					      "f16_bias_gemv_residual", "f16_residual_layernorm",
+					      "f16_scale_mask_softmax" };
+	static const int ew_sizes[6] = { 4, 8, 8, 8, 4, 4 }, g_sizes[5] = { 8, 8, 8, 4, 4 },
+		b_sizes[3] = { 8, 8, 4 };
+	const uint64_t F = 0x7f0004000000ull, P = 0x7f0005000000ull;
+	uint64_t ev[6] = { 5, P, P, 0, 0, 3072 }, gv[5] = { 0x7f0000000000ull, 0x7f0001000000ull, F, 3072, 1 },
+		bv[3] = { F, 0x7f0003000000ull, 3072 };
+	char ea[2][128], ga[128], ba[128], cuda[300];
+	const char *args[4] = { ba, ga, ea[0], ea[1] };
+	const struct kp_fx_kernel *chain[4];
+	struct kp_fx_catalog *cat;
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+	const char *home = getenv("CUDA_HOME");
+	void *lib;
+	size_t i, n;
+
+#ifdef __SANITIZE_ADDRESS__
+	/* NVRTC's own allocations are not ours to check */
+	fprintf(stderr, "(skipped under AddressSanitizer) ");
+	return;
+#endif
+	snprintf(cuda, sizeof(cuda), "%s/lib64/libnvrtc.so.13", home ? home : "/usr/local/cuda");
+	if (!(lib = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL)) &&
+	    !(lib = dlopen(cuda, RTLD_NOW | RTLD_LOCAL))) {
+		fprintf(stderr, "(no libnvrtc.so.13 here: not compiled) ");
+		return;
+	}
+	for (i = 0; i < sizeof(golden_files) / sizeof(golden_files[0]); i++) {
+		char rel[128], *src;
+
+		snprintf(rel, sizeof(rel), "tests/golden/fusion/%s.cu", golden_files[i]);
+		src = kp_test_read(kp_test_src(rel), &n);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+		CU_ASSERT_EQUAL(nvrtc_compiles(lib, src, rel), 0);
+		free(src);
+	}
+	/* specialised: bias copy -> fc GEMV -> tanh -> add (op 0, pointers equal) */
+	cat = shipped();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	trace_args(ba, sizeof(ba), b_sizes, bv, 3);
+	trace_args(ga, sizeof(ga), g_sizes, gv, 5);
+	trace_args(ea[0], sizeof(ea[0]), ew_sizes, ev, 6);
+	ev[0] = 0;
+	ev[3] = F;
+	trace_args(ea[1], sizeof(ea[1]), ew_sizes, ev, 6);
+	chain[0] = by_name(cat, "decode_bias_copy");
+	chain[1] = by_name(cat, "decode_gemv_768");
+	chain[2] = chain[3] = by_name(cat, "decode_ew");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate_spec(chain, args, 4, &g, &err), 0);
+	CU_ASSERT(g.n_spec > 0);
+	CU_ASSERT_EQUAL(nvrtc_compiles(lib, g.source.buf, g.file), 0);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(cat);
+	dlclose(lib);
+}
+
 CU_TestInfo kp_tests_fusion[] = {
 	{ "catalog: shipped entries", test_catalog_shipped },
 	{ "catalog: errors name line and field", test_catalog_errors },
@@ -1449,6 +1547,7 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "plan: GEMV groups take their bias copy and epilogue", test_plan_dot_groups },
 	{ "runtime: warp scheme grid, alignment, aliasing", test_runtime_warp },
 	{ "plan + runtime: const scalars specialised from a trace, guarded", test_spec },
+	{ "codegen: golden and specialised sources compile (NVRTC, sm_90)", test_nvrtc_compiles },
 	{ "plan: from a kernel trace, sources by hash", test_plan_trace_and_sources },
 	{ "runtime: chain lookup, mapping, checks", test_runtime_apply },
 	{ "runtime: groups out of kernel order, overlaps", test_runtime_order },
