@@ -1206,7 +1206,18 @@ static int chain_flat(const struct kp_fx_catalog *cat, const char *const *names,
 	return k && !k->dot_k && flexible(k);
 }
 
-/* Append a group of kernels names[a..j) of region to plan. */
+/* Bytes of names[a..j) joined by " -> " (a group's names field). */
+static size_t names_len(const char *const *names, size_t a, size_t j)
+{
+	size_t n = 0, k;
+
+	for (k = a; k < j; k++)
+		n += strlen(names[k]) + (k > a ? 4 : 0);
+	return n;
+}
+
+/* Append a group of kernels names[a..j) of region to plan (their names fit
+ * a plan string). 0 or KP_E*. */
 static int add_group(struct kp_plan *plan, const char *region, const char *const *names,
 		     const char *const *args, size_t a, size_t j, uint32_t id, struct kp_err *err)
 {
@@ -1339,7 +1350,10 @@ int kp_fx_plan_add_chains_args(struct kp_plan *plan, const char *region, const c
 				       (ki = kp_fx_catalog_find(cat, names[j])) && !ki->dot_k)
 					j++;
 			}
-			if (j - a < 2)
+			/* the names must fit one plan string: a shorter chain */
+			while (j - a >= 2 && names_len(names, a, j) > KP_PLAN_MAX_STR)
+				j--;
+			if (j - a < 2 || (pass == 0 && j <= i))
 				continue;
 			if ((rc = add_group(plan, region, names, args, a, j, next_id++, err)))
 				break;

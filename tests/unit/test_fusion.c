@@ -1263,6 +1263,42 @@ static void test_plan_dot_groups(void)
 	CU_ASSERT_PTR_NOT_NULL(p->fusions[1].source);
 	kp_plan_free(p);
 	kp_fx_catalog_free(cat);
+
+	/* a group's names must fit one plan string (else the plan could not be
+	 * written): a long run is cut into chains that fit */
+	{
+		static const char text[] = "kernel e\nmatch long*\nparam 0 y f32*\nrows 1\ncols 4\n"
+					   "out y[i] = y[i] * 2\nend\n";
+		char longname[300];
+		const char *ln[7];
+		struct kp_strbuf out = KP_STRBUF_INIT;
+
+		cat = kp_fx_catalog_parse(text, sizeof(text) - 1, "t", &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+		memset(longname, 'x', sizeof(longname) - 1);
+		memcpy(longname, "long", 4);
+		longname[sizeof(longname) - 1] = 0;
+		for (i = 0; i < 7; i++)
+			ln[i] = i == 3 ? "other" : longname;
+		p = base_plan(7);
+		/* 0..2 and 4..6: 3 x 299 bytes fit */
+		CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", ln, 7, cat, &err), 2);
+		ln[3] = longname;
+		kp_plan_free(p);
+		/* one run of 7: cut into chains that fit (3, 3; the last alone stays) */
+		p = base_plan(7);
+		CU_ASSERT_EQUAL(kp_fx_plan_add_chains(p, "mlp.forward", ln, 7, cat, &err), 2);
+		CU_ASSERT_EQUAL_FATAL(p->n_fusions, 2);
+		CU_ASSERT_EQUAL(p->fusions[0].first_kernel, 0);
+		CU_ASSERT_EQUAL(p->fusions[0].kernels, 3);
+		CU_ASSERT_EQUAL(p->fusions[1].first_kernel, 3);
+		CU_ASSERT_EQUAL(p->fusions[1].kernels, 3);
+		CU_ASSERT(strlen(p->fusions[1].names) <= KP_PLAN_MAX_STR);
+		CU_ASSERT_EQUAL(kp_plan_write(p, &out, &err), 0);
+		kp_strbuf_release(&out);
+		kp_plan_free(p);
+		kp_fx_catalog_free(cat);
+	}
 }
 
 static void test_runtime_warp(void)
