@@ -117,8 +117,16 @@ $(BUILD)/bin/kplan-unit: $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES)
 unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan
 	KPLAN_BIN=$(abspath $(BUILD)/bin/kplan) KPLAN_SRC=$(CURDIR) $(BUILD)/bin/kplan-unit
 
+# The Python package (python/kplan) with stand-ins for torch and libkplanrt:
+# CPU only, no torch needed (tests/python).
+.PHONY: python-test
+python-test:
+	@command -v python3 >/dev/null || { echo "python-test: python3 not found (apt-get install -y python3)" >&2; exit 1; }
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(CURDIR)/python python3 -m unittest discover -s tests/python -t tests/python
+
 test: deps
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory python-test
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined OPT=-O1 test
@@ -130,7 +138,7 @@ demo: deps $(BUILD)/bin/kplan
 # (tests/gpu/gpu-check.sh). On a GPU machine without the build's Debian
 # packages, build here with `make gpu-build` and run the script there.
 .PHONY: gpu-build
-gpu-build: all collector-gpu runtime examples stress-gpu
+gpu-build: all collector-gpu runtime examples stress-gpu corpus
 
 gpu-check: gpu-build
 	bash tests/gpu/gpu-check.sh $(BUILD) $(BUILD)/gpu-check

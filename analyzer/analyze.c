@@ -87,7 +87,7 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 		int fatal = 0;
 
 		for (size_t b = 0; b < r->blk.len; b++)
-			fatal |= r->blk.data[b].fatal;
+			fatal |= r->blk.data[b].fatal == 1;
 		if (fatal)
 			r->capturable = 0;
 		kinds_str(r, 1, &s1);
@@ -167,7 +167,7 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 			sqlite3_bind_int(sb, 9, bk->pos);
 			bind_opt_text(sb, 10, bk->detail);
 			rc = step_reset(a, sb, "writing kp_blockers", err);
-			a->sum->n_blockers += bk->fatal;
+			a->sum->n_blockers += bk->fatal == 1;
 		}
 		a->sum->n_regions++;
 		a->sum->n_capturable += r->capturable;
@@ -501,11 +501,36 @@ int kp_analyze_write_csv(struct kp_db *db, int64_t run_id, const char *dir,
 	return rc;
 }
 
+/* The first blocker row of region id with fatal = `fatal`, as one indented line. */
+static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fatal,
+				const char *what, FILE *f)
+{
+	static const char sql[] = "SELECT kind, COALESCE(api_name, ''), occIndex, position,"
+		" COALESCE(detail, ''), (SELECT COUNT(DISTINCT occIndex) FROM kp_blockers b2"
+		" WHERE b2.runId = ?1 AND b2.regionId = ?2 AND b2.fatal = ?3)"
+		" FROM kp_blockers WHERE runId = ?1 AND regionId = ?2 AND fatal = ?3"
+		" ORDER BY occIndex, start LIMIT 1";
+	sqlite3_stmt *st;
+
+	if (kp_db_prepare(db, sql, &st, NULL))
+		return;
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_int(st, 2, id);
+	sqlite3_bind_int(st, 3, fatal);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		fprintf(f, "       %s %s (%s) in %lld occurrence(s), first occurrence %lld node "
+			"%lld: %s\n", what, (const char *)sqlite3_column_text(st, 0),
+			(const char *)sqlite3_column_text(st, 1),
+			(long long)sqlite3_column_int64(st, 5), (long long)sqlite3_column_int64(st, 2),
+			(long long)sqlite3_column_int64(st, 3), (const char *)sqlite3_column_text(st, 4));
+	sqlite3_finalize(st);
+}
+
 int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 			     int max_rows, struct kp_err *err)
 {
 	static const char sql[] = "SELECT regionId, parentId, label, occurrences, nodes,"
-		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers"
+		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers, source"
 		" FROM kp_regions WHERE runId = ?1 ORDER BY regionId LIMIT ?2";
 	sqlite3_stmt *st;
 	int rc = kp_db_prepare(db, sql, &st, err);
@@ -514,20 +539,25 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		return rc;
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, max_rows > 0 ? max_rows : 1000000);
-	fprintf(f, "%4s %-32s %6s %6s %11s %11s %7s %4s  %s\n", "id", "region", "occ",
-		"nodes", "eager_us", "graph_us", "speedup", "capt", "blockers");
+	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %11s %7s %4s  %s\n", "id", "region", "source",
+		"occ", "nodes", "eager_us", "graph_us", "speedup", "capt", "blockers");
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *label = (const char *)sqlite3_column_text(st, 2);
 		const char *bl = (const char *)sqlite3_column_text(st, 9);
+		const char *src = (const char *)sqlite3_column_text(st, 10);
+		int id = sqlite3_column_int(st, 0), part = sqlite3_column_type(st, 1) != SQLITE_NULL;
 		char lab[64];
-		snprintf(lab, sizeof(lab), "%s%.*s",
-			 sqlite3_column_type(st, 1) != SQLITE_NULL ? "  " : "", 30, label ? label : "");
-		fprintf(f, "%4d %-32s %6lld %6lld %11.1f %11.1f %6.2fx %4s  %s\n",
-			sqlite3_column_int(st, 0), lab,
+		snprintf(lab, sizeof(lab), "%s%.*s", part ? "  " : "", 30, label ? label : "");
+		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %11.1f %6.2fx %4s  %s\n",
+			id, lab, src ? src : "-",
 			(long long)sqlite3_column_int64(st, 3), (long long)sqlite3_column_int64(st, 4),
 			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_int64(st, 6) / 1000.0,
 			sqlite3_column_double(st, 7), sqlite3_column_int(st, 8) ? "yes" : "no",
 			bl ? bl : "-");
+		if (!part && !sqlite3_column_int(st, 8))
+			print_first_blocker(db, run_id, id, 1, "fatal:", f);
+		if (!part)
+			print_first_blocker(db, run_id, id, 2, "warm-up only:", f);
 	}
 	sqlite3_finalize(st);
 	return 0;

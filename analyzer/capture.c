@@ -2,14 +2,21 @@
  * capture.c - capturability of each region, its split into capturable
  * parts, shape keys, patch slots, and the cost model's prediction.
  *
- * A blocking API call inside an occurrence (sync, blocking or pageable
- * copy, malloc/free, host callback, cross-stream event wait) is fatal when
- * it falls between two of the occurrence's launches: the region is split
- * there. An event wait preceded by an event record inside the same
- * occurrence is taken as a fork/join, which captures (fatal = 0). One before the first or after the last launch only bounds the
- * capture (recorded with fatal = 0). Legacy-stream use, shape keys and
- * patch slots are recorded as advisories (fatal = 0): the runtime handles
- * them (side stream, one graph per shape key, in-place patching).
+ * Blocking API calls inside an occurrence (sync, query, blocking or
+ * pageable copy, synchronous memset, malloc/free, stream callback, a wait
+ * on an event recorded outside the region) are fatal. In a runtime region
+ * (libkplanrt's own NVTX domain: the application enters it whole) every one
+ * is; elsewhere one between two launches splits the region there, and one
+ * before the first or after the last launch only bounds the capture
+ * (fatal = 0). Stream membership is checked op by op: an op must be on the
+ * capture stream or on a stream forked from it and joined back within the
+ * occurrence; work on the legacy default stream in a region that runs
+ * elsewhere is fatal. Blockers seen only in the first few occurrences
+ * become fatal = 2 (warm-up only) when later ones are clean: the planner
+ * sets the warm-up to cover them. Shape keys and patch slots (pointers and
+ * scalars whose values change) are advisories (fatal = 0): the runtime
+ * handles them (one graph per shape key, in-place patching of bound
+ * buffers and values).
  */
 #include <math.h>
 #include <stdio.h>
@@ -81,11 +88,48 @@ static const char *op_name(struct kp__ana *a, const struct kp__op *op)
 	return a->sigs.data[op->sig].name;
 }
 
-/* Blocking API calls; marks cut[pos] for the fatal ones. */
-static int event_blockers(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
+static int64_t sid(const struct kp__ana *a, const struct kp__op *op)
 {
-	uint32_t tn = r->occ[r->tmpl].n;
-	char d[256];
+	return a->streams.data[op->stream].stream_id;
+}
+
+static const char *api_of(const struct kp__ana *a, const struct kp__op *op)
+{
+	return op->api_name != UINT32_MAX ? a->names.data[op->api_name].s : NULL;
+}
+
+/* The fix, in one sentence, for a blocker kind. */
+static const char *fix_of(int kind)
+{
+	switch (kind) {
+	case KP__B_SYNC:
+		return "move the synchronisation or query out of the region";
+	case KP__B_BLOCKING_COPY:
+		return "use the Async variant on the region's stream (pinned host memory)";
+	case KP__B_PAGEABLE_COPY:
+		return "pin the host buffer (cudaMallocHost or cudaHostRegister)";
+	case KP__B_MALLOC:
+		return "allocate once before the region, or cudaMallocAsync on the region's stream";
+	case KP__B_FREE:
+		return "free after the region, or cudaFreeAsync on the region's stream";
+	case KP__B_HOST_CALLBACK:
+		return "use cudaLaunchHostFunc, which captures";
+	case KP__B_CROSS_STREAM_EVENT:
+		return "wait only on events recorded inside the region";
+	default:
+		return "move it out of the region";
+	}
+}
+
+/*
+ * Blocking API calls. In a runtime region every one is fatal: the runtime
+ * captures the whole body, so even one before the first launch would be
+ * inside the capture. Elsewhere one before the first or after the last
+ * launch only bounds the capture.
+ */
+static int event_blockers(struct kp__ana *a, struct kp__region *r)
+{
+	char d[512];
 	int rc = 0;
 
 	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
@@ -98,9 +142,26 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
 
 			int fork_join = ev->kind == KP__B_CROSS_STREAM_EVENT &&
 				recorded_inside(a, o->t0, ev->start);
+			if (r->rt_kind)
+				edge = 0;
 			if (edge)
 				snprintf(d, sizeof(d), "%s the region's launches: capture stops short of it",
 					 pos == 0 ? "before" : "after");
+			else if (!fork_join && !o->n)
+				snprintf(d, sizeof(d), "%s cannot be captured: %s", api,
+					 fix_of(ev->kind));
+			else if (!fork_join && pos >= o->n)
+				snprintf(d, sizeof(d), "after node %u (%.80s): %s cannot be captured: %s",
+					 o->n - 1, op_name(a, &a->ops[o->ops[o->n - 1]]), api,
+					 fix_of(ev->kind));
+			else if (!fork_join && pos == 0)
+				snprintf(d, sizeof(d), "before node 0 (%.80s): %s cannot be captured: %s",
+					 op_name(a, &a->ops[o->ops[0]]), api, fix_of(ev->kind));
+			else if (!fork_join && r->rt_kind)
+				snprintf(d, sizeof(d), "between node %u (%.80s) and node %u (%.80s): %s "
+					 "cannot be captured: %s", pos - 1,
+					 op_name(a, &a->ops[o->ops[pos - 1]]), pos,
+					 op_name(a, &a->ops[o->ops[pos]]), api, fix_of(ev->kind));
 			else if (fork_join)
 				snprintf(d, sizeof(d), "before node %u: waits on an event recorded inside"
 					 " the region (fork/join): capture both streams", pos);
@@ -109,8 +170,6 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
 					 pos - 1, op_name(a, &a->ops[o->ops[pos - 1]]), pos,
 					 op_name(a, &a->ops[o->ops[pos]]));
 			int fatal = !edge && !fork_join;
-			if (fatal && o->n == tn)
-				cut[pos] = 1;
 			rc = add_blk(a, r, ev->kind, fatal, api, ev->start, ev->corr, (int)k,
 				     (int)pos, d);
 		}
@@ -118,23 +177,161 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
 	return rc;
 }
 
-static int legacy_blocker(struct kp__ana *a, struct kp__region *r)
+static int is_legacy(const struct kp__ana *a, int64_t stream_id)
+{
+	return a->o.legacy_stream >= 0 && stream_id == a->o.legacy_stream;
+}
+
+/* The stream a region is captured on: where most of its template's ops run. */
+static uint32_t capture_stream(const struct kp__ana *a, const struct kp__region *r)
 {
 	const struct kp__occ *o = &r->occ[r->tmpl];
+	uint32_t best = o->n ? a->ops[o->ops[0]].stream : 0, best_n = 0;
 
-	if (a->o.legacy_stream < 0)
-		return 0;
-	for (uint32_t i = 0; i < o->n; i++) {
-		const struct kp__op *op = &a->ops[o->ops[i]];
-		if (a->streams.data[op->stream].stream_id != a->o.legacy_stream)
+	for (uint32_t i = 0; i < o->n && i < 4096; i++) {
+		uint32_t s = a->ops[o->ops[i]].stream, n = 0;
+
+		if (s == best && best_n)
 			continue;
-		return add_blk(a, r, KP__B_LEGACY_STREAM, 0,
-			       op->api_name != UINT32_MAX ? a->names.data[op->api_name].s : NULL,
-			       op->api_start, op->corr, (int)r->tmpl, (int)i,
-			       "launches on the legacy default stream, which cannot be captured:"
-			       " capture on a side stream (as torch.cuda.graph does)");
+		for (uint32_t j = 0; j < o->n; j++)
+			n += a->ops[o->ops[j]].stream == s;
+		if (n > best_n) {
+			best = s;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+/* 1 when occurrence o has an event wait on stream_id in [t0, t1]. */
+static int waits_on(const struct kp__ana *a, const struct kp__occ *o, int64_t stream_id,
+		    int64_t t0, int64_t t1)
+{
+	for (size_t e = ev_lower((struct kp__ana *)a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
+		const struct kp__ev *ev = &a->ev[e];
+
+		if (ev->kind == KP__B_CROSS_STREAM_EVENT && ev->stream_id == stream_id &&
+		    ev->start >= o->t0 && ev->start <= o->t1)
+			return 1;
 	}
 	return 0;
+}
+
+/*
+ * Stream membership: every op of an occurrence must be on the capture
+ * stream, or on a stream forked from it (an event wait on that stream
+ * before the op) and joined back (a wait on the capture stream after that
+ * stream's last op in the occurrence). Work on the legacy default stream
+ * while the region runs elsewhere is never captured: with a blocking
+ * capture stream it invalidates the capture (the application sees the
+ * error), with a non-blocking one it silently stays out of the graph.
+ * Without wait streams in the trace (imported traces), ops on other
+ * streams are advisory unless on the legacy stream.
+ */
+static int stream_blockers(struct kp__ana *a, struct kp__region *r)
+{
+	uint32_t cs;
+	int64_t cid;
+	char d[384];
+	int rc = 0;
+
+	if (!r->n_occ || !r->occ[r->tmpl].n)
+		return 0;
+	cs = capture_stream(a, r);
+	cid = a->streams.data[cs].stream_id;
+	if (is_legacy(a, cid)) {
+		const struct kp__occ *o = &r->occ[r->tmpl];
+		const struct kp__op *op = &a->ops[o->ops[0]];
+
+		if (r->rt_kind == 1)
+			snprintf(d, sizeof(d), "the region runs on the legacy default stream (stream "
+				 "%lld), which cannot be captured: give kp_region_begin a stream you "
+				 "created and launch the body on it (or compile with --default-stream "
+				 "per-thread)", (long long)cid);
+		else
+			snprintf(d, sizeof(d), "launches on the legacy default stream, which cannot "
+				 "be captured: capture on a side stream (as torch.cuda.graph does)");
+		return add_blk(a, r, KP__B_LEGACY_STREAM, r->rt_kind == 1, api_of(a, op),
+			       op->api_start, op->corr, (int)r->tmpl, 0, d);
+	}
+	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
+		const struct kp__occ *o = &r->occ[k];
+
+		for (uint32_t i = 0; i < o->n && !rc; i++) {
+			const struct kp__op *op = &a->ops[o->ops[i]];
+			int64_t s = sid(a, op), last = op->api_start;
+			int fatal = 1, kind = KP__B_CROSS_STREAM_EVENT, seen = 0;
+
+			if (op->stream == cs)
+				continue;
+			for (uint32_t j = 0; j < i && !seen; j++)
+				seen = a->ops[o->ops[j]].stream == op->stream;
+			if (seen)
+				continue;   /* one row per stream and occurrence */
+			for (uint32_t j = i + 1; j < o->n; j++) {
+				if (a->ops[o->ops[j]].stream == op->stream)
+					last = a->ops[o->ops[j]].api_start;
+			}
+			if (is_legacy(a, s)) {
+				kind = KP__B_LEGACY_STREAM;
+				snprintf(d, sizeof(d), "node %u (%.80s) runs on the legacy default stream "
+					 "(stream %lld) while the region runs on stream %lld: launch it "
+					 "on stream %lld", i, op_name(a, op), (long long)s,
+					 (long long)cid, (long long)cid);
+			} else if (!a->wait_streams) {
+				fatal = r->rt_kind != 0;
+				snprintf(d, sizeof(d), "node %u (%.80s) runs on stream %lld while the "
+					 "region runs on stream %lld, and the trace does not say whether "
+					 "it is forked and joined: launch it on stream %lld, or fork and "
+					 "join it with events", i, op_name(a, op), (long long)s,
+					 (long long)cid, (long long)cid);
+			} else if (!waits_on(a, o, s, o->t0, op->api_start)) {
+				snprintf(d, sizeof(d), "node %u (%.80s) runs on stream %lld, which is not "
+					 "forked from the region's stream %lld: record an event on %lld and "
+					 "cudaStreamWaitEvent(%lld, it) first, or launch it on %lld", i,
+					 op_name(a, op), (long long)s, (long long)cid, (long long)cid,
+					 (long long)s, (long long)cid);
+			} else if (!waits_on(a, o, cid, last, o->t1)) {
+				snprintf(d, sizeof(d), "stream %lld (node %u, %.80s) is forked from the "
+					 "region's stream %lld but never joined back: record an event on "
+					 "%lld after its last launch and cudaStreamWaitEvent(%lld, it)",
+					 (long long)s, i, op_name(a, op), (long long)cid, (long long)s,
+					 (long long)cid);
+			} else {
+				continue;   /* forked and joined: captures */
+			}
+			rc = add_blk(a, r, kind, fatal, api_of(a, op), op->api_start, op->corr,
+				     (int)k, (int)i, d);
+		}
+	}
+	return rc;
+}
+
+#define MAX_WARMUP_COVER 8   /* most warm-up calls a plan asks for */
+
+/*
+ * Steady state: fatal blockers seen only in the first occurrences (a
+ * caching allocator's first cudaMalloc, lazy module loading) do not stop a
+ * graph when the warm-up covers them and at least two later occurrences
+ * were clean: they become fatal = 2 ("warm-up only") and the region asks
+ * for that many warm-up calls (r->warmup_occ).
+ */
+static void steady_state(struct kp__region *r)
+{
+	int last = -1;
+
+	r->warmup_occ = 0;
+	for (size_t b = 0; b < r->blk.len; b++) {
+		if (r->blk.data[b].fatal == 1 && r->blk.data[b].occ > last)
+			last = r->blk.data[b].occ;
+	}
+	if (last < 0 || last + 1 > MAX_WARMUP_COVER || r->n_occ < (uint32_t)last + 3)
+		return;
+	for (size_t b = 0; b < r->blk.len; b++) {
+		if (r->blk.data[b].fatal == 1)
+			r->blk.data[b].fatal = 2;
+	}
+	r->warmup_occ = last + 1;
 }
 
 /* One advisory row per launch configuration other than the template's. */
@@ -176,7 +373,12 @@ static int shape_blockers(struct kp__ana *a, struct kp__region *r)
 	return rc;
 }
 
-/* 8-byte arguments whose value changes between occurrences. */
+/*
+ * Arguments (up to 8 bytes) whose value changes between occurrences: 8-byte
+ * ones that look like device addresses are pointers, the rest scalars (a
+ * seed, a step, a learning rate) that a replay would reuse stale unless the
+ * application binds them with kp_rt_bind_value.
+ */
 static int patch_slots(struct kp__ana *a, struct kp__region *r)
 {
 	const struct kp__occ *t = &r->occ[r->tmpl];
@@ -196,8 +398,8 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
 			continue;
 		for (size_t j = 0; j < na && !rc; j++) {
 			uint32_t changed = 0, compared = 0;
-			int ptr = 1;
-			if (ta[j].size != 8)
+			int ptr = ta[j].size == 8;
+			if (ta[j].size == 0 || ta[j].size > 8)
 				continue;
 			for (uint32_t k = 0; k < r->n_occ; k++) {
 				const struct kp__occ *o = &r->occ[k];
@@ -223,9 +425,11 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
 				ptr = 0;
 			r->patch_slots++;
 			node_patched = 1;
-			snprintf(d, sizeof(d), "node %u (%.80s) arg %u: %s changes in %u of %u occurrences",
-				 i, op_name(a, top), ta[j].idx, ptr ? "pointer" : "scalar",
-				 changed, compared);
+			snprintf(d, sizeof(d), "node %u (%.80s) arg %u: %s changes in %u of %u "
+				 "occurrences%s", i, op_name(a, top), ta[j].idx,
+				 ptr ? "pointer" : "scalar", changed, compared,
+				 ptr ? "" : ": a replay would reuse the captured value; bind it with "
+				 "kp_rt_bind_value");
 			rc = add_blk(a, r, KP__B_PATCH_SLOT, 0,
 				     top->api_name != UINT32_MAX ? a->names.data[top->api_name].s : NULL,
 				     top->api_start, top->corr, (int)r->tmpl, (int)i, d);
@@ -310,12 +514,26 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 
 static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
 {
+	uint32_t tn = r->n_occ ? r->occ[r->tmpl].n : 0;
+	size_t n_calls;
 	int rc = 0;
 
 	if (cut)
-		rc = event_blockers(a, r, cut);
+		rc = event_blockers(a, r);
+	n_calls = r->blk.len;
 	if (!rc)
-		rc = legacy_blocker(a, r);
+		rc = stream_blockers(a, r);
+	if (!rc)
+		steady_state(r);
+	/* the parts a split would keep: cut before each fatal call between
+	 * two launches (runtime regions are entered whole: never split) */
+	for (size_t b = 0; cut && !r->rt_kind && b < n_calls; b++) {
+		const struct kp__blk *bk = &r->blk.data[b];
+
+		if (bk->fatal == 1 && bk->pos > 0 &&
+		    (uint32_t)bk->pos < tn && r->occ[bk->occ].n == tn)
+			cut[bk->pos] = 1;
+	}
 	if (!rc)
 		rc = shape_blockers(a, r);
 	if (!rc)

@@ -80,7 +80,8 @@ struct kp__ev {
 	int64_t start, end;
 	uint32_t corr, name;     /* name: index into ana->names */
 	uint8_t kind;            /* enum kp__bk */
-	uint8_t pad[7];
+	uint8_t pad[3];
+	int32_t stream_id;       /* cross_stream_event: the waiting stream; -1 unknown */
 };
 
 struct kp__blk {
@@ -103,6 +104,9 @@ struct kp__occ {
 struct kp__region {
 	int id, parent;          /* parent 0: none */
 	const char *label, *source;
+	int rt_kind;             /* source "runtime": 1 the C API captures its stream,
+				    2 a language binding captures on a side stream */
+	int warmup_occ;          /* blockers only in occurrences < this: warm-up covers them */
 	int64_t stream_id;       /* -1: any */
 	struct kp__occ *occ;
 	uint32_t n_occ;
@@ -161,6 +165,7 @@ struct kp__ana {
 	size_t n_ev;
 	int64_t *rec;              /* cudaEventRecord call starts, ascending */
 	size_t n_rec;
+	int wait_streams;          /* the trace says which stream each event wait was on */
 
 	struct kp__arg *args;      /* by (corr, idx) */
 	size_t n_args;

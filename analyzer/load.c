@@ -345,6 +345,7 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 			struct kp__ev e = {
 				.start = l.start, .end = l.end, .corr = l.corr,
 				.name = ix, .kind = (uint8_t)(cls_kind[cls] - 1),
+				.stream_id = -1,
 			};
 			if (kp_vec_push(&ev, e)) {
 				rc = kp_err_set(err, KP_ENOMEM, "out of memory");
@@ -357,6 +358,52 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 	a->rec = rec.data;
 	a->n_rec = rec.len;
 	return rc;
+}
+
+/*
+ * The stream each cudaStreamWaitEvent made wait (the collector's
+ * STREAM_WAIT_EVENT synchronization rows, joined by correlation id): what
+ * tells a fork or join from a wait on someone else's event. Traces without
+ * such rows keep stream_id -1.
+ */
+static int wait_streams(struct kp__ana *a, struct kp_err *err)
+{
+	static const char sql[] = "SELECT correlationId, streamId FROM "
+		"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE runId = ?1 AND syncType = 2 "
+		"AND correlationId IS NOT NULL AND streamId IS NOT NULL";
+	struct kp_u64map m;
+	sqlite3_stmt *st;
+	size_t i;
+	int rc;
+
+	if (!kp_db_has_table(a->db, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"))
+		return 0;
+	if ((rc = kp_db_prepare(a->db, sql, &st, err)))
+		return rc;
+	kp_u64map_init(&m);
+	sqlite3_bind_int64(st, 1, a->run);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t s = sqlite3_column_int64(st, 1);
+
+		if (s < 0 || s > INT32_MAX)
+			continue;
+		if (kp_u64map_put(&m, (uint64_t)sqlite3_column_int64(st, 0), (uint32_t)s)) {
+			sqlite3_finalize(st);
+			kp_u64map_release(&m);
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
+		a->wait_streams = 1;
+	}
+	sqlite3_finalize(st);
+	for (i = 0; i < a->n_ev && a->wait_streams; i++) {
+		uint32_t s;
+
+		if (a->ev[i].kind == KP__B_CROSS_STREAM_EVENT &&
+		    kp_u64map_get(&m, a->ev[i].corr, &s))
+			a->ev[i].stream_id = (int32_t)s;
+	}
+	kp_u64map_release(&m);
+	return 0;
 }
 
 static int cmp_t(const void *x, const void *y)
@@ -589,6 +636,7 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 		if (!(op->flags & KP__F_PAGEABLE))
 			continue;
 		memset(&e, 0, sizeof(e));
+		e.stream_id = -1;
 		e.start = op->has_api ? op->api_start : op->start;
 		e.end = op->end;
 		e.corr = op->corr;
@@ -603,6 +651,8 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 		}
 		a->ev[a->n_ev++] = e;
 	}
+	if ((rc = wait_streams(a, err)))
+		return rc;
 	if (a->n_ev)
 		qsort(a->ev, a->n_ev, sizeof(*a->ev), cmp_ev);
 	if (a->n_rec)

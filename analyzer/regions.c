@@ -156,7 +156,7 @@ out:
 	free(fps);
 }
 
-struct range { int64_t start, end; int64_t label; };
+struct range { int64_t start, end; int64_t label; int kind; };
 
 static int cmp_range(const void *x, const void *y)
 {
@@ -180,36 +180,92 @@ static size_t lower_cpu(struct kp__ana *a, int64_t t)
 	return lo;
 }
 
+/*
+ * The id of libkplanrt's NVTX domain "kplan" in this run (the collector
+ * numbers domains 1, 2, ... and names each with an eventType 75 row), or -1.
+ */
+static int64_t kplan_domain(struct kp__ana *a)
+{
+	static const char sql[] =
+		"SELECT n.domainId FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+		" WHERE n.runId = ?1 AND n.eventType = 75 AND n.domainId > 0"
+		" AND COALESCE(n.text, s.value) = 'kplan' LIMIT 1";
+	sqlite3_stmt *st;
+	int64_t id = -1;
+
+	if (kp_db_prepare(a->db, sql, &st, NULL))
+		return -1;
+	sqlite3_bind_int64(st, 1, a->run);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return id;
+}
+
+/*
+ * Regions from NVTX ranges. Ranges in libkplanrt's own domain are the
+ * regions the application enters through the runtime (source "runtime",
+ * category 1: the C API, 2: a language binding): the ones a plan can apply
+ * to. The application's own CPU-side ranges (domain 0/NULL, category
+ * 0/NULL; the importer stores GPU-side annotations as category 1, cpu ops in
+ * a domain) are regions for analysis (source "nvtx"); one with the name of a
+ * runtime region is left out.
+ */
+static int nvtx_pass(struct kp__ana *a, int64_t domain, struct kp_err *err);
+
 int kp__regions_nvtx(struct kp__ana *a, struct kp_err *err)
 {
-	/* CPU-side ranges only: domain 0/NULL, category 0/NULL (the importer
-	 * stores GPU-side annotations as category 1, cpu ops in a domain) */
+	int64_t dom;
+	int rc;
+
+	if (!kp_db_has_table(a->db, "NVTX_EVENTS"))
+		return 0;
+	dom = kplan_domain(a);
+	if (dom > 0 && (rc = nvtx_pass(a, dom, err)))
+		return rc;
+	return nvtx_pass(a, 0, err);
+}
+
+static int runtime_label(struct kp__ana *a, const char *label)
+{
+	for (size_t i = 0; i < a->regions.len; i++) {
+		if (a->regions.data[i]->rt_kind && !strcmp(a->regions.data[i]->label, label))
+			return 1;
+	}
+	return 0;
+}
+
+static int nvtx_pass(struct kp__ana *a, int64_t domain, struct kp_err *err)
+{
 	static const char sql[] =
-		"SELECT n.start, n.end, COALESCE(n.text, s.value) FROM NVTX_EVENTS n"
-		" LEFT JOIN StringIds s ON s.id = n.textId"
+		"SELECT n.start, n.end, COALESCE(n.text, s.value), COALESCE(n.category, 0)"
+		" FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
 		" WHERE n.runId = ?1 AND n.eventType IN (59, 60) AND n.end IS NOT NULL"
-		" AND n.end > n.start AND (n.domainId IS NULL OR n.domainId = 0)"
-		" AND (n.category IS NULL OR n.category = 0)";
+		" AND n.end > n.start AND ((?2 = 0 AND (n.domainId IS NULL OR n.domainId = 0)"
+		" AND (n.category IS NULL OR n.category = 0)) OR (?2 > 0 AND n.domainId = ?2))";
 	KP_VEC(struct range) rs = KP_VEC_INIT;
 	KP_VEC(const char *) labels = KP_VEC_INIT;
 	struct kp_strmap lm;
 	sqlite3_stmt *st;
 	int rc;
 
-	if (!kp_db_has_table(a->db, "NVTX_EVENTS"))
-		return 0;
 	rc = kp_db_prepare(a->db, sql, &st, err);
 	if (rc)
 		return rc;
 	kp_strmap_init(&lm);
 	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_int64(st, 2, domain);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *t = (const char *)sqlite3_column_text(st, 2);
-		struct range r = { sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), 0 };
+		struct range r = { sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), 0, 0 };
 		int64_t ix;
 
+		if (domain > 0)
+			r.kind = sqlite3_column_int64(st, 3) == 2 ? 2 : 1;
 		if (!t || !*t)
 			t = "(unnamed)";
+		if (!domain && runtime_label(a, t))
+			continue;
 		if (!kp_strmap_get(&lm, t, &ix)) {
 			ix = (int64_t)labels.len;
 			const char *c = kp_arena_strdup(&a->arena, t);
@@ -240,11 +296,13 @@ int kp__regions_nvtx(struct kp__ana *a, struct kp_err *err)
 		}
 		if (n_occ) {
 			struct kp__region *r = kp__region_new(a, labels.data[rs.data[i].label],
-							      "nvtx", (uint32_t)n_occ);
+							      domain ? "runtime" : "nvtx",
+							      (uint32_t)n_occ);
 			if (!r) {
 				rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 				break;
 			}
+			r->rt_kind = rs.data[i].kind;
 			n_occ = 0;
 			for (k = i; k < j; k++) {
 				size_t lo = lower_cpu(a, rs.data[k].start);

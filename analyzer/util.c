@@ -124,8 +124,11 @@ int kp__classify_api(const char *n)
 		return KP__C_OTHER;
 	if (has(n, "GraphLaunch"))
 		return KP__C_GRAPH_LAUNCH;
-	if (has(n, "LaunchHostFunc") || has(n, "StreamAddCallback"))
+	/* cudaLaunchHostFunc captures (a host node); stream callbacks do not */
+	if (has(n, "StreamAddCallback"))
 		return KP__C_HOST_FUNC;
+	if (has(n, "LaunchHostFunc"))
+		return KP__C_OTHER;
 	if (has(n, "LaunchKernel") || has(n, "LaunchCooperativeKernel") ||
 	    strncmp(n, "cuLaunch", 8) == 0 || strcmp(n, "cuLaunchGrid") == 0)
 		return KP__C_LAUNCH;
@@ -143,8 +146,9 @@ int kp__classify_api(const char *n)
 	if ((strncmp(n, "cudaFree", 8) == 0 && strcmp(n, "cudaFreeAsync")) ||
 	    has(n, "MemFree") || has(n, "MemRelease"))
 		return KP__C_FREE;
+	/* a memset without Async runs on the legacy stream and syncs with it */
 	if (has(n, "Memset") || has(n, "cuMemsetD"))
-		return KP__C_MEMSET;
+		return has(n, "Async") ? KP__C_MEMSET : KP__C_COPY_SYNC;
 	if (has(n, "Memcpy")) {
 		if (has(n, "Async"))
 			return KP__C_COPY_ASYNC;

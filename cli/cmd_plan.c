@@ -33,6 +33,11 @@ const char kp_usage_plan[] =
 	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
 	"  --cuda-major N        CUDA major version when the run does not record one\n"
 	"  --no-store            do not record the plan in the database (read-only)\n"
+	"  --regions WHICH       which regions the plan holds: runtime: those the\n"
+	"                        program enters through libkplanrt (kp_region_begin,\n"
+	"                        kplan.torch.region), the only ones a plan can apply\n"
+	"                        to; all: also its own NVTX ranges and mined regions;\n"
+	"                        auto (default): runtime when the run has any, else all\n"
 	"  --catalog FILE        fusion catalog (planner/FUSION.md; repeatable, first\n"
 	"                        match wins): each GEMV (a 'dot' kernel) with the\n"
 	"                        elementwise kernels around it, every other run of\n"
@@ -41,6 +46,13 @@ const char kp_usage_plan[] =
 	"                        generated fused kernel, written next to the plan as\n"
 	"                        kpfuse-HASH.cu and referenced by hash (record with\n"
 	"                        --args to specialise it on the recorded arguments)\n"
+	"  --fusion MODE         which fusion groups the plan keeps (planner/FUSION.md,\n"
+	"                        \"Numerics\"): exact (default): those whose fused\n"
+	"                        kernel gives the chain's outputs bit for bit;\n"
+	"                        tolerant: also those that differ within a tolerance\n"
+	"                        (a sum in another order, as in a layer norm), written\n"
+	"                        with it; off: none. Each dropped group is named on\n"
+	"                        one line\n"
 	"  --base PLAN           instead of a database: add fusion groups to an existing\n"
 	"                        plan, from a kernel trace (needs --kernels, --catalog)\n"
 	"  --kernels TRACE       captured kernels per region, as KPLAN_FUSION_TRACE=TRACE\n"
@@ -51,6 +63,7 @@ const char kp_usage_plan[] =
 	"  kplan plan run.db -o model.kplan\n"
 	"  kplan plan run.db --run 2 --mem-limit 268435456 -o model.kplan\n"
 	"  kplan plan run.db --catalog planner/catalog/examples.kpcat -o model.kplan\n"
+	"  kplan plan run.db --catalog my.kpcat --fusion tolerant -o model.kplan\n"
 	"  kplan plan --base model.kplan --kernels trace.tsv --catalog my.kpcat -o fused.kplan\n";
 
 static int parse_num(const char *s, long long lo, long long hi, long long *out)
@@ -115,7 +128,7 @@ static void dir_of(const char *path, char *out, size_t n)
  * analyzer's candidates that no generated group covers.
  */
 static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
-		       const struct kp_strbuf *ktrace, const char *out, struct kp_err *err)
+		       const struct kp_strbuf *ktrace, const char *out, int keep, struct kp_err *err)
 {
 	struct kp_fx_plan_stats st;
 	char dir[4096];
@@ -131,10 +144,11 @@ static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, co
 		memset(&st, 0, sizeof(st));
 		if ((rc = kp_fx_plan_add_trace(plan, ktrace->buf ? ktrace->buf : "", ktrace->len,
 					       "the database's kernels", cat, err)) < 0 ||
-		    (rc = kp_fx_plan_sources_from(plan, before, cat, dir, &st, err)))
+		    (rc = kp_fx_plan_sources_keep(plan, before, plan->n_fusions, keep, cat, dir,
+						  &st, err)))
 			return rc;
 		before -= kp_fx_plan_drop_covered(plan, before);
-		if ((rc = kp_fx_plan_sources_range(plan, 0, before, cat, dir, &st, err)))
+		if ((rc = kp_fx_plan_sources_keep(plan, 0, before, keep, cat, dir, &st, err)))
 			return rc;
 		goto done;
 	}
@@ -155,12 +169,13 @@ static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, co
 		if (rc < 0)
 			return rc;
 	}
-	if ((rc = kp_fx_plan_sources(plan, cat, dir, &st, err)))
+	memset(&st, 0, sizeof(st));
+	if ((rc = kp_fx_plan_sources_keep(plan, 0, plan->n_fusions, keep, cat, dir, &st, err)))
 		return rc;
 done:
 	fprintf(stdout, "fusion: %d groups, %d generated, %d not in the catalog, %d infeasible, "
-		"%d below the cost threshold\n", st.groups, st.generated, st.not_in_catalog,
-		st.infeasible, st.unprofitable);
+		"%d below the cost threshold, %d not bit-exact\n", st.groups, st.generated,
+		st.not_in_catalog, st.infeasible, st.unprofitable, st.inexact);
 	return 0;
 }
 
@@ -178,7 +193,8 @@ KP_CMD(plan)
 	size_t r;
 	struct kp_fx_catalog *cat = NULL;
 	const char *base = NULL, *trace = NULL;
-	struct kp_strbuf ktrace = KP_STRBUF_INIT;
+	struct kp_strbuf ktrace = KP_STRBUF_INIT, notes = KP_STRBUF_INIT;
+	int keep = KP_FX_KEEP_EXACT;
 
 	kp_planner_opts_init(&o);
 	for (i = 1; i < argc; i++) {
@@ -221,6 +237,13 @@ KP_CMD(plan)
 			i++;
 		} else if (!strcmp(a, "--no-store")) {
 			store = 0;
+		} else if (!strcmp(a, "--regions")) {
+			if (!val || (strcmp(val, "auto") && strcmp(val, "runtime") && strcmp(val, "all")))
+				return kp_cli_usage("plan", "--regions needs auto, runtime or all");
+			o.regions = !strcmp(val, "auto") ? KP_PLANNER_REGIONS_AUTO :
+				    !strcmp(val, "runtime") ? KP_PLANNER_REGIONS_RUNTIME :
+				    KP_PLANNER_REGIONS_ALL;
+			i++;
 		} else if (!strcmp(a, "--catalog")) {
 			struct kp_fx_catalog *c;
 
@@ -241,6 +264,14 @@ KP_CMD(plan)
 					return kp_cli_error(&err);
 				}
 			}
+			i++;
+		} else if (!strcmp(a, "--fusion")) {
+			if (!val || (strcmp(val, "exact") && strcmp(val, "tolerant") && strcmp(val, "off"))) {
+				kp_fx_catalog_free(cat);
+				return kp_cli_usage("plan", "--fusion needs exact, tolerant or off");
+			}
+			keep = !strcmp(val, "exact") ? KP_FX_KEEP_EXACT :
+			       !strcmp(val, "tolerant") ? KP_FX_KEEP_TOLERANT : KP_FX_KEEP_NONE;
 			i++;
 		} else if (!strcmp(a, "--base") || !strcmp(a, "--kernels")) {
 			if (!val) {
@@ -273,8 +304,13 @@ KP_CMD(plan)
 	}
 	if (base) {
 		plan = kp_plan_load(base, &err);
-		if (!plan || plan_fusion(plan, cat, trace, NULL, out, &err) ||
-		    kp_plan_write(plan, &text, &err) || write_atomic(out, text.buf, text.len, &err)) {
+		if (!plan || (keep != KP_FX_KEEP_NONE &&
+			      plan_fusion(plan, cat, trace, NULL, out, keep, &err))) {
+			rc = kp_cli_error(&err);
+			goto out;
+		}
+		kp_fx_plan_filter(plan, keep, stdout);
+		if (kp_plan_write(plan, &text, &err) || write_atomic(out, text.buf, text.len, &err)) {
 			rc = kp_cli_error(&err);
 			goto out;
 		}
@@ -290,11 +326,17 @@ KP_CMD(plan)
 	}
 	if (cat)
 		o.kernel_trace = &ktrace;
+	o.notes = &notes;
 	plan = kp_planner_run(db, &o, &err);
-	if (plan && cat && plan_fusion(plan, cat, NULL, &ktrace, out, &err)) {
+	if (notes.len)
+		fprintf(strcmp(out, "-") ? stdout : stderr, "%s", notes.buf);
+	if (plan && cat && keep != KP_FX_KEEP_NONE &&
+	    plan_fusion(plan, cat, NULL, &ktrace, out, keep, &err)) {
 		rc = kp_cli_error(&err);
 		goto out;
 	}
+	if (plan)
+		kp_fx_plan_filter(plan, keep, strcmp(out, "-") ? stdout : stderr);
 	if (!plan || kp_plan_write(plan, &text, &err) ||
 	    write_atomic(out, text.buf, text.len, &err)) {
 		rc = kp_cli_error(&err);
@@ -325,6 +367,7 @@ KP_CMD(plan)
 out:
 	kp_fx_catalog_free(cat);
 	kp_strbuf_release(&ktrace);
+	kp_strbuf_release(&notes);
 	kp_strbuf_release(&text);
 	kp_plan_free(plan);
 	kp_db_close(db);

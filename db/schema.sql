@@ -270,9 +270,11 @@ CREATE TABLE IF NOT EXISTS kp_region_occurrences (
 	PRIMARY KEY (runId, regionId, occIndex)
 );
 
--- Why a region cannot be captured whole (fatal = 1), or what capture must
--- handle (fatal = 0: legacy_stream, shape_key, patch_slot): the API call and
--- when. Kinds: sync, blocking_copy, pageable_copy, malloc, free,
+-- Why a region cannot be captured whole (fatal = 1), what its warm-up must
+-- cover (fatal = 2: seen only in its first occurrences), or what capture
+-- must handle (fatal = 0: shape_key, patch_slot, calls at a mined region's
+-- edge): the API call and when; detail names the kernel or call, the
+-- streams and the fix. Kinds: sync, blocking_copy, pageable_copy, malloc, free,
 -- host_callback, cross_stream_event, legacy_stream, shape_key, patch_slot.
 CREATE TABLE IF NOT EXISTS kp_blockers (
 	runId INTEGER NOT NULL,
@@ -286,6 +288,7 @@ CREATE TABLE IF NOT EXISTS kp_blockers (
 	position INTEGER,                -- node index in the occurrence it precedes
 	detail TEXT
 );
+CREATE INDEX IF NOT EXISTS kp_ix_blockers ON kp_blockers(runId, regionId);
 
 -- Idle gap before each GPU op (evidence for the launch-bound verdicts).
 -- At most --gap-rows rows per run (the largest gaps) are kept.

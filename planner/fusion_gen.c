@@ -108,6 +108,8 @@ static const char dot_f32[] =
 struct store {
 	uint32_t k, p;
 	int is_load;
+	int prod_from;   /* the value may be a multiplication's result computed by
+			    this chain kernel (expr_from); -1: it is not */
 	char var[24];
 };
 
@@ -178,19 +180,27 @@ static int arg_bits(const char *args, size_t p, int size, uint64_t *v)
 
 /*
  * Whether tensor p of kernel k and tensor q of kernel j were the same
- * pointer in the traced capture: 1 equal, 0 not, -1 unknown. A known
- * relation is compiled in and listed for the runtime's guard (once).
+ * pointer in the traced capture: 1 equal, 0 not, -1 unknown.
  */
-static int same_ptr(struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
+static int ptr_relation(const struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
 {
 	uint64_t a, b;
-	char line[64];
-	int eq;
 
 	if (!c->args || !c->args[k] || !c->args[j] || arg_bits(c->args[k], p, 8, &a) ||
 	    arg_bits(c->args[j], q, 8, &b))
 		return -1;
-	eq = a == b;
+	return a == b;
+}
+
+/* ptr_relation; a known relation is compiled in and listed for the
+ * runtime's guard (once). */
+static int same_ptr(struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
+{
+	char line[64];
+	int eq = ptr_relation(c, k, p, j, q);
+
+	if (eq < 0)
+		return -1;
 	snprintf(line, sizeof(line), "// same %u %u %u %u %d\n", k, p, j, q, eq);
 	if (!c->same.buf || !strstr(c->same.buf, line))
 		kp_strbuf_adds(&c->same, line);
@@ -232,6 +242,162 @@ static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t
 close:
 	while (open--)
 		kp_strbuf_addch(o, ')');
+}
+
+/*
+ * Which chain kernel's product tensor p of kernel k at [i] may be, read as
+ * emit_load_i reads it: a register holding one (any candidate of a choice
+ * made at run time; another kernel's before k's own), or -1.
+ */
+static int load_from(const struct gen *c, uint32_t k, uint32_t p)
+{
+	int own = -1, other = -1;
+	size_t s;
+
+	if (ptype(c, k, p) != KP_FX_PTR_F32)
+		return -1;   /* f16: through kp_h2f, an opaque conversion */
+	for (s = c->n_stores; s-- > 0;) {
+		const struct store *st = &c->stores[s];
+		int eq = -1, from = st->prod_from;
+
+		if (ptype(c, st->k, st->p) != ptype(c, k, p))
+			continue;
+		if (!(st->k == k && st->p == p) && (eq = ptr_relation(c, k, p, st->k, st->p)) == 0)
+			continue;
+		if (from >= 0 && (uint32_t)from != k && other < 0)
+			other = from;
+		else if (from >= 0 && own < 0)
+			own = from;
+		if ((st->k == k && st->p == p) || eq == 1)
+			break;   /* the register for sure: earlier ones are not read */
+	}
+	return other >= 0 ? other : own;
+}
+
+/* Divisor x folds to a constant (a literal, a compiled-in scalar, rows or
+ * cols): the compiler may turn the division into a multiplication. */
+static int const_expr(const struct gen *c, uint32_t k, int x)
+{
+	const struct kp_fx_node *nd = &c->g->chain[k]->nodes[x];
+
+	switch (nd->kind) {
+	case KP_FX_N_NUM:
+		return 1;
+	case KP_FX_N_SCALAR:
+		return c->g->spec[k][nd->a];
+	case KP_FX_N_INDEX:
+		return nd->a == KP_FX_ROWS || nd->a == KP_FX_COLS;
+	case KP_FX_N_UNARY:
+		return const_expr(c, k, nd->a);
+	case KP_FX_N_BINARY:
+		return const_expr(c, k, nd->a) && const_expr(c, k, nd->b);
+	default:
+		return 0;
+	}
+}
+
+/* Functions that are one instruction (or a comparison) on their argument:
+ * the compiler cannot contract a product through them. */
+static int opaque_call(const struct kp_fx_node *nd)
+{
+	static const char *const names[] = { "fmaxf", "fminf", "fabsf", "relu", "sqrtf", "rsqrtf" };
+	const char *fn = kp_fx_func_name(nd->a);
+	size_t j;
+
+	for (j = 0; j < sizeof(names) / sizeof(names[0]); j++)
+		if (!strcmp(fn, names[j]))
+			return 1;
+	return 0;
+}
+
+/*
+ * Which chain kernel's product the value of node x of kernel k may be (an
+ * fmul the compiler can contract with an addition that uses the value into
+ * one FMA), or -1: k for a product, a quotient by a constant, a mean (sum /
+ * cols), gelu (0.5f * v * ...), sigmoid and the library functions whose
+ * last operation is not visible (expf, tanhf, ...); for a load at [i], the
+ * register it may read (load_from); through negations and both branches of
+ * ?:. Not: sums and differences, comparisons, other loads, fmaxf, fminf,
+ * fabsf, relu, sqrtf, rsqrtf (single instructions).
+ */
+static int expr_from(const struct gen *c, uint32_t k, int x)
+{
+	const struct kp_fx_kernel *kk = c->g->chain[k];
+	const struct kp_fx_node *nd = &kk->nodes[x];
+	const struct kp_fx_stmt *st;
+	int fb, fc;
+
+	switch (nd->kind) {
+	case KP_FX_N_LOAD:
+		return nd->b == KP_FX_I ? load_from(c, k, (uint32_t)nd->a) : -1;
+	case KP_FX_N_RED:
+		st = &kk->stmts[nd->a];
+		if (st->kind == KP_FX_S_LET)
+			return expr_from(c, k, st->expr);
+		return st->kind == KP_FX_S_REDUCE && st->red_op == KP_FX_R_MEAN ? (int)k : -1;
+	case KP_FX_N_CALL:
+		return opaque_call(nd) ? -1 : (int)k;
+	case KP_FX_N_UNARY:
+		return nd->op == '-' ? expr_from(c, k, nd->a) : -1;
+	case KP_FX_N_BINARY:
+		return nd->op == '*' || (nd->op == '/' && const_expr(c, k, nd->b)) ? (int)k : -1;
+	case KP_FX_N_COND:
+		/* another kernel's product first, as load_from */
+		fb = expr_from(c, k, nd->b);
+		fc = expr_from(c, k, nd->c);
+		return fb >= 0 && (uint32_t)fb != k ? fb : fc >= 0 ? fc : fb;
+	default:
+		return -1;   /* literals, scalars, indices */
+	}
+}
+
+/*
+ * Node x of kernel k, whose value an addition uses when add is set: the
+ * first load at [i] that may read another chain kernel's product from a
+ * register in such a place is noted in g->fwd_from/fwd_to. NVRTC may
+ * contract that product and the addition into one FMA, which the memory
+ * between the two kernels prevents in the chain (kp_fx_numerics). The
+ * additions: + and - (either side), a sum's accumulation, and what gelu,
+ * sigmoid and the library functions do with their argument (unseen).
+ */
+static void note_contract(struct gen *c, uint32_t k, int x, int add)
+{
+	const struct kp_fx_node *nd;
+	int f;
+
+	if (x < 0 || c->g->fwd_from >= 0)
+		return;
+	nd = &c->g->chain[k]->nodes[x];
+	switch (nd->kind) {
+	case KP_FX_N_LOAD:
+		if (add && nd->b == KP_FX_I && (f = load_from(c, k, (uint32_t)nd->a)) >= 0 &&
+		    (uint32_t)f != k) {
+			c->g->fwd_from = f;
+			c->g->fwd_to = (int)k;
+		}
+		break;
+	case KP_FX_N_CALL:
+		add = !opaque_call(nd);
+		note_contract(c, k, nd->b, add);
+		note_contract(c, k, nd->c, add);
+		note_contract(c, k, nd->d, add);
+		break;
+	case KP_FX_N_UNARY:
+		note_contract(c, k, nd->a, nd->op == '-' && add);
+		break;
+	case KP_FX_N_BINARY:
+		add = nd->op == '+' || nd->op == '-';
+		note_contract(c, k, nd->a, add);
+		note_contract(c, k, nd->b, add);
+		break;
+	case KP_FX_N_COND:
+		note_contract(c, k, nd->a, 0);
+		note_contract(c, k, nd->b, add);
+		note_contract(c, k, nd->c, add);
+		break;
+	default:
+		break;
+	}
 }
 
 static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
@@ -514,6 +680,7 @@ static void bind_loads(struct gen *c, uint32_t k, int expr, const char *ind)
 		sv->k = k;
 		sv->p = p;
 		sv->is_load = 1;
+		sv->prod_from = load_from(c, k, p);
 		snprintf(sv->var, sizeof(sv->var), "kp_l%u", c->n_loads++);
 		kp_strbuf_addf(&c->body, "%sconst float %s = ", ind, sv->var);
 		emit_load_i(c, &c->body, k, p);
@@ -564,6 +731,8 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 				       sv->var);
 		/* the store is not visible to its own expression */
 		c->n_stores--;
+		sv->prod_from = ptype(c, k, sv->p) == KP_FX_PTR_F32 ? expr_from(c, k, st->expr) : -1;
+		note_contract(c, k, st->expr, 0);
 		emit_expr(c, &c->body, k, st->expr);
 		c->n_stores++;
 		/* the memory store comes after the phase's compute: no load
@@ -604,7 +773,9 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 		kp_strbuf_adds(o, ";\n");
 		return;
 	}
-	/* reduction: accumulate in this phase, reduce when it closes */
+	/* reduction: accumulate in this phase, reduce when it closes; a sum
+	 * adds the value */
+	note_contract(c, k, st->expr, st->red_op == KP_FX_R_SUM || st->red_op == KP_FX_R_MEAN);
 	kp_strbuf_addf(&c->pre, "\t\tfloat kp_acc%u_%s = %s;\n", k, st->name,
 		       st->red_op == KP_FX_R_MAX ? "-KP_INF" : st->red_op == KP_FX_R_MIN ? "KP_INF" : "0.0f");
 	if (st->red_op == KP_FX_R_MAX || st->red_op == KP_FX_R_MIN) {
@@ -669,6 +840,7 @@ static void render_file(struct gen *c, const char *kname)
 
 	kp_strbuf_reset(o);
 	g->phases = 0;
+	g->fwd_from = g->fwd_to = -1;
 	kp_strbuf_addf(o, "%s\n// kernel %s\n// scheme %s\n// block %d\n// chain %zu\n",
 		       KP_FX_HEADER_MAGIC, kname, rows ? "rows" : warp ? "warp" : "elementwise",
 		       g->block, g->n_chain);
@@ -866,6 +1038,7 @@ int kp_fx_generate_spec(const struct kp_fx_kernel *const *chain, const char *con
 	c.g = g;
 	c.args = args;
 	kp_strbuf_init(&c.same);
+	g->fwd_from = g->fwd_to = -1;
 	g->n_chain = n;
 	g->scheme = KP_FX_SCHEME_ELEMENTWISE;
 	g->block = KP_FX_BLOCK;
@@ -1030,7 +1203,41 @@ int kp_fx_generate_spec(const struct kp_fx_kernel *const *chain, const char *con
 	}
 	g->source_hash = kp_hash64(g->source.buf, g->source.len, KP_HASH_SEED);
 	snprintf(g->file, sizeof(g->file), "kpfuse-%016llx.cu", (unsigned long long)g->source_hash);
+	g->exact = kp_fx_numerics(g, &g->tolerance, g->why, sizeof(g->why));
 	return 0;
+}
+
+static const char *const red_names[] = { "?", "sum", "mean", "max", "min" };
+
+int kp_fx_numerics(const struct kp_fx_group *g, double *tolerance, char *why, size_t n)
+{
+	char buf[sizeof(g->why)] = "";
+	int f16 = 0;
+	size_t k, s;
+
+	for (k = 0; k < g->n_chain; k++) {
+		const struct kp_fx_kernel *kk = g->chain[k];
+
+		for (s = 0; s < kk->n_stmts; s++) {
+			const struct kp_fx_stmt *st = &kk->stmts[s];
+
+			if (st->kind == KP_FX_S_OUT && kk->params[st->param].type == KP_FX_PTR_F16)
+				f16 = 1;
+			/* a sum in the kernel's own order only where it declares it */
+			if (!buf[0] && st->kind == KP_FX_S_REDUCE && !kk->layout_block &&
+			    (st->red_op == KP_FX_R_SUM || st->red_op == KP_FX_R_MEAN))
+				snprintf(buf, sizeof(buf), "'%s' sums its %s '%s' in another order than "
+					 "the kernel: no layout in the catalog", kk->name,
+					 red_names[st->red_op], st->name);
+		}
+	}
+	if (!buf[0] && g->fwd_from >= 0)
+		snprintf(buf, sizeof(buf), "'%s' passes a product to '%s' in a register: FMA "
+			 "contraction", g->chain[g->fwd_from]->name, g->chain[g->fwd_to]->name);
+	if (why && n)
+		snprintf(why, n, "%s", buf);
+	*tolerance = !buf[0] ? 0 : f16 ? KP_FX_TOL_F16 : KP_FX_TOL_F32;
+	return !buf[0];
 }
 
 void kp_fx_group_release(struct kp_fx_group *g)
@@ -1111,6 +1318,13 @@ int kp_fx_plan_sources_range(struct kp_plan *plan, size_t first, size_t end,
 			     const struct kp_fx_catalog *cat, const char *dir,
 			     struct kp_fx_plan_stats *st, struct kp_err *err)
 {
+	return kp_fx_plan_sources_keep(plan, first, end, KP_FX_KEEP_TOLERANT, cat, dir, st, err);
+}
+
+int kp_fx_plan_sources_keep(struct kp_plan *plan, size_t first, size_t end, int keep,
+			    const struct kp_fx_catalog *cat, const char *dir,
+			    struct kp_fx_plan_stats *st, struct kp_err *err)
+{
 	struct kp_fx_plan_stats local;
 	size_t i;
 
@@ -1118,6 +1332,8 @@ int kp_fx_plan_sources_range(struct kp_plan *plan, size_t first, size_t end,
 		st = &local;
 		memset(st, 0, sizeof(*st));
 	}
+	if (keep == KP_FX_KEEP_NONE)
+		return 0;
 	for (i = first; i < end && i < plan->n_fusions; i++) {
 		struct kp_plan_fusion *u = &plan->fusions[i];
 		const struct kp_fx_kernel *chain[KP_FX_MAX_CHAIN];
@@ -1172,6 +1388,22 @@ int kp_fx_plan_sources_range(struct kp_plan *plan, size_t first, size_t end,
 			kp_info("fusion %u: predicted gain %lld ns after the penalty; not fused",
 				u->id, (long long)gain);
 			st->unprofitable++;
+			kp_fx_group_release(&g);
+			continue;
+		}
+		/* numerics: what the generated kernel computes */
+		u->exact = g.exact;
+		u->tolerance = g.tolerance;
+		free(u->inexact_why);
+		u->inexact_why = NULL;
+		if (!g.exact && !(u->inexact_why = kp_strdup(g.why))) {
+			kp_fx_group_release(&g);
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
+		if (!g.exact && keep == KP_FX_KEEP_EXACT) {
+			kp_info("fusion %u: not bit-exact (%s); not fused (--fusion tolerant fuses it)",
+				u->id, g.why);
+			st->inexact++;
 			kp_fx_group_release(&g);
 			continue;
 		}
@@ -1242,6 +1474,7 @@ static int add_group(struct kp_plan *plan, const char *region, const char *const
 			kp_strbuf_addf(&ar, "%s%s", k > a ? " " : "", args[k] && *args[k] ? args[k] : "-");
 	}
 	u->id = id;
+	u->exact = 1;   /* until a generated kernel says otherwise */
 	u->region = kp_strdup(region);
 	u->first_kernel = (uint32_t)a;
 	u->kernels = (uint32_t)(j - a);
@@ -1258,6 +1491,17 @@ static int add_group(struct kp_plan *plan, const char *region, const char *const
 	}
 	plan->n_fusions++;
 	return 0;
+}
+
+/* Free what group u owns (it is being removed from its plan). */
+static void fusion_release(struct kp_plan_fusion *u)
+{
+	free(u->region);
+	free(u->names);
+	free(u->source);
+	free(u->args);
+	free(u->inexact_why);
+	memset(u, 0, sizeof(*u));
 }
 
 size_t kp_fx_plan_drop_covered(struct kp_plan *plan, size_t first)
@@ -1278,14 +1522,45 @@ size_t kp_fx_plan_drop_covered(struct kp_plan *plan, size_t first)
 		if (covered) {
 			kp_info("fusion %u: kernels %u..%u are in a generated group already; dropped",
 				u->id, u->first_kernel, u->first_kernel + u->kernels - 1);
-			free(u->region);
-			free(u->names);
-			free(u->source);
-			free(u->args);
+			fusion_release(u);
 			dropped++;
 			continue;
 		}
 		plan->fusions[out++] = *u;
+	}
+	plan->n_fusions = out;
+	return dropped;
+}
+
+size_t kp_fx_plan_filter(struct kp_plan *plan, int keep, FILE *note)
+{
+	size_t i, out = 0, dropped = 0;
+
+	if (keep == KP_FX_KEEP_TOLERANT)
+		return 0;
+	if (keep == KP_FX_KEEP_NONE && plan->n_fusions && note)
+		fprintf(note, "fusion: %zu group%s dropped: --fusion off\n", plan->n_fusions,
+			plan->n_fusions == 1 ? "" : "s");
+	for (i = 0; i < plan->n_fusions; i++) {
+		struct kp_plan_fusion *u = &plan->fusions[i];
+		const char *nm = u->names ? u->names : "";
+
+		if (!u->exact && u->tolerance == 0)
+			u->exact = 1;   /* not set (a zeroed group): exact, as kp_plan_write says */
+		if (keep != KP_FX_KEEP_NONE && u->exact) {
+			plan->fusions[out++] = *u;
+			continue;
+		}
+		if (keep != KP_FX_KEEP_NONE && note) {
+			char tol[32];
+
+			snprintf(tol, sizeof(tol), "tolerance %g", u->tolerance);
+			fprintf(note, "fusion group %u (%.200s%s) dropped: not bit-exact (%s); use "
+				"--fusion tolerant\n", u->id, nm, strlen(nm) > 200 ? "..." : "",
+				u->inexact_why ? u->inexact_why : tol);
+		}
+		fusion_release(u);
+		dropped++;
 	}
 	plan->n_fusions = out;
 	return dropped;

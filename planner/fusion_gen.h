@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fusion_catalog.h"
 #include "planfile.h"
@@ -83,7 +84,47 @@ struct kp_fx_group {
 	struct kp_strbuf source; /* the whole file */
 	uint64_t source_hash;    /* kp_hash64(source, KP_HASH_SEED) */
 	char file[48];           /* "kpfuse-<16 hex>.cu" */
+	/* found while generating: chain kernel fwd_to adds an f32 value that may
+	 * be a product of chain kernel fwd_from, read from a register (the
+	 * first such pair; -1: none); see kp_fx_numerics */
+	int fwd_from, fwd_to;
+	/* kp_fx_numerics of the generated kernel */
+	int exact;               /* 1: the chain's bits */
+	double tolerance;        /* when !exact: KP_FX_TOL_F32 or KP_FX_TOL_F16 */
+	char why[160];           /* when !exact: the cause, for messages */
 };
+
+/*
+ * Bounds a fused group that is not bit-exact is planned with: max |fused -
+ * chain| <= tolerance x max |chain| over each tensor the group stores
+ * (FORMAT.md, `tolerance`). f32 outputs: a reordered f32 sum is off by a
+ * few units in the last place of the row's magnitude (examples/mlp's fused
+ * layer norms measured 3.8e-7 of the largest output); an f16 output may
+ * round the other way, one binary16 step (2^-10 relative) and some.
+ */
+#define KP_FX_TOL_F32 1e-5
+#define KP_FX_TOL_F16 2e-3
+
+/*
+ * Whether g's fused kernel computes the chain's outputs bit for bit (the
+ * rule: planner/FUSION.md, "Numerics"). Exact unless
+ *   - a kernel of the chain has a sum or mean reduction and no `layout`:
+ *     the fused block reduction sums in another order than the kernel (a
+ *     declared layout is the kernel's own order, which the fused code then
+ *     follows; max and min do not depend on the order; a `dot` sums as the
+ *     GEMV it describes), or
+ *   - a later chain kernel adds a value that may end in a multiplication
+ *     of an earlier one and reads it from a register (g->fwd_from, found
+ *     by the generator): NVRTC contracts a multiplication and an addition
+ *     into one FMA (--fmad=true, as nvcc's default the chain was built
+ *     with) across statements, which memory between two kernels prevents.
+ * f16 stores are rounded and re-widened through inline PTX, opaque to the
+ * compiler, so they never carry a product. Returns 1 (exact, *tolerance 0,
+ * why "") or 0 with *tolerance (the largest of the outputs' element types)
+ * and why (n bytes, may be NULL) filled. kp_fx_generate sets g->exact,
+ * g->tolerance and g->why from it.
+ */
+int kp_fx_numerics(const struct kp_fx_group *g, double *tolerance, char *why, size_t n);
 
 /*
  * Generate the fused kernel for chain[0..n) into *g (initialised here;
@@ -119,15 +160,25 @@ struct kp_fx_plan_stats {
 	int not_in_catalog;      /* a kernel had no catalog entry */
 	int infeasible;          /* the generator refused the chain */
 	int unprofitable;        /* predicted gain <= 0 */
+	int inexact;             /* not bit-exact and the plan keeps exact groups only */
+};
+
+/* Which fused groups a plan keeps (kplan plan --fusion exact|tolerant|off). */
+enum kp_fx_keep {
+	KP_FX_KEEP_EXACT = 0,    /* bit-exact groups only (the default) */
+	KP_FX_KEEP_TOLERANT = 1, /* every group; tolerant ones with their tolerance */
+	KP_FX_KEEP_NONE = 2,     /* none */
 };
 
 /*
  * For every fusion group of plan without a source: look its kernels up in
  * cat (names split at " -> "); generate; apply the cost rule; write the
  * source as dir/<g.file> (dir NULL: do not write, for tests) and set the
- * group's source, source_hash and gain_ns. Groups that do not qualify keep
- * source NULL (the runtime ignores them); why goes to kp_info. Counts in
- * *st (may be NULL). Returns 0 or KP_EIO / KP_ENOMEM.
+ * group's source, source_hash, gain_ns and numerics (exact, tolerance and,
+ * when not exact, inexact_why). Groups that do not qualify keep source NULL
+ * (the runtime ignores them); why goes to kp_info. Counts in *st (may be
+ * NULL). Keeps every group (KP_FX_KEEP_TOLERANT). Returns 0 or KP_EIO /
+ * KP_ENOMEM.
  */
 int kp_fx_plan_sources(struct kp_plan *plan, const struct kp_fx_catalog *cat,
 		       const char *dir, struct kp_fx_plan_stats *st, struct kp_err *err);
@@ -138,6 +189,25 @@ int kp_fx_plan_sources_from(struct kp_plan *plan, size_t first, const struct kp_
 int kp_fx_plan_sources_range(struct kp_plan *plan, size_t first, size_t end,
 			     const struct kp_fx_catalog *cat, const char *dir,
 			     struct kp_fx_plan_stats *st, struct kp_err *err);
+/*
+ * The same with keep (enum kp_fx_keep): with KP_FX_KEEP_EXACT a group whose
+ * fused kernel is not bit-exact gets no source (its file is not written)
+ * but its numerics and inexact_why, and is counted in st->inexact, for
+ * kp_fx_plan_filter to drop it; KP_FX_KEEP_NONE generates nothing.
+ */
+int kp_fx_plan_sources_keep(struct kp_plan *plan, size_t first, size_t end, int keep,
+			    const struct kp_fx_catalog *cat, const char *dir,
+			    struct kp_fx_plan_stats *st, struct kp_err *err);
+
+/*
+ * Drop the fusion groups of plan that keep (enum kp_fx_keep) excludes:
+ * KP_FX_KEEP_EXACT those that are not exact, KP_FX_KEEP_NONE all,
+ * KP_FX_KEEP_TOLERANT none. One line per dropped group to note (NULL:
+ * none), "fusion group N (NAMES) dropped: not bit-exact (WHY); use --fusion
+ * tolerant" (one line in all for KP_FX_KEEP_NONE). Ids of the others are
+ * unchanged. Returns how many were dropped.
+ */
+size_t kp_fx_plan_filter(struct kp_plan *plan, int keep, FILE *note);
 
 /*
  * Add fusion groups for a region from its captured kernel sequence (names

@@ -50,9 +50,13 @@ enum ftype {
 	F_CC,       /* int major at off, int minor right after it: "9.0" */
 	F_DECISION, /* int, enum kp_plan_decision */
 	F_REASON,   /* int, enum kp_plan_reason */
+	F_NUMERICS, /* int, 1 "exact" or 0 "tolerant" */
+	F_REAL,     /* double in lo..hi, "2.5e-05" (parse_real) */
 };
 
-#define F_OPTIONAL 1   /* may be absent (then zero / NULL) */
+#define F_OPTIONAL 1   /* may be absent (then as kp_plan_new / the parser leaves it);
+			  the writer leaves out a NULL string, a negative int, a 0 real */
+#define F_V2       2   /* a key of format version 2: unknown in a version 1 file */
 
 struct field {
 	const char *key;
@@ -88,6 +92,7 @@ static const struct field info_fields[] = {
 	{ "run-pred-ns", F_I64, P(run_pred_ns), 0, KP_PLAN_MAX_NS, 0 },
 	{ "speedup-pred", F_FIX, P(speedup_pred), 0, 1000000, 0 },
 	{ "graph-mem-budget-bytes", F_I64, P(mem_budget_bytes), 0, KP_PLAN_MAX_BYTES, 0 },
+	{ "args-checked", F_I32, P(args_checked), 0, 1, F_OPTIONAL | F_V2 },
 	{ NULL, 0, 0, 0, 0, 0 },
 };
 
@@ -120,6 +125,8 @@ static const struct field fusion_fields[] = {
 	{ "score", F_FIX, U(score), 0, 1000000000, 0 },
 	{ "source", F_OSTR, U(source), 0, 0, 0 },
 	{ "source-hash", F_HEX, U(source_hash), 0, 0, 0 },
+	{ "numerics", F_NUMERICS, U(exact), 0, 0, F_V2 },
+	{ "tolerance", F_REAL, U(tolerance), 0, 1, F_OPTIONAL | F_V2 },
 	{ NULL, 0, 0, 0, 0, 0 },
 };
 
@@ -132,8 +139,10 @@ struct kp_plan *kp_plan_new(void)
 {
 	struct kp_plan *p = calloc(1, sizeof(*p));
 
-	if (p)
+	if (p) {
 		p->format_version = KP_PLAN_FORMAT_VERSION;
+		p->args_checked = -1;
+	}
 	return p;
 }
 
@@ -164,6 +173,7 @@ void kp_plan_free(struct kp_plan *plan)
 	for (i = 0; i < plan->n_fusions; i++) {
 		free_strings(&plan->fusions[i], fusion_fields);
 		free(plan->fusions[i].args);
+		free(plan->fusions[i].inexact_why);
 	}
 	free(plan->regions);
 	free(plan->fusions);
@@ -367,6 +377,119 @@ static void put_fix(struct kp_strbuf *sb, double v)
 		kp_strbuf_addf(sb, "%lld.%04lld", t / 10000, t % 10000);
 }
 
+/* 10^0 .. 10^22: every one exact in a double */
+static const double pow10_exact[] = {
+	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+#define POW10_MAX 22
+#define KP_REAL_MIN 1e-15   /* smallest non-zero F_REAL value */
+
+/*
+ * "DIGITS[.DIGITS][e[+-]DIGITS]" (>= 0, no locale): at most 15 significant
+ * digits M and a decimal scale X with |X| <= 22, so that the value M * 10^X
+ * is one correctly rounded operation on exact doubles: the same bits on
+ * every machine. 0 ok, -1 bad.
+ */
+static int parse_real(const char *s, size_t n, double *out)
+{
+	uint64_t m = 0;
+	size_t i = 0;
+	int digits = 0, scale = 0, any = 0, ex = 0, eneg = 0, nd = 0;
+
+	for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, any = 1) {
+		if (!m && s[i] == '0')
+			continue;    /* leading zeros are not significant */
+		if (++digits > 15)
+			return -1;
+		m = m * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (!any)
+		return -1;
+	if (i < n && s[i] == '.') {
+		for (i++, any = 0; i < n && s[i] >= '0' && s[i] <= '9'; i++, any = 1) {
+			scale--;
+			if (!m && s[i] == '0')
+				continue;
+			if (++digits > 15)
+				return -1;
+			m = m * 10 + (uint64_t)(s[i] - '0');
+		}
+		if (!any)
+			return -1;
+	}
+	if (i < n && s[i] == 'e') {
+		if (++i < n && (s[i] == '-' || s[i] == '+'))
+			eneg = s[i++] == '-';
+		for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+			if (++nd > 3)
+				return -1;
+			ex = ex * 10 + (s[i] - '0');
+		}
+		if (!nd)
+			return -1;
+		scale += eneg ? -ex : ex;
+	}
+	if (i != n)
+		return -1;
+	if (!m) {
+		*out = 0;
+		return 0;
+	}
+	if (scale < -POW10_MAX || scale > POW10_MAX)
+		return -1;
+	*out = scale < 0 ? (double)m / pow10_exact[-scale] : (double)m * pow10_exact[scale];
+	return 0;
+}
+
+/*
+ * v with 6 significant digits, trailing zeros dropped: "2.5e-05"; 0 is "0";
+ * outside KP_REAL_MIN..1e15 (or NaN) "nan", which the reader refuses.
+ * Integer digits, no locale; what parse_real reads back of it prints the
+ * same text again.
+ */
+static void put_real(struct kp_strbuf *sb, double v)
+{
+	long long m;
+	int e = 0, k;
+	char d[8];
+
+	if (v == 0) {
+		kp_strbuf_addch(sb, '0');
+		return;
+	}
+	if (!(v >= KP_REAL_MIN && v <= 1e15)) {
+		kp_strbuf_adds(sb, "nan");
+		return;
+	}
+	/* v = m * 10^(e - 5), 100000 <= m < 1000000 */
+	if (v >= 1)
+		while (v >= pow10_exact[e + 1])
+			e++;
+	else
+		while (v < 1.0 / pow10_exact[-e])
+			e--;
+	for (;;) {
+		k = 5 - e;   /* -10..21 */
+		m = (long long)((k >= 0 ? v * pow10_exact[k] : v / pow10_exact[-k]) + 0.5);
+		if (m >= 1000000)
+			e++;
+		else if (m < 100000)
+			e--;
+		else
+			break;
+	}
+	snprintf(d, sizeof(d), "%06lld", m);
+	for (k = 5; k > 0 && d[k] == '0'; k--)
+		d[k] = '\0';
+	kp_strbuf_addch(sb, d[0]);
+	if (d[1]) {
+		kp_strbuf_addch(sb, '.');
+		kp_strbuf_adds(sb, d + 1);
+	}
+	kp_strbuf_addf(sb, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+}
+
 /* ---------------------------------------------------------------------- */
 /* parser */
 
@@ -462,6 +585,29 @@ static int set_field(struct parser *ps, void *obj, const struct field *f,
 				    f->key, (long long)f->lo, (long long)f->hi, (int)n, v);
 		*(double *)base = (double)x / 10000.0;
 		return 0;
+	case F_REAL: {
+		double d;
+
+		if (parse_real(v, n, &d))
+			return perr(ps, KP_EFORMAT, "field '%s': expected a number like 2.5e-05, found '%.*s'",
+				    f->key, (int)(n > 40 ? 40 : n), v);
+		if (d < (double)f->lo || d > (double)f->hi || (d > 0 && d < KP_REAL_MIN))
+			return perr(ps, KP_EFORMAT, "field '%s': expected 0 or 1e-15..%lld, found %.*s",
+				    f->key, (long long)f->hi, (int)(n > 40 ? 40 : n), v);
+		*(double *)base = d;
+		return 0;
+	}
+	case F_NUMERICS:
+		if (n == 5 && !memcmp(v, "exact", 5)) {
+			*(int *)base = 1;
+			return 0;
+		}
+		if (n == 8 && !memcmp(v, "tolerant", 8)) {
+			*(int *)base = 0;
+			return 0;
+		}
+		return perr(ps, KP_EFORMAT, "field '%s': expected 'exact' or 'tolerant', found '%.*s'",
+			    f->key, (int)(n > 40 ? 40 : n), v);
 	case F_HEX: {
 		uint64_t h = 0;
 
@@ -566,6 +712,8 @@ static int add_patch(struct parser *ps, struct kp_plan_region *r, const char *v,
 	int64_t x[4];
 	size_t i, s = 0, k = 0;
 	struct kp_plan_patch *pp;
+	int v2 = ps->plan->format_version >= 2, scalar = 0;
+	const char *kind = NULL;
 
 	for (i = 0; i <= n && k < 4; i++) {
 		if (i == n || v[i] == ' ') {
@@ -575,9 +723,22 @@ static int add_patch(struct parser *ps, struct kp_plan_region *r, const char *v,
 			s = i + 1;
 		}
 	}
-	if (k != 4 || i <= n)
-		return perr(ps, KP_EFORMAT, "field 'patch': expected 'KERNEL PARAM OFFSET SIZE', "
-			    "four non-negative integers, found '%.*s'", (int)(n > 60 ? 60 : n), v);
+	/* version 2: then the kind, the rest of the line */
+	if (k == 4 && v2 && i <= n) {
+		kind = v + i;
+		if ((size_t)(v + n - kind) == 7 && !memcmp(kind, "pointer", 7))
+			scalar = 0;
+		else if ((size_t)(v + n - kind) == 6 && !memcmp(kind, "scalar", 6))
+			scalar = 1;
+		else
+			return perr(ps, KP_EFORMAT, "field 'patch': expected 'pointer' or 'scalar' after "
+				    "the four integers, found '%.*s'", (int)(v + n - kind > 40 ? 40 : v + n - kind),
+				    kind);
+	}
+	if (k != 4 || (i <= n && !kind) || (v2 && !kind))
+		return perr(ps, KP_EFORMAT, "field 'patch': expected 'KERNEL PARAM OFFSET SIZE%s', "
+			    "four non-negative integers%s, found '%.*s'", v2 ? " pointer|scalar" : "",
+			    v2 ? " and the kind" : "", (int)(n > 60 ? 60 : n), v);
 	if (x[0] >= r->kernels)
 		return perr(ps, KP_EFORMAT, "field 'patch': kernel index %lld not below the "
 			    "region's %u kernels", (long long)x[0], r->kernels);
@@ -586,6 +747,9 @@ static int add_patch(struct parser *ps, struct kp_plan_region *r, const char *v,
 		return perr(ps, KP_EFORMAT, "field 'patch': parameter %lld at offset %lld size %lld "
 			    "outside the %d-byte parameter buffer", (long long)x[1], (long long)x[2],
 			    (long long)x[3], KP_PLAN_MAX_PARAM_BYTES);
+	if (scalar && x[3] > 8)
+		return perr(ps, KP_EFORMAT, "field 'patch': a scalar is 1..8 bytes, found size %lld",
+			    (long long)x[3]);
 	if (r->n_patches) {
 		const struct kp_plan_patch *l = &r->patches[r->n_patches - 1];
 
@@ -611,6 +775,7 @@ static int add_patch(struct parser *ps, struct kp_plan_region *r, const char *v,
 	pp->param = (uint32_t)x[1];
 	pp->offset = (uint32_t)x[2];
 	pp->size = (uint32_t)x[3];
+	pp->scalar = scalar;
 	return 0;
 }
 
@@ -661,6 +826,9 @@ static int read_section(struct parser *ps, void *obj, const struct field *fields
 			if (strlen(f->key) == klen && !memcmp(f->key, ps->ln, klen))
 				break;
 		}
+		if (f->key && (f->flags & F_V2) && ps->plan->format_version < 2)
+			return perr(ps, KP_EFORMAT, "unknown field '%s' (format version %d has none; "
+				    "it came with version 2)", f->key, ps->plan->format_version);
 		if (!f->key)
 			return perr(ps, KP_EFORMAT, "unknown field '%.*s'",
 				    (int)(klen > 60 ? 60 : klen), ps->ln);
@@ -675,7 +843,8 @@ static int read_section(struct parser *ps, void *obj, const struct field *fields
 			return rc;
 	}
 	for (i = 0; fields[i].key; i++) {
-		if (!(seen & (1u << i)) && !(fields[i].flags & F_OPTIONAL)) {
+		if (!(seen & (1u << i)) && !(fields[i].flags & F_OPTIONAL) &&
+		    (!(fields[i].flags & F_V2) || ps->plan->format_version >= 2)) {
 			int cur = ps->line;
 
 			ps->line = head_line;
@@ -795,6 +964,12 @@ static int cross_check(struct parser *ps)
 		if (u->source && (strchr(u->source, '/') || u->source[0] == '.'))
 			return perr(ps, KP_EFORMAT, "field 'source': '%.100s' must be a plain file name "
 				    "next to the plan (no '/', no leading '.')", u->source);
+		if (u->exact && u->tolerance != 0)
+			return perr(ps, KP_EFORMAT, "field 'tolerance': only with 'numerics tolerant' "
+				    "(an exact group's output is the chain's, bit for bit)");
+		if (!u->exact && !(u->tolerance > 0))
+			return perr(ps, KP_EFORMAT, "field 'tolerance': missing or 0, and 'numerics "
+				    "tolerant' needs one, 1e-15..1");
 	}
 	ps->ctx[0] = '\0';
 	return 0;
@@ -868,6 +1043,7 @@ static int parse_body(struct parser *ps)
 				return rc;
 			u = &pl->fusions[pl->n_fusions++];
 			u->id = (uint32_t)id;
+			u->exact = 1;   /* version 1 has no 'numerics': its groups are exact */
 			if (pl->n_fusions > 1 && pl->fusions[pl->n_fusions - 2].id >= u->id)
 				return perr(ps, KP_EFORMAT, "fusion %u not after fusion %u (ascending ids)",
 					    u->id, pl->fusions[pl->n_fusions - 2].id);
@@ -951,11 +1127,13 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 		     (int)(vn > 40 ? 40 : vn), v);
 		goto fail;
 	}
-	if (x != KP_PLAN_FORMAT_VERSION) {
-		perr(&ps, KP_EVERSION, "unknown plan format version %lld (this kplan reads version %d)",
-		     (long long)x, KP_PLAN_FORMAT_VERSION);
+	if (x > KP_PLAN_FORMAT_VERSION) {
+		perr(&ps, KP_EVERSION, "unknown plan format version %lld (this kplan reads versions "
+		     "1 to %d)", (long long)x, KP_PLAN_FORMAT_VERSION);
 		goto fail;
 	}
+	/* the fields version x has, with version 1's defaults for the rest */
+	ps.plan->format_version = (int)x;
 	if (header_line(&ps, "body-bytes", &v, &vn))
 		goto fail;
 	if (parse_i64(v, vn, &body_len) || body_len < 1 || body_len > (int64_t)KP_PLAN_MAX_FILE_BYTES) {
@@ -1058,7 +1236,10 @@ static void put_fields(struct kp_strbuf *sb, const void *obj, const struct field
 
 	for (; f->key; f++) {
 		base = (const char *)obj + f->off;
-		if ((f->flags & F_OPTIONAL) && f->type == F_OSTR && !*(char *const *)base)
+		if ((f->flags & F_OPTIONAL) &&
+		    ((f->type == F_OSTR && !*(char *const *)base) ||
+		     (f->type == F_I32 && *(const int *)base < 0) ||
+		     (f->type == F_REAL && *(const double *)base == 0)))
 			continue;
 		kp_strbuf_adds(sb, f->key);
 		kp_strbuf_addch(sb, ' ');
@@ -1077,6 +1258,12 @@ static void put_fields(struct kp_strbuf *sb, const void *obj, const struct field
 			break;
 		case F_FIX:
 			put_fix(sb, *(const double *)base);
+			break;
+		case F_REAL:
+			put_real(sb, *(const double *)base);
+			break;
+		case F_NUMERICS:
+			kp_strbuf_adds(sb, *(const int *)base ? "exact" : "tolerant");
 			break;
 		case F_STR:
 		case F_OSTR:
@@ -1172,12 +1359,17 @@ int kp_plan_write(struct kp_plan *plan, struct kp_strbuf *out, struct kp_err *er
 		for (j = 0; j < r->n_shapes; j++)
 			kp_strbuf_addf(&body, "shape %016llx\n", (unsigned long long)r->shapes[j]);
 		for (j = 0; j < r->n_patches; j++)
-			kp_strbuf_addf(&body, "patch %u %u %u %u\n", r->patches[j].kernel,
-				       r->patches[j].param, r->patches[j].offset, r->patches[j].size);
+			kp_strbuf_addf(&body, "patch %u %u %u %u %s\n", r->patches[j].kernel,
+				       r->patches[j].param, r->patches[j].offset, r->patches[j].size,
+				       r->patches[j].scalar ? "scalar" : "pointer");
 	}
 	for (i = 0; i < plan->n_fusions; i++) {
-		kp_strbuf_addf(&body, "\n[fusion %u]\n", plan->fusions[i].id);
-		put_fields(&body, &plan->fusions[i], fusion_fields);
+		struct kp_plan_fusion *u = &plan->fusions[i];
+
+		if (!u->exact && u->tolerance == 0)
+			u->exact = 1;   /* not set (a zeroed group): exact, as the chain */
+		kp_strbuf_addf(&body, "\n[fusion %u]\n", u->id);
+		put_fields(&body, u, fusion_fields);
 	}
 	if (body.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory writing the plan");

@@ -28,7 +28,7 @@
 #include "../common/strbuf.h"
 
 #define KP_PLAN_MAGIC "kplan-plan"
-#define KP_PLAN_FORMAT_VERSION 1
+#define KP_PLAN_FORMAT_VERSION 2   /* written; versions 1 and 2 are read */
 
 /* Limits the reader enforces (the writer refuses plans that break them). */
 #define KP_PLAN_MAX_FILE_BYTES   (16u << 20)  /* whole file */
@@ -69,6 +69,10 @@ struct kp_plan_patch {
 	uint32_t param;      /* parameter index of that kernel */
 	uint32_t offset;     /* byte offset of the parameter in the parameter buffer */
 	uint32_t size;       /* bytes; offset + size <= KP_PLAN_MAX_PARAM_BYTES */
+	int scalar;          /* 0: a pointer (kp_rt_bind); 1: a value that changes
+			      * between calls (a seed, a step, a learning rate),
+			      * updated through kp_rt_bind_value. Format v2 writes
+			      * "pointer"/"scalar"; v1 lines have none: pointer */
 };
 
 struct kp_plan_region {
@@ -117,10 +121,22 @@ struct kp_plan_fusion {
 	 * bytes from a kernel trace, space separated ("-" when unknown), for the
 	 * generator to specialise the catalog's const scalars; NULL: none */
 	char *args;
+	int exact;               /* 1: the fused kernel's output is bit-identical to
+				  * the chain's (no reordered reduction); 0: it
+				  * differs within `tolerance`. v1 plans: 1 */
+	double tolerance;        /* when !exact, 1e-15..1: max |fused - chain| <=
+				  * tolerance x max |chain| over each tensor the
+				  * group stores (FORMAT.md); 0 when exact */
+	/* in memory only (never written): why the group is not exact, as the
+	 * generator found it (kp_fx_numerics), for messages; NULL: exact, or
+	 * not known (read from a file) */
+	char *inexact_why;
 };
 
 struct kp_plan {
-	int format_version;      /* KP_PLAN_FORMAT_VERSION */
+	int format_version;      /* the file's (1 or 2) for a parsed plan, else
+				  * KP_PLAN_FORMAT_VERSION; the writer always
+				  * writes KP_PLAN_FORMAT_VERSION */
 	uint64_t body_hash;      /* from the header; verified on parse, set by write */
 
 	/* hard keys: a mismatch means the plan does not apply */
@@ -141,6 +157,11 @@ struct kp_plan {
 	int64_t run_pred_ns;     /* predicted time with the plan applied */
 	double speedup_pred;     /* run_eager_ns / run_pred_ns */
 	int64_t mem_budget_bytes;/* device memory for all graphs together */
+	int args_checked;        /* 1: the source run recorded kernel arguments
+				  * (record --args): scalars that change between
+				  * occurrences are patch lines; 0: not recorded,
+				  * a scalar passed by value was not checked;
+				  * -1: unknown (v1 plans) */
 
 	size_t n_regions;
 	struct kp_plan_region *regions;   /* sorted by label */
@@ -148,15 +169,18 @@ struct kp_plan {
 	struct kp_plan_fusion *fusions;   /* sorted by id */
 };
 
-/* An empty plan (calloc'd, format_version set); NULL on allocation failure. */
+/* An empty plan (calloc'd, format_version set, args_checked -1); NULL on
+ * allocation failure. */
 struct kp_plan *kp_plan_new(void);
 void kp_plan_free(struct kp_plan *plan);
 
 /*
  * Parse a plan file held in buf[0..len). name is used in error messages
  * (e.g. the path). Verifies the header, the body length and checksum, then
- * every field. Returns a new plan (free with kp_plan_free) or NULL with err
- * filled: KP_EFORMAT (corrupt, truncated, checksum, missing or bad field),
+ * every field. Reads versions 1 and 2; what version 1 lacks gets version
+ * 1's meaning (patches are pointers, args_checked -1, fusion groups exact).
+ * Returns a new plan (free with kp_plan_free) or NULL with err filled:
+ * KP_EFORMAT (corrupt, truncated, checksum, missing or bad field),
  * KP_EVERSION (unknown format version), KP_ENOMEM.
  */
 struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
@@ -165,11 +189,15 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 struct kp_plan *kp_plan_load(const char *path, struct kp_err *err);
 
 /*
- * Serialise plan into out (appended): header with body length and
- * checksum, then the body. Deterministic: sorts regions by label, shapes,
- * patches by (kernel, param), fusions by id; same plan, same bytes. Sets
- * plan->body_hash, and a region's nodes to its kernels when it is 0. Fails with KP_EINVAL when a field is out of the range the
- * reader accepts (naming it), KP_ENOMEM when out grew out of memory.
+ * Serialise plan into out (appended), format KP_PLAN_FORMAT_VERSION: header
+ * with body length and checksum, then the body. Deterministic: sorts regions
+ * by label, shapes, patches by (kernel, param), fusions by id; same plan,
+ * same bytes. Sets plan->body_hash, a region's nodes to its kernels when it
+ * is 0, and a fusion group's exact to 1 when it is 0 with tolerance 0 (not
+ * set: a zeroed group is exact). args_checked -1 is written as no line;
+ * tolerances with 6 significant digits. Fails with KP_EINVAL when a field
+ * is out of the range the reader accepts (naming it), KP_ENOMEM when out
+ * grew out of memory.
  */
 int kp_plan_write(struct kp_plan *plan, struct kp_strbuf *out, struct kp_err *err);
 /* kp_plan_write to a stdio stream (KP_EIO on write failure). */

@@ -39,6 +39,9 @@ struct reg {
 	int64_t occ, kernels, eager, host_idle, graph, one_time, break_even;
 	int64_t extra_mem, shape_keys, patch_count, nodes;
 	int has_graph, has_one_time, has_break_even, capturable, n_parts;
+	int runtime;                /* source "runtime": entered through libkplanrt */
+	int warmup;                 /* warm-up calls this region needs (blockers
+				       seen only in its first occurrences) */
 	double speedup;
 	char *label, *blockers, *fp;
 	int64_t saving;             /* predicted ns saved over the run when graphed */
@@ -215,8 +218,8 @@ static int load_regions(struct ctx *c)
 
 	if ((rc = prep(c, "SELECT regionId, parentId, label, streamId, occurrences, kernels, "
 		       "eager_ns, host_idle_ns, graph_ns_pred, speedup_pred, capturable, blockers, "
-		       "one_time_ns, break_even, extra_mem_bytes, fingerprint, shape_keys, patch_slots, nodes "
-		       "FROM kp_regions WHERE runId = ? ORDER BY regionId", &st)))
+		       "one_time_ns, break_even, extra_mem_bytes, fingerprint, shape_keys, patch_slots, nodes, "
+		       "source FROM kp_regions WHERE runId = ? ORDER BY regionId", &st)))
 		return rc;
 	sqlite3_bind_int64(st, 1, c->run);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -255,6 +258,8 @@ static int load_regions(struct ctx *c)
 		r->shape_keys = clamp(col_i64(st, 16, 1), 1, 1024);
 		r->patch_count = col_i64(st, 17, 0);
 		r->nodes = col_i64(st, 18, 0);
+		r->runtime = sqlite3_column_text(st, 19) &&
+			     !strcmp((const char *)sqlite3_column_text(st, 19), "runtime");
 		if (!r->label || !r->blockers) {
 			sqlite3_finalize(st);
 			return kp_err_set(c->err, KP_ENOMEM, "out of memory");
@@ -365,7 +370,10 @@ static int load_shapes(struct ctx *c, const struct reg *r, struct kp_plan_region
 	return 0;
 }
 
-/* "sync x3 (cudaStreamSynchronize), malloc x1 (cudaMalloc)" from kp_blockers. */
+/*
+ * "legacy_stream x60 (cudaLaunchKernel), sync x1 (cudaStreamSynchronize);
+ * first: occurrence 0 node 12: <detail with the fix>" from kp_blockers.
+ */
 static void blocker_text(struct ctx *c, const struct reg *r, struct kp_strbuf *sb)
 {
 	sqlite3_stmt *st;
@@ -373,7 +381,7 @@ static void blocker_text(struct ctx *c, const struct reg *r, struct kp_strbuf *s
 
 	if (kp_db_has_table(c->db, "kp_blockers") &&
 	    !kp_db_prepare(c->db, "SELECT kind, COUNT(*), MIN(api_name) FROM kp_blockers "
-			   "WHERE runId = ? AND regionId = ? AND fatal != 0 GROUP BY kind ORDER BY kind", &st, NULL)) {
+			   "WHERE runId = ? AND regionId = ? AND fatal = 1 GROUP BY kind ORDER BY kind", &st, NULL)) {
 		sqlite3_bind_int64(st, 1, c->run);
 		sqlite3_bind_int64(st, 2, r->id);
 		while (sqlite3_step(st) == SQLITE_ROW && n < 6) {
@@ -387,8 +395,46 @@ static void blocker_text(struct ctx *c, const struct reg *r, struct kp_strbuf *s
 		}
 		sqlite3_finalize(st);
 	}
-	if (!n)
+	if (!n) {
 		kp_strbuf_adds(sb, r->blockers[0] ? r->blockers : "unspecified blocker");
+		return;
+	}
+	if (!kp_db_prepare(c->db, "SELECT occIndex, detail FROM kp_blockers WHERE runId = ? "
+			   "AND regionId = ? AND fatal = 1 AND detail IS NOT NULL "
+			   "ORDER BY occIndex, start LIMIT 1", &st, NULL)) {
+		sqlite3_bind_int64(st, 1, c->run);
+		sqlite3_bind_int64(st, 2, r->id);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			kp_strbuf_addf(sb, "; first in occurrence %lld: %.600s",
+				       (long long)sqlite3_column_int64(st, 0),
+				       (const char *)sqlite3_column_text(st, 1));
+		sqlite3_finalize(st);
+	}
+}
+
+/*
+ * Warm-up calls region r needs: blockers the analyzer saw only in its first
+ * occurrences (kp_blockers.fatal = 2) must all fall in eager calls before
+ * the one the runtime watches (the last warm-up call), so occurrences
+ * 0..K-1 with them need K + 1 calls.
+ */
+static int region_warmup(struct ctx *c, const struct reg *r)
+{
+	sqlite3_stmt *st;
+	int64_t last = -1;
+
+	if (!kp_db_has_table(c->db, "kp_blockers") ||
+	    kp_db_prepare(c->db, "SELECT MAX(occIndex) FROM kp_blockers WHERE runId = ? "
+			  "AND regionId = ? AND fatal = 2", &st, NULL))
+		return c->warmup;
+	sqlite3_bind_int64(st, 1, c->run);
+	sqlite3_bind_int64(st, 2, r->id);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		last = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (last > 1000)
+		last = 1000;
+	return last < 0 ? c->warmup : (int)(last + 2 > c->warmup ? last + 2 : c->warmup);
 }
 
 static void ms(char *buf, size_t n, int64_t ns)
@@ -441,22 +487,25 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 	gain = r->eager - r->graph;
 	if (!r->has_break_even)
 		r->break_even = r->has_one_time ? (r->one_time + gain - 1) / gain : 0;
-	replays = r->occ - c->warmup - 1;
+	replays = r->occ - r->warmup - 1;
 	if (replays < 1 || replays < r->break_even) {
 		o->reason = KP_PLAN_R_TOO_FEW_REPLAYS;
 		kp_strbuf_addf(why, "%lld replays after %d warm-up calls and the capture, "
-			       "break-even %lld", (long long)(replays < 0 ? 0 : replays), c->warmup,
+			       "break-even %lld", (long long)(replays < 0 ? 0 : replays), r->warmup,
 			       (long long)r->break_even);
 		return;
 	}
 	o->decision = KP_PLAN_GRAPH;
 	o->reason = KP_PLAN_R_LAUNCH_BOUND;
-	r->saving = (r->occ - c->warmup) * gain - r->one_time;
+	r->saving = (r->occ - r->warmup) * gain - r->one_time;
 	kp_strbuf_addf(why, "host-bound idle is %.0f pct of %s; graph %s predicted (%.2fx); "
 		       "break-even %lld, %lld replays in the run",
 		       100.0 * (double)r->host_idle / (double)r->eager, e, g,
 		       (double)r->eager / (double)(r->graph ? r->graph : 1),
 		       (long long)r->break_even, (long long)replays);
+	if (r->warmup > c->warmup)
+		kp_strbuf_addf(why, "; %d warm-up calls: blockers in its first %d occurrences only",
+			       r->warmup, r->warmup - 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -466,7 +515,17 @@ struct arg {
 	uint32_t kernel, index, size, offset;
 	int64_t first;
 	int changed, has_value;
+	int scalar;                 /* a value seen is not a device address */
 };
+
+/*
+ * Device addresses are 8 bytes, 4-aligned and above 4 GiB (CUDA's virtual
+ * address space); anything else is a scalar passed by value.
+ */
+static int not_address(uint32_t size, int64_t v)
+{
+	return size != 8 || (uint64_t)v < (1ULL << 32) || (v & 3);
+}
 
 static uint32_t arg_align(uint32_t size)
 {
@@ -534,6 +593,7 @@ static int derive_patches(struct ctx *c, struct reg *r, struct kp_plan_region *o
 			off = (off + arg_align(a.size) - 1) & ~(arg_align(a.size) - 1);
 			a.offset = off;
 			off += a.size;
+			a.scalar = not_address(a.size, a.first);
 			if (n_occ == 0) {
 				if (kp_vec_push(&args, a)) {
 					rc = kp_err_set(c->err, KP_ENOMEM, "out of memory");
@@ -543,6 +603,7 @@ static int derive_patches(struct ctx *c, struct reg *r, struct kp_plan_region *o
 				   args.data[ai].index == a.index && args.data[ai].size == a.size) {
 				if (a.has_value != args.data[ai].has_value || a.first != args.data[ai].first)
 					args.data[ai].changed = 1;
+				args.data[ai].scalar |= a.scalar;
 				ai++;
 			} else {
 				ok = 0;  /* different argument layout: not the same sequence */
@@ -574,7 +635,8 @@ static int derive_patches(struct ctx *c, struct reg *r, struct kp_plan_region *o
 			goto out;
 		}
 		o->patches = p;
-		p[o->n_patches++] = (struct kp_plan_patch){ a->kernel, a->index, a->offset, a->size };
+		p[o->n_patches++] = (struct kp_plan_patch){ a->kernel, a->index, a->offset, a->size,
+							    a->scalar };
 	}
 out:
 	kp_vec_release(&args);
@@ -838,8 +900,8 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 	struct kp_plan *pl = c->plan;
 	struct kp_strbuf why = KP_STRBUF_INIT;
 	int64_t saved = 0, regions_ns = 0;
-	size_t i, j;
-	int rc;
+	size_t i, j, n_runtime = 0;
+	int rc, only_runtime;
 
 	if ((rc = load_run(c, o)) || (rc = load_regions(c)))
 		return rc;
@@ -853,10 +915,30 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 	pl->regions = calloc(c->n_regs, sizeof(*pl->regions));
 	if (!pl->regions)
 		return kp_err_set(c->err, KP_ENOMEM, "out of memory");
+	for (i = 0; i < c->n_regs; i++)
+		n_runtime += c->regs[i].runtime;
+	only_runtime = o->regions == KP_PLANNER_REGIONS_RUNTIME ||
+		       (o->regions == KP_PLANNER_REGIONS_AUTO && n_runtime);
+	if (o->notes && only_runtime && n_runtime < c->n_regs)
+		kp_strbuf_addf(o->notes, "%zu regions from the application's own NVTX ranges or "
+			       "mining left out: only regions entered through libkplanrt can be "
+			       "applied (--regions all to plan them too)\n", c->n_regs - n_runtime);
+	if (o->notes && !n_runtime && o->regions == KP_PLANNER_REGIONS_AUTO)
+		kp_strbuf_addf(o->notes, "no region of the run was entered through libkplanrt "
+			       "(kp_region_begin, kplan.torch.region): planning the %zu regions "
+			       "found otherwise, which apply only where the application enters "
+			       "a runtime region of the same name\n", c->n_regs);
+	if (o->notes && !c->have_args)
+		kp_strbuf_addf(o->notes, "the run has no kernel arguments (kplan record --args): "
+			       "scalars passed by value were not checked; the runtime still "
+			       "compares one warm-up call with the capture\n");
+	pl->args_checked = c->have_args;
 	for (i = 0; i < c->n_regs; i++) {
 		struct reg *r = &c->regs[i];
 		struct kp_plan_region *out;
 
+		if (only_runtime && !r->runtime)
+			continue;
 		if (r->kernels < 1 || r->kernels > KP_PLAN_MAX_KERNELS) {
 			kp_info("region %s: %lld kernels per occurrence; left out of the plan",
 				r->label, (long long)r->kernels);
@@ -896,10 +978,11 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 		if ((rc = load_shapes(c, r, out)))
 			goto out;
 		kp_strbuf_reset(&why);
+		r->warmup = region_warmup(c, r);
 		decide(c, r, out, &why);
 		out->break_even = (uint32_t)r->break_even;
 		if (out->decision == KP_PLAN_GRAPH) {
-			out->warmup = (uint32_t)c->warmup;
+			out->warmup = (uint32_t)r->warmup;
 			out->mem_budget_bytes = clamp(r->extra_mem * r->shape_keys, 0, KP_PLAN_MAX_BYTES);
 			rc = derive_patches(c, r, out);
 			if (rc < 0)

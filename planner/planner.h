@@ -8,6 +8,11 @@
  * analyzer. kp_planner_store records a written plan in kp_plans.
  *
  * Decision rules, in order (see docs/DESIGN.md, "Planner"):
+ * Regions: the ones the application enters through libkplanrt (source
+ * "runtime") by default; its other NVTX ranges and mined regions stay in
+ * the analysis (report, CSV) unless no runtime region exists or
+ * o->regions asks for them.
+ *
  *   not capturable, with parts (kp_regions.parentId)  -> split (blocker)
  *   not capturable                                    -> eager (blocker)
  *   no graph prediction, or graph >= eager            -> eager (predicted-loss)
@@ -37,6 +42,19 @@ struct kp_planner_opts {
 	 * lines, with "<TAB>ARGS" when the run recorded arguments (--args), the
 	 * format of KPLAN_FUSION_TRACE (kp_fx_plan_add_trace) */
 	struct kp_strbuf *kernel_trace;
+	/* which regions the plan holds (enum kp_planner_regions) */
+	int regions;
+	/* OUT, when set: one line per note the user should see (regions
+	 * left out, scalars not checked), appended */
+	struct kp_strbuf *notes;
+};
+
+enum kp_planner_regions {
+	/* runtime regions (libkplanrt's NVTX domain) when the run has any,
+	 * else every region (with a note) */
+	KP_PLANNER_REGIONS_AUTO = 0,
+	KP_PLANNER_REGIONS_RUNTIME = 1,  /* runtime regions only */
+	KP_PLANNER_REGIONS_ALL = 2,      /* every region the analyzer found */
 };
 
 /* Defaults (all "unset"). */

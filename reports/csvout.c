@@ -3,15 +3,19 @@
  * golden files depend on it); units are in the column names: *_us are
  * microseconds (ns / 1000, up to 3 decimals), *_ns nanoseconds, *_bytes
  * bytes. Summaries come from the loaded report, row lists stream from the
- * database so they hold every row, never a capped list.
+ * database so they hold every row, never a capped list; regions.csv gains
+ * the report's family column last.
  */
 #include "report.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../analyzer/analyzer.h"
+#include "../common/u64map.h"
 #include "../db/csv.h"
 
 static void num(FILE *f, double v)
@@ -106,6 +110,103 @@ static int write_plan(const struct kp_report *rep, FILE *f)
 	return 0;
 }
 
+/* The family name of region id, NULL when it is in none (or unknown). */
+static const char *family_of(const struct kp_report *rep, const struct kp_u64map *ids, int64_t id)
+{
+	uint32_t i;
+	int fam;
+
+	if (!kp_u64map_get(ids, (uint64_t)id, &i))
+		return NULL;
+	fam = rep->regions.data[i].family;
+	return fam >= 0 ? rep->families.data[fam].name : NULL;
+}
+
+/*
+ * Copy the analyzer's regions.csv from in to out with a last column,
+ * family. Each row starts with region_id, an integer, so its family is
+ * found by id and the analyzer's bytes are copied as they are; a newline
+ * ends a row only outside quotes (kp_csv_field quotes fields holding one).
+ */
+static int copy_with_family(const struct kp_report *rep, const struct kp_u64map *ids,
+			    FILE *in, FILE *out)
+{
+	static const char head[] = "region_id,";
+	size_t at = 0;
+	int c, quoted = 0, header = 1, lead = 1, bad = 0;
+	int64_t id = 0;
+
+	while ((c = getc(in)) != EOF) {
+		if (c == '"')
+			quoted = !quoted;
+		if (c == '\n' && !quoted) {
+			if (header) {
+				bad |= at < sizeof(head) - 1;
+				fputs(",family", out);
+			} else {
+				fputc(',', out);
+				kp_csv_field(out, family_of(rep, ids, id));
+			}
+			fputc('\n', out);
+			header = 0;
+			lead = 1;
+			id = 0;
+			continue;
+		}
+		if (header && at < sizeof(head) - 1)
+			bad |= c != head[at++];
+		else if (!header && lead && c >= '0' && c <= '9')
+			id = id * 10 + (c - '0');
+		else
+			lead = 0;
+		fputc(c, out);
+	}
+	return bad || header ? -1 : 0;
+}
+
+/* regions.csv is the analyzer's (kp_analyze_write_csv) plus the family column. */
+static int add_family_column(const struct kp_report *rep, const char *dir, struct kp_err *err)
+{
+	char path[4096], tmp[4200];
+	struct kp_u64map ids;
+	FILE *in, *out;
+	size_t i;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "%s/regions.csv", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.regions.csv.tmp", dir);
+	kp_u64map_init(&ids);
+	for (i = 0; i < rep->regions.len && !rc; i++)
+		rc = kp_u64map_put(&ids, (uint64_t)rep->regions.data[i].id, (uint32_t)i);
+	if (rc) {
+		kp_u64map_release(&ids);
+		return kp_err_set(err, KP_ENOMEM, "out of memory while writing %s", path);
+	}
+	in = fopen(path, "r");
+	if (!in) {
+		kp_u64map_release(&ids);
+		return kp_err_set(err, KP_EIO, "%s: cannot read: %s", path, strerror(errno));
+	}
+	out = fopen(tmp, "w");
+	if (!out) {
+		rc = kp_err_set(err, KP_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+		goto out_close;
+	}
+	if (copy_with_family(rep, &ids, in, out))
+		rc = kp_err_set(err, KP_EFORMAT, "%s: expected a header row starting with region_id",
+				path);
+	if ((ferror(in) | ferror(out) | fclose(out)) && !rc)
+		rc = kp_err_set(err, KP_EIO, "%s: write failed", tmp);
+	if (!rc && rename(tmp, path))
+		rc = kp_err_set(err, KP_EIO, "%s: cannot replace: %s", path, strerror(errno));
+	if (rc)
+		unlink(tmp);
+out_close:
+	fclose(in);
+	kp_u64map_release(&ids);
+	return rc;
+}
+
 /*
  * The summaries the report computes; the analysis tables (regions.csv,
  * gaps.csv, fusion.csv, blockers.csv) come from kp_analyze_write_csv, the
@@ -142,5 +243,7 @@ int kp_report_csv(struct kp_db *db, const struct kp_report *rep, const char *dir
 		if ((ferror(f) | fclose(f)) && !rc)
 			rc = kp_err_set(err, KP_EIO, "%s: write failed", path);
 	}
-	return rc ? rc : kp_analyze_write_csv(db, rep->run_id, dir, err);
+	if (!rc)
+		rc = kp_analyze_write_csv(db, rep->run_id, dir, err);
+	return rc ? rc : add_family_column(rep, dir, err);
 }

@@ -127,6 +127,8 @@ static const char css[] =
 	"table{border-collapse:collapse;width:100%;font-size:13px}\n"
 	"th,td{border-bottom:1px solid #eaeef2;padding:3px 8px;text-align:left;vertical-align:top}\n"
 	"tr.region td:nth-child(2){white-space:nowrap}\n"
+	"tr.family>td{background:#f6f8fa}summary{cursor:pointer;white-space:nowrap}\n"
+	"table.members{width:auto;margin:6px 0;font-size:12px;background:#fff}table.members th{cursor:default}\n"
 	"td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
 	"th{background:#f6f8fa;cursor:pointer;user-select:none;white-space:nowrap}\n"
 	"th.asc:after{content:' \\25b2'}th.desc:after{content:' \\25bc'}\n"
@@ -136,13 +138,18 @@ static const char css[] =
 	"pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;max-height:420px}\n"
 	"svg text{font:11px sans-serif;fill:#1b1f24}\n";
 
-/* Click a header: sort that table's rows by data-v (numbers) or text. */
+/*
+ * Click a header: sort that table's rows by data-v (numbers) or text. Only
+ * the table's own header and body rows: a family's member table nested in
+ * a cell keeps its order and moves with its row.
+ */
 static const char js[] =
 	"document.querySelectorAll('table.sortable').forEach(function(t){\n"
-	" t.querySelectorAll('th').forEach(function(th,i){\n"
+	" var hs=Array.prototype.slice.call(t.tHead.rows[0].cells);\n"
+	" hs.forEach(function(th,i){\n"
 	"  th.addEventListener('click',function(){\n"
 	"   var num=th.dataset.kind==='n',asc=!th.classList.contains('asc');\n"
-	"   t.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc');});\n"
+	"   hs.forEach(function(h){h.classList.remove('asc','desc');});\n"
 	"   th.classList.add(asc?'asc':'desc');\n"
 	"   var tb=t.tBodies[0],rows=Array.prototype.slice.call(tb.rows);\n"
 	"   rows.sort(function(a,b){\n"

@@ -8,6 +8,7 @@
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/strbuf.h"
+#include "../common/u64map.h"
 #include <string.h>
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
@@ -166,12 +167,74 @@ static int load_gaps(struct kp_db *db, struct kp_report *rep, struct kp_err *err
 	return kp__report_gap_totals(db, rep, err);
 }
 
+/*
+ * The API calls that block each region, grouped ("sync: cudaStreamSynchronize
+ * x3; ..."): one pass over the run's kp_blockers rows (the table has no
+ * index on regionId, so one query per region would scan it once each).
+ */
+static int load_blocker_apis(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_u64map ids;
+	sqlite3_stmt *st;
+	uint32_t at = 0;
+	int64_t cur = 0;
+	int have = 0, rc;
+	size_t i;
+
+	kp_u64map_init(&ids);
+	for (i = 0; i < rep->regions.len; i++) {
+		if (kp_u64map_put(&ids, (uint64_t)rep->regions.data[i].id, (uint32_t)i)) {
+			kp_u64map_release(&ids);
+			return nomem(err);
+		}
+	}
+	rc = prep(db, rep,
+		"SELECT regionId, kind || CASE fatal WHEN 1 THEN '' WHEN 2 THEN ' (warm-up only)' ELSE ' (advisory)' END,"
+		" coalesce(api_name, ''), count(*) FROM kp_blockers WHERE runId = ?1"
+		" GROUP BY regionId, kind, fatal, api_name"
+		" ORDER BY regionId, fatal = 1 DESC, fatal DESC, count(*) DESC, kind, api_name", &st, err);
+	if (rc) {
+		kp_u64map_release(&ids);
+		return rc;
+	}
+	for (;;) {
+		int64_t id;
+		const char *api;
+
+		rc = sqlite3_step(st);
+		id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+		if (have && (rc != SQLITE_ROW || id != cur)) {
+			rep->regions.data[at].blocker_apis = kp_arena_strdup(&rep->arena, sb.buf);
+			have = 0;
+		}
+		if (rc != SQLITE_ROW)
+			break;
+		if (!have) {
+			/* rows of regions the report does not hold are skipped */
+			if (!kp_u64map_get(&ids, (uint64_t)id, &at))
+				continue;
+			kp_strbuf_reset(&sb);
+			cur = id;
+			have = 1;
+		}
+		api = (const char *)sqlite3_column_text(st, 2);
+		kp_strbuf_addf(&sb, "%s%s", sb.len ? "; " : "", (const char *)sqlite3_column_text(st, 1));
+		if (api && *api)
+			kp_strbuf_addf(&sb, ": %s", api);
+		if (sqlite3_column_int64(st, 3) > 1)
+			kp_strbuf_addf(&sb, " x%lld", (long long)sqlite3_column_int64(st, 3));
+	}
+	kp_strbuf_release(&sb);
+	kp_u64map_release(&ids);
+	return done(db, st, rc, err);
+}
+
+/* Every region of the run: the HTML page shows families, regions.csv needs each one's. */
 static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
 	sqlite3_stmt *st;
-	struct kp_strbuf sb = KP_STRBUF_INIT;
 	int rc;
-	size_t i;
 
 	rc = prep(db, rep, "SELECT count(*) FROM kp_regions WHERE runId = ?1", &st, err);
 	if (rc)
@@ -188,10 +251,9 @@ static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *
 		" capturable, coalesce(one_time_ns, -1), coalesce(break_even, -1),"
 		" coalesce(extra_mem_bytes, -1), coalesce(shape_keys, -1), coalesce(patch_slots, -1)"
 		" FROM kp_regions WHERE runId = ?1"
-		" ORDER BY occurrences * eager_ns DESC, regionId LIMIT ?2", &st, err);
+		" ORDER BY occurrences * eager_ns DESC, regionId", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 2, DEF(rep->opts.max_rows, 200));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct kp_rep_region r = {
 			.id = sqlite3_column_int64(st, 0), .parent_id = sqlite3_column_int64(st, 1),
@@ -210,6 +272,7 @@ static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *
 			.extra_mem_bytes = sqlite3_column_int64(st, 18),
 			.shape_keys = sqlite3_column_int64(st, 19),
 			.patch_slots = sqlite3_column_int64(st, 20),
+			.family = -1, .decision = -1,
 		};
 		if (kp_vec_push(&rep->regions, r)) {
 			sqlite3_finalize(st);
@@ -218,38 +281,7 @@ static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *
 	}
 	if ((rc = done(db, st, rc, err)))
 		return rc;
-
-	/* the API calls that block each region, grouped */
-	rc = prep(db, rep,
-		"SELECT kind || CASE WHEN fatal THEN '' ELSE ' (advisory)' END, coalesce(api_name, ''),"
-		" count(*) FROM kp_blockers WHERE runId = ?1 AND regionId = ?2"
-		" GROUP BY kind, fatal, api_name ORDER BY fatal DESC, count(*) DESC, kind, api_name", &st, err);
-	if (rc)
-		return rc;
-	rc = SQLITE_DONE;
-	for (i = 0; i < rep->regions.len; i++) {
-		struct kp_rep_region *r = &rep->regions.data[i];
-
-		kp_strbuf_reset(&sb);
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 2, r->id);
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			const char *api = (const char *)sqlite3_column_text(st, 1);
-
-			kp_strbuf_addf(&sb, "%s%s", sb.len ? "; " : "",
-				       (const char *)sqlite3_column_text(st, 0));
-			if (api && *api)
-				kp_strbuf_addf(&sb, ": %s", api);
-			if (sqlite3_column_int64(st, 2) > 1)
-				kp_strbuf_addf(&sb, " x%lld", (long long)sqlite3_column_int64(st, 2));
-		}
-		if (rc != SQLITE_DONE)
-			break;
-		r->blocker_apis = kp_arena_strdup(&rep->arena, sb.buf);
-		rc = SQLITE_DONE;
-	}
-	kp_strbuf_release(&sb);
-	return done(db, st, rc, err);
+	return load_blocker_apis(db, rep, err);
 }
 
 static int load_fusion(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
@@ -349,15 +381,18 @@ static int load_cost(struct kp_db *db, struct kp_report *rep, struct kp_err *err
 	return kp_cost_load_run(db, rep->run_id, &rep->cost, err);
 }
 
-/* In order: the timeline needs the regions, the gap scan the API count. */
+/*
+ * In order: the timeline needs the regions, the gap scan the API count,
+ * the families the regions and the plan.
+ */
 static const struct {
 	const char *what;
 	int (*fn)(struct kp_db *db, struct kp_report *rep, struct kp_err *err);
 } steps[] = {
 	{ "run", load_run }, { "kernel summary", load_kernels }, { "api summary", load_apis },
 	{ "gap scan", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
-	{ "plans", load_plans }, { "cost model", load_cost }, { "overhead", load_overhead },
-	{ "timeline", kp__report_timeline },
+	{ "plans", load_plans }, { "families", kp__report_families }, { "cost model", load_cost },
+	{ "overhead", load_overhead }, { "timeline", kp__report_timeline },
 };
 
 int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
@@ -411,6 +446,7 @@ void kp_report_free(struct kp_report *rep)
 	kp_vec_release(&rep->kernels);
 	kp_vec_release(&rep->apis);
 	kp_vec_release(&rep->regions);
+	kp_vec_release(&rep->families);
 	kp_vec_release(&rep->fusion);
 	kp_vec_release(&rep->plans);
 	kp_plan_free(rep->plan);

@@ -39,12 +39,10 @@ static int64_t predicted_saving(const struct kp_report *rep, int *n_regions)
 
 	*n_regions = 0;
 	for (i = 0; i < rep->regions.len; i++) {
-		const struct kp_rep_region *r = &rep->regions.data[i];
+		int64_t gain = kp_rep_region_gain(&rep->regions.data[i]);
 
-		if (!r->capturable || r->graph_ns_pred < 0 || r->graph_ns_pred >= r->eager_ns)
-			continue;
-		saved += r->occurrences * (r->eager_ns - r->graph_ns_pred);
-		(*n_regions)++;
+		saved += gain;
+		*n_regions += gain > 0;
 	}
 	return saved;
 }
@@ -255,47 +253,197 @@ static void timeline(FILE *f, const struct kp_report *rep)
 	fputs("</svg>\n", f);
 }
 
+static void td_dash(FILE *f)
+{
+	fputs("<td class=\"n\" data-v=\"\">-</td>", f);
+}
+
+static void td_decision(FILE *f, int decision)
+{
+	kp_html_td_str(f, decision >= 0 ? kp_plan_decision_name(decision) : "-");
+}
+
+static void td_blockers(FILE *f, const struct kp_rep_region *r)
+{
+	fputs("<td>", f);
+	kp_html_esc(f, r->blocker_apis && *r->blocker_apis ? r->blocker_apis
+		    : r->blockers ? r->blockers : "");
+	fputs("</td>", f);
+}
+
+static void region_row(FILE *f, const struct kp_rep_region *r)
+{
+	fprintf(f, "<tr class=\"region\" data-region=\"%lld\">", (long long)r->id);
+	td_int(f, r->id);
+	td_name(f, r->label, NULL);
+	kp_html_td_str(f, r->source);
+	td_int(f, r->stream_id);
+	td_int(f, r->occurrences);
+	td_int(f, r->kernels);
+	td_dur(f, r->eager_ns);
+	td_dur(f, r->occurrences * r->eager_ns);
+	td_dur(f, r->graph_ns_pred);
+	if (r->speedup_pred > 0)
+		kp_html_td_num(f, r->speedup_pred, "%.2fx");
+	else
+		td_dash(f);
+	td_dur(f, kp_rep_region_gain(r));
+	td_dur(f, r->host_idle_ns);
+	kp_html_td_str(f, r->capturable ? "yes" : "no");
+	td_decision(f, r->decision);
+	td_blockers(f, r);
+	td_int(f, r->break_even);
+	fputs("</tr>\n", f);
+}
+
+/* "graph 28 / eager 323": the plan's decisions over a family's members. */
+static void td_decisions(FILE *f, const struct kp_report *rep, const struct kp_rep_family *fam)
+{
+	static const int order[] = { KP_PLAN_GRAPH, KP_PLAN_SPLIT, KP_PLAN_EAGER };
+	const char *sep = "";
+	size_t i;
+
+	if (!rep->plan) {
+		kp_html_td_str(f, "-");
+		return;
+	}
+	fputs("<td>", f);
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		if (!fam->decisions[order[i]])
+			continue;
+		fprintf(f, "%s%s %lld", sep, kp_plan_decision_name(order[i]),
+			(long long)fam->decisions[order[i]]);
+		sep = " / ";
+	}
+	if (fam->n_unplanned)
+		fprintf(f, "%snot planned %lld", sep, (long long)fam->n_unplanned);
+	fputs("</td>", f);
+}
+
+/* A family's members, in region order, inside its row's <details>. */
+static void family_members(FILE *f, const struct kp_report *rep, int fi, size_t max)
+{
+	static const char *const cols[] = {
+		"id", "label", "occurrences", "eager / occ", "graphed / occ (pred)",
+		"predicted gain", "capturable", "plan", "blockers (API call)",
+	};
+	const struct kp_rep_family *fam = &rep->families.data[fi];
+	size_t i, shown = 0;
+
+	fputs("<table class=\"members\"><thead><tr>", f);
+	for (i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+		fprintf(f, "<th>%s</th>", cols[i]);
+	fputs("</tr></thead><tbody>\n", f);
+	for (i = fam->first; i < rep->regions.len && shown < max; i++) {
+		const struct kp_rep_region *r = &rep->regions.data[i];
+
+		if (r->family != fi)
+			continue;
+		fprintf(f, "<tr class=\"region\" data-region=\"%lld\">", (long long)r->id);
+		td_int(f, r->id);
+		td_name(f, r->label, NULL);
+		td_int(f, r->occurrences);
+		td_dur(f, r->eager_ns);
+		td_dur(f, r->graph_ns_pred);
+		td_dur(f, kp_rep_region_gain(r));
+		kp_html_td_str(f, r->capturable ? "yes" : "no");
+		td_decision(f, r->decision);
+		td_blockers(f, r);
+		fputs("</tr>\n", f);
+		shown++;
+	}
+	fputs("</tbody></table>", f);
+	if ((int64_t)shown < fam->members)
+		fprintf(f, "<p class=\"cap\">showing the largest %zu of %lld members; regions.csv holds"
+			" all of them.</p>", shown, (long long)fam->members);
+}
+
+/* One row for a family: sums over its members, the members inside <details>. */
+static void family_row(FILE *f, const struct kp_report *rep, int fi, size_t max)
+{
+	const struct kp_rep_family *fam = &rep->families.data[fi];
+
+	fputs("<tr class=\"family\" data-family=\"", f);
+	kp_html_esc(f, fam->name);
+	fputs("\">", f);
+	td_dash(f);
+	fputs("<td><details><summary>", f);
+	kp_html_name(f, fam->name, NULL, NAME_MAX_CP);
+	fprintf(f, " <span class=\"cap\">(%lld regions)</span></summary>", (long long)fam->members);
+	family_members(f, rep, fi, max);
+	fputs("</details></td>", f);
+	kp_html_td_str(f, fam->source);
+	td_int(f, fam->stream_id);
+	td_int(f, fam->occurrences);
+	td_dash(f);
+	td_dur(f, fam->occurrences ? fam->eager_ns / fam->occurrences : 0);
+	td_dur(f, fam->eager_ns);
+	td_dash(f);
+	td_dash(f);
+	td_dur(f, fam->gain_ns);
+	td_dur(f, fam->occurrences ? fam->host_idle_ns / fam->occurrences : 0);
+	fprintf(f, "<td>%lld of %lld</td>", (long long)fam->n_capturable, (long long)fam->members);
+	td_decisions(f, rep, fam);
+	fputs("<td></td>", f);
+	td_dash(f);
+	fputs("</tr>\n", f);
+}
+
+static int64_t region_total(const struct kp_rep_region *r)
+{
+	return r->occurrences * r->eager_ns;
+}
+
+/*
+ * One row per region in no family and one per family, by total eager time
+ * (occurrences x eager / occ), largest first: both lists are sorted so, and
+ * are merged here, up to max rows.
+ */
 static void regions(FILE *f, const struct kp_report *rep)
 {
 	static const char *const cols[] = {
 		"id|n", "label|s", "source|s", "stream|n", "occurrences|n", "kernels|n",
-		"eager / occ|n", "graphed / occ (pred)|n", "speedup|n", "host idle / occ|n",
-		"capturable|s", "blockers (API call)|s", "break-even|n",
+		"eager / occ|n", "eager total|n", "graphed / occ (pred)|n", "speedup|n",
+		"predicted gain|n", "host idle / occ|n", "capturable|s", "plan|s",
+		"blockers (API call)|s", "break-even|n",
 	};
-	size_t i;
+	size_t max = (size_t)DEF(rep->opts.max_rows, 200);
+	size_t i = 0, fi = 0, rows = 0, total = rep->families.len;
+	const struct kp_rep_family *fam;
 
 	h2(f, "regions", "Regions");
 	if (!rep->has_regions) {
 		fputs("<p class=\"cap\">no regions: run <code>kplan analyze</code> first.</p>\n", f);
 		return;
 	}
-	kp_html_table_begin(f, "regions-table", cols, (int)(sizeof(cols) / sizeof(cols[0])));
-	for (i = 0; i < rep->regions.len; i++) {
-		const struct kp_rep_region *r = &rep->regions.data[i];
-
-		fprintf(f, "<tr class=\"region\" data-region=\"%lld\">", (long long)r->id);
-		td_int(f, r->id);
-		td_name(f, r->label, NULL);
-		kp_html_td_str(f, r->source);
-		td_int(f, r->stream_id);
-		td_int(f, r->occurrences);
-		td_int(f, r->kernels);
-		td_dur(f, r->eager_ns);
-		td_dur(f, r->graph_ns_pred);
-		if (r->speedup_pred > 0)
-			kp_html_td_num(f, r->speedup_pred, "%.2fx");
-		else
-			fputs("<td class=\"n\" data-v=\"\">-</td>", f);
-		td_dur(f, r->host_idle_ns);
-		kp_html_td_str(f, r->capturable ? "yes" : "no");
-		fputs("<td>", f);
-		kp_html_esc(f, r->blocker_apis && *r->blocker_apis ? r->blocker_apis
-			    : r->blockers ? r->blockers : "");
-		fputs("</td>", f);
-		td_int(f, r->break_even);
-		fputs("</tr>\n", f);
+	for (i = 0; i < rep->regions.len; i++)
+		total += rep->regions.data[i].family < 0;
+	if (rep->families.len) {
+		fam = &rep->families.data[0];
+		fputs("<p class=\"cap\">Regions of one source whose names differ only in their numbers"
+		      " are one family row when at least 3 share the name (", f);
+		kp_html_esc(f, fam->name);
+		fprintf(f, " stands for %lld regions); open a family for its members. regions.csv keeps"
+			" one row per region, with its family.</p>\n", (long long)fam->members);
 	}
-	kp_html_table_end(f, (long)rep->regions.len, (long)rep->n_regions_total, "regions");
+	kp_html_table_begin(f, "regions-table", cols, (int)(sizeof(cols) / sizeof(cols[0])));
+	for (i = 0; rows < max; rows++) {
+		while (i < rep->regions.len && rep->regions.data[i].family >= 0)
+			i++;
+		fam = fi < rep->families.len ? &rep->families.data[fi] : NULL;
+		if (i < rep->regions.len &&
+		    (!fam || region_total(&rep->regions.data[i]) >= fam->eager_ns)) {
+			region_row(f, &rep->regions.data[i++]);
+		} else if (fam) {
+			family_row(f, rep, (int)fi++, max);
+		} else {
+			break;
+		}
+	}
+	if (rep->families.len)
+		kp_html_table_end(f, (long)rows, (long)total, "rows (regions and families)");
+	else
+		kp_html_table_end(f, (long)rows, (long)rep->n_regions_total, "regions");
 }
 
 static int cmp_count(const void *a, const void *b)

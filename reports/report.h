@@ -8,10 +8,17 @@
  *   kp_report_csv(db, rep, "out/", &err);      kern_sum.csv, api_sum.csv, ...
  *   kp_report_free(rep);
  *
- * Loading reads only aggregates and capped lists (top kernels, regions,
- * fusion candidates, a timeline window), so its cost grows with the number
- * of distinct names and regions, not with the trace; the one exception is
- * gaps.csv, which streams every kp_gaps row of the run.
+ * Loading reads only aggregates, the run's regions and capped lists (top
+ * kernels, fusion candidates, a timeline window), so its cost grows with
+ * the number of distinct names and regions, not with the trace; the one
+ * exception is gaps.csv, which streams every kp_gaps row of the run.
+ *
+ * Region families: regions whose labels differ only in their numbers
+ * ("Layer 0" ... "Layer 11", see common/family.h) and that share a source
+ * form a family; one of at least KP_REP_FAMILY_MIN members is one row of
+ * the HTML regions table (its members listed inside it), and regions.csv
+ * keeps one row per region with the family's name in a last column,
+ * "family" (empty when the region is in no family).
  *
  * A database without analysis results still gives a report (trace summary
  * and timeline); rep->missing then says what is missing and which command
@@ -31,7 +38,7 @@
 
 struct kp_report_opts {
 	int64_t run_id;        /* 0: the newest run */
-	int max_rows;          /* rows per HTML table; 0: 200 */
+	int max_rows;          /* rows per HTML table (and members per family); 0: 200 */
 	int top_kernels;       /* rows of the top-kernel tables; 0: 25 */
 	int timeline_kernels;  /* kernels per stream in the timeline; 0: 400 */
 	int max_streams;       /* streams in the timeline; 0: 8 */
@@ -58,6 +65,25 @@ struct kp_rep_region {
 	double speedup_pred;               /* 0: not predicted */
 	int capturable;
 	int64_t one_time_ns, break_even, extra_mem_bytes, shape_keys, patch_slots;  /* -1: NULL */
+	int family;                        /* index in rep->families; -1: in none */
+	int decision;                      /* enum kp_plan_decision in rep->plan; -1: not planned */
+};
+
+/* Fewest regions that make a family row (fewer are shown one by one). */
+#define KP_REP_FAMILY_MIN 3
+
+/* Regions of one source whose labels have one family name (common/family.h). */
+struct kp_rep_family {
+	const char *name;                  /* "Layer #" */
+	const char *source;                /* the members' kp_regions.source */
+	size_t first;                      /* index in rep->regions of its largest member */
+	int64_t stream_id;                 /* shared by every member; -1: none or several */
+	int64_t members, occurrences, n_capturable;
+	int64_t eager_ns;                  /* summed over members: occurrences x eager_ns */
+	int64_t host_idle_ns;              /* summed: occurrences x host_idle_ns */
+	int64_t gain_ns;                   /* summed kp_rep_region_gain */
+	int64_t decisions[3];              /* members per plan decision (enum kp_plan_decision) */
+	int64_t n_unplanned;               /* members the plan does not name (0 without a plan) */
 };
 
 struct kp_rep_fusion {
@@ -107,8 +133,9 @@ struct kp_report {
 	char missing[256];                 /* "" when analysis results exist */
 	KP_VEC(struct kp_rep_kernel) kernels;    /* by total time, descending */
 	KP_VEC(struct kp_rep_api) apis;          /* by total time, descending */
-	KP_VEC(struct kp_rep_region) regions;    /* by occurrences * eager, descending */
+	KP_VEC(struct kp_rep_region) regions;    /* all of them, by occurrences * eager, descending */
 	int64_t n_regions_total;
+	KP_VEC(struct kp_rep_family) families;   /* >= KP_REP_FAMILY_MIN members, by eager_ns, descending */
 	KP_VEC(struct kp_rep_fusion) fusion;     /* by score, descending */
 	int64_t n_fusion_total;
 	KP_VEC(struct kp_rep_plan) plans;        /* current first, then newest */
@@ -140,10 +167,19 @@ int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err);
 
 /*
  * Write kern_sum.csv, api_sum.csv, gaps.csv, regions.csv, fusion.csv and
- * plan.csv into dir (created when missing). gaps.csv streams from db.
+ * plan.csv into dir (created when missing). gaps.csv streams from db;
+ * regions.csv is the analyzer's (kp_analyze_write_csv) plus the family
+ * column, found through rep->regions.
  */
 int kp_report_csv(struct kp_db *db, const struct kp_report *rep, const char *dir,
 		  struct kp_err *err);
+
+/*
+ * Predicted saving of one region over the run: occurrences x (eager -
+ * graphed) when it is capturable and predicted faster as a CUDA graph,
+ * else 0. The verdict sums it over regions, the family rows over members.
+ */
+int64_t kp_rep_region_gain(const struct kp_rep_region *r);
 
 /* Format ns as a human duration ("412 ns", "3.50 us", "2.25 ms", "1.20 s"). */
 char *kp_fmt_dur(int64_t ns, char *buf, size_t n);

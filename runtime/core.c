@@ -26,7 +26,7 @@
 #include "fusion.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
-enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY };
+enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY, M_WATCH };
 
 #define BACKOFF_BASE 16       /* calls of eager after the first failure, doubled per failure */
 #define THRASH_WINDOW 64      /* region calls per thrash window */
@@ -38,7 +38,17 @@ struct site {
 	uint32_t node;            /* index in entry->nodes */
 	uint32_t off;             /* byte offset in the node's parameter buffer */
 	uint32_t slot;
+	uint32_t size;            /* value sites: the scalar's bytes; 0: a pointer word */
 	uint64_t delta;           /* captured value - captured slot base */
+};
+
+/* One kernel launch of the watched warm-up call, copied (one allocation). */
+struct wlaunch {
+	char *name;
+	uint32_t n_params;
+	uint32_t *off, *size;
+	unsigned char *params;
+	size_t len;
 };
 
 struct region;
@@ -55,6 +65,14 @@ struct entry {
 	uint32_t warm_done, fails;
 	uint32_t captured;        /* successful captures (atomic: read under rt->lock) */
 	uint32_t logged;          /* reasons already logged (bit per reason) */
+	int watched;              /* the warm-up call before the first capture was watched
+				     (or could not be, or needs not be) */
+	int per_thread;           /* stream 0 means the per-thread default stream */
+	struct wlaunch *wl;       /* what the watched call launched, NULL: unknown */
+	size_t n_kernels;         /* kernel nodes of the capture (before fusion) */
+	size_t n_wl;
+	uint64_t w_value[KP_RT_MAX_BINDS];  /* value binds during the watched call */
+	uint32_t w_values;        /* slots with a value bind then */
 	void *graph;
 	void *exec[2];            /* two execs alternate when pointers move (see patch_and_launch) */
 	int cur;                  /* exec launched last */
@@ -64,6 +82,7 @@ struct entry {
 	size_t n_sites;
 	uint32_t slot_mask;       /* slots with sites in kernel nodes */
 	uint32_t memop_mask;      /* slots with words in memcpy/memset nodes */
+	uint32_t value_mask;      /* slots bound as values at capture */
 	uintptr_t cap_base[KP_RT_MAX_BINDS];   /* bases at capture (the graph's params) */
 	uintptr_t base[2][KP_RT_MAX_BINDS];    /* bases each exec's params hold */
 	uint64_t max_delta[KP_RT_MAX_BINDS];
@@ -99,6 +118,8 @@ struct kp_rt {
 	KP_VEC(struct region *) regions;
 	int n_execs;              /* 1 or 2 execs per graph (KPLAN_RT_EXECS) */
 	int key_warmup;           /* KPLAN_RT_KEY_WARMUP=1: warm up every shape key */
+	int watch;                /* watch the last warm-up call (backend can, KPLAN_RT_WATCH) */
+	int watch_logged;         /* "could not check" said once */
 	uint64_t tick;
 	struct kp_rt_stats st;
 	struct kp_rt *next_open;
@@ -117,6 +138,7 @@ static const char *const reason_names[KP_RT_R_COUNT] = {
 	"planned-eager", "warmup", "capture-failed", "fingerprint", "instantiate",
 	"patch", "launch", "cuda-error", "bad-bind", "unpatchable", "key-thrash",
 	"backoff", "gave-up", "verify-mismatch", "nested", "busy", "ambiguous-bind",
+	"would-break-capture", "unbound-change",
 };
 
 KP_RT_API const char *kp_rt_reason_name(int reason)
@@ -195,9 +217,21 @@ static void entry_drop_graph(kp_rt *rt, struct entry *e)
 	e->slot_mask = e->memop_mask = 0;
 }
 
+static void wl_free(struct entry *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->n_wl; i++)
+		free(e->wl[i].off);   /* the block holding all of it */
+	free(e->wl);
+	e->wl = NULL;
+	e->n_wl = 0;
+}
+
 static void entry_free(kp_rt *rt, struct entry *e)
 {
 	entry_drop_graph(rt, e);
+	wl_free(e);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
@@ -378,6 +412,135 @@ static int plan_has_shape(const struct kp_plan_region *pr, uint64_t fp)
 	return 0;
 }
 
+/* The stream the entry's graph is captured on and launched to. */
+static void *stream_of(const struct entry *e)
+{
+	return !e->stream && e->per_thread ? KP__RT_STREAM_PER_THREAD : e->stream;
+}
+
+/*
+ * The region's body cannot be captured or replayed right: eager for the
+ * life of the process, said once (rt->lock not held).
+ */
+static void region_off(kp_rt *rt, struct region *reg, int reason, const char *why)
+{
+	int first;
+
+	pthread_mutex_lock(&rt->lock);
+	first = !reg->static_reason;
+	if (first)
+		reg->static_reason = reason;
+	pthread_mutex_unlock(&rt->lock);
+	if (!first)
+		return;
+	ADD(rt, failures[reason], 1);
+	kp_warn("runtime: region '%s': %s: %s; eager for the life of the process",
+		reg->name, kp_rt_reason_name(reason), why);
+}
+
+static void would_break(kp_rt *rt, struct region *reg, const char *why)
+{
+	region_off(rt, reg, KP_RT_R_WOULD_BREAK, why);
+}
+
+/*
+ * The last warm-up call before a first capture runs eagerly under the
+ * backend's watch (CUPTI callbacks on CUDA): region_end learns whether a
+ * capture would hold the body, before any capture starts. e->lock stays
+ * held until then.
+ */
+static int watch_begin(kp_rt *rt, struct entry *e, kp_region *r, void *stream)
+{
+	int rc = rt->be.watch_begin(rt->be.ctx, stream, 0);
+
+	if (rc) {
+		e->watched = 1;
+		ADD(rt, unwatched, 1);
+		if (!__atomic_exchange_n(&rt->watch_logged, 1, __ATOMIC_RELAXED))
+			kp_warn("runtime: could not check region bodies before capture (another "
+				"CUPTI client, such as a profiler, is attached?); capturing unchecked");
+		pthread_mutex_unlock(&e->lock);
+		return eager(rt, KP_RT_R_WARMUP);
+	}
+	r->entry_ = e;
+	r->mode_ = M_WATCH;
+	r->t0_ = kp_now_ns();
+	return eager(rt, KP_RT_R_WARMUP);
+}
+
+/* Keep a copy of the watched launches (for the capture's argument check). */
+static void wl_keep(struct entry *e, const struct kp__rt_watch *w)
+{
+	size_t i;
+
+	wl_free(e);
+	if (!w->n_launches || !(e->wl = calloc(w->n_launches, sizeof(*e->wl))))
+		return;
+	for (i = 0; i < w->n_launches; i++) {
+		const struct kp__rt_wlaunch *l = &w->launches[i];
+		size_t nl = strlen(l->name ? l->name : "") + 1;
+		size_t ab = (size_t)l->n_params * sizeof(uint32_t);
+		/* one block: offsets, sizes, parameter bytes, name */
+		uint32_t *m = malloc(2 * ab + l->params_len + nl);
+		struct wlaunch *d = &e->wl[i];
+
+		if (!m) {
+			e->n_wl = i;
+			wl_free(e);
+			return;
+		}
+		d->off = m;
+		d->size = m + l->n_params;
+		d->params = (unsigned char *)(d->size + l->n_params);
+		d->name = (char *)d->params + l->params_len;
+		if (ab) {
+			memcpy(d->off, l->param_off, ab);
+			memcpy(d->size, l->param_size, ab);
+		}
+		if (l->params_len)
+			memcpy(d->params, l->params, l->params_len);
+		memcpy(d->name, l->name ? l->name : "", nl);
+		d->n_params = l->n_params;
+		d->len = l->params_len;
+		e->n_wl = i + 1;
+	}
+}
+
+static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
+{
+	struct kp__rt_watch w;
+	int i;
+
+	memset(&w, 0, sizeof(w));
+	rt->be.watch_end(rt->be.ctx, &w);
+	e->watched = 1;
+	ADD(rt, watched, 1);
+	ADD(rt, watch_ns, kp_now_ns() - r->t0_);
+	if (w.res.verdict > 0) {
+		char buf[512];
+
+		snprintf(buf, sizeof(buf), "%s", w.res.msg[0] ? w.res.msg : w.res.call);
+		would_break(rt, e->reg, buf);
+		return;
+	}
+	if (w.res.verdict < 0) {
+		ADD(rt, unwatched, 1);
+		if (!__atomic_exchange_n(&rt->watch_logged, 1, __ATOMIC_RELAXED))
+			kp_warn("runtime: region '%s': %s; capturing unchecked", e->reg->name,
+				w.res.msg[0] ? w.res.msg : "could not check");
+		return;
+	}
+	e->per_thread = w.per_thread;
+	wl_keep(e, &w);
+	e->w_values = 0;
+	for (i = 0; i < r->n_binds_; i++) {
+		if (r->bind_[i].flags & KP_RT_BIND_VALUE) {
+			e->w_values |= 1u << i;
+			e->w_value[i] = r->bind_[i].value;
+		}
+	}
+}
+
 /*
  * Every region call is a named range for tracing tools (the backend's
  * range_push/pop: NVTX on CUDA), whatever the runtime decides: recording a
@@ -388,7 +551,7 @@ KP_RT_API int kp_rt_region_begin(kp_rt *rt, kp_region *r, const char *name,
 {
 	r->ranged_ = rt && rt->be.range_push;
 	if (r->ranged_)
-		rt->be.range_push(rt->be.ctx, name ? name : "");
+		rt->be.range_push(rt->be.ctx, name ? name : "", 1);
 	return region_begin(rt, r, name, shape_key, stream);
 }
 
@@ -455,17 +618,22 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 		 * An eager warm-up call would also drain the GPU's queue, so the
 		 * capture's host time would be GPU idle time.
 		 */
-		struct entry *x;
-		int warm = 0;
+		struct entry *x, *warm = NULL;
 
-		for (x = reg->entries; x && !rt->key_warmup && !warm; x = x->next)
-			warm = x->stream == stream && __atomic_load_n(&x->captured, __ATOMIC_RELAXED);
+		for (x = reg->entries; x && !rt->key_warmup && !warm; x = x->next) {
+			if (x->stream == stream && __atomic_load_n(&x->captured, __ATOMIC_RELAXED))
+				warm = x;
+		}
 		if (!(e = entry_new(rt, reg, shape_key, stream))) {
 			pthread_mutex_unlock(&rt->lock);
 			return eager(rt, KP_RT_R_CUDA);
 		}
-		if (warm)
+		if (warm) {
+			/* the body was watched and captured on this stream */
 			e->warm_done = reg->warmup;
+			e->watched = 1;
+			e->per_thread = warm->per_thread;
+		}
 	}
 	e->last_use = ++rt->tick;
 	if (pthread_mutex_trylock(&e->lock)) {
@@ -497,11 +665,25 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 		/* capture now */
 		__attribute__((fallthrough));
 	case S_WARMUP:
-		if (e->warm_done < reg->warmup) {
+		if (!rt->watch)
+			e->watched = 1;
+		if (e->warm_done < reg->warmup || !e->watched) {
 			e->warm_done++;
+			if (e->warm_done >= reg->warmup && !e->watched)
+				return watch_begin(rt, e, r, stream);
 			pthread_mutex_unlock(&e->lock);
 			return eager(rt, KP_RT_R_WARMUP);
 		}
+		if (!stream && !e->per_thread) {
+			/* cudaStreamBeginCapture refuses the legacy stream */
+			pthread_mutex_unlock(&e->lock);
+			would_break(rt, reg, "the region runs on the legacy default stream (stream 0), "
+				    "which cannot be captured: pass a stream you created, or compile "
+				    "with --default-stream per-thread");
+			return eager(rt, KP_RT_R_WOULD_BREAK);
+		}
+		stream = stream_of(e);
+		r->stream_ = stream;
 		rc = rt->be.capture_begin(rt->be.ctx, stream);
 		if (rc) {
 			fail_rc(rt, e, KP_RT_R_CUDA, "stream capture begin", rc);
@@ -515,6 +697,7 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 		return 1;
 	default: /* S_READY */
 		r->entry_ = e;
+		r->stream_ = stream_of(e);
 		if (e->verify_left > 0) {
 			r->mode_ = M_VERIFY;
 			return 1;
@@ -542,10 +725,37 @@ KP_RT_API int kp_rt_bind(kp_rt *rt, kp_region *r, int slot, const void *base,
 	}
 	r->bind_[slot].base = base;
 	r->bind_[slot].size = size;
-	r->bind_[slot].flags = flags;
+	r->bind_[slot].flags = flags & ~(unsigned)KP_RT_BIND_VALUE;
+	r->bind_[slot].value = 0;
 	if (slot >= r->n_binds_)
 		r->n_binds_ = slot + 1;
 	return 0;
+}
+
+KP_RT_API int kp_rt_bind_value(kp_rt *rt, kp_region *r, int slot, const void *value,
+			       size_t size)
+{
+	int rc;
+
+	if (!value || size < 1 || size > 8)
+		return KP_EINVAL;
+	if ((rc = kp_rt_bind(rt, r, slot, NULL, size, 0)) || !rt)
+		return rc;
+	r->bind_[slot].flags = KP_RT_BIND_VALUE;
+	memcpy(&r->bind_[slot].value, value, size);
+	return 0;
+}
+
+static int is_value(const kp_region *r, int slot)
+{
+	return (r->bind_[slot].flags & KP_RT_BIND_VALUE) != 0;
+}
+
+/* What a slot's "base" is for moves: the address, or the scalar's bytes. */
+static uintptr_t bind_key(const kp_region *r, int slot)
+{
+	return is_value(r, slot) ? (uintptr_t)r->bind_[slot].value
+				 : (uintptr_t)r->bind_[slot].base;
 }
 
 /*
@@ -560,7 +770,7 @@ static int slot_of(const kp_region *r, uint64_t v)
 		uintptr_t b = (uintptr_t)r->bind_[i].base;
 		size_t n = r->bind_[i].size;
 
-		if (!n || v < b || v - b >= n)
+		if (!n || is_value(r, i) || v < b || v - b >= n)
 			continue;
 		if (best < 0 || n < r->bind_[best].size)
 			best = i;
@@ -568,7 +778,8 @@ static int slot_of(const kp_region *r, uint64_t v)
 	for (i = 0; best >= 0 && i < r->n_binds_; i++) {
 		/* v is where another bound buffer starts too: a slice at its
 		 * buffer's start, or one buffer bound twice */
-		if (i != best && r->bind_[i].size && v == (uintptr_t)r->bind_[i].base)
+		if (i != best && r->bind_[i].size && !is_value(r, i) &&
+		    v == (uintptr_t)r->bind_[i].base)
 			return -2;
 	}
 	return best;
@@ -583,30 +794,116 @@ static void bind_overlaps(const kp_region *r, uint32_t mask, uint16_t *ov)
 	for (a = 0; a < KP_RT_MAX_BINDS && a < r->n_binds_; a++) {
 		uintptr_t a0 = (uintptr_t)r->bind_[a].base, a1 = a0 + r->bind_[a].size;
 
-		if (!(mask & (1u << a)))
+		if (!(mask & (1u << a)) || is_value(r, a))
 			continue;
 		for (b = a + 1; b < KP_RT_MAX_BINDS && b < r->n_binds_; b++) {
 			uintptr_t b0 = (uintptr_t)r->bind_[b].base, b1 = b0 + r->bind_[b].size;
 
-			if ((mask & (1u << b)) && a0 < b1 && b0 < a1)
+			if ((mask & (1u << b)) && !is_value(r, b) && a0 < b1 && b0 < a1)
 				ov[a] |= (uint16_t)(1u << b);
 		}
 	}
 }
 
-/* Find the patch sites: every aligned 8-byte word of every parameter. */
+/* 1 when the plan lists (kernel k, byte offset off) as a scalar patch. */
+static int plan_scalar_at(const struct kp_plan_region *pr, uint32_t k, uint32_t off)
+{
+	size_t i;
+
+	for (i = 0; i < pr->n_patches; i++) {
+		if (pr->patches[i].scalar && pr->patches[i].kernel == k &&
+		    pr->patches[i].offset == off)
+			return 1;
+	}
+	return 0;
+}
+
+static int plan_scalars(const struct kp_plan_region *pr)
+{
+	size_t i;
+
+	for (i = 0; i < pr->n_patches; i++) {
+		if (pr->patches[i].scalar)
+			return 1;
+	}
+	return 0;
+}
+
+/* The watched launch k when it is the same kernel as node nd, else NULL. */
+static const struct wlaunch *watched_as(const struct entry *e, size_t k,
+					const struct kp__rt_node *nd)
+{
+	const struct wlaunch *w;
+
+	if (k >= e->n_wl || e->n_wl != e->n_kernels)
+		return NULL;
+	w = &e->wl[k];
+	if (strcmp(w->name, nd->name) || w->n_params != nd->n_params)
+		return NULL;
+	return w;
+}
+
+/*
+ * 1 when value slot s is parameter j of kernel node nd (the k-th kernel):
+ * same size, same bytes at capture; where the plan lists scalar patches,
+ * only at those; where the watched call launched the same kernel, it held
+ * the value bound then too.
+ */
+static int value_site(const struct entry *e, const kp_region *r, int s, size_t k,
+		      const struct kp__rt_node *nd, uint32_t j)
+{
+	const struct kp_plan_region *pr = e->reg->plan;
+	uint32_t off = nd->param_off[j], n = nd->param_size[j];
+	const struct wlaunch *w;
+
+	if (n != r->bind_[s].size || (size_t)off + n > nd->params_len ||
+	    memcmp(nd->params + off, &r->bind_[s].value, n))
+		return 0;
+	if (plan_scalars(pr))
+		return plan_scalar_at(pr, (uint32_t)k, off);
+	w = watched_as(e, k, nd);
+	if (w && (e->w_values & (1u << s)) && w->off[j] == off && w->size[j] == n &&
+	    (size_t)off + n <= w->len && memcmp(w->params + off, &e->w_value[s], n))
+		return 0;
+	return 1;
+}
+
+/*
+ * Find the patch sites: every aligned 8-byte word of every parameter that
+ * points into a bound buffer, and every parameter holding a bound value.
+ * 0, 1 (ambiguous pointer), KP_ENOMEM.
+ */
 static int find_sites(struct entry *e, const kp_region *r)
 {
 	KP_VEC(struct site) v = KP_VEC_INIT;
-	size_t i;
+	size_t i, k = 0;
 	uint32_t j, w;
 
 	for (i = 0; i < e->n_nodes; i++) {
 		const struct kp__rt_node *nd = &e->nodes[i];
+		int kern = nd->kind == KP__RT_NODE_KERNEL;
 
 		if (nd->kind == KP__RT_NODE_OTHER)
 			continue;
 		for (j = 0; j < nd->n_params; j++) {
+			int s2;
+
+			for (s2 = 0; kern && s2 < r->n_binds_; s2++) {
+				struct site s;
+
+				if (!is_value(r, s2) || !value_site(e, r, s2, k, nd, j))
+					continue;
+				s.node = (uint32_t)i;
+				s.off = nd->param_off[j];
+				s.slot = (uint32_t)s2;
+				s.size = nd->param_size[j];
+				s.delta = 0;
+				e->slot_mask |= 1u << s2;
+				if (kp_vec_push(&v, s)) {
+					kp_vec_release(&v);
+					return KP_ENOMEM;
+				}
+			}
 			uint32_t off = nd->param_off[j], end = off + nd->param_size[j];
 
 			if (end > nd->params_len)
@@ -631,6 +928,7 @@ static int find_sites(struct entry *e, const kp_region *r)
 				s.node = (uint32_t)i;
 				s.off = w;
 				s.slot = (uint32_t)slot;
+				s.size = 0;
 				s.delta = val - (uintptr_t)r->bind_[slot].base;
 				if (s.delta > e->max_delta[slot])
 					e->max_delta[slot] = s.delta;
@@ -641,6 +939,7 @@ static int find_sites(struct entry *e, const kp_region *r)
 				}
 			}
 		}
+		k += kern;
 	}
 	e->sites = v.data;
 	e->n_sites = v.len;
@@ -652,8 +951,96 @@ static void take_bases(struct entry *e, const kp_region *r)
 	int i;
 
 	for (i = 0; i < KP_RT_MAX_BINDS; i++)
-		e->cap_base[i] = e->base[0][i] = i < r->n_binds_ ? (uintptr_t)r->bind_[i].base : 0;
+		e->cap_base[i] = e->base[0][i] = i < r->n_binds_ ? bind_key(r, i) : 0;
 	e->cur = 0;
+}
+
+/* 1 when v lies in a buffer the graph allocates itself (cudaMallocAsync). */
+static int in_graph_alloc(const struct entry *e, uint64_t v)
+{
+	size_t i;
+
+	for (i = 0; i < e->n_nodes; i++) {
+		const struct kp__rt_node *nd = &e->nodes[i];
+
+		if (nd->alloc_size && v >= nd->alloc_ptr && v - nd->alloc_ptr < nd->alloc_size)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * 1 when parameter j of kernel node nd may differ from one call to the
+ * next without harm: a bound pointer (or a pointer into the graph's own
+ * allocation), or a bound value of that size holding those bytes.
+ */
+static int arg_covered(const struct entry *e, const kp_region *r,
+		       const struct kp__rt_node *nd, uint32_t j)
+{
+	uint32_t off = nd->param_off[j], n = nd->param_size[j], w;
+	int s;
+
+	for (s = 0; s < r->n_binds_; s++) {
+		if (is_value(r, s) && r->bind_[s].size == n &&
+		    !memcmp(nd->params + off, &r->bind_[s].value, n))
+			return 1;
+	}
+	if (n < 8)
+		return 0;
+	for (w = off; w + 8 <= off + n; w += 8) {
+		uint64_t v;
+
+		memcpy(&v, nd->params + w, 8);
+		if (slot_of(r, v) == -1 && !in_graph_alloc(e, v))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Compare the captured kernels' arguments with the watched warm-up call's:
+ * an argument that changed and that no bind covers (a seed or a step passed
+ * by value, a buffer that moves unbound) would be stale in every replay.
+ * Also every scalar the plan lists must be bound. 0, or 1 with why filled.
+ */
+static int check_args(const struct entry *e, const kp_region *r, char *why, size_t n_why)
+{
+	const struct kp_plan_region *pr = e->reg->plan;
+	size_t i, k = 0;
+	uint32_t j;
+
+	for (i = 0; i < e->n_nodes; i++) {
+		const struct kp__rt_node *nd = &e->nodes[i];
+		const struct wlaunch *w;
+
+		if (nd->kind != KP__RT_NODE_KERNEL)
+			continue;
+		for (j = 0; j < nd->n_params; j++) {
+			uint32_t off = nd->param_off[j], n = nd->param_size[j];
+
+			if ((size_t)off + n > nd->params_len)
+				continue;
+			if (plan_scalar_at(pr, (uint32_t)k, off) && !arg_covered(e, r, nd, j)) {
+				snprintf(why, n_why, "kernel %zu (%s) argument %u is a scalar that "
+					 "changes between calls (plan) and no kp_rt_bind_value "
+					 "covers it", k, nd->name, j);
+				return 1;
+			}
+			w = watched_as(e, k, nd);
+			if (!w || w->off[j] != off || w->size[j] != n || (size_t)off + n > w->len ||
+			    !memcmp(w->params + off, nd->params + off, n))
+				continue;
+			if (!arg_covered(e, r, nd, j)) {
+				snprintf(why, n_why, "kernel %zu (%s) argument %u (%u bytes) differs "
+					 "between the warm-up call and the capture and no bind covers "
+					 "it: bind it (kp_rt_bind for a buffer, kp_rt_bind_value for a "
+					 "value)", k, nd->name, j, n);
+				return 1;
+			}
+		}
+		k++;
+	}
+	return 0;
 }
 
 static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
@@ -695,8 +1082,30 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 			 (unsigned long long)pr->fingerprint);
 		return fail(rt, e, KP_RT_R_FINGERPRINT, buf);
 	}
-	/* fusion hook (runtime/fusion.c): planned chains -> fused kernel nodes */
-	rc = kp__rt_fusion_apply(rt->fusion, e->reg->name, e->graph, e->nodes, e->n_nodes);
+	e->n_kernels = n_kernels;
+	e->value_mask = 0;
+	for (i = 0; i < (size_t)r->n_binds_; i++)
+		e->value_mask |= (uint32_t)is_value(r, (int)i) << i;
+	{
+		char why[512];
+
+		if (check_args(e, r, why, sizeof(why))) {
+			entry_drop_graph(rt, e);
+			e->state = S_DISABLED;
+			region_off(rt, e->reg, KP_RT_R_UNBOUND_CHANGE, why);
+			return 1;
+		}
+	}
+	/*
+	 * fusion hook (runtime/fusion.c): planned chains -> fused kernel
+	 * nodes. The generator specialises a chain's scalars into the fused
+	 * code, so a region whose scalars change per call is not fused.
+	 */
+	if (e->value_mask || plan_scalars(pr))
+		rc = 0;
+	else
+		rc = kp__rt_fusion_apply(rt->fusion, e->reg->name, e->graph, e->nodes,
+					 e->n_nodes);
 	e->fused = rc > 0;
 	if (rc < 0)
 		return fail(rt, e, KP_RT_R_CUDA, "a fusion graph edit failed half way");
@@ -753,7 +1162,7 @@ static uint32_t moved_slots(const kp_region *r, const uintptr_t *base, uint32_t 
 	int s;
 
 	for (s = 0; s < KP_RT_MAX_BINDS && mask >> s; s++) {
-		if (mask & (1u << s) && (uintptr_t)r->bind_[s].base != base[s])
+		if (mask & (1u << s) && bind_key(r, s) != base[s])
 			moved |= 1u << s;
 	}
 	return moved;
@@ -767,7 +1176,7 @@ static uint32_t moved_slots(const kp_region *r, const uintptr_t *base, uint32_t 
  */
 static int patch_exec(kp_rt *rt, struct entry *e, kp_region *r, int k, uint32_t moved)
 {
-	size_t i, words = 0, nodes = 0;
+	size_t i, words = 0, values = 0, nodes = 0;
 	int s, rc;
 
 	for (i = 0; i < e->n_sites; i++) {
@@ -780,6 +1189,12 @@ static int patch_exec(kp_rt *rt, struct entry *e, kp_region *r, int k, uint32_t 
 
 		if (!e->dirty[st->node])
 			continue;
+		if (st->size) {
+			memcpy(e->nodes[st->node].params + st->off, &r->bind_[st->slot].value,
+			       st->size);
+			values++;
+			continue;
+		}
 		v = (uintptr_t)r->bind_[st->slot].base + st->delta;
 		memcpy(e->nodes[st->node].params + st->off, &v, 8);
 		words++;
@@ -797,9 +1212,10 @@ static int patch_exec(kp_rt *rt, struct entry *e, kp_region *r, int k, uint32_t 
 	}
 	for (s = 0; s < KP_RT_MAX_BINDS; s++) {
 		if (moved & (1u << s))
-			e->base[k][s] = (uintptr_t)r->bind_[s].base;
+			e->base[k][s] = bind_key(r, s);
 	}
 	ADD(rt, patched_words, words);
+	ADD(rt, patched_values, values);
 	ADD(rt, patched_nodes, nodes);
 	return 0;
 }
@@ -823,7 +1239,10 @@ static int patch_and_launch(kp_rt *rt, struct entry *e, kp_region *r)
 			continue;
 		if (s >= r->n_binds_ || !r->bind_[s].size)
 			return fail(rt, e, KP_RT_R_BIND, "a slot the graph uses was not bound");
-		if ((uintptr_t)r->bind_[s].base == e->cap_base[s])
+		if (is_value(r, s) != !!(e->value_mask & (1u << s)))
+			return fail(rt, e, KP_RT_R_BIND, "a slot bound as a value at capture is "
+				    "bound as a buffer now, or the other way round");
+		if (bind_key(r, s) == e->cap_base[s] || is_value(r, s))
 			continue;
 		if (e->memop_mask & (1u << s))
 			return fail(rt, e, KP_RT_R_UNPATCHABLE,
@@ -961,6 +1380,9 @@ static int region_end(kp_rt *rt, kp_region *r)
 		ADD(rt, eager, 1);
 		rc = verify(rt, e, r);
 		break;
+	case M_WATCH:
+		watch_end(rt, e, r);
+		break;
 	default:
 		break;
 	}
@@ -1020,6 +1442,8 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		rt->n_execs = 2;
 	if (!(rt->opt.flags & KP_RT_NO_ENV))
 		rt->key_warmup = env_int("KPLAN_RT_KEY_WARMUP", 0);
+	rt->watch = be->watch_begin && be->watch_end &&
+		    ((rt->opt.flags & KP_RT_NO_ENV) || env_int("KPLAN_RT_WATCH", 1));
 	pthread_mutex_init(&rt->lock, NULL);
 	kp_strmap_init(&rt->names);
 
@@ -1124,6 +1548,10 @@ KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
 		(unsigned long long)st.evictions, (unsigned long long)st.verified,
 		(unsigned long long)st.graphs, (unsigned long long)st.graph_nodes,
 		(long long)st.graph_mem_bytes);
+	fprintf(f, "kplan-rt: watched %llu\nkplan-rt: unwatched %llu\nkplan-rt: watch_ns %lld\n"
+		"kplan-rt: patched_values %llu\n", (unsigned long long)st.watched,
+		(unsigned long long)st.unwatched, (long long)st.watch_ns,
+		(unsigned long long)st.patched_values);
 	for (i = 1; i < KP_RT_R_COUNT; i++) {
 		if (st.eager_by_reason[i])
 			fprintf(f, "kplan-rt: eager.%s %llu\n", kp_rt_reason_name(i),
@@ -1178,6 +1606,86 @@ KP_RT_API void kp_rt_close(kp_rt *rt)
 	if (rt->be.destroy)
 		rt->be.destroy(rt->be.ctx);
 	free(rt);
+}
+
+/* ---------------------------------------------------------------------- */
+/* for callers that capture by other means (the PyTorch package) */
+
+KP_RT_API int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region_info *info)
+{
+	const struct kp_plan_region *pr;
+	size_t i;
+
+	if (!name || !info)
+		return -1;
+	memset(info, 0, sizeof(*info));
+	if (!rt || !rt->plan || rt->global_reason || !(pr = kp_plan_find(rt->plan, name)))
+		return 1;
+	info->decision = pr->decision;
+	info->warmup = rt->opt.warmup >= 0 ? rt->opt.warmup : (int)pr->warmup;
+	info->kernels = pr->kernels;
+	info->n_patches = (uint32_t)pr->n_patches;
+	for (i = 0; i < pr->n_patches; i++)
+		info->n_scalar_patches += pr->patches[i].scalar != 0;
+	info->fingerprint = pr->fingerprint;
+	snprintf(info->reason, sizeof(info->reason), "%s", kp_plan_reason_name(pr->reason) ?
+		 kp_plan_reason_name(pr->reason) : "?");
+	return 0;
+}
+
+KP_RT_API void kp_rt_range_push(kp_rt *rt, const char *name, int kind)
+{
+	if (rt && rt->be.range_push)
+		rt->be.range_push(rt->be.ctx, name ? name : "", kind);
+}
+
+KP_RT_API void kp_rt_range_pop(kp_rt *rt)
+{
+	if (rt && rt->be.range_pop)
+		rt->be.range_pop(rt->be.ctx);
+}
+
+/* One public watch at a time; its launches are not kept (no entry). */
+static pthread_mutex_t pub_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int pub_watching;
+
+KP_RT_API int kp_rt_watch_begin(kp_rt *rt, void *stream, unsigned flags)
+{
+	int rc;
+
+	if (!rt || !rt->be.watch_begin || !rt->be.watch_end)
+		return -1;
+	pthread_mutex_lock(&pub_watch_lock);
+	rc = rt->be.watch_begin(rt->be.ctx, stream, flags);
+	if (rc) {
+		pthread_mutex_unlock(&pub_watch_lock);
+		ADD(rt, unwatched, 1);
+		return -1;
+	}
+	pub_watching = 1;
+	return 0;   /* pub_watch_lock held until kp_rt_watch_end */
+}
+
+KP_RT_API int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res)
+{
+	struct kp__rt_watch w;
+
+	memset(&w, 0, sizeof(w));
+	if (!rt || !pub_watching) {
+		if (res) {
+			memset(res, 0, sizeof(*res));
+			res->verdict = -1;
+			snprintf(res->msg, sizeof(res->msg), "could not check: no watch running");
+		}
+		return -1;
+	}
+	rt->be.watch_end(rt->be.ctx, &w);
+	pub_watching = 0;
+	pthread_mutex_unlock(&pub_watch_lock);
+	ADD(rt, watched, 1);
+	if (res)
+		*res = w.res;
+	return w.res.verdict;
 }
 
 /* Print the counters of handles never closed (KPLAN_RT_STATS=1). */

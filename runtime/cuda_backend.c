@@ -17,6 +17,7 @@
  * instead of one per captured node.
  */
 #include "rt_internal.h"
+#include "watch.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ struct cuda_ctx {
 	pthread_mutex_t lock;         /* guards fn and layouts */
 	struct kp_u64map fn;          /* CUkernel or CUfunction -> index in layouts */
 	KP_VEC(struct layout *) layouts;
+	struct kp__rt_watcher *watch; /* watch.c's state (its launches) */
 };
 
 /* the graph this thread enumerated last, and whether it allocates */
@@ -83,6 +85,7 @@ static struct {
 	__typeof__(&cuGraphGetNodes) GraphGetNodes;
 	__typeof__(&cuGraphNodeGetType) GraphNodeGetType;
 	__typeof__(&cuGraphExecKernelNodeSetParams) GraphExecKernelNodeSetParams;
+	__typeof__(&cuGraphMemAllocNodeGetParams) GraphMemAllocNodeGetParams;
 } drvapi;
 
 static int drvapi_load(void)
@@ -106,6 +109,7 @@ static int drvapi_load(void)
 	LOAD(cuGraphGetNodes, GraphGetNodes)
 	LOAD(cuGraphNodeGetType, GraphNodeGetType)
 	LOAD(cuGraphExecKernelNodeSetParams, GraphExecKernelNodeSetParams)
+	LOAD(cuGraphMemAllocNodeGetParams, GraphMemAllocNodeGetParams)
 #undef LOAD
 	return 0;
 }
@@ -150,8 +154,13 @@ static int cb_device(void *ctx, struct kp__rt_device *dev)
 
 static int cb_capture_begin(void *ctx, void *stream)
 {
+	int rc;
+
 	(void)ctx;
-	return cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal);
+	rc = cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal);
+	if (rc)
+		cudaGetLastError();   /* the application must never see our error */
+	return rc;
 }
 
 static int cb_capture_end(void *ctx, void *stream, void **graph)
@@ -316,6 +325,22 @@ static int get_layout(struct cuda_ctx *cx, void *handle, int kern, const struct 
 	return rc;
 }
 
+/* The layout of a kernel for watch.c (a view of the cached one). */
+int kp__rt_cuda_layout(void *ctx, void *handle, int kern, struct kp__rt_layout_view *out)
+{
+	const struct layout *ly;
+	int rc = get_layout(ctx, handle, kern, &ly);
+
+	if (!rc) {
+		out->name = ly->name;
+		out->n_params = ly->n;
+		out->off = ly->off;
+		out->size = ly->size;
+		out->len = ly->len;
+	}
+	return rc;
+}
+
 static int read_kernel(struct cuda_ctx *cx, CUgraphNode node, struct kp__rt_node *out)
 {
 	struct cnode *c = calloc(1, sizeof(*c));
@@ -436,8 +461,16 @@ static int cb_nodes(void *ctx, void *graph, struct kp__rt_node **out, size_t *n_
 		nodes[i].name = "";
 		if ((rc = drv(drvapi.GraphNodeGetType(hs[i], &t))))
 			goto out;
-		if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+			CUDA_MEM_ALLOC_NODE_PARAMS ap;
+
 			alloc = 1;
+			memset(&ap, 0, sizeof(ap));
+			if (!drvapi.GraphMemAllocNodeGetParams(hs[i], &ap)) {
+				nodes[i].alloc_ptr = (uint64_t)ap.dptr;
+				nodes[i].alloc_size = (uint64_t)ap.bytesize;
+			}
+		}
 		if (t == CU_GRAPH_NODE_TYPE_KERNEL)
 			rc = read_kernel(ctx, hs[i], &nodes[i]);
 		else if (t == CU_GRAPH_NODE_TYPE_MEMSET || t == CU_GRAPH_NODE_TYPE_MEMCPY)
@@ -583,6 +616,18 @@ static int64_t cb_graph_mem(void *ctx)
 	return (int64_t)v;
 }
 
+static int cb_watch_begin(void *ctx, void *stream, unsigned flags)
+{
+	struct cuda_ctx *cx = ctx;
+
+	return kp__rt_watch_begin(&cx->watch, cx, stream, flags);
+}
+
+static int cb_watch_end(void *ctx, struct kp__rt_watch *w)
+{
+	return kp__rt_watch_end(((struct cuda_ctx *)ctx)->watch, w);
+}
+
 static void cb_destroy(void *ctx)
 {
 	struct cuda_ctx *cx = ctx;
@@ -590,6 +635,7 @@ static void cb_destroy(void *ctx)
 
 	if (!cx)
 		return;
+	kp__rt_watch_free(cx->watch);
 	for (i = 0; i < cx->layouts.len; i++)
 		layout_free(cx->layouts.data[i]);
 	kp_vec_release(&cx->layouts);
@@ -598,17 +644,43 @@ static void cb_destroy(void *ctx)
 	free(cx);
 }
 
-/* NVTX ranges cost a few ns when no tool is attached (NVTX v3, header-only). */
-static void cb_range_push(void *ctx, const char *name)
+/*
+ * NVTX ranges cost a few ns when no tool is attached (NVTX v3, header-only).
+ * They go in the runtime's own domain, "kplan", so that the analyzer can tell
+ * regions the runtime will be asked about from the application's other
+ * ranges; the category says who captures (1: this library on the region's
+ * stream, 2: a language binding).
+ */
+static nvtxDomainHandle_t kplan_domain(void)
 {
+	static nvtxDomainHandle_t dom;
+	nvtxDomainHandle_t d = __atomic_load_n(&dom, __ATOMIC_ACQUIRE);
+
+	if (!d) {
+		d = nvtxDomainCreateA("kplan");
+		__atomic_store_n(&dom, d, __ATOMIC_RELEASE);
+	}
+	return d;
+}
+
+static void cb_range_push(void *ctx, const char *name, int kind)
+{
+	nvtxEventAttributes_t a;
+
 	(void)ctx;
-	nvtxRangePushA(name);
+	memset(&a, 0, sizeof(a));
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.category = (uint32_t)(kind > 0 ? kind : 1);
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = name;
+	nvtxDomainRangePushEx(kplan_domain(), &a);
 }
 
 static void cb_range_pop(void *ctx)
 {
 	(void)ctx;
-	nvtxRangePop();
+	nvtxDomainRangePop(kplan_domain());
 }
 
 int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err)
@@ -652,6 +724,8 @@ int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err)
 	be->strerror = cb_strerror;
 	be->range_push = cb_range_push;
 	be->range_pop = cb_range_pop;
+	be->watch_begin = cb_watch_begin;
+	be->watch_end = cb_watch_end;
 	return 0;
 }
 

@@ -6,10 +6,10 @@
 # tests/unit/test_runtime.c drives it with a fake backend.
 
 RT_SRC := runtime/core.c runtime/cuda_backend.c planner/planfile.c $(wildcard common/*.c) \
-	runtime/fusion.c runtime/fusion_cuda.c
+	runtime/fusion.c runtime/fusion_cuda.c runtime/watch.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
-RT_LIBS := -L$(CUDA_LIBDIR) -lcudart -lpthread
+RT_LIBS := -L$(CUDA_LIBDIR) -lcudart -lpthread -ldl
 ALL_OBJ += $(RT_PIC_OBJ)
 
 RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o $(BUILD)/obj/runtime/fusion.o
@@ -22,6 +22,11 @@ $(BUILD)/obj-pic/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(quiet) CC-PIC $@
 	$(Q)$(CC) $(RT_CFLAGS) -c -o $@ $<
+
+# watch.c: CUPTI headers for types only; libcupti is dlopen'ed (found under
+# CUDA_HOME when not on the loader's path), never linked
+$(BUILD)/obj-pic/runtime/watch.o: RT_CFLAGS += -DKP_CUDA_HOME='"$(CUDA_HOME)"' \
+	$(addprefix -I,$(wildcard $(CUDA_HOME)/extras/CUPTI/include))
 
 $(BUILD)/lib/libkplanrt.so: $(RT_PIC_OBJ)
 	@mkdir -p $(dir $@)
@@ -44,3 +49,25 @@ $(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu analyzer/cost.h
 
 .PHONY: runtime
 runtime: $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a $(BUILD)/bin/kplan-calibrate
+
+# The watch's GPU check (tests/gpu/watch_check.sh; needs a GPU to run, not to
+# build): each case runs a body under kp_rt_watch_begin/end and under the
+# backend's own hooks, whose recorded launches it checks: so it links
+# libkplanrt.a (the internal symbols are hidden in the .so). Shared cudart,
+# as in the examples.
+$(BUILD)/bin/kplan-watch-check: tests/gpu/watch_check.cu include/kplan/runtime.h runtime/rt_internal.h \
+		$(BUILD)/lib/libkplanrt.a
+	@mkdir -p $(dir $@)
+	$(quiet) NVCC $@
+	$(Q)$(NVCC) -O2 -std=c++17 -arch=sm_90 -I. -Iinclude -Xcompiler -Wall -cudart shared -o $@ $< \
+		$(BUILD)/lib/libkplanrt.a -ldl -lpthread \
+		-Xlinker -rpath,$(CUDA_LIBDIR)
+
+# Built with the runtime (so `make gpu-build` has it); `make watch-check`
+# builds it and kplan-mkplan (for the plan the script writes), and
+# `make gpu-check-watch` runs it.
+runtime: $(BUILD)/bin/kplan-watch-check
+.PHONY: watch-check gpu-check-watch
+watch-check: $(BUILD)/bin/kplan-watch-check $(BUILD)/bin/kplan-mkplan
+gpu-check-watch: watch-check
+	bash tests/gpu/watch_check.sh $(BUILD) $(BUILD)/gpu-check/watch

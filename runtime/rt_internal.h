@@ -42,6 +42,36 @@ struct kp__rt_node {
 	const uint32_t *param_off, *param_size;
 	unsigned char *params;    /* parameter buffer */
 	size_t params_len;
+	/* KP__RT_NODE_OTHER memory-allocation nodes: the graph's own buffer
+	 * [alloc_ptr, alloc_ptr + alloc_size) (0 for other nodes) */
+	uint64_t alloc_ptr, alloc_size;
+};
+
+/* cudaStreamPerThread, for a CUDA-free core */
+#define KP__RT_STREAM_PER_THREAD ((void *)0x2)
+
+/*
+ * One kernel launch a watch saw on the capture stream (or a stream forked
+ * from it), in launch order; params laid out like struct kp__rt_node's.
+ */
+struct kp__rt_wlaunch {
+	const char *name;         /* mangled kernel name */
+	uint32_t n_params;
+	const uint32_t *param_off, *param_size;
+	const unsigned char *params;
+	size_t params_len;
+};
+
+/* What a watched call did (watch_end). */
+struct kp__rt_watch {
+	struct kp_rt_watch_result res;  /* verdict, offending call, kernel, message */
+	int per_thread;           /* the body launched on the per-thread default
+				     stream (compiled --default-stream per-thread,
+				     or cudaStreamPerThread): a stream 0 given to
+				     the runtime means that stream */
+	size_t n_launches;
+	const struct kp__rt_wlaunch *launches;  /* owned by the backend, valid
+				     until the next watch_begin or destroy */
 };
 
 /* Device identity for the plan's hard and soft keys. */
@@ -87,8 +117,18 @@ struct kp__rt_backend {
 	 * (NVTX on CUDA), so that `kplan record` of a run through the runtime
 	 * finds the regions under the names the plan will use.
 	 */
-	void (*range_push)(void *ctx, const char *name);
+	void (*range_push)(void *ctx, const char *name, int kind);
 	void (*range_pop)(void *ctx);
+	/*
+	 * Optional (may be NULL: nothing is checked): watch the calling
+	 * thread's CUDA calls between watch_begin and watch_end (one eager
+	 * call of a region body, before its first capture). watch_begin
+	 * returns 0 when watching, nonzero when it cannot (another CUPTI
+	 * client); watch_end then fills w->res.verdict = -1. See struct
+	 * kp__rt_watch.
+	 */
+	int (*watch_begin)(void *ctx, void *stream, unsigned flags);
+	int (*watch_end)(void *ctx, struct kp__rt_watch *w);
 	void (*destroy)(void *ctx);
 	/* Optional: the fused kernels' ops (runtime/fusion.h); NULL: CUDA's
 	 * (NVRTC), when linked in. A test's fake backend gives its own. */

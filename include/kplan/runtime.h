@@ -73,6 +73,10 @@
  *   KPLAN_RT_KEY_WARMUP=1 warm up every new shape key eagerly (default: a new
  *                        key of a region that already captured on that stream
  *                        captures on its first call)
+ *   KPLAN_RT_WATCH=0     do not watch the last warm-up call before a first
+ *                        capture (default: watch it with CUPTI callbacks; a
+ *                        region whose body cannot be captured then stays
+ *                        eager, reason would-break-capture)
  *   KPLAN_LOG=info|debug more log lines (default: warnings only)
  *
  * Each region call is also an NVTX range named after the region, so that
@@ -145,6 +149,14 @@ enum kp_rt_reason {
 	KP_RT_R_AMBIGUOUS,        /* "ambiguous-bind": at capture a pointer was the base of one
 				     bound range and inside another (a slice at its buffer's
 				     start): capture is retried on the next call */
+	KP_RT_R_WOULD_BREAK,      /* "would-break-capture": the watched warm-up call did
+				     something a capture cannot hold (a sync, an allocation,
+				     a launch on another stream...): eager for good, no
+				     capture is ever started */
+	KP_RT_R_UNBOUND_CHANGE,   /* "unbound-change": a kernel argument differed between the
+				     watched call and the capture and no bind covers it (a
+				     seed or step passed by value): a replay would reuse a
+				     stale value, so the region stays eager */
 	KP_RT_R_COUNT
 };
 
@@ -166,11 +178,17 @@ struct kp_rt_stats {
 	int64_t replay_host_ns;   /* KP_RT_TIMING: host time in begin+end of replays */
 	int64_t replay_launch_ns; /* KP_RT_TIMING: part of it inside cudaGraphLaunch */
 	int64_t replay_patch_ns;  /* KP_RT_TIMING: part of it patching parameters */
+	uint64_t watched;         /* warm-up calls watched before a first capture */
+	uint64_t unwatched;       /* first captures that could not be checked (another
+				     CUPTI client, KPLAN_RT_WATCH=0) */
+	int64_t watch_ns;         /* host time spent in watched calls (body included) */
+	uint64_t patched_values;  /* scalar words rewritten (kp_rt_bind_value) */
 };
 
 /* Flags of kp_rt_bind. */
 enum kp_rt_bind_flags {
 	KP_RT_BIND_OUTPUT = 1 << 0,  /* compared against eager in verify mode */
+	KP_RT_BIND_VALUE = 1 << 1,   /* set by kp_rt_bind_value: the slot is a scalar */
 };
 
 #define KP_RT_MAX_BINDS 16
@@ -190,6 +208,7 @@ typedef struct kp_region {
 		const void *base;
 		size_t size;
 		unsigned flags;
+		uint64_t value;   /* KP_RT_BIND_VALUE: the value's bytes, zero-padded */
 	} bind_[KP_RT_MAX_BINDS];
 } kp_region;
 
@@ -235,6 +254,19 @@ int kp_rt_bind(kp_rt *rt, kp_region *r, int slot, const void *base,
 	       size_t size, unsigned flags);
 
 /*
+ * Declare that slot holds a scalar kernel argument passed by value whose
+ * value may change from call to call (a random seed, a step counter, a
+ * learning rate): size bytes (1..8) at value, copied. At capture the
+ * runtime finds the kernel parameters of exactly that size holding exactly
+ * those bytes (restricted to the plan's `patch ... scalar` lines when it
+ * has them, and confirmed against the watched warm-up call); at replay it
+ * rewrites them with the call's value, like a moved pointer. Same calling
+ * rules as kp_rt_bind. Returns 0, or -1 (EINVAL) for a bad slot or size.
+ */
+int kp_rt_bind_value(kp_rt *rt, kp_region *r, int slot, const void *value,
+		     size_t size);
+
+/*
  * Leave the region: finish the capture (verify, instantiate, launch) or
  * patch and launch the graph, or nothing for an eager call. Returns 0 when
  * the region's work is enqueued, 1 when the body must run again (begin
@@ -257,6 +289,62 @@ const char *kp_rt_reason_name(int reason);
  * is thread-local and valid until the next runtime call of this thread.
  */
 const char *kp_rt_last_error(void);
+
+/* What the plan says about one region (kp_rt_region_plan). */
+struct kp_rt_region_info {
+	int decision;             /* 0 eager, 1 graph, 2 split */
+	int warmup;               /* eager calls before capture */
+	uint32_t kernels;         /* kernels per occurrence */
+	uint32_t n_patches;       /* patch lines (pointer and scalar) */
+	uint32_t n_scalar_patches;/* of which scalars passed by value */
+	uint64_t fingerprint;     /* hash of the kernel signature sequence */
+	char reason[64];          /* the plan's reason token ("launch-bound") */
+};
+
+/*
+ * Look region `name` up in the open plan. Returns 0 and fills *info when
+ * the plan has it, 1 when it does not (or there is no plan, or the plan does
+ * not apply on this GPU: then every region is eager), -1 for bad arguments.
+ * For callers that capture by other means (the PyTorch package).
+ */
+int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region_info *info);
+
+/*
+ * Open / close a named range in NVTX domain "kplan" (the runtime's own
+ * domain: `kplan analyze` plans only regions found there). kind: 1 for a
+ * region the C API captures on its stream, 2 for a region captured by a
+ * language binding (PyTorch). kp_rt_region_begin/end do this themselves.
+ * No-ops without a CUDA backend. rt may be NULL.
+ */
+void kp_rt_range_push(kp_rt *rt, const char *name, int kind);
+void kp_rt_range_pop(kp_rt *rt);
+
+/* Flags of kp_rt_watch_begin. */
+enum kp_rt_watch_flags {
+	KP_RT_WATCH_ALLOW_ALLOC = 1 << 0, /* allocations are not blockers (a caching
+					     allocator that captures into a pool) */
+};
+
+/* Verdict of one watched call. */
+struct kp_rt_watch_result {
+	int verdict;              /* 0 capturable, 1 would break, -1 could not check */
+	char call[64];            /* the offending API call ("cudaStreamSynchronize") */
+	char kernel[160];         /* the last kernel launched before it ("" when none) */
+	char msg[320];            /* one line: what, which stream, the fix */
+};
+
+/*
+ * Watch what the calling thread does between begin and end (one eager call
+ * of a region body) and tell whether a stream capture on `stream` would
+ * hold it: every launch and copy on stream or on a stream forked from it
+ * and joined back, no synchronisation, query, allocation or pageable copy.
+ * Uses CUPTI callbacks inside the process; only one CUPTI client can be
+ * attached, so with a profiler attached the verdict is -1 (could not check).
+ * begin returns 0 when watching, -1 when it cannot (end then reports -1).
+ * One watch at a time per process: a second begin waits for the first end.
+ */
+int kp_rt_watch_begin(kp_rt *rt, void *stream, unsigned flags);
+int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res);
 
 /* The region-marking names of ARCHITECTURE.md, as inline aliases. */
 static inline int kp_region_begin(kp_rt *rt, kp_region *r, const char *name,

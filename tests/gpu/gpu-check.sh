@@ -9,6 +9,7 @@
 #   pipeline   tests/gpu/pipeline_check.sh   (record -> analyze -> plan -> runtime)
 #   fusion     tests/gpu/fusion_check.sh     (when present)
 #   stress     tests/gpu/stress_check.sh     (when present)
+#   corpus     tests/gpu/corpus_check.sh     (real-style programs: record -> plan -> apply vs eager)
 # and prints one line per part, then each part's table. Exit 1 if any failed.
 # GPU_CHECK_ONLY="runtime pipeline" runs a subset.
 set -u
@@ -20,8 +21,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 2
 fi
 nvidia-smi -L | tee "$O/device.txt"
-parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress"}
-declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120)
+parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus"}
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120 [corpus]=360)
 summary=$O/summary.txt
 : >"$summary"
 fail=0

@@ -18,6 +18,7 @@
 #include "analyzer/internal.h"
 #include "common/hash.h"
 #include "db/writer.h"
+#include "planner/planner.h"
 #include "testutil.h"
 
 #define EW "void at::native::vectorized_elementwise_kernel<4, add>(int)"
@@ -312,7 +313,7 @@ static void test_blocker_stream_sync(void) { check_blocker("cuStreamSynchronize"
 static void test_blocker_copy(void) { check_blocker("cudaMemcpy", "blocking_copy", 1); }
 static void test_blocker_malloc(void) { check_blocker("cudaMalloc", "malloc", 1); }
 static void test_blocker_free(void) { check_blocker("cudaFree", "free", 1); }
-static void test_blocker_hostfn(void) { check_blocker("cudaLaunchHostFunc", "host_callback", 1); }
+static void test_blocker_memset(void) { check_blocker("cudaMemset", "blocking_copy", 1); }
 static void test_blocker_callback(void) { check_blocker("cudaStreamAddCallback", "host_callback", 1); }
 static void test_blocker_event(void) { check_blocker("cudaStreamWaitEvent", "cross_stream_event", 1); }
 static void test_not_blockers(void)
@@ -320,6 +321,8 @@ static void test_not_blockers(void)
 	check_blocker("cudaMallocAsync", NULL, 0);
 	check_blocker("cudaFreeAsync", NULL, 0);
 	check_blocker("cudaGetDevice", NULL, 0);
+	check_blocker("cudaMemsetAsync", NULL, 0);
+	check_blocker("cudaLaunchHostFunc", NULL, 0);   /* a host node */
 }
 
 static void test_fork_join(void)
@@ -896,7 +899,269 @@ static void test_cli_usage(void)
 				   kp_test_path("missing.db")), 2);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* runtime regions (libkplanrt's NVTX domain) and what a plan must know */
+
+/* Domain 1 is "kplan"; occurrence k of region "step" is [k*100us, +50us). */
+static void rt_range(struct tl *t, const char *label, int64_t start, int64_t end)
+{
+	struct kp_err err = {0};
+	struct kp_nvtx_rec n = { .start = start, .end = end, .event_type = KP_NVTX_PUSHPOP,
+				 .text = label, .global_tid = 1, .domain_id = 1, .category = 1 };
+	CU_ASSERT_EQUAL(kp_writer_nvtx(&t->w, &n, &err), 0);
+}
+
+static void rt_domain(struct tl *t)
+{
+	struct kp_err err = {0};
+	struct kp_nvtx_rec d = { .start = 0, .end = -1, .event_type = 75, .text = "kplan",
+				 .global_tid = 1, .domain_id = 1 };
+	CU_ASSERT_EQUAL(kp_writer_nvtx(&t->w, &d, &err), 0);
+}
+
+/* n_occ runtime occurrences of 4 kernels on stream 13; node `odd` (if >= 0)
+ * on stream odd_stream instead. */
+static void rt_fixture(struct tl *t, int n_occ, int odd, uint32_t odd_stream)
+{
+	rt_domain(t);
+	for (int k = 0; k < n_occ; k++) {
+		int64_t T = (int64_t)k * 100000;
+		rt_range(t, "step", T, T + 50000);
+		for (int i = 0; i < 4; i++)
+			tl_kernel(t, i % 2 ? EW2 : EW, i == odd ? odd_stream : 13,
+				  T + 1000 * (i + 1), T + 10000 + 2000 * i, 1500);
+	}
+}
+
+/* cudaStreamWaitEvent at t making `stream` wait (its synchronization row). */
+static void tl_wait(struct tl *t, int64_t at, uint32_t stream, uint32_t corr)
+{
+	struct kp_err err = {0};
+	struct kp_sync_rec sy = { .start = at, .end = at + 50, .stream_id = stream,
+				  .correlation_id = corr, .sync_type = 2 };
+	tl_api(t, "cudaStreamWaitEvent", at, 100, corr);
+	CU_ASSERT_EQUAL(kp_writer_sync(&t->w, &sy, &err), 0);
+}
+
+static void test_rt_legacy_fatal(void)
+{
+	struct tl t;
+
+	tl_open(&t, "rt_legacy.db");
+	rt_fixture(&t, 3, 2, KP_LEGACY_STREAM_ID);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE label = 'step' AND "
+			  "source = 'runtime' AND capturable = 0"), 1);
+	/* one row per occurrence naming the kernel, both streams and the fix */
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'legacy_stream' "
+			  "AND fatal = 1 AND position = 2 AND detail LIKE 'node 2 (%%add%%) runs on "
+			  "the legacy default stream (stream 7) while the region runs on stream 13: "
+			  "launch it on stream 13'"), 3);
+	/* a runtime region is entered whole: never split */
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE parentId IS NOT NULL"), 0);
+	tl_close(&t);
+}
+
+static void test_rt_side_stream(void)
+{
+	for (int join = 0; join < 2; join++) {
+		struct tl t;
+
+		tl_open(&t, join ? "rt_side_join.db" : "rt_side.db");
+		rt_fixture(&t, 3, 2, 14);
+		for (int k = 0; k < 3; k++) {
+			int64_t T = (int64_t)k * 100000;
+			tl_api(&t, "cudaEventRecord", T + 2500, 100, 9000 + 4 * k);
+			tl_wait(&t, T + 2700, 14, 9001 + 4 * k);       /* fork */
+			if (join) {
+				tl_api(&t, "cudaEventRecord", T + 3500, 100, 9002 + 4 * k);
+				tl_wait(&t, T + 3700, 13, 9003 + 4 * k);  /* join */
+			}
+		}
+		CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+		CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'step'"), join);
+		CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE fatal = 1 AND "
+				  "detail LIKE 'stream 14 %%never joined back%%'"), join ? 0 : 3);
+		tl_close(&t);
+	}
+	/* a side stream that is never forked */
+	struct tl t;
+
+	tl_open(&t, "rt_unforked.db");
+	rt_fixture(&t, 3, 1, 14);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	/* no wait rows at all: the trace cannot tell, a runtime region is fatal */
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 0);
+	tl_close(&t);
+}
+
+/* In a runtime region a sync before the first launch is inside the capture. */
+static void test_rt_edge_fatal(void)
+{
+	struct tl t;
+
+	tl_open(&t, "rt_edge.db");
+	rt_fixture(&t, 3, -1, 0);
+	tl_api(&t, "cudaStreamSynchronize", 100000 + 500, 100, 9999);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'sync' AND fatal = 1 "
+			  "AND position = 0 AND detail LIKE 'before node 0%%move the synchron%%'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 0);
+	tl_close(&t);
+}
+
+static struct kp_plan *plan_of(struct tl *t, int regions)
+{
+	struct kp_planner_opts o;
+	struct kp_err err = {0};
+	struct kp_plan *p;
+
+	kp_planner_opts_init(&o);
+	o.cc_major = 9;
+	o.cc_minor = 0;
+	o.cuda_major = 13;
+	o.regions = regions;
+	o.min_gain = 0;
+	p = kp_planner_run(t->db, &o, &err);
+	if (!p)
+		fprintf(stderr, "plan: %s\n", err.msg);
+	return p;
+}
+
+/* A malloc in the first two occurrences only: warm-up covers it. */
+static void test_rt_warmup_only(void)
+{
+	struct tl t;
+	struct kp_plan *p;
+	const struct kp_plan_region *r;
+
+	tl_open(&t, "rt_warm.db");
+	rt_fixture(&t, 8, -1, 0);
+	tl_api(&t, "cudaMalloc", 2500, 100, 9998);
+	tl_api(&t, "cudaMalloc", 100000 + 2500, 100, 9999);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'malloc' AND fatal = 2"), 2);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 1);
+	p = plan_of(&t, KP_PLANNER_REGIONS_AUTO);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	r = kp_plan_find(p, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(r->decision, KP_PLAN_GRAPH);
+	CU_ASSERT_EQUAL(r->warmup, 3);   /* calls 0, 1 eager, call 2 watched, 3 captured */
+	kp_plan_free(p);
+	tl_close(&t);
+
+	/* in the last occurrences too: fatal, planned eager naming the call */
+	tl_open(&t, "rt_warm_late.db");
+	rt_fixture(&t, 8, -1, 0);
+	tl_api(&t, "cudaMalloc", 2500, 100, 9998);
+	tl_api(&t, "cudaMalloc", 700000 + 2500, 100, 9999);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'malloc' AND fatal = 1"), 2);
+	p = plan_of(&t, KP_PLANNER_REGIONS_AUTO);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	r = kp_plan_find(p, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(r->decision, KP_PLAN_EAGER);
+	CU_ASSERT_EQUAL(r->reason, KP_PLAN_R_BLOCKER);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r->reason_text, "malloc x2 (cudaMalloc)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r->reason_text, "allocate once before the region"));
+	kp_plan_free(p);
+	tl_close(&t);
+}
+
+/* Plans hold runtime regions; the application's own ranges only on request. */
+static void test_rt_plan_regions(void)
+{
+	struct tl t;
+	struct kp_plan *p;
+	struct kp_strbuf notes = KP_STRBUF_INIT;
+
+	tl_open(&t, "rt_select.db");
+	rt_fixture(&t, 6, -1, 0);
+	for (int k = 0; k < 6; k++)
+		tl_nvtx(&t, "Layer 0", (int64_t)k * 100000, (int64_t)k * 100000 + 20000);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_regions WHERE source = 'nvtx'"), 1);
+	p = plan_of(&t, KP_PLANNER_REGIONS_AUTO);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_EQUAL(p->n_regions, 1);
+	CU_ASSERT_PTR_NOT_NULL(kp_plan_find(p, "step"));
+	CU_ASSERT_EQUAL(p->args_checked, 0);
+	kp_plan_free(p);
+	p = plan_of(&t, KP_PLANNER_REGIONS_ALL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_EQUAL(p->n_regions, 2);
+	kp_plan_free(p);
+	/* the notes say what was left out and that scalars were not checked */
+	{
+		struct kp_planner_opts o;
+		struct kp_err err = {0};
+
+		kp_planner_opts_init(&o);
+		o.cc_major = 9;
+		o.cc_minor = 0;
+		o.cuda_major = 13;
+		o.notes = &notes;
+		p = kp_planner_run(t.db, &o, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+		CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "1 regions from the application's own"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "scalars passed by value were not checked"));
+		kp_plan_free(p);
+		kp_strbuf_release(&notes);
+	}
+	tl_close(&t);
+}
+
+/* A seed (8 bytes, small) and a learning rate (4 bytes) that change. */
+static void test_scalar_slots(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+	struct kp_plan *p;
+	const struct kp_plan_region *r;
+	char sql[256];
+
+	tl_open(&t, "scalar.db");
+	rt_fixture(&t, 6, -1, 0);
+	for (int k = 0; k < 6; k++) {
+		tl_arg(&t, 1 + 4 * k, 0, 0x7f1000000000LL);      /* stable pointer */
+		tl_arg(&t, 1 + 4 * k, 1, 1234 + k);              /* seed */
+		snprintf(sql, sizeof(sql), "INSERT INTO kp_launch_args VALUES (%lld, %d, 2, 4, %d)",
+			 (long long)t.run, 1 + 4 * k, 1065353216 - k * 1000);  /* lr */
+		CU_ASSERT_EQUAL(kp_db_exec(t.db, sql, &err), 0);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT patch_slots FROM kp_regions WHERE label = 'step'"), 2);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'patch_slot' AND "
+			  "detail LIKE '%%scalar changes in 5 of 5 occurrences: a replay would "
+			  "reuse%%kp_rt_bind_value'"), 2);
+	p = plan_of(&t, KP_PLANNER_REGIONS_AUTO);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_EQUAL(p->args_checked, 1);
+	r = kp_plan_find(p, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL_FATAL(r->n_patches, 2);
+	CU_ASSERT_EQUAL(r->patches[0].param, 1);
+	CU_ASSERT_EQUAL(r->patches[0].offset, 8);
+	CU_ASSERT_EQUAL(r->patches[0].scalar, 1);
+	CU_ASSERT_EQUAL(r->patches[1].param, 2);
+	CU_ASSERT_EQUAL(r->patches[1].offset, 16);
+	CU_ASSERT_EQUAL(r->patches[1].size, 4);
+	CU_ASSERT_EQUAL(r->patches[1].scalar, 1);
+	kp_plan_free(p);
+	tl_close(&t);
+}
+
 CU_TestInfo kp_tests_analyzer[] = {
+	{ "runtime region: legacy-stream launch is fatal", test_rt_legacy_fatal },
+	{ "runtime region: side streams forked and joined", test_rt_side_stream },
+	{ "runtime region: a sync before the first launch is fatal", test_rt_edge_fatal },
+	{ "runtime region: blockers in warm-up only", test_rt_warmup_only },
+	{ "plan: runtime regions only by default", test_rt_plan_regions },
+	{ "scalar arguments that change", test_scalar_slots },
+	{ "blocker: synchronous memset", test_blocker_memset },
 	{ "gaps: host-bound vs device-side", test_gaps },
 	{ "gaps: largest kept under --gap-rows", test_gap_rows_cap },
 	{ "regions from nvtx ranges", test_nvtx_region },
@@ -905,7 +1170,6 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "blocker: blocking copy", test_blocker_copy },
 	{ "blocker: malloc", test_blocker_malloc },
 	{ "blocker: free", test_blocker_free },
-	{ "blocker: host func", test_blocker_hostfn },
 	{ "blocker: stream callback", test_blocker_callback },
 	{ "blocker: cross-stream event", test_blocker_event },
 	{ "blocker: pageable copy", test_blocker_pageable },

@@ -1,9 +1,10 @@
-/* test_common.c - common/: errors, strbuf, vec, arena, hash map. */
+/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families. */
 #include <string.h>
 #include <CUnit/CUnit.h>
 
 #include "common/arena.h"
 #include "common/err.h"
+#include "common/family.h"
 #include "common/hash.h"
 #include "common/kname.h"
 #include "common/strbuf.h"
@@ -155,8 +156,57 @@ static void test_kname(void)
 	CU_ASSERT_EQUAL(KP_FP_INIT, KP_HASH_SEED);
 }
 
+static void test_family(void)
+{
+	static const struct { const char *name, *family; } cases[] = {
+		{ "Layer 3", "Layer #" },
+		{ "Layer 11", "Layer #" },
+		{ "Generation step 12", "Generation step #" },
+		{ "block.3.attn", "block.#.attn" },
+		{ "decoder_layer_7", "decoder_layer_#" },
+		{ "h.0.mlp/c_fc:2", "h.#.mlp/c_fc:#" },
+		{ "step[0:5]", "step[#:#]" },
+		{ "iter (12)", "iter (#)" },
+		{ "rank-3-of-8", "rank-#-of-#" },
+		{ "#4", "##" },
+		{ "42", "#" },
+		{ "007 agent", "# agent" },
+		{ "1.25", "#.#" },
+		/* digits glued to letters are part of a word */
+		{ "fp16_gemm", "fp16_gemm" },
+		{ "conv2d", "conv2d" },
+		{ "sm90_xmma", "sm90_xmma" },
+		{ "2d_conv 3", "2d_conv #" },
+		{ "layer3", "layer3" },
+		{ "mined:s7:p12", "mined:s7:p12" },
+		/* separators outside the list do not make a number */
+		{ "step 1, rank 0", "step 1, rank #" },
+		{ "step", "step" },
+		{ "", "" },
+	};
+	char out[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		kp_region_family(cases[i].name, out, sizeof(out));
+		if (strcmp(out, cases[i].family))
+			fprintf(stderr, "\nfamily(%s) = %s, want %s\n", cases[i].name, out,
+				cases[i].family);
+		CU_ASSERT_STRING_EQUAL(out, cases[i].family);
+		CU_ASSERT(strlen(out) <= strlen(cases[i].name));
+	}
+	/* truncation keeps a terminated string; n = 0 writes nothing */
+	CU_ASSERT_STRING_EQUAL(kp_region_family("Layer 12", out, 4), "Lay");
+	CU_ASSERT_STRING_EQUAL(kp_region_family("Layer 12", out, 8), "Layer #");
+	CU_ASSERT_STRING_EQUAL(kp_region_family("ab 12", out, 4), "ab ");
+	out[0] = 'x';
+	kp_region_family("Layer 1", out, 0);
+	CU_ASSERT_EQUAL(out[0], 'x');
+}
+
 CU_TestInfo kp_tests_common[] = {
 	{ "kname", test_kname },
+	{ "region family", test_family },
 	{ "err", test_err },
 	{ "strbuf", test_strbuf },
 	{ "vec", test_vec },

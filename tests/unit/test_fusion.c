@@ -500,6 +500,260 @@ static void test_gen_feasibility(void)
 }
 
 /* ---------------------------------------------------------------------- */
+/* numerics: which fused kernels give the chain's bits */
+
+static const char numerics_cat[] =
+	"kernel mul\nmatch mul\nparam 0 x f32*\nparam 1 y f32*\nparam 2 s f32\nrows 1\ncols 64\n"
+	"out y[i] = x[i] * s\nend\n"
+	"kernel addf\nmatch addf\nparam 0 x f32*\nparam 1 y f32*\nparam 2 s f32\nrows 1\ncols 64\n"
+	"out y[i] = x[i] + s\nend\n"
+	"kernel add\nmatch add\nparam 0 y f32*\nparam 1 w f32*\nparam 2 z f32*\nrows 1\ncols 64\n"
+	"out z[i] = y[i] + w[i]\nend\n"
+	"kernel gel\nmatch gel\nparam 0 x f32*\nparam 1 y f32*\nrows 1\ncols 64\n"
+	"out y[i] = gelu_tanh(x[i])\nend\n"
+	"kernel mx\nmatch mx\nparam 0 x f32*\nparam 1 y f32*\nrows 1\ncols 64\n"
+	"reduce m max x[i]\nout y[i] = x[i] - m\nend\n"
+	"kernel mul16\nmatch mul16\nparam 0 x f16*\nparam 1 y f16*\nparam 2 s f32\nrows 1\ncols 64\n"
+	"out y[i] = x[i] * s\nend\n"
+	"kernel add16\nmatch add16\nparam 0 y f16*\nparam 1 w f16*\nparam 2 z f16*\nrows 1\ncols 64\n"
+	"out z[i] = y[i] + w[i]\nend\n"
+	"kernel sm16\nmatch sm16\nparam 0 x f16*\nrows 1\ncols 64\n"
+	"reduce m max x[i]\nreduce s sum expf(x[i] - m)\nout x[i] = expf(x[i] - m) / s\nend\n"
+	"kernel cpy\nmatch cpy\nparam 0 x f32*\nparam 1 y f32*\nrows 1\ncols 64\nout y[i] = x[i]\nend\n"
+	"kernel scl\nmatch scl\nparam 0 y f32*\nparam 1 z f32*\nrows 1\ncols 64\n"
+	"out z[i] = y[i] * 2.0f > 1.0f ? fmaxf(y[i], 0.0f) : y[i] / 3.0f\nend\n"
+	"kernel lsum\nmatch lsum\nparam 0 y f32*\nparam 1 z f32*\nrows 1\ncols 64\nlayout 64 1\n"
+	"reduce s sum y[i]\nout z[i] = s\nend\n";
+
+/* Generate the chain of catalog kernels a, b[, c] (by name) and return its numerics. */
+static int chain_numerics3(const struct kp_fx_catalog *cat, const char *a, const char *b,
+			   const char *c, const char *const *args, double *tol, char *why, size_t n)
+{
+	const struct kp_fx_kernel *chain[3] = { by_name(cat, a), by_name(cat, b),
+						c ? by_name(cat, c) : NULL };
+	size_t len = c ? 3 : 2;
+	struct kp_fx_group g;
+	struct kp_err err = {0};
+	int exact;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(chain[0]);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(chain[1]);
+	CU_ASSERT_FATAL(!c || chain[2]);
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate_spec(chain, args, len, &g, &err), 0);
+	exact = kp_fx_numerics(&g, tol, why, n);
+	/* kp_fx_generate recorded the same */
+	CU_ASSERT(g.exact == exact && g.tolerance == *tol && !strcmp(g.why, why));
+	CU_ASSERT(exact ? *tol == 0 && !why[0] : *tol > 0 && why[0]);
+	kp_fx_group_release(&g);
+	return exact;
+}
+
+static int chain_numerics(const struct kp_fx_catalog *cat, const char *a, const char *b,
+			  const char *const *args, double *tol, char *why, size_t n)
+{
+	return chain_numerics3(cat, a, b, NULL, args, tol, why, n);
+}
+
+static void test_numerics(void)
+{
+	struct kp_err err = {0};
+	struct kp_fx_catalog *own = kp_fx_catalog_parse(numerics_cat, sizeof(numerics_cat) - 1, "n", &err);
+	struct kp_fx_catalog *cat = shipped();
+	const struct kp_fx_kernel *chain[8];
+	struct kp_fx_group g;
+	char why[160], a0[64], a1[64];
+	const char *args[2] = { a0, a1 };
+	double tol;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(own);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	/* elementwise, sums handed on: exact */
+	CU_ASSERT_EQUAL(chain_numerics(own, "addf", "add", NULL, &tol, why, sizeof(why)), 1);
+	/* a product handed on in a register may become an FMA with the add */
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul", "add", NULL, &tol, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(tol, KP_FX_TOL_F32);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "'mul' passes a product to 'add' in a register: FMA"));
+	CU_ASSERT_EQUAL(chain_numerics(own, "gel", "add", NULL, &tol, why, sizeof(why)), 0);
+	/* ... also through a copy; a product stored as it is, multiplied, compared,
+	 * divided or through fmaxf cannot contract */
+	CU_ASSERT_EQUAL(chain_numerics3(own, "mul", "cpy", "add", NULL, &tol, why, sizeof(why)), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "'mul' passes a product to 'add'"));
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul", "cpy", NULL, &tol, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(chain_numerics3(own, "gel", "cpy", "scl", NULL, &tol, why, sizeof(why)), 1);
+	/* a sum in the kernel's own order adds the product: an FMA again */
+	CU_ASSERT_EQUAL(chain_numerics(own, "addf", "lsum", NULL, &tol, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul", "lsum", NULL, &tol, why, sizeof(why)), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "'mul' passes a product to 'lsum'"));
+	/* ... unless the trace shows the tensors differ: then it goes through memory */
+	snprintf(a0, sizeof(a0), "0000001000000000:0000002000000000:00000040");
+	snprintf(a1, sizeof(a1), "0000003000000000:0000004000000000:0000005000000000");
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul", "add", args, &tol, why, sizeof(why)), 1);
+	snprintf(a1, sizeof(a1), "0000002000000000:0000004000000000:0000005000000000");
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul", "add", args, &tol, why, sizeof(why)), 0);
+	/* f16 stores round through inline PTX: never an FMA across kernels */
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul16", "add16", NULL, &tol, why, sizeof(why)), 1);
+	/* max does not depend on the order */
+	CU_ASSERT_EQUAL(chain_numerics(own, "addf", "mx", NULL, &tol, why, sizeof(why)), 1);
+	/* a sum without the kernel's layout: tolerant, f16 outputs looser */
+	CU_ASSERT_EQUAL(chain_numerics(own, "mul16", "sm16", NULL, &tol, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(tol, KP_FX_TOL_F16);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "'sm16' sums its sum 's' in another order"));
+	/* mlp's layer norm (f32, no layout) */
+	CU_ASSERT_EQUAL(chain_numerics(cat, "mlp_bias_residual", "layernorm", NULL, &tol, why,
+				       sizeof(why)), 0);
+	CU_ASSERT_EQUAL(tol, KP_FX_TOL_F32);
+	CU_ASSERT_STRING_EQUAL(why, "'layernorm' sums its mean 'mean' in another order than the "
+			       "kernel: no layout in the catalog");
+	/* tests/gpu/fusion_ew's chain (the gelu's product is copied out) and
+	 * decode's (f16, layouts: the kernels' own order) */
+	chain[0] = by_name(cat, "mlp_copy");
+	chain[1] = by_name(cat, "mlp_bias_residual");
+	chain[2] = by_name(cat, "mlp_bias_gelu");
+	chain[3] = by_name(cat, "mlp_copy");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 4, &g, &err), 0);
+	CU_ASSERT(g.exact && g.tolerance == 0 && g.fwd_from < 0);
+	kp_fx_group_release(&g);
+	CU_ASSERT_EQUAL(chain_numerics(cat, "decode_ew", "decode_layernorm", NULL, &tol, why,
+				       sizeof(why)), 1);
+	chain[0] = by_name(cat, "decode_attn_scale");
+	chain[1] = by_name(cat, "decode_attn_mask");
+	chain[2] = by_name(cat, "decode_softmax");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 3, &g, &err), 0);
+	CU_ASSERT(g.exact);
+	kp_fx_group_release(&g);
+	for (i = 0; i < 8; i++)
+		chain[i] = by_name(cat, "decode_ew");
+	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 8, &g, &err), 0);
+	CU_ASSERT(g.exact);
+	kp_fx_group_release(&g);
+	kp_fx_catalog_free(own);
+	kp_fx_catalog_free(cat);
+}
+
+/* A plan's fused groups: one exact, one tolerant, one not generated (zeroed). */
+static struct kp_plan *numerics_plan(void)
+{
+	static const char *const names[] = {
+		"_Z8copy_f32PfPKfi -> _Z13bias_residualPfPKfS1_ii",
+		"_Z13bias_residualPfPKfS1_ii -> _Z9layernormPKfPfS0_S0_i",
+		"x -> y",
+	};
+	struct kp_plan *p = kp_plan_new();
+	size_t i;
+
+	p->cc_major = 9;
+	p->cuda_major = 13;
+	p->gpu_name = strdup("");
+	p->tool_version = strdup("t");
+	p->source_kind = strdup("synthetic");
+	p->date = strdup("");
+	p->n_regions = 1;
+	p->regions = calloc(1, sizeof(*p->regions));
+	p->regions[0].label = strdup("mlp.forward");
+	p->regions[0].decision = KP_PLAN_GRAPH;
+	p->regions[0].reason = KP_PLAN_R_LAUNCH_BOUND;
+	p->regions[0].reason_text = strdup("");
+	p->regions[0].kernels = 8;
+	p->regions[0].shape_keys = 1;
+	p->n_fusions = 3;
+	p->fusions = calloc(3, sizeof(*p->fusions));
+	for (i = 0; i < 3; i++) {
+		p->fusions[i].id = (uint32_t)(i + 1);
+		p->fusions[i].region = strdup("mlp.forward");
+		p->fusions[i].first_kernel = (uint32_t)(2 * i);
+		p->fusions[i].kernels = 2;
+		p->fusions[i].names = strdup(names[i]);
+		p->fusions[i].gain_ns = 5000;
+	}
+	return p;
+}
+
+static void test_numerics_plan(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_plan *p, *q;
+	struct kp_fx_plan_stats st;
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	char *notes = NULL;
+	size_t n_notes = 0;
+	FILE *note;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	/* keep everything: numerics on the groups, and through the plan file */
+	p = numerics_plan();
+	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.generated, 2);
+	CU_ASSERT(p->fusions[0].source && p->fusions[0].exact && p->fusions[0].tolerance == 0);
+	CU_ASSERT(p->fusions[1].source && !p->fusions[1].exact);
+	CU_ASSERT_EQUAL(p->fusions[1].tolerance, KP_FX_TOL_F32);
+	CU_ASSERT(p->fusions[1].inexact_why && strstr(p->fusions[1].inexact_why, "'layernorm'"));
+	CU_ASSERT(!p->fusions[2].source && !p->fusions[2].exact);   /* not set */
+	CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &text, &err), 0);
+	q = kp_plan_parse(text.buf, text.len, "n.kplan", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+	CU_ASSERT(q->fusions[0].exact && q->fusions[0].tolerance == 0);
+	CU_ASSERT(!q->fusions[1].exact && q->fusions[1].tolerance == KP_FX_TOL_F32);
+	CU_ASSERT(q->fusions[2].exact);
+	CU_ASSERT_PTR_NULL(q->fusions[1].inexact_why);   /* not in the file */
+	/* --fusion exact on a plan read back: the tolerant group goes, named */
+	note = open_memstream(&notes, &n_notes);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(note);
+	CU_ASSERT_EQUAL(kp_fx_plan_filter(q, KP_FX_KEEP_TOLERANT, note), 0);
+	CU_ASSERT_EQUAL(kp_fx_plan_filter(q, KP_FX_KEEP_EXACT, note), 1);
+	fclose(note);
+	CU_ASSERT_EQUAL_FATAL(q->n_fusions, 2);
+	CU_ASSERT(q->fusions[0].id == 1 && q->fusions[1].id == 3);
+	CU_ASSERT_STRING_EQUAL(notes, "fusion group 2 (_Z13bias_residualPfPKfS1_ii -> "
+			       "_Z9layernormPKfPfS0_S0_i) dropped: not bit-exact (tolerance 1e-05); "
+			       "use --fusion tolerant\n");
+	free(notes);
+	kp_plan_free(q);
+	/* on the plan just generated: the reason the generator found */
+	note = open_memstream(&notes, &n_notes);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(note);
+	CU_ASSERT_EQUAL(kp_fx_plan_filter(p, KP_FX_KEEP_EXACT, note), 1);
+	fclose(note);
+	CU_ASSERT_PTR_NOT_NULL(strstr(notes, "dropped: not bit-exact ('layernorm' sums its mean"));
+	free(notes);
+	CU_ASSERT_EQUAL(p->n_fusions, 2);
+	/* --fusion off: every group */
+	CU_ASSERT_EQUAL(kp_fx_plan_filter(p, KP_FX_KEEP_NONE, NULL), 2);
+	CU_ASSERT_EQUAL(p->n_fusions, 0);
+	kp_strbuf_reset(&text);
+	CU_ASSERT_EQUAL(kp_plan_write(p, &text, &err), 0);
+	CU_ASSERT_PTR_NULL(strstr(text.buf, "[fusion"));
+	kp_plan_free(p);
+
+	/* generating for --fusion exact: the tolerant group gets no source (no
+	 * file written), its numerics are kept for the filter */
+	p = numerics_plan();
+	kp_test_sh("mkdir -p '%s'", kp_test_path("fusion-keep"));
+	memset(&st, 0, sizeof(st));
+	CU_ASSERT_EQUAL(kp_fx_plan_sources_keep(p, 0, p->n_fusions, KP_FX_KEEP_EXACT, cat,
+						kp_test_path("fusion-keep"), &st, &err), 0);
+	CU_ASSERT(st.groups == 3 && st.generated == 1 && st.inexact == 1 && st.not_in_catalog == 1);
+	CU_ASSERT(p->fusions[0].source && p->fusions[0].exact);
+	CU_ASSERT(!p->fusions[1].source && !p->fusions[1].exact && p->fusions[1].inexact_why);
+	CU_ASSERT_EQUAL(p->fusions[1].tolerance, KP_FX_TOL_F32);
+	CU_ASSERT_EQUAL(kp_test_sh("test \"$(ls '%s')\" = '%s'", kp_test_path("fusion-keep"),
+				   p->fusions[0].source), 0);
+	CU_ASSERT_EQUAL(kp_fx_plan_filter(p, KP_FX_KEEP_EXACT, NULL), 1);
+	CU_ASSERT(p->n_fusions == 2 && p->fusions[1].id == 3);
+	/* --fusion off generates nothing */
+	kp_plan_free(p);
+	p = numerics_plan();
+	memset(&st, 0, sizeof(st));
+	CU_ASSERT_EQUAL(kp_fx_plan_sources_keep(p, 0, p->n_fusions, KP_FX_KEEP_NONE, cat, NULL,
+						&st, &err), 0);
+	CU_ASSERT(st.groups == 0 && !p->fusions[0].source);
+	kp_plan_free(p);
+	kp_strbuf_release(&text);
+	kp_fx_catalog_free(cat);
+}
+
+/* ---------------------------------------------------------------------- */
 /* plans */
 
 static const char *mlp_names[] = {
@@ -946,6 +1200,7 @@ static void test_runtime_order(void)
 		q[2].region = strdup(q[1].region);
 		q[2].names = strdup(q[1].names);
 		q[2].source = strdup(q[1].source);
+		q[2].inexact_why = q[1].inexact_why ? strdup(q[1].inexact_why) : NULL;
 		q[2].first_kernel = 1;
 		p->n_fusions = 3;
 	}
@@ -1096,11 +1351,35 @@ static void test_cli_plan_catalog(void)
 		kp_strbuf_release(&text);
 		kp_plan_free(p);
 	}
-	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' -o '%s/f.kplan' >/dev/null",
+	/* mlp's groups end in an f32 layer norm without a layout: not bit-exact,
+	 * so the default (--fusion exact) drops them, one line each, and writes
+	 * no source */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' -o '%s/f.kplan' >'%s/out.txt'",
+				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir, dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -c '^fusion group [12] (_Z.*layernorm.*) dropped: not bit-exact "
+				   "(.layernorm. sums its mean .mean. in another order than the kernel: no "
+				   "layout in the catalog); use --fusion tolerant$' '%s/out.txt' | grep -qx 2", dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '2 not bit-exact' '%s/out.txt'", dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("! grep -q '^.fusion' '%s/f.kplan' && ! ls '%s'/kpfuse-*.cu >/dev/null 2>&1",
+				   dir, dir), 0);
+	/* --fusion tolerant keeps them, with their tolerance */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' --fusion tolerant "
+				   "-o '%s/f.kplan' >/dev/null",
 				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^source kpfuse-' '%s/f.kplan' && ls '%s'/kpfuse-*.cu >/dev/null", dir, dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -c '^numerics tolerant$' '%s/f.kplan' | grep -qx 2 && "
+				   "grep -c '^tolerance 1e-05$' '%s/f.kplan' | grep -qx 2", dir, dir), 0);
+	/* --fusion off: none, from the trace or the base plan */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/f.kplan' --kernels '%s' --catalog '%s' --fusion off "
+				   "-o '%s/g.kplan' >'%s/out.txt'",
+				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir, dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^.fusion' '%s/g.kplan'", dir), 1);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^fusion: 2 groups dropped: --fusion off$' '%s/out.txt'", dir), 0);
 	/* usage errors */
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' -o x 2>/dev/null", kp_test_kplan(), dir), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' --fusion fast "
+				   "-o x 2>/dev/null", kp_test_kplan(), dir, trace,
+				   kp_test_src("planner/catalog/examples.kpcat")), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --catalog /nonexistent x.db -o x 2>/dev/null", kp_test_kplan()), 2);
 }
 
@@ -1234,10 +1513,14 @@ static void test_plan_dot_groups(void)
 		CU_ASSERT_EQUAL(p->fusions[i].kernels, want[i].n);
 		CU_ASSERT_EQUAL(p->fusions[i].id, i + 1);
 	}
-	/* every group generates (the lone layer norms and the LM head GEMV stay) */
+	/* every group generates (the lone layer norms and the LM head GEMV stay),
+	 * every one bit-exact (f16 values, the kernels' own reduction layouts,
+	 * the GEMV's summation order) */
 	CU_ASSERT_EQUAL(kp_fx_plan_sources(p, cat, NULL, &st, &err), 0);
 	CU_ASSERT_EQUAL(st.generated, 5);
 	CU_ASSERT_EQUAL(st.infeasible, 0);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT(p->fusions[i].exact && !p->fusions[i].inexact_why);
 	kp_plan_free(p);
 
 	/* database mode: the analyzer's candidates that a generated group
@@ -1587,6 +1870,8 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "plan: from a kernel trace, sources by hash", test_plan_trace_and_sources },
 	{ "runtime: chain lookup, mapping, checks", test_runtime_apply },
 	{ "runtime: groups out of kernel order, overlaps", test_runtime_order },
+	{ "numerics: exact chains, reductions, FMA across kernels", test_numerics },
+	{ "numerics: plan round trip, --fusion exact|tolerant|off", test_numerics_plan },
 	{ "runtime: f16, row stride, [0] reads, span", test_runtime_f16_stride },
 	{ "runtime: hash, compile, missing source", test_runtime_load_failures },
 	{ "cli: plan --base --kernels --catalog", test_cli_plan_catalog },

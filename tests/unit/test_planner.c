@@ -40,6 +40,7 @@ static struct kp_plan *sample_plan(void)
 	p->run_pred_ns = 9100000;
 	p->speedup_pred = 2.4725;
 	p->mem_budget_bytes = 1 << 20;
+	p->args_checked = 1;
 	p->n_regions = 3;
 	p->regions = calloc(3, sizeof(*p->regions));
 	/* written out of order: the writer sorts by label */
@@ -66,8 +67,8 @@ static struct kp_plan *sample_plan(void)
 	r->mem_budget_bytes = 1 << 20;
 	r->n_patches = 2;
 	r->patches = calloc(2, sizeof(*r->patches));
-	r->patches[0] = (struct kp_plan_patch){ 7, 1, 8, 8 };
-	r->patches[1] = (struct kp_plan_patch){ 0, 0, 0, 8 };
+	r->patches[0] = (struct kp_plan_patch){ 7, 1, 8, 8, 1 };   /* a seed passed by value */
+	r->patches[1] = (struct kp_plan_patch){ 0, 0, 0, 8, 0 };
 	r = &p->regions[1];
 	r->label = strdup("load");
 	r->decision = KP_PLAN_SPLIT;
@@ -87,8 +88,9 @@ static struct kp_plan *sample_plan(void)
 	r->nodes = 3;
 	r->occurrences = 3;
 	r->shape_keys = 2;
-	p->n_fusions = 1;
-	p->fusions = calloc(1, sizeof(*p->fusions));
+	p->n_fusions = 2;
+	p->fusions = calloc(2, sizeof(*p->fusions));
+	/* numerics not set (zeroed): written exact */
 	p->fusions[0].id = 4;
 	p->fusions[0].region = strdup("step");
 	p->fusions[0].first_kernel = 3;
@@ -96,6 +98,15 @@ static struct kp_plan *sample_plan(void)
 	p->fusions[0].names = strdup("add -> relu");
 	p->fusions[0].gain_ns = 3000;
 	p->fusions[0].score = 0.75;
+	p->fusions[1].id = 9;
+	p->fusions[1].region = strdup("step");
+	p->fusions[1].first_kernel = 10;
+	p->fusions[1].kernels = 2;
+	p->fusions[1].names = strdup("residual -> layernorm");
+	p->fusions[1].gain_ns = 500;
+	p->fusions[1].score = 0.5;
+	p->fusions[1].exact = 0;
+	p->fusions[1].tolerance = 1e-5;
 	return p;
 }
 
@@ -125,14 +136,20 @@ static const char *body_of(const char *text)
 	return p;
 }
 
-/* A well-formed header around body (so only the body's content is tested). */
-static char *wrap(const char *body)
+/* A well-formed header of format version v around body. */
+static char *wrap_v(int v, const char *body)
 {
 	struct kp_strbuf sb = KP_STRBUF_INIT;
 
-	kp_strbuf_addf(&sb, "kplan-plan 1\nbody-bytes %zu\nbody-hash %016llx\n%s", strlen(body),
+	kp_strbuf_addf(&sb, "kplan-plan %d\nbody-bytes %zu\nbody-hash %016llx\n%s", v, strlen(body),
 		       (unsigned long long)kp_hash64(body, strlen(body), KP_HASH_SEED), body);
 	return kp_strbuf_detach(&sb, NULL);
+}
+
+/* The same for the current version (so only the body's content is tested). */
+static char *wrap(const char *body)
+{
+	return wrap_v(KP_PLAN_FORMAT_VERSION, body);
 }
 
 /* sample body with the first `from` replaced by `to`, rewrapped with a valid checksum */
@@ -213,10 +230,24 @@ static void test_roundtrip(void)
 	CU_ASSERT_EQUAL(r->patches[0].kernel, 0);   /* sorted */
 	CU_ASSERT_EQUAL(r->patches[1].kernel, 7);
 	CU_ASSERT_EQUAL(r->patches[1].offset, 8);
+	CU_ASSERT_EQUAL(r->patches[0].scalar, 0);
+	CU_ASSERT_EQUAL(r->patches[1].scalar, 1);
 	CU_ASSERT_DOUBLE_EQUAL(r->speedup_pred, 4.7468, 1e-9);
-	CU_ASSERT_EQUAL(p->n_fusions, 1);
+	CU_ASSERT_EQUAL(p->format_version, 2);
+	CU_ASSERT_EQUAL(p->args_checked, 1);
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 2);
 	CU_ASSERT_PTR_NULL(p->fusions[0].source);
 	CU_ASSERT_STRING_EQUAL(p->fusions[0].names, "add -> relu");
+	/* numerics: the zeroed group is exact, the other keeps its tolerance */
+	CU_ASSERT_EQUAL(p->fusions[0].exact, 1);
+	CU_ASSERT_EQUAL(p->fusions[0].tolerance, 0);
+	CU_ASSERT_EQUAL(p->fusions[1].exact, 0);
+	CU_ASSERT_EQUAL(p->fusions[1].tolerance, 1e-5);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "kplan-plan 2\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "\nargs-checked 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "\npatch 0 0 0 8 pointer\npatch 7 1 8 8 scalar\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "source-hash 0000000000000000\nnumerics exact\n\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "\nnumerics tolerant\ntolerance 1e-05\n"));
 	/* escaping is visible and reversible */
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "[region load/a 50%25 %5D]\n"));
 	/* writing the parsed plan gives the same bytes */
@@ -314,10 +345,11 @@ static void test_edited_body(void)
 
 static void test_header(void)
 {
-	const char *v2 = "kplan-plan 2\nbody-bytes 5\nbody-hash 0000000000000000\nhello\n";
+	const char *v3 = "kplan-plan 3\nbody-bytes 5\nbody-hash 0000000000000000\nhello\n";
 	char *t;
 
-	expect_bad(v2, strlen(v2), KP_EVERSION, "unknown plan format version 2", "model.kplan:1:");
+	expect_bad(v3, strlen(v3), KP_EVERSION, "unknown plan format version 3", "model.kplan:1:");
+	expect_bad("kplan-plan 0\n", 13, KP_EFORMAT, "format version", NULL);
 	expect_bad("kplan-plan 999999999999999999999\n", 33, KP_EFORMAT, "format version", NULL);
 	expect_bad("hello world\n", 12, KP_EFORMAT, "not a kplan plan file", NULL);
 	expect_bad("", 0, KP_EFORMAT, "empty", NULL);
@@ -388,13 +420,13 @@ static void test_absurd_values(void)
 	expect_bad_body("decision graph\n", "decision turbo\n", "unknown value 'turbo'", NULL);
 	expect_bad_body("shape-keys 1\nwarmup", "shape-keys 0\nwarmup", "field 'shape-keys'", NULL);
 	/* patch slots */
-	expect_bad_body("patch 7 1 8 8\n", "patch 61 1 8 8\n", "kernel index 61", "61 kernels");
-	expect_bad_body("patch 7 1 8 8\n", "patch 7 1 32760 8\n", "parameter buffer", NULL);
-	expect_bad_body("patch 7 1 8 8\n", "patch 7 1 8 0\n", "parameter buffer", NULL);
-	expect_bad_body("patch 7 1 8 8\n", "patch 0 0 0 8\n", "not after the previous slot", NULL);
-	expect_bad_body("patch 7 1 8 8\n", "patch 7 -1 8 8\n", "four non-negative integers", NULL);
-	expect_bad_body("patch 7 1 8 8\n", "patch 7 1 8\n", "four non-negative integers", NULL);
-	expect_bad_body("patch 7 1 8 8\n", "patch 7 1 8 8 9\n", "four non-negative integers", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 61 1 8 8 scalar\n", "kernel index 61", "61 kernels");
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 32760 8 scalar\n", "parameter buffer", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 0 scalar\n", "parameter buffer", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 0 0 0 8 scalar\n", "not after the previous slot", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 -1 8 8 scalar\n", "four non-negative integers", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 scalar\n", "four non-negative integers", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 8 9\n", "field 'patch'", "found '9'");
 	expect_bad_body("nodes 64\n", "nodes 60\n", "field 'nodes'", "less than the 61 kernels");
 	/* shapes */
 	expect_bad_body("shape 0000000000001234\n", "shape 9a3c55e01b2f7d44\n",
@@ -402,7 +434,7 @@ static void test_absurd_values(void)
 	expect_bad_body("shape 0000000000001234\n", "shape 0000000000001234\nshape 0000000000001235\n",
 			"more shape lines than shape-keys (2)", NULL);
 	expect_bad_body("shape 0000000000001234\n", "shape 12\n", "field 'shape'", "16 lowercase hex");
-	expect_bad_body("patch 0 0 0 8\n", "patch 0 0 0 8\nshape 0000000000001235\n",
+	expect_bad_body("patch 0 0 0 8 pointer\n", "patch 0 0 0 8 pointer\nshape 0000000000001235\n",
 			"field 'shape' after the patch lines", NULL);
 	expect_bad_body("shape 9a3c55e01b2f7d44\n", "shape 9a3c55e01b2f7d44\nwarmup 2\n",
 			"after the shape/patch lines", NULL);
@@ -420,6 +452,241 @@ static void test_absurd_values(void)
 			"source ../x.cu\nsource-hash 0000000000000001\n", "plain file name", NULL);
 	expect_bad_body("[region step]", "[region load]", "not after 'load/a", "sorted");
 	expect_bad_body("[fusion 4]", "[fusion 0]", "fusion id", NULL);
+}
+
+/* Format version 2's fields: bad tokens are rejected with the field named. */
+static void test_v2_fields(void)
+{
+	/* patch kinds */
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 8 vector\n", "field 'patch'",
+			"'pointer' or 'scalar'");
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 8\n", "field 'patch'",
+			"pointer|scalar");
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 8 scalar \n", "field 'patch'", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 8 Scalar\n", "field 'patch'", NULL);
+	expect_bad_body("patch 7 1 8 8 scalar\n", "patch 7 1 8 16 scalar\n", "field 'patch'",
+			"a scalar is 1..8 bytes");
+	expect_bad_body("patch 0 0 0 8 pointer\n", "patch 0 0 0 8 pointer pointer\n", "field 'patch'",
+			NULL);
+	/* args-checked */
+	expect_bad_body("args-checked 1\n", "args-checked 2\n", "field 'args-checked'", "expected 0..1");
+	expect_bad_body("args-checked 1\n", "args-checked yes\n", "field 'args-checked'", NULL);
+	expect_bad_body("args-checked 1\n", "args-checked 1\nargs-checked 1\n", "given twice", NULL);
+	/* numerics and tolerance */
+	expect_bad_body("numerics exact\n", "numerics bitwise\n", "field 'numerics'",
+			"'exact' or 'tolerant'");
+	expect_bad_body("numerics exact\n", "", "missing field 'numerics'", "fusion 4");
+	expect_bad_body("numerics exact\n", "numerics exact\ntolerance 1e-05\n", "field 'tolerance'",
+			"only with 'numerics tolerant'");
+	expect_bad_body("tolerance 1e-05\n", "", "field 'tolerance'", "missing or 0");
+	expect_bad_body("tolerance 1e-05\n", "tolerance 0\n", "field 'tolerance'", "missing or 0");
+	expect_bad_body("tolerance 1e-05\n", "tolerance 2\n", "field 'tolerance'", "1e-15..1");
+	expect_bad_body("tolerance 1e-05\n", "tolerance 1e-16\n", "field 'tolerance'", "1e-15..1");
+	expect_bad_body("tolerance 1e-05\n", "tolerance -1e-05\n", "field 'tolerance'", "like 2.5e-05");
+	expect_bad_body("tolerance 1e-05\n", "tolerance nan\n", "field 'tolerance'", NULL);
+	expect_bad_body("tolerance 1e-05\n", "tolerance 1e-05x\n", "field 'tolerance'", NULL);
+	expect_bad_body("tolerance 1e-05\n", "tolerance 1E-05\n", "field 'tolerance'", NULL);
+	expect_bad_body("tolerance 1e-05\n", "tolerance 1.e-5\n", "field 'tolerance'", NULL);
+	expect_bad_body("tolerance 1e-05\n", "tolerance 1e-\n", "field 'tolerance'", NULL);
+	expect_bad_body("tolerance 1e-05\n", "tolerance 1.0000000000000001e-5\n", "field 'tolerance'",
+			NULL);
+	/* other spellings of a valid number are read */
+	{
+		char *t = edited("tolerance 1e-05\n", "tolerance 0.00002500\n");
+		struct kp_err err = {0};
+		struct kp_plan *p = kp_plan_parse(t, strlen(t), "model.kplan", &err);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+		CU_ASSERT_EQUAL(p->fusions[1].tolerance, 2.5e-5);
+		kp_plan_free(p);
+		free(t);
+	}
+}
+
+/* Tolerances are written with 6 significant digits, the same text again
+ * after a read. */
+static void test_tolerance_text(void)
+{
+	static const struct { double v; const char *text; } cases[] = {
+		{ 1e-5, "1e-05" }, { 2.5e-4, "2.5e-04" }, { 0.002, "2e-03" }, { 1.0, "1e+00" },
+		{ 1.0 / 3.0, "3.33333e-01" }, { 9.9999996e-3, "1e-02" }, { 1e-15, "1e-15" },
+		{ 0.123456789, "1.23457e-01" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kp_plan *p = sample_plan(), *q;
+		struct kp_strbuf a = KP_STRBUF_INIT, b = KP_STRBUF_INIT;
+		struct kp_err err = {0};
+		char want[64];
+
+		p->fusions[1].tolerance = cases[i].v;
+		CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &a, &err), 0);
+		snprintf(want, sizeof(want), "\ntolerance %s\n", cases[i].text);
+		if (!strstr(a.buf, want))
+			fprintf(stderr, "\nwant '%s' for %.17g\n", cases[i].text, cases[i].v);
+		CU_ASSERT_PTR_NOT_NULL(strstr(a.buf, want));
+		q = kp_plan_parse(a.buf, a.len, "t.kplan", &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+		CU_ASSERT_EQUAL(kp_plan_write(q, &b, &err), 0);
+		CU_ASSERT(a.len == b.len && !memcmp(a.buf, b.buf, a.len));
+		kp_plan_free(p);
+		kp_plan_free(q);
+		kp_strbuf_release(&a);
+		kp_strbuf_release(&b);
+	}
+}
+
+/* The writer refuses numerics the reader would. */
+static void test_writer_numerics(void)
+{
+	static const double bad[] = { 2.0, -1e-5, 1e-20 };
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan *p;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = sample_plan();
+		p->fusions[1].tolerance = bad[i];
+		CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), KP_EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "field 'tolerance'"));
+		kp_plan_free(p);
+	}
+	p = sample_plan();
+	p->fusions[1].tolerance = 0.0 / 0.0;
+	CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), KP_EINVAL);
+	kp_plan_free(p);
+	/* an exact group with a tolerance is a contradiction */
+	p = sample_plan();
+	p->fusions[0].exact = 1;
+	p->fusions[0].tolerance = 1e-3;
+	CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), KP_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "only with 'numerics tolerant'"));
+	kp_plan_free(p);
+	/* args_checked: -1 writes no line, anything else but 0/1 is refused */
+	p = sample_plan();
+	p->args_checked = -1;
+	CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), 0);
+	CU_ASSERT_PTR_NULL(strstr(sb.buf, "args-checked"));
+	p->args_checked = 2;
+	CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), KP_EINVAL);
+	kp_plan_free(p);
+	kp_strbuf_release(&sb);
+	/* new plans: unknown args */
+	p = kp_plan_new();
+	CU_ASSERT_EQUAL(p->args_checked, -1);
+	CU_ASSERT_EQUAL(p->format_version, KP_PLAN_FORMAT_VERSION);
+	kp_plan_free(p);
+}
+
+/* sample body as format version 1 wrote it: no kinds, no args-checked, no numerics */
+static char *sample_v1(void)
+{
+	static const char *const drop[] = {
+		"args-checked 1\n", "numerics exact\n", "numerics tolerant\n", "tolerance 1e-05\n",
+	};
+	char *text = sample_text(NULL), *out;
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	const char *b = body_of(text);
+	size_t i;
+
+	while (*b) {
+		const char *nl = strchr(b, '\n');
+		size_t n = (size_t)(nl - b) + 1;
+		int skip = 0;
+
+		for (i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+			skip |= strlen(drop[i]) == n && !memcmp(b, drop[i], n);
+		if (!strncmp(b, "patch ", 6)) {
+			/* without the kind, the last word */
+			while (b[n - 1] != ' ')
+				n--;
+			kp_strbuf_add(&sb, b, n - 1);
+			kp_strbuf_addch(&sb, '\n');
+		} else if (!skip) {
+			kp_strbuf_add(&sb, b, n);
+		}
+		b = nl + 1;
+	}
+	out = wrap_v(1, sb.buf);
+	kp_strbuf_release(&sb);
+	free(text);
+	return out;
+}
+
+/* Version 1 files still parse, with version 1's meaning for what they lack. */
+static void test_v1_plans(void)
+{
+	struct kp_err err = {0};
+	struct kp_strbuf again = KP_STRBUF_INIT;
+	char *t = sample_v1();
+	struct kp_plan *p = kp_plan_parse(t, strlen(t), "v1.kplan", &err), *q;
+	const struct kp_plan_region *r;
+	size_t i;
+
+	if (!p)
+		fprintf(stderr, "\nv1: %s\n", err.msg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t, "\npatch 7 1 8 8\n"));
+	CU_ASSERT_EQUAL(p->format_version, 1);
+	CU_ASSERT_EQUAL(p->args_checked, -1);
+	r = kp_plan_find(p, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL_FATAL(r->n_patches, 2);
+	CU_ASSERT(r->patches[0].scalar == 0 && r->patches[1].scalar == 0);
+	CU_ASSERT_EQUAL_FATAL(p->n_fusions, 2);
+	for (i = 0; i < 2; i++)
+		CU_ASSERT(p->fusions[i].exact == 1 && p->fusions[i].tolerance == 0);
+	/* written back as version 2 */
+	CU_ASSERT_EQUAL(kp_plan_write(p, &again, &err), 0);
+	CU_ASSERT(again.buf && !strncmp(again.buf, "kplan-plan 2\n", 13));
+	CU_ASSERT_PTR_NULL(strstr(again.buf, "args-checked"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(again.buf, "\npatch 7 1 8 8 pointer\n"));
+	q = kp_plan_parse(again.buf, again.len, "v2.kplan", &err);
+	CU_ASSERT(q && q->args_checked == -1 && q->fusions[1].exact == 1);
+	kp_plan_free(q);
+	kp_strbuf_release(&again);
+	kp_plan_free(p);
+	/* version 2's keys and tokens are not version 1's */
+	{
+		struct kp_strbuf sb = KP_STRBUF_INIT;
+		const char *body = body_of(t);
+		static const char *const edits[][3] = {
+			{ "graph-mem-budget-bytes 1048576\n", "graph-mem-budget-bytes 1048576\nargs-checked 1\n",
+			  "unknown field 'args-checked' (format version 1" },
+			{ "patch 7 1 8 8\n", "patch 7 1 8 8 scalar\n", "four non-negative integers" },
+			{ "source-hash 0000000000000000\n", "source-hash 0000000000000000\nnumerics exact\n",
+			  "unknown field 'numerics'" },
+		};
+
+		for (i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+			const char *at = strstr(body, edits[i][0]);
+			char *w;
+
+			CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+			kp_strbuf_reset(&sb);
+			kp_strbuf_add(&sb, body, (size_t)(at - body));
+			kp_strbuf_adds(&sb, edits[i][1]);
+			kp_strbuf_adds(&sb, at + strlen(edits[i][0]));
+			w = wrap_v(1, sb.buf);
+			expect_bad(w, strlen(w), KP_EFORMAT, edits[i][2], "model.kplan:");
+			free(w);
+		}
+		kp_strbuf_release(&sb);
+	}
+	free(t);
+	/* the version 1 plan files kept under tests/ */
+	p = kp_plan_load(kp_test_src("tests/fuzz/corpus/planfile/golden.kplan"), &err);
+	if (!p)
+		fprintf(stderr, "\ncorpus v1: %s\n", err.msg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_EQUAL(p->format_version, 1);
+	CU_ASSERT_EQUAL(p->args_checked, -1);
+	r = kp_plan_find(p, "step");
+	CU_ASSERT(r && r->n_patches == 3 && !r->patches[0].scalar && !r->patches[2].scalar);
+	CU_ASSERT(p->n_fusions == 1 && p->fusions[0].exact == 1 && p->fusions[0].tolerance == 0);
+	kp_plan_free(p);
 }
 
 static void test_huge_input(void)
@@ -943,6 +1210,10 @@ CU_TestInfo kp_tests_planner[] = {
 	{ "header: unknown version, not a plan, bad lengths", test_header },
 	{ "missing fields name the line and field", test_missing_fields },
 	{ "absurd values", test_absurd_values },
+	{ "v2: patch kinds, args-checked, numerics", test_v2_fields },
+	{ "v2: tolerance text, stable on rewrite", test_tolerance_text },
+	{ "v2: writer refuses bad numerics", test_writer_numerics },
+	{ "v1 plans parse with v1 defaults", test_v1_plans },
 	{ "huge lines, too many regions, huge file", test_huge_input },
 	{ "random edits: no crash, accepted plans round-trip", test_mutations },
 	{ "writer refuses what the reader would", test_writer_refuses },

@@ -1,6 +1,7 @@
 /*
  * test_reports.c - reports/: HTML escaping, the report page, golden CSVs,
- * a database without analysis, `kplan report` and `kplan diff`.
+ * a database without analysis, `kplan report`, `kplan diff` and region
+ * families.
  *
  * The fixture is built in code: trace rows through kp_writer, analysis rows
  * (kp_regions, kp_blockers, kp_fusion_candidates, kp_plans...) with SQL, so
@@ -178,10 +179,27 @@ static char *plan_text(int64_t run)
 	return kp_strbuf_detach(&sb, NULL);
 }
 
-static int add_analysis(struct kp_db *db, int64_t run, int64_t eager_step)
+/* Store plan text as run's current plan. */
+static int insert_plan(struct kp_db *db, int64_t run, const char *plan)
 {
 	struct kp_err err = {0};
 	sqlite3_stmt *st;
+	int rc;
+
+	rc = kp_db_prepare(db, "INSERT INTO kp_plans (runId, created_ns, path, checksum, status,"
+			   " speedup_pred, body) VALUES (?1, 1, 'model.kplan', 'abc', 'current', 2.25, ?2)",
+			   &st, &err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_text(st, 2, plan, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int add_analysis(struct kp_db *db, int64_t run, int64_t eager_step)
+{
 	char *plan = plan_text(run);
 	long long r = (long long)run;
 	int rc;
@@ -211,17 +229,8 @@ static int add_analysis(struct kp_db *db, int64_t run, int64_t eager_step)
 		"  'elementwise', 3000, 1048576, 1, 100, 2500.5, 1, NULL, 'args');"
 		"INSERT OR REPLACE INTO kp_calibration VALUES ('NVIDIA H200', 13000, 'launch_host_ns', 3700.0, 50, 1);",
 		r, (long long)eager_step, r, r, r, r, r, r, r, r, r);
-	if (!rc && plan) {
-		rc = kp_db_prepare(db, "INSERT INTO kp_plans (runId, created_ns, path, checksum, status,"
-				   " speedup_pred, body) VALUES (?1, 1, 'model.kplan', 'abc', 'current', 2.25, ?2)",
-				   &st, &err);
-		if (!rc) {
-			sqlite3_bind_int64(st, 1, run);
-			sqlite3_bind_text(st, 2, plan, -1, SQLITE_STATIC);
-			rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-			sqlite3_finalize(st);
-		}
-	}
+	if (!rc && plan)
+		rc = insert_plan(db, run, plan);
 	free(plan);
 	return plan ? rc : -1;
 }
@@ -584,6 +593,265 @@ static void test_diff_not_comparable(void)
 	kp_db_close(b);
 }
 
+/*
+ * Region families: a run annotated "Layer 0" ... "Layer 11" (as a GPT-2
+ * program's NVTX ranges are), beside "step", "fp16_gemm" (digits in a word)
+ * and "warmup 1", "warmup 2" (a family of two: too few for a row). Layers
+ * 3, 7 and 11 hold a sync; the plan graphs the other nine.
+ */
+#define N_LAYERS 12
+
+static char *layer_plan(int64_t run)
+{
+	struct kp_plan *p = kp_plan_new();
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan_region *r;
+	char label[32];
+	int i;
+
+	if (!p)
+		return NULL;
+	p->cc_major = 9;
+	p->cuda_major = 13;
+	p->gpu_name = strdup("NVIDIA H200");
+	p->sm_count = 132;
+	p->driver_version = 13000;
+	p->tool_version = strdup("0.1.0");
+	p->source_run = run;
+	p->source_kind = strdup("synthetic");
+	p->date = strdup("");
+	p->run_eager_ns = 93000;
+	p->run_pred_ns = 60000;
+	p->speedup_pred = 1.5;
+	p->mem_budget_bytes = 1 << 20;
+	p->n_regions = N_LAYERS;
+	p->regions = r = calloc(N_LAYERS, sizeof(*r));
+	for (i = 0; i < N_LAYERS; i++) {
+		snprintf(label, sizeof(label), "Layer %d", i);
+		r[i].label = strdup(label);
+		r[i].decision = i % 4 == 3 ? KP_PLAN_EAGER : KP_PLAN_GRAPH;
+		r[i].reason = i % 4 == 3 ? KP_PLAN_R_BLOCKER : KP_PLAN_R_LAUNCH_BOUND;
+		r[i].reason_text = strdup("");
+		r[i].fingerprint = 0x100 + (uint64_t)i;
+		r[i].kernels = r[i].nodes = 4;
+		r[i].occurrences = 2;
+		r[i].shape_keys = 1;
+		r[i].eager_ns = 10000 + 100 * i;
+		r[i].graph_ns = 5000;
+		r[i].speedup_pred = 2;
+	}
+	if (kp_plan_write(p, &sb, &err)) {
+		fprintf(stderr, "plan write: %s\n", err.msg);
+		kp_plan_free(p);
+		kp_strbuf_release(&sb);
+		return NULL;
+	}
+	kp_plan_free(p);
+	return kp_strbuf_detach(&sb, NULL);
+}
+
+static struct kp_db *layer_fixture(const char *name)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
+	int64_t run;
+	char *plan;
+	int rc;
+
+	if (!db)
+		return NULL;
+	run = add_run(db, "NVIDIA H200", 13000, 3, 1.0);
+	plan = layer_plan(run);
+	rc = run < 0 || !plan;
+	/* eager 10-11.1 us per occurrence, 2 occurrences, graphed 5 us when capturable */
+	rc = rc || exec_f(db,
+		"INSERT INTO kp_regions (runId, regionId, label, source, streamId, occurrences, kernels,"
+		" nodes, eager_ns, busy_ns, host_idle_ns, device_idle_ns, graph_ns_pred, speedup_pred,"
+		" capturable, blockers, fingerprint, shape_keys, patch_slots)"
+		" WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < %d)"
+		" SELECT %lld, 10 + i, 'Layer ' || i, 'nvtx', NULL, 2, 4, 4, 10000 + 100 * i, 4000, 3000,"
+		"  0, 5000, 2.0, i %% 4 != 3, CASE WHEN i %% 4 = 3 THEN 'sync' END, printf('%%016x', i),"
+		"  1, 0 FROM c;"
+		"INSERT INTO kp_regions (runId, regionId, label, source, streamId, occurrences, kernels,"
+		" nodes, eager_ns, busy_ns, host_idle_ns, device_idle_ns, capturable) VALUES"
+		" (%lld, 1, 'step', 'nvtx', NULL, 3, 50, 50, 500000, 1, 1, 1, 0),"
+		" (%lld, 2, 'fp16_gemm', 'nvtx', NULL, 1, 1, 1, 3000, 1, 1, 1, 1),"
+		" (%lld, 3, 'fp16_gemm 1', 'nvtx', NULL, 1, 1, 1, 2900, 1, 1, 1, 1),"
+		" (%lld, 4, 'warmup 1', 'nvtx', NULL, 1, 1, 1, 2000, 1, 1, 1, 1),"
+		" (%lld, 5, 'warmup 2', 'nvtx', NULL, 1, 1, 1, 1000, 1, 1, 1, 1);"
+		"INSERT INTO kp_blockers (runId, regionId, kind, fatal, api_name, start)"
+		" SELECT runId, regionId, 'sync', 1, 'cudaStreamSynchronize', 0 FROM kp_regions"
+		" WHERE runId = %lld AND blockers = 'sync';",
+		N_LAYERS - 1, (long long)run, (long long)run, (long long)run, (long long)run,
+		(long long)run, (long long)run, (long long)run);
+	rc = rc || insert_plan(db, run, plan);
+	free(plan);
+	if (rc) {
+		kp_db_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+/* Lines of text that end with suffix. */
+static int count_lines_ending(const char *text, const char *suffix)
+{
+	size_t n = strlen(suffix);
+	int hits = 0;
+	const char *line = text, *nl;
+
+	for (; (nl = strchr(line, '\n')); line = nl + 1)
+		hits += (size_t)(nl - line) >= n && !memcmp(nl - n, suffix, n);
+	return hits;
+}
+
+static void test_families(void)
+{
+	struct kp_db *db = layer_fixture("families.db");
+	struct kp_err err = {0};
+	struct kp_report *rep = NULL;
+	const struct kp_rep_family *fam;
+	char *h, *csv, *row;
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	h = report_html(db, &rep);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	/* one family of twelve; the others stay regions */
+	CU_ASSERT_EQUAL_FATAL(rep->families.len, 1);
+	fam = &rep->families.data[0];
+	CU_ASSERT_STRING_EQUAL(fam->name, "Layer #");
+	CU_ASSERT_STRING_EQUAL(fam->source, "nvtx");
+	CU_ASSERT_EQUAL(fam->members, N_LAYERS);
+	CU_ASSERT_EQUAL(fam->occurrences, 2 * N_LAYERS);
+	/* 2 x (10000 + 100 i) summed over i < 12 */
+	CU_ASSERT_EQUAL(fam->eager_ns, 2 * (10000 * N_LAYERS + 100 * 66));
+	CU_ASSERT_EQUAL(fam->host_idle_ns, 2 * 3000 * N_LAYERS);
+	CU_ASSERT_EQUAL(fam->n_capturable, 9);
+	/* 2 x (eager - 5000) over the nine capturable layers: i = 0..11 but 3, 7, 11 */
+	CU_ASSERT_EQUAL(fam->gain_ns, 2 * (5000 * 9 + 100 * (66 - 3 - 7 - 11)));
+	CU_ASSERT_EQUAL(fam->decisions[KP_PLAN_GRAPH], 9);
+	CU_ASSERT_EQUAL(fam->decisions[KP_PLAN_EAGER], 3);
+	CU_ASSERT_EQUAL(fam->n_unplanned, 0);
+	CU_ASSERT_EQUAL(rep->regions.data[fam->first].id, 10 + N_LAYERS - 1);  /* the largest */
+	for (i = 0; i < rep->regions.len; i++) {
+		const struct kp_rep_region *r = &rep->regions.data[i];
+
+		CU_ASSERT_EQUAL(r->family, strncmp(r->label, "Layer ", 6) ? -1 : 0);
+	}
+	/* the page: one family row holding twelve region rows; step, fp16_gemm and warmup apart */
+	CU_ASSERT_EQUAL(count(h, "<tr class=\"family\""), 1);
+	CU_ASSERT_EQUAL(count(h, "<tr class=\"region\""), N_LAYERS + 5);
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<details><summary>Layer # <span class=\"cap\">(12 regions)</span>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td>graph 9 / eager 3</td>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td>9 of 12</td>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "Layer # stands for 12 regions"));
+	CU_ASSERT_PTR_NULL(strstr(h, "warmup #"));
+	CU_ASSERT_PTR_NULL(strstr(h, "fp16_gemm #"));
+	/* rows by total time: step (1.5 ms), the family (~254 us), then the rest */
+	CU_ASSERT(strstr(h, "data-region=\"1\"") < strstr(h, "<tr class=\"family\""));
+	CU_ASSERT(strstr(h, "<tr class=\"family\"") < strstr(h, "data-region=\"2\""));
+	CU_ASSERT(strstr(h, "data-region=\"10\"") < strstr(h, "data-region=\"4\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td>sync: cudaStreamSynchronize</td>"));
+	CU_ASSERT(valid_utf8(h));
+	free(h);
+
+	/* regions.csv: one row per region, the family last */
+	CU_ASSERT_EQUAL(kp_report_csv(db, rep, kp_test_path("families-csv"), &err), 0);
+	csv = kp_test_read(kp_test_path("families-csv/regions.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
+	CU_ASSERT(!strncmp(csv, "region_id,", 10));
+	CU_ASSERT_EQUAL(count_lines_ending(csv, ",fingerprint,family"), 1);
+	CU_ASSERT_EQUAL(count_lines_ending(csv, ",Layer #"), N_LAYERS);
+	CU_ASSERT_EQUAL(count(csv, "\n"), 1 + N_LAYERS + 5);
+	row = strstr(csv, "\n1,,step,");
+	CU_ASSERT(row && strchr(row + 1, '\n')[-1] == ',');   /* step: no family */
+	row = strstr(csv, "\n4,,warmup 1,");
+	CU_ASSERT(row && strchr(row + 1, '\n')[-1] == ',');
+	free(csv);
+	kp_report_free(rep);
+
+	/* a capped table: two rows, and two of the family's twelve members */
+	{
+		struct kp_report_opts o = { .max_rows = 2 };
+		char *buf = NULL;
+		size_t n = 0;
+		FILE *f;
+
+		CU_ASSERT_EQUAL_FATAL(kp_report_load(db, &o, &rep, &err), 0);
+		CU_ASSERT_EQUAL(rep->regions.len, N_LAYERS + 5);   /* all loaded, for the sums */
+		f = open_memstream(&buf, &n);
+		CU_ASSERT_EQUAL(kp_report_html(rep, f, &err), 0);
+		fclose(f);
+		CU_ASSERT_EQUAL(count(buf, "<tr class=\"family\""), 1);
+		CU_ASSERT_EQUAL(count(buf, "<tr class=\"region\""), 3);
+		CU_ASSERT_PTR_NOT_NULL(strstr(buf, "showing the largest 2 of 12 members"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(buf, "showing the first 2 of 6 rows (regions and families)"));
+		free(buf);
+		kp_report_free(rep);
+	}
+	kp_db_close(db);
+}
+
+/*
+ * Families by total time, one per source; labels that CSV must quote (a
+ * quote, a comma, a newline) keep their rows whole.
+ */
+static void test_families_csv_quoting(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path("famq.db"), KP_DB_CREATE, &err);
+	struct kp_report *rep = NULL;
+	int64_t run;
+	char *csv, *row;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	run = add_run(db, "NVIDIA H200", 13000, 3, 1.0);
+	CU_ASSERT_EQUAL_FATAL(exec_f(db,
+		"INSERT INTO kp_regions (runId, regionId, label, source, occurrences, kernels, nodes,"
+		" eager_ns, busy_ns, host_idle_ns, device_idle_ns, capturable, blockers)"
+		" WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 3)"
+		" SELECT %lld, i, 'say \"hi\",' || char(10) || 'part ' || i, 'nvtx', 1, 1, 1, 1000 * i,"
+		"  1, 1, 1, 0, 'a,b' FROM c;"
+		"INSERT INTO kp_regions (runId, regionId, label, source, occurrences, kernels, nodes,"
+		" eager_ns, busy_ns, host_idle_ns, device_idle_ns, capturable)"
+		" VALUES (%lld, 4, 'x' || char(10) || '1', 'mined', 1, 1, 1, 1, 1, 1, 1, 0),"
+		/* a.# holds the largest region, b.# the most time: b.# comes first */
+		" (%lld, 5, 'a.1', 'nvtx', 1, 1, 1, 50000, 1, 1, 1, 0),"
+		" (%lld, 6, 'a.2', 'nvtx', 1, 1, 1, 1, 1, 1, 1, 0),"
+		" (%lld, 7, 'a.3', 'nvtx', 1, 1, 1, 1, 1, 1, 1, 0),"
+		" (%lld, 8, 'b.1', 'nvtx', 1, 1, 1, 30000, 1, 1, 1, 0),"
+		" (%lld, 9, 'b.2', 'nvtx', 1, 1, 1, 30000, 1, 1, 1, 0),"
+		" (%lld, 10, 'b.3', 'nvtx', 1, 1, 1, 30000, 1, 1, 1, 0),"
+		/* the same family name from another source is another family */
+		" (%lld, 11, 'b.4', 'mined', 1, 1, 1, 30000, 1, 1, 1, 0);",
+		(long long)run, (long long)run, (long long)run, (long long)run, (long long)run,
+		(long long)run, (long long)run, (long long)run, (long long)run), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(rep->families.len, 3);
+	CU_ASSERT_STRING_EQUAL(rep->families.data[0].name, "b.#");
+	CU_ASSERT_EQUAL(rep->families.data[0].members, 3);
+	CU_ASSERT_STRING_EQUAL(rep->families.data[1].name, "a.#");
+	CU_ASSERT_EQUAL(rep->families.data[1].eager_ns, 50002);
+	CU_ASSERT_EQUAL(rep->regions.data[0].id, 5);
+	CU_ASSERT_EQUAL(rep->regions.data[0].family, 1);
+	CU_ASSERT_EQUAL(rep->regions.data[1].family, 0);
+	CU_ASSERT_EQUAL(rep->regions.data[rep->families.data[0].first].id, 8);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rep->families.data[2].name, "part #"));
+	CU_ASSERT_EQUAL(kp_report_csv(db, rep, kp_test_path("famq-csv"), &err), 0);
+	csv = kp_test_read(kp_test_path("famq-csv/regions.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
+	CU_ASSERT_EQUAL(count(csv, ",\"say \"\"hi\"\",\npart #\"\n"), 3);
+	CU_ASSERT_PTR_NOT_NULL(strstr(csv, "\n2,,\"say \"\"hi\"\",\npart 2\",nvtx,"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(csv, ",fingerprint,family\n1,,"));
+	row = strstr(csv, "\n4,,\"x\n1\",mined,");
+	CU_ASSERT(row && strchr(row + 8, '\n')[-1] == ',');   /* no family */
+	free(csv);
+	kp_report_free(rep);
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_reports[] = {
 	{ "html escaping and invalid utf-8", test_escape },
 	{ "long names shortened with a title", test_shorten },
@@ -593,5 +861,7 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "kplan report cli", test_cli_report },
 	{ "diff: regression and exit codes", test_diff },
 	{ "diff: comparability check", test_diff_not_comparable },
+	{ "region families: one row, csv column", test_families },
+	{ "region families: order, sources, csv quoting", test_families_csv_quoting },
 	CU_TEST_INFO_NULL,
 };

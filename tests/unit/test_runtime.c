@@ -49,6 +49,12 @@ struct fake {
 	int fail_begin, fail_instantiate, fail_launch, fail_set, fail_nodes;
 	int corrupt_graph;          /* graph runs write value + 1: verify must see it */
 	int cc_major;
+	/* watch: launches seen while watching, the verdict to report */
+	int watching, watch_fail, watch_verdict, watch_per_thread, n_watch_begin;
+	struct fk_kernel wk[MAXK];
+	int n_wk;
+	struct kp__rt_wlaunch wl[MAXK];
+	void *last_capture_stream;
 };
 
 static struct fake fk;
@@ -106,6 +112,8 @@ static void launch(void *stream, const char *name, uint32_t grid, const void *p0
 	} else {
 		fk.n_eager_kernels++;
 		run_kernel(&k, 0);
+		if (fk.watching && fk.n_wk < MAXK)
+			fk.wk[fk.n_wk++] = k;
 	}
 	pthread_mutex_unlock(&fk.lock);
 }
@@ -149,6 +157,7 @@ static int f_capture_begin(void *ctx, void *stream)
 	if (fk.fail_begin)
 		return 900;
 	pthread_mutex_lock(&fk.lock);
+	fk.last_capture_stream = stream;
 	fk.capturing[s] = 1;
 	fk.invalid[s] = 0;
 	fk.cap[s].n = 0;
@@ -295,7 +304,7 @@ static const char *f_strerror(void *ctx, int rc) { return "fake error"; }
 /* named ranges: depth must return to 0 after every region call */
 static struct { int depth, pushes, max_depth; char last[64]; } rng;
 
-static void f_range_push(void *ctx, const char *name)
+static void f_range_push(void *ctx, const char *name, int kind)
 {
 	rng.pushes++;
 	if (++rng.depth > rng.max_depth)
@@ -304,6 +313,38 @@ static void f_range_push(void *ctx, const char *name)
 }
 
 static void f_range_pop(void *ctx) { rng.depth--; }
+
+static int f_watch_begin(void *ctx, void *stream, unsigned flags)
+{
+	fk.n_watch_begin++;
+	if (fk.watch_fail)
+		return 1;
+	fk.watching = 1;
+	fk.n_wk = 0;
+	return 0;
+}
+
+static int f_watch_end(void *ctx, struct kp__rt_watch *w)
+{
+	int i;
+
+	fk.watching = 0;
+	w->res.verdict = fk.watch_verdict;
+	if (fk.watch_verdict > 0)
+		snprintf(w->res.msg, sizeof(w->res.msg), "cudaStreamSynchronize inside the region");
+	w->per_thread = fk.watch_per_thread;
+	for (i = 0; i < fk.n_wk; i++) {
+		fk.wl[i].name = fk.wk[i].name;
+		fk.wl[i].n_params = fk.wk[i].n_params;
+		fk.wl[i].param_off = fk.wk[i].off;
+		fk.wl[i].param_size = fk.wk[i].size;
+		fk.wl[i].params = fk.wk[i].params;
+		fk.wl[i].params_len = fk.wk[i].len;
+	}
+	w->n_launches = (size_t)fk.n_wk;
+	w->launches = fk.wl;
+	return 0;
+}
 
 static const struct kp__rt_backend fake_be = {
 	.device = f_device, .capture_begin = f_capture_begin,
@@ -395,6 +436,25 @@ static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 	kp_log_set_level(KP_LOG_ERROR);
 	rt = kp__rt_open_backend(&fake_be, plan, &o, &err);
 
+	if (!rt)
+		fprintf(stderr, "open: %s\n", err.msg);
+	return rt;
+}
+
+/* open_rt over a backend that watches the warm-up call before capture */
+static kp_rt *open_rt_watch(const char *plan)
+{
+	struct kp__rt_backend be = fake_be;
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0 };
+	struct kp_rt_err err;
+	kp_rt *rt;
+
+	if (saved_log_level < 0)
+		saved_log_level = kp_log_get_level();
+	kp_log_set_level(KP_LOG_ERROR);
+	be.watch_begin = f_watch_begin;
+	be.watch_end = f_watch_end;
+	rt = kp__rt_open_backend(&be, plan, &o, &err);
 	if (!rt)
 		fprintf(stderr, "open: %s\n", err.msg);
 	return rt;
@@ -1184,7 +1244,147 @@ static void test_fused_bind_overlap(void)
 	kp_rt_close(rt);
 }
 
+
+/*
+ * The call before the first capture is watched: a body that would break a
+ * capture never gets one (the application never sees a capture error).
+ */
+static void test_watch_would_break(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 2, 1, 0 } };
+	uint64_t out[8] = {0}, scratch = 0;
+	struct kp_rt_stats st;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	fk.watch_verdict = 1;
+	rt = open_rt_watch(write_plan("watch.kplan", 9, rg, 1));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 1 + i, 0), 1);
+	CU_ASSERT_EQUAL(out[2], 10);
+	CU_ASSERT_EQUAL(fk.n_watch_begin, 1);        /* the second warm-up call only */
+	CU_ASSERT_PTR_NULL(fk.last_capture_stream);  /* no capture was ever begun */
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.watched, 1);
+	CU_ASSERT_EQUAL(st.captures, 0);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WOULD_BREAK], 8);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_WOULD_BREAK], 1);
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(KP_RT_R_WOULD_BREAK), "would-break-capture");
+	kp_rt_close(rt);
+
+	/* another CUPTI client: could not check, captures as before */
+	fake_reset();
+	fk.watch_fail = 1;
+	rt = open_rt_watch(write_plan("watch.kplan", 9, rg, 1));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 5; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(st.unwatched, 1);
+	CU_ASSERT_EQUAL(st.captures, 1);
+	CU_ASSERT_EQUAL(st.replays, 2);
+	kp_rt_close(rt);
+}
+
+/*
+ * A value that changes per call (the tag: a seed, a step) is stale in a
+ * replay unless bound: unbound, the watched call and the capture differ and
+ * the region stays eager; bound with kp_rt_bind_value, each replay writes
+ * the call's value.
+ */
+static int call_value(kp_rt *rt, void *stream, uint64_t *out, uint64_t tag, int bind)
+{
+	kp_region r;
+	int first = -100, rc;
+
+	do {
+		rc = kp_rt_region_begin(rt, &r, "step", 0, stream);
+		if (first == -100)
+			first = rc;
+		if (rc) {
+			launch(stream, "store", 4, out + 2, tag, NULL);
+			launch(stream, "store", 8, out + 3, 77, NULL);
+		}
+		kp_rt_bind(rt, &r, 0, out, 64, KP_RT_BIND_OUTPUT);
+		if (bind)
+			kp_rt_bind_value(rt, &r, 1, &tag, sizeof(tag));
+	} while (kp_rt_region_end(rt, &r) > 0);
+	return first;
+}
+
+static void test_value_binds(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 1, 1, 0 } };
+	uint64_t out[8] = {0};
+	struct kp_rt_stats st;
+	kp_region r;
+	kp_rt *rt;
+	int i, bind;
+
+	for (bind = 0; bind < 2; bind++) {
+		fake_reset();
+		rt = open_rt_watch(write_plan("value.kplan", 9, rg, 1));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+		for (i = 0; i < 12; i++) {
+			call_value(rt, (void *)1, out, 1000 + i, bind);
+			CU_ASSERT_EQUAL(out[2], 1000 + (uint64_t)i);   /* never stale */
+			CU_ASSERT_EQUAL(out[3], 77);
+		}
+		st = stats(rt);
+		if (bind) {
+			CU_ASSERT_EQUAL(st.captures, 1);
+			CU_ASSERT_EQUAL(st.replays, 10);
+			CU_ASSERT_EQUAL(st.patched_values, 10);
+			CU_ASSERT_EQUAL(st.patched_nodes, 10);   /* the first store only */
+		} else {
+			CU_ASSERT_EQUAL(st.captures, 0);
+			CU_ASSERT_EQUAL(st.failures[KP_RT_R_UNBOUND_CHANGE], 1);
+			/* the capture's call re-ran eagerly, then every call after it */
+			CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_UNBOUND_CHANGE], 11);
+		}
+		kp_rt_close(rt);
+	}
+	/* bad sizes are refused; a NULL runtime accepts anything */
+	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 0, out, 8), 0);
+	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 0, out, 9), KP_EINVAL);
+	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 16, out, 4), KP_EINVAL);
+}
+
+/* Stream 0: the legacy stream is never captured; the per-thread one is. */
+static void test_default_streams(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 1, 1, 0 } };
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_rt(write_plan("legacy.kplan", 9, rg, 1), 0, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, NULL, out, 8, &scratch, 3, 0), 1);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_WOULD_BREAK], 4);
+	kp_rt_close(rt);
+
+	fake_reset();
+	fk.watch_per_thread = 1;
+	rt = open_rt_watch(write_plan("legacy.kplan", 9, rg, 1));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 5; i++)
+		call(rt, "step", 0, NULL, out, 8, &scratch, 3, 0);
+	CU_ASSERT_EQUAL(fk.n_captures, 1);
+	CU_ASSERT_PTR_EQUAL(fk.last_capture_stream, KP__RT_STREAM_PER_THREAD);
+	CU_ASSERT_EQUAL(stats(rt).replays, 3);
+	kp_rt_close(rt);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
+	{ "watched warm-up: would break, could not check", test_watch_would_break },
+	{ "values bound per call, or eager when unbound", test_value_binds },
+	{ "stream 0: legacy never captured, per-thread is", test_default_streams },
 	{ "fused graph: bound buffers keep the capture's overlaps", test_fused_bind_overlap },
 	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },

@@ -1,0 +1,357 @@
+"""ctypes binding of libkplanrt (include/kplan/runtime.h).
+
+Only what a language binding needs: open/close, the plan's view of a region
+(kp_rt_region_plan), the runtime's NVTX ranges (kp_rt_range_push/pop, kind 2),
+the capture watch (kp_rt_watch_begin/end), the counters and the reason names.
+The structures below mirror the header field for field; tests/python checks
+them against the header (its text, and offsetof() when a C compiler is there).
+
+Nothing here imports torch.
+"""
+import ctypes
+import ctypes.util
+import os
+
+__all__ = [
+    "REASONS", "ERRORS", "RtError", "Runtime", "find_library", "load_library",
+    "KP_RT_STRICT", "KP_RT_DISABLE", "KP_RT_PRINT_STATS", "KP_RT_TIMING",
+    "KP_RT_NO_ENV", "KP_RT_TWO_EXECS", "KP_RT_WATCH_ALLOW_ALLOC",
+    "KIND_C", "KIND_BINDING",
+]
+
+# enum kp_rt_reason, in order: index i is the C value i (kp_rt_reason_name).
+REASONS = (
+    "none", "no-plan", "disabled", "plan-mismatch", "unknown-region",
+    "planned-eager", "warmup", "capture-failed", "fingerprint", "instantiate",
+    "patch", "launch", "cuda-error", "bad-bind", "unpatchable", "key-thrash",
+    "backoff", "gave-up", "verify-mismatch", "nested", "busy", "ambiguous-bind",
+    "would-break-capture", "unbound-change",
+)
+KP_RT_R_COUNT = len(REASONS)
+
+# enum kp_rt_flags
+KP_RT_STRICT = 1 << 0
+KP_RT_DISABLE = 1 << 1
+KP_RT_PRINT_STATS = 1 << 2
+KP_RT_TIMING = 1 << 3
+KP_RT_NO_ENV = 1 << 4
+KP_RT_TWO_EXECS = 1 << 5
+# enum kp_rt_watch_flags
+KP_RT_WATCH_ALLOW_ALLOC = 1 << 0
+# enum kp_rt_bind_flags (not used by the binding; listed for the layout test)
+KP_RT_BIND_OUTPUT = 1 << 0
+KP_RT_BIND_VALUE = 1 << 1
+KP_RT_MAX_BINDS = 16
+
+# kind argument of kp_rt_range_push
+KIND_C = 1        # a region the C API captures on its stream
+KIND_BINDING = 2  # a region captured by a language binding (this package)
+
+# kplan's error codes (common/err.h)
+ERRORS = {
+    -1: "EINVAL", -2: "ENOMEM", -3: "EIO", -4: "EDB", -5: "EFORMAT",
+    -6: "EVERSION", -7: "ENOTFOUND", -8: "EBUSY", -9: "ECUDA", -10: "ECUPTI",
+    -11: "EUNSUPPORTED", -12: "EMISMATCH",
+}
+
+_u64 = ctypes.c_uint64
+_i64 = ctypes.c_int64
+_u32 = ctypes.c_uint32
+_int = ctypes.c_int
+
+
+class kp_rt_err(ctypes.Structure):
+    _fields_ = [("code", _int), ("msg", ctypes.c_char * 512)]
+
+
+class kp_rt_options(ctypes.Structure):
+    _fields_ = [
+        ("flags", ctypes.c_uint),
+        ("verify_calls", _int),
+        ("warmup", _int),
+        ("max_failures", _int),
+    ]
+
+
+class kp_rt_stats(ctypes.Structure):
+    _fields_ = [
+        ("calls", _u64),
+        ("replays", _u64),
+        ("captures", _u64),
+        ("eager", _u64),
+        ("eager_by_reason", _u64 * KP_RT_R_COUNT),
+        ("failures", _u64 * KP_RT_R_COUNT),
+        ("patched_nodes", _u64),
+        ("patched_words", _u64),
+        ("evictions", _u64),
+        ("verified", _u64),
+        ("graphs", _u64),
+        ("graph_nodes", _u64),
+        ("graph_mem_bytes", _i64),
+        ("replay_host_ns", _i64),
+        ("replay_launch_ns", _i64),
+        ("replay_patch_ns", _i64),
+        ("watched", _u64),
+        ("unwatched", _u64),
+        ("watch_ns", _i64),
+        ("patched_values", _u64),
+    ]
+
+
+class kp_rt_region_info(ctypes.Structure):
+    _fields_ = [
+        ("decision", _int),
+        ("warmup", _int),
+        ("kernels", _u32),
+        ("n_patches", _u32),
+        ("n_scalar_patches", _u32),
+        ("fingerprint", _u64),
+        ("reason", ctypes.c_char * 64),
+    ]
+
+
+class kp_rt_watch_result(ctypes.Structure):
+    _fields_ = [
+        ("verdict", _int),
+        ("call", ctypes.c_char * 64),
+        ("kernel", ctypes.c_char * 160),
+        ("msg", ctypes.c_char * 320),
+    ]
+
+
+class _bind(ctypes.Structure):
+    _fields_ = [
+        ("base", ctypes.c_void_p),
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("value", _u64),
+    ]
+
+
+class kp_region(ctypes.Structure):
+    """Not used by the binding (it never calls kp_rt_region_begin); kept so
+    that the layout test covers every structure of the header."""
+    _fields_ = [
+        ("entry_", ctypes.c_void_p),
+        ("stream_", ctypes.c_void_p),
+        ("mode_", _int),
+        ("n_binds_", _int),
+        ("t0_", _i64),
+        ("ranged_", _int),
+        ("bind_", _bind * KP_RT_MAX_BINDS),
+    ]
+
+
+STRUCTS = {
+    "kp_rt_err": kp_rt_err,
+    "kp_rt_options": kp_rt_options,
+    "kp_rt_stats": kp_rt_stats,
+    "kp_rt_region_info": kp_rt_region_info,
+    "kp_rt_watch_result": kp_rt_watch_result,
+    "kp_region": kp_region,
+}
+
+DECISIONS = {0: "eager", 1: "graph", 2: "split"}
+
+
+class RtError(RuntimeError):
+    """kp_rt_open failed: .code is kplan's negative error code."""
+
+    def __init__(self, code, msg):
+        self.code = code
+        self.name = ERRORS.get(code, str(code))
+        RuntimeError.__init__(self, "%s (%s)" % (msg, self.name))
+
+
+def _pkg_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def library_candidates():
+    """Where the library is looked for, in order (the first that exists wins):
+    $KPLAN_RT_LIB (a file, or a directory holding libkplanrt.so); a copy
+    next to the package (kplan/lib/); the repository's build/lib (the package
+    at python/kplan/ in a built checkout); then the dynamic loader's search
+    (LD_LIBRARY_PATH, ldconfig)."""
+    out = []
+    env = os.environ.get("KPLAN_RT_LIB")
+    if env:
+        out.append(os.path.join(env, "libkplanrt.so") if os.path.isdir(env) else env)
+    here = _pkg_dir()
+    out.append(os.path.join(here, "lib", "libkplanrt.so"))
+    repo = os.path.dirname(os.path.dirname(here))
+    build = os.environ.get("BUILD", "build")
+    out.append(os.path.join(repo, build, "lib", "libkplanrt.so"))
+    if build != "build":
+        out.append(os.path.join(repo, "build", "lib", "libkplanrt.so"))
+    return out
+
+
+def find_library():
+    """Path of libkplanrt.so, or None."""
+    cands = library_candidates()
+    if os.environ.get("KPLAN_RT_LIB"):
+        # an explicit choice is not silently replaced by another copy
+        return cands[0]
+    for p in cands:
+        if os.path.isfile(p):
+            return p
+    return ctypes.util.find_library("kplanrt")
+
+
+def _declare(lib, name, restype, argtypes, required=True):
+    f = getattr(lib, name, None)
+    if f is None:
+        if required:
+            raise OSError("%s: no symbol %s (an older libkplanrt?)" % (lib._name, name))
+        return None
+    f.restype = restype
+    f.argtypes = argtypes
+    return f
+
+
+class Library(object):
+    """The loaded library with its functions declared. Functions the header
+    added late (kp_rt_region_plan, kp_rt_range_*, kp_rt_watch_*) are None in
+    a library that lacks them."""
+
+    def __init__(self, path):
+        self.path = path
+        lib = ctypes.CDLL(path)
+        self._lib = lib
+        vp, cp = ctypes.c_void_p, ctypes.c_char_p
+        P = ctypes.POINTER
+        self.open = _declare(lib, "kp_rt_open", vp, [cp, P(kp_rt_err)])
+        self.open_ex = _declare(lib, "kp_rt_open_ex", vp,
+                                [cp, P(kp_rt_options), P(kp_rt_err)])
+        self.close = _declare(lib, "kp_rt_close", None, [vp])
+        self.get_stats = _declare(lib, "kp_rt_get_stats", None, [vp, P(kp_rt_stats)])
+        self.reason_name = _declare(lib, "kp_rt_reason_name", cp, [_int])
+        self.region_plan = _declare(lib, "kp_rt_region_plan", _int,
+                                    [vp, cp, P(kp_rt_region_info)], required=False)
+        self.range_push = _declare(lib, "kp_rt_range_push", None, [vp, cp, _int],
+                                   required=False)
+        self.range_pop = _declare(lib, "kp_rt_range_pop", None, [vp], required=False)
+        self.watch_begin = _declare(lib, "kp_rt_watch_begin", _int, [vp, vp, ctypes.c_uint],
+                                    required=False)
+        self.watch_end = _declare(lib, "kp_rt_watch_end", _int,
+                                  [vp, P(kp_rt_watch_result)], required=False)
+
+
+_loaded = {}
+
+
+def load_library(path=None):
+    """Load (once per path) and return a Library. Raises OSError when the
+    library cannot be found or loaded."""
+    if path is None:
+        path = find_library()
+        if path is None:
+            raise OSError("libkplanrt.so not found (looked at %s and the loader's path); "
+                          "build it with `make` or set KPLAN_RT_LIB"
+                          % ", ".join(library_candidates()))
+    lib = _loaded.get(path)
+    if lib is None:
+        lib = _loaded[path] = Library(path)
+    return lib
+
+
+def _s(b):
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
+def stats_dict(st):
+    """A kp_rt_stats as a dict (reason arrays keyed by reason name, zeros left out)."""
+    d = {}
+    for name, _t in kp_rt_stats._fields_:
+        v = getattr(st, name)
+        if name in ("eager_by_reason", "failures"):
+            d[name] = {REASONS[i]: int(v[i]) for i in range(KP_RT_R_COUNT) if v[i]}
+        else:
+            d[name] = int(v)
+    return d
+
+
+class Runtime(object):
+    """One open kp_rt handle. The methods are what kplan.torch uses; the
+    tests give kplan.torch a pure-Python object with the same methods."""
+
+    def __init__(self, lib, handle, plan_path):
+        self.lib = lib
+        self.handle = ctypes.c_void_p(handle)
+        self.plan_path = plan_path
+        self.can_watch = lib.watch_begin is not None and lib.watch_end is not None
+        self.has_plan_lookup = lib.region_plan is not None
+
+    @classmethod
+    def open(cls, plan_path=None, flags=0, verify_calls=0, warmup=-1, max_failures=0,
+             lib=None):
+        if lib is None or isinstance(lib, str):
+            lib = load_library(lib)
+        opt = kp_rt_options(flags=flags, verify_calls=verify_calls, warmup=warmup,
+                            max_failures=max_failures)
+        err = kp_rt_err()
+        p = os.fsencode(plan_path) if plan_path is not None else None
+        h = lib.open_ex(p, ctypes.byref(opt), ctypes.byref(err))
+        if not h:
+            raise RtError(err.code or -1, _s(err.msg) or "kp_rt_open failed")
+        return cls(lib, h, plan_path)
+
+    def close(self):
+        if self.handle:
+            self.lib.close(self.handle)
+            self.handle = ctypes.c_void_p(0)
+
+    def region_plan(self, name):
+        """The plan's entry for region `name` as a dict, or None when the
+        plan has no such region (or no plan applies)."""
+        if not self.has_plan_lookup or not self.handle:
+            return None
+        info = kp_rt_region_info()
+        rc = self.lib.region_plan(self.handle, name if isinstance(name, bytes)
+                                  else name.encode(), ctypes.byref(info))
+        if rc != 0:
+            return None
+        return {
+            "decision": DECISIONS.get(info.decision, str(info.decision)),
+            "warmup": int(info.warmup),
+            "kernels": int(info.kernels),
+            "n_patches": int(info.n_patches),
+            "n_scalar_patches": int(info.n_scalar_patches),
+            "fingerprint": int(info.fingerprint),
+            "reason": _s(info.reason),
+        }
+
+    def range_push(self, bname, kind=KIND_BINDING):
+        """bname: the region name as bytes (encoded once by the caller)."""
+        f = self.lib.range_push
+        if f is not None:
+            f(self.handle, bname, kind)
+
+    def range_pop(self):
+        f = self.lib.range_pop
+        if f is not None:
+            f(self.handle)
+
+    def watch_begin(self, stream, flags=KP_RT_WATCH_ALLOW_ALLOC):
+        """stream: a cudaStream_t as an int. 0 watching, -1 cannot."""
+        if not self.can_watch:
+            return -1
+        return int(self.lib.watch_begin(self.handle, ctypes.c_void_p(stream or None), flags))
+
+    def watch_end(self):
+        """(verdict, call, kernel, msg): verdict 0 capturable, 1 would break,
+        -1 could not check."""
+        if not self.can_watch:
+            return (-1, "", "", "this libkplanrt has no kp_rt_watch_begin")
+        res = kp_rt_watch_result()
+        self.lib.watch_end(self.handle, ctypes.byref(res))
+        return (int(res.verdict), _s(res.call), _s(res.kernel), _s(res.msg))
+
+    def stats(self):
+        st = kp_rt_stats()
+        self.lib.get_stats(self.handle, ctypes.byref(st))
+        return stats_dict(st)
+
+    def reason_name(self, i):
+        return _s(self.lib.reason_name(i))

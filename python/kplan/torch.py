@@ -1,0 +1,1184 @@
+"""kplan.torch: apply a kplan plan to an eager PyTorch program.
+
+    import kplan.torch as kt
+
+    kt.open("model.kplan")                # optional: KPLAN_PLAN=model.kplan works too
+
+    @kt.region("decode")                  # a label of the plan
+    def decode(ids, pos):
+        return model(ids, position_ids=pos).logits
+
+Per region and shape key (every tensor argument's shape, dtype, device,
+strides and requires_grad, the VALUES of Python scalars and strings, the
+identity of any other object, the current device and stream, and what the
+region's `key` callable returns), a call goes through:
+
+    warm-up    the plan's count of eager calls (at least 1); the last one runs
+               on the capture stream under kp_rt_watch_begin/end: a body that
+               would break a capture (a sync, .item(), a pageable copy...)
+               stays eager for the process (would-break-capture)
+    capture    torch.cuda.graph on a side stream with a private memory pool
+               (capture_error_mode "thread_local"), the tensor arguments
+               copied first into static tensors of this key
+    replay     the arguments copied into the static tensors, one graph
+               launch, arguments the body writes to copied back, outputs
+               returned as clones (static_outputs=True: the static tensors)
+
+and on any failure falls back to eager with a reason code (REASONS), one log
+line, and counters (stats()). Nothing here raises on a fallback unless
+strict mode asks for it; exceptions inside a capture never reach the caller:
+the call is run again eagerly and its result returned.
+
+torch is imported on the first region call, not by `import kplan.torch`.
+"""
+import atexit
+import collections
+import enum
+import functools
+import os
+import sys
+import threading
+import types
+
+from . import _rt
+
+__all__ = [
+    "open", "close", "current", "region", "mark", "stats", "reset",
+    "Region", "Runtime", "KplanError", "REASONS", "TORCH_REASONS",
+]
+
+# Reason codes: the C runtime's (same names, same meaning where they overlap)
+# plus the ones only the PyTorch binding has.
+TORCH_REASONS = (
+    "cpu-tensor",          # a tensor argument is not on a CUDA device
+    "unsupported-tensor",  # a sparse, nested or other non-strided tensor argument
+    "multi-device",        # tensors on several devices, or not on the current one
+    "requires-grad",       # autograd through the region: inputs or outputs need grad
+    "non-tensor-output",   # the region returned something else than tensors/None
+    "aliased-inputs",      # two arguments share memory and the body writes to one
+    "no-cuda",             # torch has no CUDA device here
+)
+REASONS = _rt.REASONS + TORCH_REASONS
+
+# Reasons that strict mode does not turn into errors (the C runtime's list).
+NOT_STRICT = frozenset((
+    "none", "no-plan", "disabled", "planned-eager", "warmup", "nested", "busy",
+    "backoff", "key-thrash", "ambiguous-bind",
+))
+
+# The C runtime's constants (runtime/core.c), same meaning.
+BACKOFF_BASE = 16       # eager calls after the first failure, doubled per failure
+THRASH_WINDOW = 64      # region calls per thrash window
+THRASH_EVICTIONS = 4    # evictions in one window that pause the region
+THRASH_PAUSE = 256      # first pause in region calls, doubled each time
+MAX_FAILURES = 3        # failures of one key before it stays eager (gave-up)
+# The binding's own defaults.
+DEFAULT_MAX_KEYS = 8    # graphs kept per region (kp_rt_region_info has no shape-keys)
+DEFAULT_WARMUP = 2      # eager calls before capture when the plan does not say
+
+_WARMUP, _READY, _BACKOFF, _DISABLED = range(4)
+_STATE_NAMES = ("warmup", "ready", "backoff", "disabled")
+
+
+class KplanError(RuntimeError):
+    """open() could not read the plan, or strict mode met a fallback.
+    .reason is the reason code (None for open errors)."""
+
+    def __init__(self, msg, reason=None):
+        RuntimeError.__init__(self, msg)
+        self.reason = reason
+
+
+class _Fallback(Exception):
+    def __init__(self, reason, detail):
+        Exception.__init__(self, detail)
+        self.reason = reason
+        self.detail = detail
+
+
+# ---------------------------------------------------------------------------
+# logging (KPLAN_LOG=error|info|debug, like the C runtime; warnings by default)
+
+def _log_level():
+    return {"error": 0, "info": 2, "debug": 3}.get(os.environ.get("KPLAN_LOG", ""), 1)
+
+
+def _log(level, msg):
+    if level <= _log_level():
+        sys.stderr.write("kplan: %s%s\n" % ({0: "error: ", 1: "warning: "}.get(level, ""),
+                                              msg))
+        sys.stderr.flush()
+
+
+def _env_int(name, default):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        _log(1, "torch: %s=%r is not an integer; ignored" % (name, v))
+        return default
+
+
+def _env_flag(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+# ---------------------------------------------------------------------------
+# torch, imported on first use
+
+_T = None
+_Tensor = None
+_VALUE_TYPES = set()
+_raw = [None]
+_tl = threading.local()
+
+
+def _torch():
+    global _T, _Tensor
+    if _T is None:
+        import torch as T  # the real torch (absolute import)
+        vt = {int, float, bool, str, bytes, complex, type(None), type(Ellipsis)}
+        for n in ("dtype", "device", "layout", "memory_format", "Size"):
+            t = getattr(T, n, None)
+            if isinstance(t, type):
+                vt.add(t)
+        _VALUE_TYPES.clear()
+        _VALUE_TYPES.update(vt)
+        _Tensor = T.Tensor
+        # the current stream as an int without a Stream object (what Inductor
+        # uses); else torch.cuda.current_stream(dev).cuda_stream
+        _raw[0] = getattr(getattr(T, "_C", None), "_cuda_getCurrentRawStream", None)
+        _T = T
+    return _T
+
+
+def _depth():
+    return getattr(_tl, "depth", 0)
+
+
+def _inference_mode(T):
+    f = getattr(T, "is_inference_mode_enabled", None)
+    return bool(f()) if f is not None else False
+
+
+def _is_compiling(T):
+    comp = getattr(T, "compiler", None)
+    f = getattr(comp, "is_compiling", None)
+    return bool(f()) if f is not None else False
+
+
+# ---------------------------------------------------------------------------
+# shape keys and argument trees
+
+def _walk(x, parts, tensors, pins):
+    """Append x's key parts; collect its tensors (in order) and the objects
+    keyed by identity (kept alive by the entry so that an id is never
+    reused while a graph of it exists)."""
+    if isinstance(x, _Tensor):
+        tensors.append(x)
+        parts.append((x.shape, x.dtype, x.device, x.stride(), x.requires_grad))
+        return
+    t = type(x)
+    if t is float:
+        parts.append((float, x.hex()))  # -0.0 and nan are values too
+    elif t in _VALUE_TYPES:
+        parts.append((t, x))
+    elif t is tuple or t is list or (isinstance(x, tuple) and hasattr(t, "_fields")):
+        parts.append((t, len(x)))
+        for v in x:
+            _walk(v, parts, tensors, pins)
+    elif isinstance(x, dict):
+        keys = tuple(x)
+        try:
+            hash(keys)
+        except TypeError:
+            keys = tuple(id(k) for k in keys)
+            pins.append(x)
+        parts.append((t, keys))
+        for v in x.values():
+            _walk(v, parts, tensors, pins)
+    elif isinstance(x, enum.Enum):
+        parts.append((t, x.name))
+    elif isinstance(x, (int, str)):  # subclasses (IntEnum handled above)
+        parts.append((t, x))
+    else:
+        # modules, configs, functions...: by identity. Their state is assumed
+        # constant for a given object (a key callable can add what changes).
+        parts.append((t, id(x)))
+        pins.append(x)
+
+
+def _subst(x, it):
+    """x with every tensor replaced by next(it) (same traversal as _walk)."""
+    if isinstance(x, _Tensor):
+        return next(it)
+    t = type(x)
+    if t in _VALUE_TYPES or t is float:
+        return x
+    if t is tuple:
+        return tuple(_subst(v, it) for v in x)
+    if t is list:
+        return [_subst(v, it) for v in x]
+    if isinstance(x, tuple) and hasattr(t, "_fields"):
+        return t(*[_subst(v, it) for v in x])
+    if isinstance(x, dict):
+        return _mk_dict(t, list(x.keys()), [_subst(v, it) for v in x.values()])
+    return x
+
+
+def _mk_dict(t, keys, vals):
+    if t is dict:
+        return dict(zip(keys, vals))
+    if all(type(k) is str for k in keys):
+        try:
+            return t(**dict(zip(keys, vals)))  # ModelOutput-style dataclass dicts
+        except Exception:
+            pass
+    try:
+        return t(zip(keys, vals))
+    except Exception:
+        return dict(zip(keys, vals))
+
+
+_LEAF = object()
+_NONE = object()
+
+
+def _flatten_out(x, leaves):
+    """Spec of an output tree; tensors appended to leaves. Tensors, None,
+    and tuples/lists/namedtuples/dicts of them; anything else raises."""
+    if isinstance(x, _Tensor):
+        leaves.append(x)
+        return _LEAF
+    if x is None:
+        return _NONE
+    t = type(x)
+    if t is tuple or t is list:
+        return (t, [_flatten_out(v, leaves) for v in x])
+    if isinstance(x, tuple) and hasattr(t, "_fields"):
+        return ("nt", t, [_flatten_out(v, leaves) for v in x])
+    if isinstance(x, dict):
+        return ("dict", t, list(x.keys()), [_flatten_out(v, leaves) for v in x.values()])
+    raise _Fallback("non-tensor-output",
+                    "the region returned a %s (only tensors, None and tuples, lists "
+                    "and dicts of them can be replayed)" % t.__name__)
+
+
+def _unflatten(spec, it):
+    if spec is _LEAF:
+        return next(it)
+    if spec is _NONE:
+        return None
+    tag = spec[0]
+    if tag is tuple:
+        return tuple([_unflatten(s, it) for s in spec[1]])
+    if tag is list:
+        return [_unflatten(s, it) for s in spec[1]]
+    if tag == "nt":
+        return spec[1](*[_unflatten(s, it) for s in spec[2]])
+    return _mk_dict(spec[1], spec[2], [_unflatten(s, it) for s in spec[3]])
+
+
+def _same_spec(a, b):
+    if a is _LEAF or a is _NONE or b is _LEAF or b is _NONE:
+        return a is b
+    if a[0] != b[0] or len(a) != len(b):
+        return False
+    if a[0] == "dict" and (a[1] is not b[1] or a[2] != b[2]):
+        return False
+    if a[0] == "nt" and a[1] is not b[1]:
+        return False
+    sa, sb = a[-1], b[-1]
+    return len(sa) == len(sb) and all(_same_spec(x, y) for x, y in zip(sa, sb))
+
+
+# ---------------------------------------------------------------------------
+# state
+
+class _Entry(object):
+    """One shape key of one region: its state machine and its graph."""
+    __slots__ = ("key", "device", "pins", "lock", "state", "reason", "warm_done",
+                 "watched", "fails", "retry_at", "calls", "graph", "static_in",
+                 "spec", "static_out", "mutated", "verify_left", "logged")
+
+    def __init__(self, key, device, pins):
+        self.key = key
+        self.device = device
+        self.pins = pins
+        self.lock = threading.Lock()
+        self.state = _WARMUP
+        self.reason = None
+        self.warm_done = 0
+        self.watched = False
+        self.fails = 0
+        self.retry_at = 0
+        self.calls = 0
+        self.graph = None
+        self.static_in = None
+        self.spec = None
+        self.static_out = None
+        self.mutated = ()
+        self.verify_left = 0
+        self.logged = set()
+
+
+class _RegionState(object):
+    def __init__(self, name):
+        self.name = name
+        self.bname = name.encode("utf-8")
+        self.static_reason = None
+        self.plan = None
+        self.warmup = DEFAULT_WARMUP
+        self.max_keys = DEFAULT_MAX_KEYS
+        self.entries = collections.OrderedDict()   # LRU order
+        self.calls = 0
+        self.eager_until = 0
+        self.pause = THRASH_PAUSE
+        self.win_calls = 0
+        self.win_evict = 0
+        self.captured = False
+        self.logged = set()
+        self.n = collections.Counter()             # calls, replays, captures, eager
+
+
+class _Counters(object):
+    def __init__(self):
+        self.calls = self.replays = self.captures = self.eager = 0
+        self.verified = self.evictions = self.graphs = 0
+        self.watched = self.unwatched = 0
+        self.eager_by_reason = collections.Counter()
+        self.failures = collections.Counter()
+
+
+def _key_hex(key):
+    return "%#018x" % (hash(key) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _first_line(exc):
+    s = str(exc).strip().splitlines()
+    return "%s: %s" % (type(exc).__name__, s[0] if s else "")
+
+
+class Runtime(object):
+    """An open kplan runtime for PyTorch (see open())."""
+
+    def __init__(self, crt, plan_path, policy="plan", verify=0, strict=False,
+                 warmup=None, max_keys=None, capture_error_mode="thread_local",
+                 disabled=False, print_stats=False, key_warmup=False, watch=True,
+                 verify_tol=None, global_reason=None):
+        if policy not in ("plan", "graph", "eager"):
+            raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
+        self.crt = crt
+        self.plan_path = plan_path
+        self.policy = policy
+        self.verify = max(0, int(verify or 0))
+        self.verify_tol = verify_tol
+        self.strict = bool(strict)
+        self.warmup = warmup
+        self.max_keys = max_keys
+        self.capture_error_mode = capture_error_mode
+        self.print_stats = print_stats
+        self.key_warmup = key_warmup
+        self.watch = watch
+        self.lock = threading.RLock()
+        self.states = {}
+        self.plan_info = {}
+        self.c = _Counters()
+        self.side = {}
+        self.logged = set()
+        self.closed = False
+        self.cuda_ok = False
+        if global_reason is None:
+            if disabled:
+                global_reason = "disabled"
+            elif policy == "eager":
+                global_reason = "planned-eager"
+            elif policy == "plan" and plan_path is None:
+                global_reason = "no-plan"
+        self.global_reason = global_reason
+
+    # -- the plan -------------------------------------------------------
+    def region_plan(self, name):
+        """What the plan says about region `name` (a dict), or None."""
+        if name not in self.plan_info:
+            info = None
+            if self.crt is not None and self.plan_path is not None:
+                info = self.crt.region_plan(name)
+            self.plan_info[name] = info
+        return self.plan_info[name]
+
+    def _state(self, region):
+        st = self.states.get(region)
+        if st is not None:
+            return st
+        with self.lock:
+            st = self.states.get(region)
+            if st is not None:
+                return st
+            st = _RegionState(region.name)
+            info = self.region_plan(region.name) if self.global_reason is None else None
+            st.plan = info
+            w = self.warmup
+            if w is None:
+                w = info["warmup"] if info is not None else DEFAULT_WARMUP
+            st.warmup = max(1, int(w))
+            st.max_keys = max(1, region.max_keys or self.max_keys or DEFAULT_MAX_KEYS)
+            if self.global_reason is None and self.policy == "plan":
+                if info is None:
+                    st.static_reason = "unknown-region"
+                    _log(1, "torch: region '%s': unknown-region: the plan has no region of "
+                            "that name (or does not apply on this GPU); eager" % region.name)
+                elif info["decision"] != "graph":
+                    st.static_reason = "planned-eager"
+                    _log(2, "torch: region '%s': planned %s (%s)"
+                         % (region.name, info["decision"], info["reason"]))
+            self.states[region] = st
+            return st
+
+    # -- a call ---------------------------------------------------------
+    def _call(self, region, args, kwargs):
+        st = self.states.get(region) or self._state(region)
+        crt = self.crt
+        if crt is not None:
+            crt.range_push(st.bname, _rt.KIND_BINDING)
+            try:
+                return self._dispatch(region, st, args, kwargs)
+            finally:
+                crt.range_pop()
+        return self._dispatch(region, st, args, kwargs)
+
+    def _count_eager(self, st, reason):
+        c = self.c
+        c.eager += 1
+        c.eager_by_reason[reason] += 1
+        st.n["eager"] += 1
+        if self.strict and reason not in NOT_STRICT:
+            raise KplanError("region '%s': %s (strict mode)" % (st.name, reason), reason)
+
+    def _eager(self, st, reason, region, args, kwargs):
+        self._count_eager(st, reason)
+        return region.fn(*args, **kwargs)
+
+    def _dispatch(self, region, st, args, kwargs):
+        self.c.calls += 1
+        st.n["calls"] += 1
+        if self.global_reason is not None:
+            return self._eager(st, self.global_reason, region, args, kwargs)
+        if st.static_reason is not None:
+            return self._eager(st, st.static_reason, region, args, kwargs)
+        T = _T or _torch()
+        if _depth() or T.cuda.is_current_stream_capturing() or _is_compiling(T):
+            return self._eager(st, "nested", region, args, kwargs)
+        if not self.cuda_ok:
+            if not T.cuda.is_available():
+                self.global_reason = "no-cuda"
+                _log(1, "torch: no CUDA device: every region runs eagerly (no-cuda)")
+                return self._eager(st, "no-cuda", region, args, kwargs)
+            self.cuda_ok = True
+
+        # the shape key
+        parts, tensors, pins = [], [], []
+        _walk(args, parts, tensors, pins)
+        if kwargs:
+            _walk(kwargs, parts, tensors, pins)
+        dev = T.cuda.current_device()
+        problem = None
+        for t in tensors:
+            d = t.device
+            if d.type != "cuda":
+                problem = "cpu-tensor" if d.type == "cpu" else "unsupported-tensor"
+                break
+            if d.index != dev:
+                problem = "multi-device"
+                break
+            if t.layout is not _T.strided:
+                problem = "unsupported-tensor"
+                break
+        grad = T.is_grad_enabled()
+        if problem is None and grad:
+            for t in tensors:
+                if t.requires_grad:
+                    problem = "requires-grad"
+                    break
+        if problem is not None:
+            return self._eager(st, problem, region, args, kwargs)
+        # what the body does depends on the autograd mode too
+        parts.append((grad, _inference_mode(T)))
+        parts.append(dev)
+        raw = _raw[0]
+        parts.append(raw(dev) if raw is not None else T.cuda.current_stream(dev).cuda_stream)
+        if region.key is not None:
+            parts.append(region.key(*args, **kwargs))
+        key = tuple(parts)
+
+        with self.lock:
+            st.calls += 1
+            st.win_calls += 1
+            if st.win_calls >= THRASH_WINDOW:
+                st.win_calls = st.win_evict = 0
+            if st.calls < st.eager_until:
+                e = None
+            else:
+                e = st.entries.get(key)
+                if e is None:
+                    e = self._new_entry(st, key, dev, pins)
+                else:
+                    st.entries.move_to_end(key)
+        if e is None:
+            return self._eager(st, "key-thrash", region, args, kwargs)
+        if not e.lock.acquire(False):
+            return self._eager(st, "busy", region, args, kwargs)
+        try:
+            return self._step(region, st, e, args, kwargs, tensors)
+        finally:
+            e.lock.release()
+
+    def _new_entry(self, st, key, dev, pins):
+        """A new shape key (self.lock held): evict the least recently used
+        idle key when the region is full; too many evictions pause it."""
+        if len(st.entries) >= st.max_keys:
+            for k, old in st.entries.items():
+                if old.lock.acquire(False):
+                    try:
+                        self._drop(old)
+                    finally:
+                        old.lock.release()
+                    del st.entries[k]
+                    self.c.evictions += 1
+                    st.win_evict += 1
+                    break
+            if st.win_evict >= THRASH_EVICTIONS:
+                st.eager_until = st.calls + st.pause
+                if "key-thrash" not in st.logged:
+                    st.logged.add("key-thrash")
+                    _log(1, "torch: region '%s': key-thrash: %d shape keys evicted within "
+                            "%d calls; eager for %d calls, then retried"
+                         % (st.name, st.win_evict, THRASH_WINDOW, st.pause))
+                self.c.failures["key-thrash"] += 1
+                if st.pause < (1 << 20):
+                    st.pause *= 2
+                st.win_evict = 0
+        e = _Entry(key, dev, pins)
+        if st.captured and not self.key_warmup:
+            # like the C runtime: a new key of a region that already captured
+            # (watched, on this side stream) captures on its first call
+            e.warm_done = st.warmup
+            e.watched = True
+        st.entries[key] = e
+        return e
+
+    def _step(self, region, st, e, args, kwargs, tensors):
+        e.calls += 1
+        s = e.state
+        if s == _READY:
+            return self._replay(region, st, e, args, kwargs, tensors)
+        if s == _DISABLED:
+            return self._eager(st, e.reason or "gave-up", region, args, kwargs)
+        if s == _BACKOFF:
+            if e.calls < e.retry_at:
+                return self._eager(st, "backoff", region, args, kwargs)
+            # retry: one more call on the capture stream (watched again), then capture
+            e.state = _WARMUP
+            e.warm_done = st.warmup - 1
+            e.watched = False
+        # _WARMUP
+        if e.warm_done < st.warmup - 1:
+            e.warm_done += 1
+            return self._eager(st, "warmup", region, args, kwargs)
+        if not e.watched:
+            e.warm_done += 1
+            e.watched = True
+            return self._watched_call(region, st, e, args, kwargs)
+        return self._capture_and_replay(region, st, e, args, kwargs, tensors)
+
+    # -- side stream, watch ----------------------------------------------
+    def _side_stream(self, dev):
+        s = self.side.get(dev)
+        if s is None:
+            s = self.side[dev] = _T.cuda.Stream(device=dev)
+        return s
+
+    def _region_off(self, st, reason, msg):
+        """The region's body cannot be replayed: eager for the process."""
+        with self.lock:
+            first = st.static_reason is None
+            if first:
+                st.static_reason = reason
+        if first:
+            self.c.failures[reason] += 1
+            _log(1, "torch: region '%s': %s: %s; eager for good" % (st.name, reason, msg))
+
+    def _watched_call(self, region, st, e, args, kwargs):
+        """The last warm-up call: eager on the capture stream (so that its
+        lazy per-stream set-up happens before the capture), watched by the C
+        runtime when it can."""
+        T = _T
+        self._count_eager(st, "warmup")
+        dev = e.device
+        side = self._side_stream(dev)
+        cur = T.cuda.current_stream(dev)
+        side.wait_stream(cur)
+        crt = self.crt
+        watching = crt is not None and self.watch
+        verdict = None
+        if watching:
+            crt.watch_begin(side.cuda_stream, _rt.KP_RT_WATCH_ALLOW_ALLOC)
+        _tl.depth = _depth() + 1
+        try:
+            with T.cuda.stream(side):
+                out = region.fn(*args, **kwargs)
+        finally:
+            _tl.depth -= 1
+            if watching:
+                verdict = crt.watch_end()
+            cur.wait_stream(side)
+        if verdict is None or verdict[0] < 0:
+            self.c.unwatched += 1
+            if "watch" not in self.logged:
+                self.logged.add("watch")
+                why = verdict[3] if verdict and verdict[3] else (
+                    "no runtime library" if crt is None else "watching is off (KPLAN_RT_WATCH=0)")
+                _log(2 if not watching else 1,
+                     "torch: could not check the warm-up calls before capture (%s); "
+                     "captures go ahead unchecked" % why)
+        elif verdict[0] == 1:
+            self.c.watched += 1
+            v, call, kernel, msg = verdict
+            self._region_off(st, "would-break-capture", msg or (
+                "%s%s" % (call, " after kernel %s" % kernel if kernel else "")))
+        else:
+            self.c.watched += 1
+        leaves = []
+        try:
+            _flatten_out(out, leaves)
+        except _Fallback as f:
+            self._region_off(st, f.reason, f.detail)
+            return out
+        # The outputs were allocated on the side stream and are used on cur.
+        # No record_stream (its event queries at later allocations would look
+        # like blockers to the next watch): their blocks go back to the side
+        # stream's pool when freed and are only reused by the next watched call
+        # or capture, which start after side.wait_stream(cur) (captures after a
+        # device synchronize), so after everything cur did with them.
+        if any(t.requires_grad for t in leaves):
+            self._region_off(st, "requires-grad", "an output requires grad (autograd through "
+                             "a replayed graph is not supported: run the region under "
+                             "torch.no_grad(), or put backward() inside it)")
+        return out
+
+    # -- capture ------------------------------------------------------------
+    def _capture_and_replay(self, region, st, e, args, kwargs, tensors):
+        T = _T
+        dev = e.device
+        prev = T.cuda.current_stream(dev)
+        try:
+            self._capture(region, st, e, args, kwargs, tensors)
+        except _Fallback as f:
+            self._drop(e)
+            self._restore_stream(prev)
+            self._region_off(st, f.reason, f.detail)
+            return self._eager(st, f.reason, region, args, kwargs)
+        except Exception as exc:
+            self._drop(e)
+            self._restore_stream(prev)
+            # a failed capture can leave the capture stream routed to the dead
+            # graph's pool: the next capture gets a new stream
+            self.side.pop(dev, None)
+            self._fail(st, e, "capture-failed", _first_line(exc))
+            return self._eager(st, "capture-failed", region, args, kwargs)
+        e.state = _READY
+        e.verify_left = self.verify
+        st.captured = True
+        self.c.captures += 1
+        self.c.graphs += 1
+        st.n["captures"] += 1
+        _log(3, "torch: region '%s' key %s: captured (%d inputs, %d outputs, %d written)"
+             % (st.name, _key_hex(e.key), len(e.static_in), len(e.static_out), len(e.mutated)))
+        return self._replay(region, st, e, args, kwargs, tensors)
+
+    def _restore_stream(self, prev):
+        try:
+            _T.cuda.set_stream(prev)
+        except Exception:
+            pass
+
+    def _capture(self, region, st, e, args, kwargs, tensors):
+        T = _T
+        static = []
+        for t in tensors:
+            s = T.empty_like(t)
+            s.copy_(t)
+            static.append(s)
+        it = iter(static)
+        sargs = _subst(args, it)
+        skw = _subst(kwargs, it) if kwargs else {}
+        v0 = [s._version for s in static]
+        g = T.cuda.CUDAGraph()
+        side = self._side_stream(e.device)
+        _tl.depth = _depth() + 1
+        try:
+            with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
+                out = region.fn(*sargs, **skw)
+        finally:
+            _tl.depth -= 1
+        leaves = []
+        spec = _flatten_out(out, leaves)
+        for t in leaves:
+            if t.requires_grad:
+                raise _Fallback("requires-grad", "an output requires grad (autograd through "
+                                "a replayed graph is not supported: run the region under "
+                                "torch.no_grad(), or put backward() inside it)")
+        e.graph = g
+        e.static_in = static
+        e.spec = spec
+        e.static_out = leaves
+        e.mutated = tuple(i for i, s in enumerate(static) if s._version != v0[i])
+
+    def _drop(self, e):
+        """Free e's graph and static tensors (after the GPU is done with them)."""
+        if e.graph is not None:
+            try:
+                _T.cuda.synchronize(e.device)
+            except Exception:
+                pass
+            self.c.graphs -= 1
+        e.graph = e.static_in = e.static_out = e.spec = None
+        e.mutated = ()
+
+    def _fail(self, st, e, reason, detail):
+        """A graph failed: back off (doubling), or give up after MAX_FAILURES."""
+        e.fails += 1
+        self.c.failures[reason] += 1
+        gave_up = e.fails >= MAX_FAILURES
+        if gave_up:
+            e.state = _DISABLED
+            e.reason = "gave-up"
+        else:
+            e.state = _BACKOFF
+            e.retry_at = e.calls + (BACKOFF_BASE << (e.fails - 1))
+        if reason not in e.logged or gave_up:
+            e.logged.add(reason)
+            _log(1, "torch: region '%s' key %s: %s: %s; eager %s"
+                 % (st.name, _key_hex(e.key), reason, detail,
+                    "for good (gave-up)" if gave_up else "for a while, then retried"))
+
+    # -- replay ---------------------------------------------------------------
+    def _copy_in(self, e, tensors):
+        static = e.static_in
+        dst, src = [], []
+        for i, t in enumerate(tensors):
+            s = static[i]
+            if t is not s and t.data_ptr() != s.data_ptr():
+                dst.append(s)
+                src.append(t)
+        if not dst:
+            return
+        fe = getattr(_T, "_foreach_copy_", None)
+        if fe is not None and len(dst) > 1:
+            try:
+                fe(dst, src)
+                return
+            except Exception:
+                pass
+        for s, t in zip(dst, src):
+            s.copy_(t)
+
+    def _aliased(self, e, tensors):
+        if not e.mutated or len(tensors) < 2:
+            return False
+        ptrs = set()
+        for t in tensors:
+            p = t.untyped_storage().data_ptr()
+            if p in ptrs:
+                return True
+            ptrs.add(p)
+        return False
+
+    def _replay(self, region, st, e, args, kwargs, tensors):
+        if self._aliased(e, tensors):
+            return self._eager(st, "aliased-inputs", region, args, kwargs)
+        try:
+            self._copy_in(e, tensors)
+        except Exception as exc:
+            self._drop(e)
+            self._fail(st, e, "cuda-error", "copying the arguments in: " + _first_line(exc))
+            return self._eager(st, "cuda-error", region, args, kwargs)
+        if e.verify_left > 0:
+            return self._verify(region, st, e, args, kwargs, tensors)
+        try:
+            e.graph.replay()
+        except Exception as exc:
+            self._drop(e)
+            self._fail(st, e, "launch", _first_line(exc))
+            return self._eager(st, "launch", region, args, kwargs)
+        static = e.static_in
+        for i in e.mutated:
+            t = tensors[i]
+            if t is not static[i]:
+                t.copy_(static[i])
+        self.c.replays += 1
+        st.n["replays"] += 1
+        if region.static_outputs:
+            return _unflatten(e.spec, iter(e.static_out))
+        return _unflatten(e.spec, iter([t.clone() for t in e.static_out]))
+
+    def _verify(self, region, st, e, args, kwargs, tensors):
+        """The static inputs hold this call's arguments: run the body eagerly
+        on the caller's tensors (the truth, returned), replay the graph, and
+        compare its outputs and the arguments it writes to."""
+        e.verify_left -= 1
+        out = region.fn(*args, **kwargs)
+        try:
+            e.graph.replay()
+        except Exception as exc:
+            self._drop(e)
+            self._fail(st, e, "launch", _first_line(exc))
+            self._count_eager(st, "launch")
+            return out
+        why = self._compare(e, out, tensors)
+        if why is None:
+            self.c.verified += 1
+            self.c.replays += 1
+            st.n["replays"] += 1
+            return out
+        self._drop(e)
+        e.state = _DISABLED
+        e.reason = "verify-mismatch"
+        self.c.failures["verify-mismatch"] += 1
+        _log(1, "torch: region '%s' key %s: verify-mismatch: %s; eager for good"
+             % (st.name, _key_hex(e.key), why))
+        self._count_eager(st, "verify-mismatch")
+        return out
+
+    def _equal(self, a, b):
+        T = _T
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if self.verify_tol is None:
+            return bool(T.equal(a, b))
+        rtol, atol = self.verify_tol
+        return bool(T.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+
+    def _compare(self, e, out, tensors):
+        leaves = []
+        try:
+            spec = _flatten_out(out, leaves)
+        except _Fallback as f:
+            return f.detail
+        if not _same_spec(spec, e.spec) or len(leaves) != len(e.static_out):
+            return "the outputs' structure differs from the capture's"
+        for i, (a, b) in enumerate(zip(leaves, e.static_out)):
+            if not self._equal(a, b):
+                return "output %d differs from eager" % i
+        for i in e.mutated:
+            if not self._equal(tensors[i], e.static_in[i]):
+                return "argument tensor %d (written by the region) differs from eager" % i
+        return None
+
+    # -- housekeeping ---------------------------------------------------------
+    def reset(self):
+        """Drop every graph and every region's state (after replacing a
+        module's parameters by new tensors, say): regions warm up again."""
+        with self.lock:
+            for st in self.states.values():
+                for e in st.entries.values():
+                    with e.lock:
+                        self._drop(e)
+            self.states.clear()
+
+    def close(self):
+        if self.closed:
+            return
+        if self.print_stats:
+            self.print_stats_to(sys.stderr)
+        self.reset()
+        self.closed = True
+        if self.crt is not None:
+            try:
+                self.crt.close()
+            except Exception:
+                pass
+
+    def stats(self):
+        c = self.c
+        regions = {}
+        with self.lock:
+            for st in self.states.values():
+                r = regions.setdefault(st.name, {"calls": 0, "replays": 0, "captures": 0,
+                                                 "eager": 0, "keys": 0, "graphs": 0,
+                                                 "state": None, "keys_by_state": {}})
+                for k in ("calls", "replays", "captures", "eager"):
+                    r[k] += st.n[k]
+                r["keys"] += len(st.entries)
+                for e in st.entries.values():
+                    n = _STATE_NAMES[e.state]
+                    r["keys_by_state"][n] = r["keys_by_state"].get(n, 0) + 1
+                    r["graphs"] += e.graph is not None
+                r["state"] = st.static_reason or self.global_reason or "active"
+        rt = None
+        if self.crt is not None and not self.closed:
+            try:
+                rt = self.crt.stats()
+            except Exception:
+                rt = None
+        return {
+            "calls": c.calls, "replays": c.replays, "captures": c.captures,
+            "eager": c.eager, "verified": c.verified, "evictions": c.evictions,
+            "graphs": c.graphs, "watched": c.watched, "unwatched": c.unwatched,
+            "eager_by_reason": dict(c.eager_by_reason),
+            "failures": dict(c.failures),
+            "regions": regions,
+            "plan": self.plan_path, "policy": self.policy,
+            "rt": rt,
+        }
+
+    def print_stats_to(self, f):
+        s = self.stats()
+        for k in ("calls", "replays", "captures", "eager", "verified", "evictions",
+                  "graphs", "watched", "unwatched"):
+            f.write("kplan-torch: %s %d\n" % (k, s[k]))
+        for r, n in sorted(s["eager_by_reason"].items()):
+            f.write("kplan-torch: eager.%s %d\n" % (r, n))
+        for r, n in sorted(s["failures"].items()):
+            f.write("kplan-torch: failures.%s %d\n" % (r, n))
+        for name, r in sorted(s["regions"].items()):
+            f.write("kplan-torch: region %s calls %d replays %d captures %d eager %d state %s\n"
+                    % (name, r["calls"], r["replays"], r["captures"], r["eager"], r["state"]))
+        f.flush()
+
+
+# ---------------------------------------------------------------------------
+# module-level API
+
+_current = None
+_open_lock = threading.RLock()
+_atexit_done = []
+
+
+def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
+         max_keys=None, capture_error_mode="thread_local", verify_tol=None,
+         disable=None, lib=None, runtime=None):
+    """Open the runtime (replacing the current one) and return it.
+
+    plan_path   a plan written by `kplan plan`; None: no plan, every region
+                eager (policy "plan") but still an NVTX range in the "kplan"
+                domain, so that `kplan record -- python3 app.py` finds them
+    policy      "plan" (default; $KPLAN_TORCH_POLICY): what the plan says;
+                "graph": capture every region (the plan's warm-up where it
+                has the region), for trying kplan without a trace;
+                "eager": nothing captured (ranges only)
+    verify      the first N replays of each graph also run eagerly and are
+                compared (torch.equal, or allclose with verify_tol=(rtol,
+                atol)); a mismatch leaves that key eager (verify-mismatch).
+                Default $KPLAN_RT_VERIFY or 0. The region must be idempotent.
+    strict      fallbacks other than the expected ones (NOT_STRICT) raise
+                KplanError; default $KPLAN_RT_STRICT
+    warmup      eager calls before capture for every region (default: the
+                plan's, DEFAULT_WARMUP without one; at least 1)
+    max_keys    graphs kept per region (default DEFAULT_MAX_KEYS)
+    disable     every region eager; default $KPLAN_RT_DISABLE
+    lib         path of libkplanrt.so (default: kplan._rt.find_library())
+    runtime     an open kplan._rt.Runtime (or an object with its methods)
+
+    Raises KplanError when the plan cannot be read, or when the library is
+    missing and a plan was asked for. Without a plan, a missing library or
+    no CUDA only logs one line: regions then run eagerly without ranges.
+    """
+    global _current
+    if policy is None:
+        policy = os.environ.get("KPLAN_TORCH_POLICY", "") or "plan"
+    if verify is None:
+        verify = _env_int("KPLAN_RT_VERIFY", 0)
+    if strict is None:
+        strict = _env_flag("KPLAN_RT_STRICT")
+    if disable is None:
+        disable = _env_flag("KPLAN_RT_DISABLE")
+    print_stats = _env_flag("KPLAN_RT_STATS")
+    key_warmup = _env_flag("KPLAN_RT_KEY_WARMUP")
+    watch = os.environ.get("KPLAN_RT_WATCH", "1") != "0"
+    if plan_path is not None:
+        plan_path = os.fspath(plan_path)
+    crt = runtime
+    global_reason = None
+    if crt is None:
+        flags = (_rt.KP_RT_STRICT if strict else 0) | (_rt.KP_RT_DISABLE if disable else 0)
+        want_plan = plan_path is not None and not disable
+        try:
+            crt = _rt.Runtime.open(plan_path, flags=flags, verify_calls=int(verify),
+                                   warmup=-1 if warmup is None else int(warmup), lib=lib)
+        except OSError as exc:
+            if want_plan or strict:
+                raise KplanError("cannot load libkplanrt to read %s: %s" % (plan_path, exc))
+            _log(1, "torch: cannot load libkplanrt (%s); regions run without NVTX ranges%s"
+                 % (exc, "" if policy == "graph" else ", eagerly"))
+            crt = None
+        except _rt.RtError as exc:
+            if exc.code == -9 and not strict:   # CUDA cannot start
+                _log(1, "torch: libkplanrt: %s; every region runs eagerly" % exc)
+                crt = None
+                global_reason = "no-cuda"
+            else:
+                raise KplanError("cannot open %s: %s" % (plan_path or "the runtime", exc))
+    rt = Runtime(crt, plan_path, policy=policy, verify=verify, strict=strict,
+                 warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
+                 disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
+                 watch=watch, verify_tol=verify_tol, global_reason=global_reason)
+    with _open_lock:
+        old, _current = _current, rt
+        if not _atexit_done:
+            _atexit_done.append(1)
+            atexit.register(_at_exit)
+    if old is not None:
+        old.close()
+    return rt
+
+
+def _at_exit():
+    rt = _current
+    if rt is not None and rt.print_stats and not rt.closed:
+        rt.print_stats_to(sys.stderr)
+        rt.print_stats = False
+
+
+def current():
+    """The open runtime; opened on first use from the environment
+    (KPLAN_PLAN: the plan, KPLAN_TORCH_POLICY...) when open() was not called."""
+    rt = _current
+    if rt is not None:
+        return rt
+    with _open_lock:
+        if _current is None:
+            try:
+                open(os.environ.get("KPLAN_PLAN") or None)
+            except KplanError as exc:
+                _log(1, "torch: %s; every region runs eagerly" % exc)
+                try:
+                    open(None, policy="plan")
+                except KplanError:
+                    open(None, policy="plan", runtime=_NullRuntime())
+        return _current
+
+
+def close():
+    """Close the current runtime (drop its graphs, print its counters when
+    KPLAN_RT_STATS=1). A later region call opens one from the environment."""
+    global _current
+    with _open_lock:
+        rt, _current = _current, None
+    if rt is not None:
+        rt.close()
+
+
+def stats():
+    """Counters of the current runtime (a dict; see Runtime.stats)."""
+    return current().stats()
+
+
+def reset():
+    """Drop every graph of the current runtime; regions warm up again."""
+    current().reset()
+
+
+class _NullRuntime(object):
+    """Stands for the C runtime when there is none: no plan, no ranges."""
+    can_watch = False
+
+    def region_plan(self, name):
+        return None
+
+    def range_push(self, bname, kind=2):
+        pass
+
+    def range_pop(self):
+        pass
+
+    def watch_begin(self, stream, flags=0):
+        return -1
+
+    def watch_end(self):
+        return (-1, "", "", "no runtime library")
+
+    def stats(self):
+        return None
+
+    def close(self):
+        pass
+
+
+class Region(object):
+    """A function marked as a kplan region (see region())."""
+
+    def __init__(self, fn, name, key=None, static_outputs=False, max_keys=None):
+        if not callable(fn):
+            raise TypeError("kplan.torch.region: %r is not callable" % (fn,))
+        functools.update_wrapper(self, fn, updated=())
+        self.fn = fn
+        self.name = str(name)
+        self.key = key
+        self.static_outputs = bool(static_outputs)
+        self.max_keys = max_keys
+
+    def __call__(self, *args, **kwargs):
+        rt = _current
+        if rt is None:
+            rt = current()
+        return rt._call(self, args, kwargs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+    def __repr__(self):
+        return "<kplan region %r of %r>" % (self.name, self.fn)
+
+    # hash/eq by identity: the runtime keeps one state per Region object
+
+
+def region(name, key=None, static_outputs=False, max_keys=None):
+    """Decorator: mark a function as region `name` (a label of the plan).
+
+        @kplan.torch.region("step")
+        def step(x, y): ...
+
+        fwd = kplan.torch.region("fwd")(model)     # any callable
+
+    key             callable(*args, **kwargs) -> hashable: more of the shape
+                    key (what the body depends on that the arguments do not show)
+    static_outputs  return the graph's own output tensors instead of clones:
+                    no copy, but the next call of the same key overwrites
+                    them (as torch.compile's reduce-overhead outputs)
+    max_keys        graphs kept for this region (default: open()'s)
+
+    The body must be skippable: at replay only its CUDA work is repeated,
+    its Python side effects are not (they happen at warm-up and capture).
+    """
+    if callable(name) and not isinstance(name, str):
+        raise TypeError("kplan.torch.region needs a name: @kplan.torch.region(\"step\")")
+
+    def deco(fn):
+        return Region(fn, name, key=key, static_outputs=static_outputs, max_keys=max_keys)
+    return deco
+
+
+class mark(object):
+    """Context manager: an NVTX range in the "kplan" domain named `name`,
+    nothing else (the block always runs; a `with` block cannot be skipped,
+    so it cannot be replayed). For recording code that is not a function."""
+
+    def __init__(self, name):
+        self.bname = str(name).encode("utf-8")
+        self.crt = None
+
+    def __enter__(self):
+        self.crt = current().crt
+        if self.crt is not None:
+            self.crt.range_push(self.bname, _rt.KIND_BINDING)
+        return self
+
+    def __exit__(self, *exc):
+        if self.crt is not None:
+            self.crt.range_pop()
+        return False

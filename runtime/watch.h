@@ -1,0 +1,71 @@
+/*
+ * watch.h - the CUDA backend's watch of one eager region call: would a
+ * stream capture hold what the calling thread does? (runtime/watch.c)
+ *
+ * The backend's watch_begin/watch_end hooks (struct kp__rt_backend) wrap
+ * these. Between begin and end, CUPTI callbacks (libcupti loaded with
+ * dlopen, subscribed at begin and unsubscribed at end) classify every
+ * runtime and driver API call of the thread that called begin: stream
+ * membership (the capture stream and the streams forked from it with
+ * events), synchronisations, queries, allocations, pageable copies. The
+ * kernel launches on member streams are recorded with their parameter
+ * bytes. Calls of other threads are ignored. One watch at a time per
+ * process: a second begin waits for the first end (at most 10 s, then it
+ * fails: the first body may be waiting for the second thread).
+ */
+#ifndef KP_RT_WATCH_H
+#define KP_RT_WATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt_internal.h"
+
+/* A backend's watch state: launches, streams, events (opaque). */
+struct kp__rt_watcher;
+
+/*
+ * Start watching the calling thread for a capture on stream (a
+ * cudaStream_t; 0 and cudaStreamPerThread are resolved by what the body
+ * uses). *wp is created on first use (owned by the caller: free it with
+ * kp__rt_watch_free). cuda_ctx is the CUDA backend's context, for kernel
+ * parameter layouts (kp__rt_cuda_layout). Returns 0 when watching (or when
+ * the verdict is known already: a nested capture, the legacy stream), -1
+ * when it cannot (no libcupti, another CUPTI subscriber): watch_end then
+ * reports verdict -1 and why. Waits while another thread watches; -1 at
+ * once when this thread watches already.
+ */
+int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
+		       unsigned flags);
+
+/*
+ * Stop watching and fill *out (see struct kp__rt_watch). Call it on the
+ * thread that called begin. out->launches (and their names and parameter
+ * bytes) stay valid until this thread's next begin on w, or w's free, even
+ * when other threads watch on w meanwhile. Returns 0 (the verdict is in
+ * out->res.verdict). w may be NULL (begin could not allocate it): verdict
+ * -1.
+ */
+int kp__rt_watch_end(struct kp__rt_watcher *w, struct kp__rt_watch *out);
+
+/* Free w (unsubscribing first if a watch is still running); NULL is a no-op. */
+void kp__rt_watch_free(struct kp__rt_watcher *w);
+
+/* A kernel's parameter layout, borrowed from the backend's layout cache
+ * (valid until the backend is destroyed). */
+struct kp__rt_layout_view {
+	const char *name;          /* mangled kernel name */
+	uint32_t n_params;
+	const uint32_t *off, *size;
+	size_t len;                /* parameter buffer bytes */
+};
+
+/*
+ * The layout of the kernel behind handle (a CUkernel when kern, else a
+ * CUfunction), from cuda_backend.c's cache (probed with cuFuncGetParamInfo
+ * on first use). 0, or a backend error code.
+ */
+int kp__rt_cuda_layout(void *cuda_ctx, void *handle, int kern,
+		       struct kp__rt_layout_view *out);
+
+#endif

@@ -1,0 +1,924 @@
+"""Tests of the kplan Python package (python/kplan), CPU only, no torch.
+
+    PYTHONPATH=python python3 -m unittest discover -s tests/python -t tests/python
+
+kplan.torch runs against faketorch (tests/python/faketorch.py: a stand-in
+torch whose captured work is recorded and only runs at replay, so a wrong
+static copy or a missed write-back gives wrong numbers) and FakeCRT (a
+pure-Python stand-in for the C runtime). The ctypes layer is checked against
+include/kplan/runtime.h: by reading the header's text, by compiling a program
+that prints offsetof() of every field (when a C compiler is there), and by
+driving kplan.torch through a fake libkplanrt.so compiled from
+fake_kplanrt.c against the real header.
+"""
+import contextlib
+import ctypes
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, HERE)
+
+import faketorch  # noqa: E402
+import kplan  # noqa: E402,F401  (the package itself imports)
+import kplan._rt as _rt  # noqa: E402
+import kplan.torch as kt  # noqa: E402
+
+HEADER = os.path.join(REPO, "include", "kplan", "runtime.h")
+CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+ENV_KEYS = ("KPLAN_RT_DISABLE", "KPLAN_RT_STRICT", "KPLAN_RT_VERIFY", "KPLAN_RT_STATS",
+            "KPLAN_RT_KEY_WARMUP", "KPLAN_RT_WATCH", "KPLAN_PLAN", "KPLAN_TORCH_POLICY",
+            "KPLAN_LOG", "KPLAN_RT_LIB")
+
+
+def plan(decision="graph", warmup=2, reason=None):
+    return {"decision": decision, "warmup": warmup, "kernels": 10, "n_patches": 0,
+            "n_scalar_patches": 0, "fingerprint": 0,
+            "reason": reason or ("launch-bound" if decision == "graph" else "predicted-loss")}
+
+
+class FakeCRT(object):
+    """The methods of kplan._rt.Runtime, in Python."""
+
+    def __init__(self, plans=None, verdict=0, can_watch=True):
+        self.plans = plans or {}
+        self.verdict = verdict
+        self.can_watch = can_watch
+        self.events = []
+        self.closed = False
+
+    def region_plan(self, name):
+        return self.plans.get(name)
+
+    def range_push(self, bname, kind=2):
+        self.events.append(("push", bname.decode(), kind))
+
+    def range_pop(self):
+        self.events.append(("pop",))
+
+    def watch_begin(self, stream, flags=0):
+        self.events.append(("watch", stream, flags))
+        return 0 if self.can_watch else -1
+
+    def watch_end(self):
+        self.events.append(("unwatch",))
+        if not self.can_watch:
+            return (-1, "", "", "another CUPTI client is attached")
+        if self.verdict == 1:
+            return (1, "cudaStreamSynchronize", "gemm",
+                    "cudaStreamSynchronize on the capture stream after gemm")
+        return (self.verdict, "", "", "")
+
+    def stats(self):
+        return {"calls": 0, "replays": 0, "eager_by_reason": {}}
+
+    def close(self):
+        self.closed = True
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self._env = mock.patch.dict(os.environ, {})
+        self._env.start()
+        for k in ENV_KEYS:
+            os.environ.pop(k, None)
+        os.environ["KPLAN_RT_LIB"] = os.path.join(HERE, "no-such-libkplanrt.so")
+        kt.close()
+        self.T = faketorch.install()
+        faketorch.reset_state()
+        kt._T = None
+        self.err = io.StringIO()
+        self._redir = contextlib.redirect_stderr(self.err)
+        self._redir.__enter__()
+
+    def tearDown(self):
+        kt.close()
+        self._redir.__exit__(None, None, None)
+        kt._T = None
+        faketorch.uninstall()
+        self._env.stop()
+
+    def open(self, plans=None, verdict=0, plan_path="model.kplan", **kw):
+        self.crt = FakeCRT(plans, verdict=verdict, can_watch=kw.pop("can_watch", True))
+        return kt.open(plan_path, runtime=self.crt, **kw)
+
+    def x(self, *v, **kw):
+        return self.T.tensor(list(v), **kw)
+
+    def logs(self, word=None):
+        lines = [l for l in self.err.getvalue().splitlines() if l.startswith("kplan:")]
+        return [l for l in lines if word is None or word in l]
+
+
+class TestStateMachine(Base):
+    def test_warmup_watch_capture_replay(self):
+        T = self.T
+        rt = self.open({"step": plan(warmup=3)})
+        body = []
+
+        @kt.region("step")
+        def step(x, k):
+            body.append(T.cuda.current_stream())
+            return T.mul(x, k)
+
+        outs = []
+        for i in range(7):
+            outs.append(step(self.x(i, i + 1.0), 2.0).tolist())
+        self.assertEqual(outs, [[2.0 * i, 2.0 * i + 2.0] for i in range(7)])
+        # body ran for 3 warm-up calls (the 3rd on the side stream) and the capture
+        self.assertEqual(len(body), 4)
+        self.assertIs(body[0], faketorch._default_stream)
+        self.assertIs(body[1], faketorch._default_stream)
+        side = body[2]
+        self.assertIsNot(side, faketorch._default_stream)
+        self.assertIs(body[3], side)  # captured on the same side stream
+        watch = [e for e in self.crt.events if e[0] == "watch"]
+        self.assertEqual(watch, [("watch", side.cuda_stream, _rt.KP_RT_WATCH_ALLOW_ALLOC)])
+        self.assertEqual(faketorch.captures_begun, 1)
+        s = kt.stats()
+        self.assertEqual((s["calls"], s["eager"], s["captures"], s["replays"]), (7, 3, 1, 4))
+        self.assertEqual(s["eager_by_reason"], {"warmup": 3})
+        self.assertEqual(s["watched"], 1)
+        self.assertEqual(s["graphs"], 1)
+        self.assertEqual(s["regions"]["step"]["replays"], 4)
+        # every call an NVTX range of kind 2 named after the region
+        pushes = [e for e in self.crt.events if e[0] == "push"]
+        self.assertEqual(pushes, [("push", "step", 2)] * 7)
+        self.assertEqual(len([e for e in self.crt.events if e[0] == "pop"]), 7)
+        self.assertIs(T.cuda.current_stream(), faketorch._default_stream)
+        self.assertIs(rt, kt.current())
+
+    def test_warmup_zero_still_watches_once(self):
+        T = self.T
+        self.open({"step": plan(warmup=0)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(3):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        s = kt.stats()
+        self.assertEqual((s["eager"], s["captures"], s["replays"]), (1, 1, 2))
+
+    def test_warmup_option_overrides_plan(self):
+        T = self.T
+        self.open({"step": plan(warmup=5)}, warmup=1)
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(3):
+            step(self.x(i))
+        self.assertEqual(kt.stats()["captures"], 1)
+
+    def test_scalar_values_are_keys_never_baked(self):
+        T = self.T
+        self.open({"step": plan(warmup=3)})
+        n = [0]
+
+        @kt.region("step")
+        def step(x, k, flag=False):
+            n[0] += 1
+            y = T.mul(x, k)
+            return T.add(y, 100.0) if flag else y
+
+        for _ in range(5):
+            self.assertEqual(step(self.x(1, 2), 2.0).tolist(), [2.0, 4.0])
+        self.assertEqual(step(self.x(1, 2), 3.0).tolist(), [3.0, 6.0])
+        self.assertEqual(step(self.x(1, 2), 3).tolist(), [3.0, 6.0])      # int 3 is another key
+        self.assertEqual(step(self.x(1, 2), 3, flag=True).tolist(), [103.0, 106.0])
+        self.assertEqual(step(self.x(1, 2), 2.0).tolist(), [2.0, 4.0])   # back: replay
+        s = kt.stats()
+        self.assertEqual(s["captures"], 4)
+        self.assertEqual(s["regions"]["step"]["keys"], 4)
+        # a new key of a region that already captured captures on its first call
+        self.assertEqual(s["eager"], 3)
+        self.assertEqual(n[0], 3 + 4)
+
+    def test_key_parts(self):
+        kt._torch()
+
+        def key(*args):
+            parts, tensors, pins = [], [], []
+            kt._walk(args, parts, tensors, pins)
+            return tuple(parts), tensors, pins
+        self.assertNotEqual(key(0.0)[0], key(-0.0)[0])
+        self.assertNotEqual(key(1)[0], key(True)[0])
+        self.assertNotEqual(key(1)[0], key(1.0)[0])
+        self.assertEqual(key(float("nan"))[0], key(float("nan"))[0])
+        self.assertEqual(key("a", None, (1, 2))[0], key("a", None, (1, 2))[0])
+        self.assertNotEqual(key((1, 2))[0], key([1, 2])[0])
+        a, b = self.x(1, 2), self.x(3, 4)
+        self.assertEqual(key(a)[0], key(b)[0])                 # values do not matter
+        self.assertNotEqual(key(a)[0], key(self.x(1, 2, 3))[0])  # shapes do
+        self.assertNotEqual(key(a)[0], key(self.x(1, 2, dtype=faketorch.float16))[0])
+        self.assertNotEqual(key(a)[0], key(self.x(1, 2, requires_grad=True))[0])
+        self.assertNotEqual(key(a)[0], key(self.x(1, 2, device="cuda:1"))[0])
+        parts, tensors, pins = key({"x": a, "n": 3}, [b])
+        self.assertEqual([id(t) for t in tensors], [id(a), id(b)])
+        obj = object()
+        parts, tensors, pins = key(obj)
+        self.assertEqual(pins, [obj])                          # identity keys keep it alive
+        self.assertNotEqual(key(object())[0], parts)
+
+    def test_key_callable_and_method(self):
+        T = self.T
+        self.open({"m": plan(warmup=1)})
+        mode = ["a"]
+
+        class M(object):
+            def __init__(self, w):
+                self.w = w
+
+            @kt.region("m", key=lambda self, x: mode[0])
+            def f(self, x):
+                return T.add(x, 10.0) if mode[0] == "b" else T.mul(x, self.w)
+
+        m2, m3 = M(2.0), M(3.0)
+        for _ in range(3):
+            self.assertEqual(m2.f(self.x(1)).tolist(), [2.0])
+            self.assertEqual(m3.f(self.x(1)).tolist(), [3.0])
+        mode[0] = "b"
+        self.assertEqual(m2.f(self.x(1)).tolist(), [11.0])
+        self.assertEqual(kt.stats()["regions"]["m"]["keys"], 3)
+
+    def test_would_break_capture_is_eager_for_good(self):
+        T = self.T
+        self.open({"step": plan(warmup=2)}, verdict=1)
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(10):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        self.assertEqual(faketorch.captures_begun, 0)
+        s = kt.stats()
+        self.assertEqual(s["captures"], 0)
+        self.assertEqual(s["eager_by_reason"], {"warmup": 2, "would-break-capture": 8})
+        self.assertEqual(s["failures"], {"would-break-capture": 1})
+        self.assertEqual(s["regions"]["step"]["state"], "would-break-capture")
+        lines = self.logs("would-break-capture")
+        self.assertEqual(len(lines), 1)
+        self.assertIn("cudaStreamSynchronize", lines[0])
+
+    def test_could_not_check_logs_once_and_captures(self):
+        T = self.T
+        self.open({"a": plan(warmup=1), "b": plan(warmup=1)}, can_watch=False)
+        a = kt.region("a")(lambda x: T.add(x, 1.0))
+        b = kt.region("b")(lambda x: T.add(x, 2.0))
+        for i in range(3):
+            self.assertEqual(a(self.x(i)).tolist(), [i + 1.0])
+            self.assertEqual(b(self.x(i)).tolist(), [i + 2.0])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["unwatched"], s["watched"]), (2, 2, 0))
+        self.assertEqual(len(self.logs("could not check")), 1)
+
+    def test_capture_exception_backs_off_then_gives_up(self):
+        T = self.T
+        self.open({"step": plan(warmup=2)})
+
+        streams = []
+
+        @kt.region("step")
+        def step(x):
+            streams.append(T.cuda.current_stream())
+            y = T.add(x, 1.0)
+            y.item()   # a sync: fine eagerly, breaks a capture
+            return y
+
+        results = []
+        for i in range(60):
+            results.append(step(self.x(i)).tolist())
+            self.assertIs(T.cuda.current_stream(), faketorch._default_stream)
+        self.assertEqual(results, [[i + 1.0] for i in range(60)])
+        s = kt.stats()
+        # calls 1-2 warm-up, 3 capture fails (retry at 3+16), 4-18 backoff,
+        # 19 warm-up on the capture stream, 20 fails (retry at 20+32), 21-51
+        # backoff, 52 warm-up, 53 fails: gave up, 54-60 gave-up
+        self.assertEqual(s["failures"], {"capture-failed": 3})
+        self.assertEqual(s["eager_by_reason"], {"warmup": 4, "capture-failed": 3,
+                                                "backoff": 15 + 31, "gave-up": 7})
+        self.assertEqual(s["captures"], 0)
+        self.assertEqual(faketorch.captures_begun, 3)
+        # each retry warms up and captures on a new side stream (a failed
+        # capture can leave its stream routed to the dead graph's pool)
+        side = [s for s in streams if s is not faketorch._default_stream]
+        self.assertEqual(len(side), 6)
+        self.assertEqual(len(set(map(id, side))), 3)
+        self.assertIs(side[0], side[1])
+        lines = self.logs("capture-failed")
+        self.assertEqual(len(lines), 2)   # once per reason, and the give-up
+        self.assertIn("gave-up", lines[-1])
+        self.assertIn("operation", lines[0])
+
+    def test_user_exception_during_capture_does_not_escape(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+
+        @kt.region("step")
+        def step(x):
+            if T.cuda.is_current_stream_capturing():
+                raise ValueError("something only a capture trips on")
+            return T.add(x, 1.0)
+
+        for i in range(4):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        self.assertEqual(kt.stats()["failures"], {"capture-failed": 1})
+
+    def test_body_exception_reaches_caller_eagerly(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+
+        @kt.region("step")
+        def step(x):
+            raise KeyError("user bug")
+
+        with self.assertRaises(KeyError):
+            step(self.x(1))
+        with self.assertRaises(KeyError):   # capture fails, eager re-run raises it
+            step(self.x(1))
+        self.assertIs(T.cuda.current_stream(), faketorch._default_stream)
+
+    def test_verify_pass_and_mismatch(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, verify=3)
+        scale = [2.0]
+        step = kt.region("step")(lambda x: T.mul(x, scale[0]))  # scale read at capture
+        self.assertEqual(step(self.x(1)).tolist(), [2.0])   # warm-up
+        self.assertEqual(step(self.x(2)).tolist(), [4.0])   # capture, verified
+        self.assertEqual(step(self.x(3)).tolist(), [6.0])   # verified
+        s = kt.stats()
+        self.assertEqual((s["verified"], s["replays"]), (2, 2))
+        scale[0] = 3.0   # the graph has 2.0 baked in
+        self.assertEqual(step(self.x(4)).tolist(), [12.0])  # mismatch: the eager result
+        self.assertEqual(step(self.x(5)).tolist(), [15.0])
+        s = kt.stats()
+        self.assertEqual(s["failures"], {"verify-mismatch": 1})
+        self.assertEqual(s["eager_by_reason"]["verify-mismatch"], 2)
+        self.assertEqual(s["graphs"], 0)
+        self.assertEqual(len(self.logs("verify-mismatch")), 1)
+
+    def test_verify_env_and_written_arguments(self):
+        T = self.T
+        os.environ["KPLAN_RT_VERIFY"] = "5"
+        self.open({"step": plan(warmup=1)})
+
+        @kt.region("step")
+        def step(x):
+            x.add_(1.0)
+            return T.mul(x, 2.0)
+
+        for i in range(4):
+            x = self.x(i)
+            self.assertEqual(step(x).tolist(), [(i + 1.0) * 2])
+            self.assertEqual(x.tolist(), [i + 1.0])   # written once, not twice
+        self.assertEqual(kt.stats()["verified"], 3)
+
+    def test_written_arguments_are_copied_back(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+
+        @kt.region("step")
+        def step(cache, x):
+            cache.add_(1.0)
+            return T.add(cache, x)
+
+        cache = self.x(0, 0)
+        for i in range(5):
+            self.assertEqual(step(cache, self.x(i, i)).tolist(), [i + 1.0 + i] * 2)
+            self.assertEqual(cache.tolist(), [i + 1.0] * 2)
+        self.assertEqual(kt.stats()["replays"], 4)
+
+    def test_aliased_arguments_written_run_eagerly(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+
+        @kt.region("step")
+        def step(a, b):
+            a.add_(1.0)
+            return T.add(b, 0.0)
+
+        for _ in range(3):
+            step(self.x(1), self.x(1))
+        a = self.x(5)
+        self.assertEqual(step(a, a.view()).tolist(), [6.0])   # b sees a's update
+        self.assertEqual(kt.stats()["eager_by_reason"].get("aliased-inputs"), 1)
+
+    def test_static_outputs_alias_and_clones_do_not(self):
+        T = self.T
+        self.open({"a": plan(warmup=1), "b": plan(warmup=1)})
+        a = kt.region("a", static_outputs=True)(lambda x: T.add(x, 1.0))
+        b = kt.region("b")(lambda x: T.add(x, 1.0))
+        ra = [a(self.x(i)) for i in range(4)]
+        rb = [b(self.x(i)) for i in range(4)]
+        self.assertIs(ra[2], ra[3])             # the graph's own output tensor
+        self.assertEqual(ra[3].tolist(), [4.0])  # ... overwritten by the last replay
+        self.assertIsNot(rb[2], rb[3])
+        self.assertEqual([t.tolist() for t in rb], [[1.0], [2.0], [3.0], [4.0]])
+
+    def test_output_structures(self):
+        T = self.T
+        import collections
+        P = collections.namedtuple("P", "lo hi")
+        self.open({"step": plan(warmup=1)})
+
+        @kt.region("step")
+        def step(x):
+            return {"p": P(T.add(x, -1.0), T.add(x, 1.0)), "none": None,
+                    "l": [T.mul(x, 2.0)]}
+
+        for i in range(3):
+            out = step(self.x(i))
+            self.assertEqual(sorted(out), ["l", "none", "p"])
+            self.assertIsInstance(out["p"], P)
+            self.assertEqual((out["p"].lo.tolist(), out["p"].hi.tolist(), out["l"][0].tolist()),
+                             ([i - 1.0], [i + 1.0], [2.0 * i]))
+            self.assertIsNone(out["none"])
+        self.assertEqual(kt.stats()["replays"], 2)
+
+    def test_non_tensor_output(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+        step = kt.region("step")(lambda x: (T.add(x, 1.0), 3))
+        for i in range(3):
+            y, n = step(self.x(i))
+            self.assertEqual((y.tolist(), n), ([i + 1.0], 3))
+        s = kt.stats()
+        self.assertEqual(s["captures"], 0)
+        self.assertEqual(s["regions"]["step"]["state"], "non-tensor-output")
+
+    def test_requires_grad(self):
+        T = self.T
+        self.open({"step": plan(warmup=1), "w": plan(warmup=1), "w2": plan(warmup=1)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        xg = self.x(1, requires_grad=True)
+        step(xg)
+        self.assertEqual(kt.stats()["eager_by_reason"], {"requires-grad": 1})
+        with T.no_grad():   # inference: fine
+            for _ in range(3):
+                self.assertEqual(step(xg).tolist(), [2.0])
+        self.assertEqual(kt.stats()["replays"], 2)
+        # an output that needs grad (a parameter inside): the region stays eager
+        w = self.x(2, requires_grad=True)
+        wr = kt.region("w")(lambda x: T.mul(x, w))
+        for _ in range(3):
+            self.assertTrue(wr(self.x(3)).requires_grad)
+        self.assertEqual(kt.stats()["regions"]["w"]["state"], "requires-grad")
+        # the autograd mode is part of the key: a graph captured under no_grad
+        # is not replayed for a call that needs grad
+        w2 = kt.region("w2")(lambda x: T.mul(x, w))
+        with T.no_grad():
+            for _ in range(3):
+                self.assertFalse(w2(self.x(3)).requires_grad)
+        self.assertTrue(w2(self.x(3)).requires_grad)
+        self.assertEqual(kt.stats()["regions"]["w2"]["state"], "requires-grad")
+
+    def test_cpu_and_other_device_tensors(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        step(self.x(1, device="cpu"))
+        step(self.x(1, device="cuda:1"))
+        self.assertEqual(kt.stats()["eager_by_reason"], {"cpu-tensor": 1, "multi-device": 1})
+
+    def test_key_thrash(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, max_keys=2)
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for n in (1, 1, 2, 3, 4, 5, 6):
+            self.assertEqual(step(self.x(*range(n))).tolist(), [v + 1.0 for v in range(n)])
+        s = kt.stats()
+        self.assertEqual((s["evictions"], s["failures"].get("key-thrash")), (4, 1))
+        self.assertEqual(s["regions"]["step"]["keys"], 2)
+        self.assertEqual(step(self.x(1, 2, 3, 4, 5, 6, 7)).tolist(), [2.0, 3, 4, 5, 6, 7, 8])
+        self.assertEqual(kt.stats()["eager_by_reason"].get("key-thrash"), 1)
+        self.assertEqual(len(self.logs("key-thrash")), 1)
+
+    def test_nested_regions_run_inline(self):
+        T = self.T
+        self.open(None, plan_path=None, policy="graph", warmup=1)
+        inner = kt.region("inner")(lambda x: T.add(x, 1.0))
+        outer = kt.region("outer")(lambda x: T.mul(inner(x), 2.0))
+        for i in range(4):
+            self.assertEqual(outer(self.x(i)).tolist(), [(i + 1.0) * 2])
+        s = kt.stats()
+        self.assertEqual(s["regions"]["inner"]["eager"], 2)   # in the watched call and the capture
+        self.assertEqual(s["eager_by_reason"]["nested"], 2)
+        self.assertEqual(s["regions"]["outer"]["replays"], 3)
+        # inside a capture of the user's own, a region runs inline too
+        g = T.cuda.CUDAGraph()
+        y = self.x(0)
+        with T.cuda.graph(g):
+            z = inner(y)
+        y.data[0] = 41.0
+        g.replay()
+        self.assertEqual(z.tolist(), [42.0])
+
+    def test_policies_and_decisions(self):
+        T = self.T
+        self.open({"hot": plan(), "cold": plan("eager")})
+        f = lambda x: T.add(x, 1.0)  # noqa: E731
+        hot, cold, new = kt.region("hot")(f), kt.region("cold")(f), kt.region("new")(f)
+        for _ in range(4):
+            hot(self.x(1)), cold(self.x(1)), new(self.x(1))
+        s = kt.stats()
+        self.assertEqual(s["regions"]["hot"]["replays"], 2)
+        self.assertEqual(s["eager_by_reason"]["planned-eager"], 4)
+        self.assertEqual(s["eager_by_reason"]["unknown-region"], 4)
+        self.assertEqual(len(self.logs("unknown-region")), 1)
+        # graph policy: every region, the plan's warm-up where it has one
+        self.open({"hot": plan(warmup=3), "cold": plan("eager")}, policy="graph")
+        hot2, cold2 = kt.region("hot")(f), kt.region("cold")(f)
+        for _ in range(5):
+            hot2(self.x(1)), cold2(self.x(1))
+        s = kt.stats()
+        self.assertEqual(s["regions"]["hot"]["captures"], 1)
+        self.assertEqual(s["regions"]["hot"]["eager"], 3)
+        self.assertEqual(s["regions"]["cold"]["eager"], kt.DEFAULT_WARMUP)
+
+    def test_no_plan_is_eager_with_ranges(self):
+        T = self.T
+        self.open(None, plan_path=None)
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(3):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        self.assertEqual(kt.stats()["eager_by_reason"], {"no-plan": 3})
+        self.assertEqual([e for e in self.crt.events if e[0] == "push"], [("push", "step", 2)] * 3)
+        with kt.mark("data"):
+            pass
+        self.assertEqual(self.crt.events[-2:], [("push", "data", 2), ("pop",)])
+
+    def test_disable_env(self):
+        T = self.T
+        os.environ["KPLAN_RT_DISABLE"] = "1"
+        self.open({"step": plan()})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(4):
+            step(self.x(1))
+        self.assertEqual(kt.stats()["eager_by_reason"], {"disabled": 4})
+
+    def test_no_cuda(self):
+        T = self.T
+        T.cuda.available = False
+        self.open({"step": plan()})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(3):
+            step(self.x(1))
+        self.assertEqual(kt.stats()["eager_by_reason"], {"no-cuda": 3})
+
+    def test_strict(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, strict=True)
+        new = kt.region("new")(lambda x: T.add(x, 1.0))
+        with self.assertRaises(kt.KplanError) as cm:
+            new(self.x(1))
+        self.assertEqual(cm.exception.reason, "unknown-region")
+
+        @kt.region("step")
+        def step(x):
+            x.item()
+            return x
+
+        step(self.x(1))   # warm-up: fine in strict mode
+        with self.assertRaises(kt.KplanError) as cm:
+            step(self.x(1))
+        self.assertEqual(cm.exception.reason, "capture-failed")
+
+    def test_stats_and_close(self):
+        T = self.T
+        os.environ["KPLAN_RT_STATS"] = "1"
+        self.open({"step": plan(warmup=1)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(3):
+            step(self.x(1))
+        s = kt.stats()
+        self.assertEqual(s["rt"], {"calls": 0, "replays": 0, "eager_by_reason": {}})
+        self.assertEqual(s["plan"], "model.kplan")
+        crt = self.crt
+        kt.close()
+        self.assertTrue(crt.closed)
+        out = self.err.getvalue()
+        self.assertIn("kplan-torch: replays 2", out)
+        self.assertIn("kplan-torch: region step calls 3 replays 2 captures 1 eager 1", out)
+
+    def test_reset_recaptures(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(3):
+            step(self.x(1))
+        kt.reset()
+        for _ in range(3):
+            step(self.x(1))
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["replays"], s["eager"]), (2, 4, 2))
+        self.assertEqual(s["regions"]["step"]["calls"], 3)   # the state is new
+        self.assertEqual(faketorch.captures_begun, 2)
+
+    def test_busy_key_runs_eagerly(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(3):
+            step(self.x(1))
+        st = kt.current().states[step]
+        e = next(iter(st.entries.values()))
+        with e.lock:   # as if another thread were replaying this key
+            self.assertEqual(step(self.x(1)).tolist(), [2.0])
+        self.assertEqual(kt.stats()["eager_by_reason"].get("busy"), 1)
+
+    def test_region_needs_a_name(self):
+        with self.assertRaises(TypeError):
+            kt.region(lambda x: x)
+
+
+class TestImport(unittest.TestCase):
+    def test_import_does_not_import_torch(self):
+        """With a poisoned torch on the path: importing kplan.torch, opening
+        without a plan and calling a region must not import it."""
+        d = tempfile.mkdtemp()
+        try:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("raise ImportError('torch was imported')\n")
+            code = ("import sys, kplan, kplan.torch as kt\n"
+                    "kt.open(None)\n"
+                    "f = kt.region('step')(lambda x: x + 1)\n"
+                    "assert f(1) == 2\n"
+                    "assert kt.stats()['eager_by_reason'] == {'no-plan': 1}, kt.stats()\n"
+                    "assert 'torch' not in sys.modules\n"
+                    "print('ok')\n")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([d, os.path.join(REPO, "python")]),
+                       KPLAN_RT_LIB=os.path.join(d, "none.so"))
+            r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+            self.assertIn("libkplanrt", r.stderr)   # the one warning about the library
+        finally:
+            shutil.rmtree(d)
+
+
+# ---------------------------------------------------------------------------
+# the ctypes layer against include/kplan/runtime.h
+
+_C2CT = {
+    "uint64_t": ctypes.c_uint64, "int64_t": ctypes.c_int64, "uint32_t": ctypes.c_uint32,
+    "int": ctypes.c_int, "unsigned": ctypes.c_uint, "char": ctypes.c_char,
+    "size_t": ctypes.c_size_t, "void *": ctypes.c_void_p, "const void *": ctypes.c_void_p,
+}
+
+
+def _header():
+    with open(HEADER) as f:
+        text = f.read()
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+
+
+def _header_consts(text):
+    consts = {"KP_RT_R_COUNT": len(_reason_names())}
+    for m in re.finditer(r"#define\s+(\w+)\s+(\d+)", text):
+        consts[m.group(1)] = int(m.group(2))
+    return consts
+
+
+def _parse_fields(body, consts):
+    """[(name, ctype, count)] of a struct body; nested anonymous structs as
+    (name, [fields], count)."""
+    out = []
+    body = body.strip()
+    while body:
+        m = re.match(r"struct\s*\{(.*?)\}\s*(\w+)\s*(?:\[(\w+)\])?\s*;", body, re.S)
+        if m:
+            out.append((m.group(2), _parse_fields(m.group(1), consts),
+                        consts[m.group(3)] if m.group(3) else None))
+            body = body[m.end():].strip()
+            continue
+        m = re.match(r"((?:const\s+)?[A-Za-z_]\w*(?:\s*\*)?)\s*(\w+)\s*(?:\[(\w+)\])?\s*;",
+                     body)
+        if not m:
+            raise AssertionError("cannot parse struct field at: %r" % body[:60])
+        ctype = re.sub(r"\s*\*", " *", m.group(1).strip())
+        n = m.group(3)
+        out.append((m.group(2), ctype, None if n is None else
+                    int(n) if n.isdigit() else consts[n]))
+        body = body[m.end():].strip()
+    return out
+
+
+def _reason_names():
+    with open(HEADER) as f:
+        text = f.read()
+    enum = re.search(r"enum kp_rt_reason \{(.*?)\};", text, re.S).group(1)
+    return re.findall(r"KP_RT_R_\w+\s*(?:=\s*\d+\s*)?,\s*/\*\s*\"([^\"]+)\"", enum)
+
+
+class TestHeader(unittest.TestCase):
+    def check_fields(self, parsed, ct_struct, where):
+        fields = ct_struct._fields_
+        self.assertEqual([p[0] for p in parsed], [f[0] for f in fields],
+                         "%s: field names differ from the header" % where)
+        for (name, ctype, count), (_n, t) in zip(parsed, fields):
+            if isinstance(ctype, list):
+                self.assertTrue(issubclass(t, ctypes.Array), name)
+                self.assertEqual(t._length_, count, name)
+                self.check_fields(ctype, t._type_, "%s.%s" % (where, name))
+                continue
+            if count is not None:
+                self.assertTrue(issubclass(t, ctypes.Array), "%s.%s: array" % (where, name))
+                self.assertEqual(t._length_, count, "%s.%s length" % (where, name))
+                t = t._type_
+            self.assertIn(ctype, _C2CT, "%s.%s: type %s" % (where, name, ctype))
+            self.assertEqual(ctypes.sizeof(t), ctypes.sizeof(_C2CT[ctype]), "%s.%s" % (where, name))
+            self.assertEqual(t, _C2CT[ctype], "%s.%s: %s" % (where, name, ctype))
+
+    def test_structs_match_header_text(self):
+        text = _header()
+        consts = _header_consts(text)
+        seen = set()
+        for m in re.finditer(r"(typedef\s+)?struct\s+(\w+)\s*\{(.*?)\}\s*(\w*)\s*;", text, re.S):
+            name = m.group(2)
+            if name not in _rt.STRUCTS:
+                continue
+            seen.add(name)
+            self.check_fields(_parse_fields(m.group(3), consts), _rt.STRUCTS[name], name)
+        self.assertEqual(seen, set(_rt.STRUCTS))
+
+    def test_reason_names_match_header(self):
+        names = _reason_names()
+        self.assertEqual(len(names), len(_rt.REASONS))
+        self.assertEqual(tuple(names), _rt.REASONS)
+        self.assertEqual(len(set(kt.REASONS)), len(kt.REASONS))   # torch's do not clash
+
+    def test_enum_values_match_header(self):
+        text = _header()
+        for name in ("KP_RT_STRICT", "KP_RT_DISABLE", "KP_RT_PRINT_STATS", "KP_RT_TIMING",
+                     "KP_RT_NO_ENV", "KP_RT_TWO_EXECS", "KP_RT_WATCH_ALLOW_ALLOC",
+                     "KP_RT_BIND_OUTPUT", "KP_RT_BIND_VALUE"):
+            m = re.search(r"\b%s\s*=\s*1\s*<<\s*(\d+)" % name, text)
+            self.assertIsNotNone(m, name)
+            self.assertEqual(getattr(_rt, name), 1 << int(m.group(1)), name)
+        self.assertEqual(_header_consts(text)["KP_RT_MAX_BINDS"], _rt.KP_RT_MAX_BINDS)
+        # the functions the binding declares are the header's
+        for fn in ("kp_rt_open", "kp_rt_open_ex", "kp_rt_close", "kp_rt_get_stats",
+                   "kp_rt_reason_name", "kp_rt_region_plan", "kp_rt_range_push",
+                   "kp_rt_range_pop", "kp_rt_watch_begin", "kp_rt_watch_end"):
+            self.assertRegex(text, r"\b%s\s*\(" % fn)
+
+    @unittest.skipIf(CC is None, "no C compiler")
+    def test_offsets_match_compiled_header(self):
+        d = tempfile.mkdtemp()
+        try:
+            lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "kplan/runtime.h"',
+                     "#define F(s, t, f) printf(\"%s.%s %zu %zu\\n\", #s, #f, "
+                     "offsetof(t, f), sizeof(((t *)0)->f))",
+                     "int main(void) {"]
+            expect = {}
+            for sname, st in sorted(_rt.STRUCTS.items()):
+                ctname = "kp_region" if sname == "kp_region" else "struct " + sname
+                lines.append('printf("%s.size %%zu 0\\n", sizeof(%s));' % (sname, ctname))
+                expect["%s.size" % sname] = (ctypes.sizeof(st), 0)
+                for f, t in st._fields_:
+                    lines.append("F(%s, %s, %s);" % (sname, ctname, f))
+                    expect["%s.%s" % (sname, f)] = (getattr(st, f).offset, ctypes.sizeof(t))
+            lines.append("return 0; }")
+            src = os.path.join(d, "layout.c")
+            with open(src, "w") as fh:
+                fh.write("\n".join(lines) + "\n")
+            exe = os.path.join(d, "layout")
+            subprocess.check_call([CC, "-std=c11", "-I", os.path.join(REPO, "include"),
+                                   "-o", exe, src])
+            got = {}
+            for line in subprocess.check_output([exe], universal_newlines=True).splitlines():
+                k, a, b = line.split()
+                got[k] = (int(a), int(b))
+            self.assertEqual(got, expect)
+        finally:
+            shutil.rmtree(d)
+
+
+@unittest.skipIf(CC is None, "no C compiler")
+class TestCtypesWithFakeLib(Base):
+    """kplan.torch over the real ctypes layer and a fake libkplanrt.so."""
+    lib_dir = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.lib_dir = tempfile.mkdtemp()
+        cls.lib = os.path.join(cls.lib_dir, "libkplanrt.so")
+        subprocess.check_call([CC, "-std=c11", "-shared", "-fPIC", "-Wall", "-Werror",
+                               "-I", os.path.join(REPO, "include"), "-o", cls.lib,
+                               os.path.join(HERE, "fake_kplanrt.c")])
+        cls.cdll = ctypes.CDLL(cls.lib)
+        cls.cdll.kpfake_log.restype = ctypes.c_char_p
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.lib_dir)
+
+    def setUp(self):
+        Base.setUp(self)
+        os.environ["KPLAN_RT_LIB"] = self.lib
+        self.cdll.kpfake_clear()
+
+    def log(self):
+        return self.cdll.kpfake_log().decode().splitlines()
+
+    def test_find_library(self):
+        self.assertEqual(_rt.find_library(), self.lib)
+        os.environ["KPLAN_RT_LIB"] = self.lib_dir
+        self.assertEqual(_rt.find_library(), self.lib)
+
+    def test_open_plan_ranges_watch(self):
+        T = self.T
+        rt = kt.open("model.kplan", verify=2)
+        self.assertEqual(self.log(), ["open model.kplan flags 0 verify 2 warmup -1 max_failures 0"])
+        info = rt.region_plan("step")
+        self.assertEqual(info, {"decision": "graph", "warmup": 3, "kernels": 42, "n_patches": 2,
+                                "n_scalar_patches": 1, "fingerprint": 0x0123456789abcdef,
+                                "reason": "launch-bound"})
+        self.assertEqual(rt.region_plan("cold")["decision"], "eager")
+        self.assertIsNone(rt.region_plan("other"))
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        self.cdll.kpfake_clear()
+        for i in range(5):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        side = kt.current().side[0].cuda_stream
+        self.assertEqual(self.log(), ["push step 2", "pop", "push step 2", "pop",
+                                      "push step 2", "watch %d 1" % side, "unwatch", "pop",
+                                      "push step 2", "pop", "push step 2", "pop"])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["verified"]), (1, 2))
+        rts = s["rt"]
+        self.assertEqual((rts["calls"], rts["patched_values"], rts["graph_mem_bytes"],
+                          rts["watch_ns"], rts["unwatched"]), (1, 18, -11, -17, 16))
+        self.assertEqual(rts["eager_by_reason"]["would-break-capture"],
+                         100 + _rt.REASONS.index("would-break-capture"))
+        self.assertEqual(rts["failures"]["none"], 200)
+        self.assertEqual(rt.crt.reason_name(3), "reason3")
+        kt.close()
+        self.assertEqual(self.log()[-1], "close")
+
+    def test_would_break_from_c(self):
+        T = self.T
+        os.environ["KPFAKE_VERDICT"] = "1"
+        try:
+            kt.open("model.kplan", strict=True)
+            self.assertEqual(self.log()[0], "open model.kplan flags 1 verify 0 warmup -1 "
+                             "max_failures 0")
+            step = kt.region("step")(lambda x: T.add(x, 1.0))
+            for _ in range(3):
+                step(self.x(1))
+            with self.assertRaises(kt.KplanError) as cm:
+                step(self.x(1))
+            self.assertEqual(cm.exception.reason, "would-break-capture")
+            self.assertIn("after vectorized_elementwise_kernel", self.logs("would-break")[0])
+        finally:
+            del os.environ["KPFAKE_VERDICT"]
+
+    def test_open_errors(self):
+        with self.assertRaises(kt.KplanError) as cm:
+            kt.open("bad.kplan")
+        self.assertIn("not a plan (EFORMAT)", str(cm.exception))
+        os.environ["KPLAN_RT_LIB"] = os.path.join(self.lib_dir, "missing.so")
+        with self.assertRaises(kt.KplanError):
+            kt.open("model.kplan")
+        rt = kt.open(None)        # no plan: a missing library is only a warning
+        self.assertIsNone(rt.crt)
+        self.assertEqual(len(self.logs("missing.so")), 1)
+
+    def test_implicit_open_from_env(self):
+        T = self.T
+        os.environ["KPLAN_PLAN"] = "model.kplan"
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(5):
+            step(self.x(1))
+        self.assertEqual(kt.stats()["captures"], 1)
+        self.assertEqual(kt.current().plan_path, "model.kplan")
+
+
+class TestRealLibrary(unittest.TestCase):
+    """The built libkplanrt.so, when there is one that loads (CUDA's
+    libcudart is needed): its reason names are the binding's."""
+
+    def test_reason_names(self):
+        path = None
+        for p in _rt.library_candidates()[1:]:
+            if os.path.isfile(p):
+                path = p
+                break
+        if path is None:
+            self.skipTest("no built libkplanrt.so")
+        try:
+            lib = _rt.Library(path)
+        except OSError as exc:
+            self.skipTest("cannot load %s: %s" % (path, exc))
+        names = tuple(lib.reason_name(i).decode() for i in range(len(_rt.REASONS)))
+        self.assertEqual(names, _rt.REASONS)
+        self.assertEqual(lib.reason_name(len(_rt.REASONS)), b"?")
+        for f in ("region_plan", "range_push", "range_pop", "watch_begin", "watch_end"):
+            if getattr(lib, f) is None:
+                self.skipTest("this build has no kp_rt_%s yet" % f)
+
+
+if __name__ == "__main__":
+    unittest.main()
