@@ -182,12 +182,29 @@ static int is_legacy(const struct kp__ana *a, int64_t stream_id)
 	return a->o.legacy_stream >= 0 && stream_id == a->o.legacy_stream;
 }
 
-/* The stream a region is captured on: where most of its template's ops run. */
+static int waits_on(const struct kp__ana *a, const struct kp__occ *o, int64_t stream_id,
+		    int64_t t0, int64_t t1);
+
+/*
+ * The stream a region is captured on: the stream of its template's first op
+ * that was not forked (no event wait on that stream before its first op in
+ * the occurrence); without wait streams in the trace, where most of its ops
+ * run.
+ */
 static uint32_t capture_stream(const struct kp__ana *a, const struct kp__region *r)
 {
 	const struct kp__occ *o = &r->occ[r->tmpl];
 	uint32_t best = o->n ? a->ops[o->ops[0]].stream : 0, best_n = 0;
 
+	for (uint32_t i = 0; a->wait_streams && i < o->n; i++) {
+		const struct kp__op *op = &a->ops[o->ops[i]];
+		int seen = 0;
+
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = a->ops[o->ops[j]].stream == op->stream;
+		if (!seen && !waits_on(a, o, sid(a, op), o->t0, op->api_start))
+			return op->stream;
+	}
 	for (uint32_t i = 0; i < o->n && i < 4096; i++) {
 		uint32_t s = a->ops[o->ops[i]].stream, n = 0;
 

@@ -877,7 +877,14 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 		if (id < N_CLS)
 			cls_tab[drv][id] = k;
 	}
-	if (k == K_NONE || (k == K_ALLOC && w->flags & KP_RT_WATCH_ALLOW_ALLOC))
+	/*
+	 * A caching allocator (PyTorch's) allocates, frees and queries the
+	 * events of blocks used on other streams; inside its own graph capture
+	 * it switches to the graph's pool and stops querying, so with
+	 * KP_RT_WATCH_ALLOW_ALLOC none of that is a blocker.
+	 */
+	if (k == K_NONE || ((k == K_ALLOC || (k == K_QUERY && strstr(cb->functionName, "Event"))) &&
+			    w->flags & KP_RT_WATCH_ALLOW_ALLOC))
 		return;
 	call_name(c, sizeof(c), cb->functionName);
 	af = after(w, ab, sizeof(ab));
