@@ -142,7 +142,7 @@ KP_CMD(analyze)
 		       s.queue.p90 / 1e3);
 		printf("regions (%s): %lld, %lld capturable, %lld split parts, %lld fatal blockers;"
 		       " fusion candidates: %lld (%lld feasible)\n",
-		       s.regions_from == 1 ? "annotations" : s.regions_from == 2 ? "mined" : "none",
+		       s.regions_from == 1 ? "nvtx ranges" : s.regions_from == 2 ? "mined" : "none",
 		       (long long)s.n_regions, (long long)s.n_capturable, (long long)s.n_split,
 		       (long long)s.n_blockers, (long long)s.n_fusion, (long long)s.n_fusion_feasible);
 		if (!o.dry_run && s.n_regions)

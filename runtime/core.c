@@ -1026,7 +1026,13 @@ static int check_args(const struct entry *e, const kp_region *r, char *why, size
 					 "covers it", k, nd->name, j);
 				return 1;
 			}
-			w = watched_as(e, k, nd);
+			/*
+			 * Only arguments of up to 8 bytes (scalars, pointers):
+			 * a library's struct parameter (cuBLAS's 360-byte
+			 * Params) legitimately holds other internal pointers
+			 * while the library knows it is being captured.
+			 */
+			w = n <= 8 ? watched_as(e, k, nd) : NULL;
 			if (!w || w->off[j] != off || w->size[j] != n || (size_t)off + n > w->len ||
 			    !memcmp(w->params + off, nd->params + off, n))
 				continue;
