@@ -91,22 +91,7 @@ static struct {
 	__typeof__(&cuptiUnsubscribe) Unsubscribe;
 	__typeof__(&cuptiEnableDomain) EnableDomain;
 	__typeof__(&cuptiGetResultString) GetResultString;
-	__typeof__(&cuptiFinalize) Finalize;    /* optional: NULL when absent */
 } cupti = { .once = PTHREAD_ONCE_INIT };
-
-/*
- * Detaching. Unsubscribing leaves CUPTI attached to the driver, and every
- * later CUDA call of the process pays for it (measured on an H100: a
- * 100-kernel body 14 % slower after one watch). So after a watch, CUPTI is
- * detached with cuptiFinalize, which NVIDIA documents as safe only from
- * inside a callback at an API exit: stop() leaves the subscription in
- * place with a detach pending, and the next runtime API exit of any thread
- * finalizes. A watch that begins first takes the subscription over.
- * KPLAN_RT_WATCH_DETACH=0 unsubscribes instead.
- */
-static pthread_mutex_t detach_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUpti_SubscriberHandle detach_sub;   /* pending when non-NULL */
-static int detach_pending;
 
 static void cupti_load(void)
 {
@@ -143,12 +128,6 @@ static void cupti_load(void)
 	SYM(cuptiEnableDomain, EnableDomain)
 	SYM(cuptiGetResultString, GetResultString)
 #undef SYM
-	if ((fn = dlsym(h, "cuptiFinalize"))) {
-		const char *e = getenv("KPLAN_RT_WATCH_DETACH");
-
-		if (!e || atoi(e) != 0)
-			memcpy(&cupti.Finalize, &fn, sizeof(fn));
-	}
 	cupti.ok = 1;           /* never unloaded: CUPTI does not support it */
 }
 
@@ -200,6 +179,43 @@ static void gate_leave(void)
 	gate_busy = 0;
 	pthread_cond_signal(&gate_cv);
 	pthread_mutex_unlock(&gate_mu);
+}
+
+/*
+ * CUPTI's first subscription in a process costs ~12 ms (measured on an
+ * H100; later ones ~60 us): prewarming loads libcupti and subscribes once
+ * (no callback enabled) on a thread of its own, while the application runs
+ * its warm-up calls, so the watch before the first capture does not pay it.
+ */
+static void CUPTIAPI noop_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
+				   const void *data)
+{
+	(void)ud;
+	(void)dom;
+	(void)id;
+	(void)data;
+}
+
+static void *prewarm_main(void *arg)
+{
+	CUpti_SubscriberHandle sub;
+
+	(void)arg;
+	pthread_once(&cupti.once, cupti_load);
+	if (!cupti.ok || gate_enter())
+		return NULL;
+	if (cupti.Subscribe(&sub, noop_callback, NULL) == CUPTI_SUCCESS)
+		cupti.Unsubscribe(sub);
+	gate_leave();
+	return NULL;
+}
+
+void kp__rt_watch_prewarm(void)
+{
+	pthread_t t;
+
+	if (!pthread_create(&t, NULL, prewarm_main, NULL))
+		pthread_detach(t);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1271,17 +1287,6 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
 	struct kp__rt_watcher *w = ud;
 	const CUpti_CallbackData *cb = data;
 
-	if (__atomic_load_n(&detach_pending, __ATOMIC_ACQUIRE) && cb &&
-	    dom == CUPTI_CB_DOMAIN_RUNTIME_API && cb->callbackSite == CUPTI_API_EXIT) {
-		pthread_mutex_lock(&detach_lock);
-		if (detach_pending) {
-			detach_pending = 0;
-			detach_sub = NULL;
-			cupti.Finalize();
-		}
-		pthread_mutex_unlock(&detach_lock);
-		return;
-	}
 	if (!w || !cb || !pthread_equal(w->thread, pthread_self()) ||
 	    !__atomic_load_n(&w->on, __ATOMIC_ACQUIRE) || tl_self)
 		return;
@@ -1338,26 +1343,7 @@ static void reset(struct kp__rt_watcher *w)
 static void stop(struct kp__rt_watcher *w)
 {
 	__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-	if (!cupti.Finalize) {
-		cupti.Unsubscribe(w->sub);
-		return;
-	}
-	pthread_mutex_lock(&detach_lock);
-	detach_sub = w->sub;
-	__atomic_store_n(&detach_pending, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&detach_lock);
-}
-
-/* Before subscribing: a detach still pending is cancelled, its subscription dropped. */
-static void detach_cancel(void)
-{
-	pthread_mutex_lock(&detach_lock);
-	if (detach_pending) {
-		detach_pending = 0;
-		cupti.Unsubscribe(detach_sub);
-		detach_sub = NULL;
-	}
-	pthread_mutex_unlock(&detach_lock);
+	cupti.Unsubscribe(w->sub);
 }
 
 static void result_free(struct wresult *r)
@@ -1499,7 +1485,6 @@ int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
 	pthread_once(&cupti.once, cupti_load);
 	if (!cupti.ok)
 		return failed(w, "could not check: %s", cupti.err);
-	detach_cancel();
 	__atomic_store_n(&w->on, 1, __ATOMIC_RELEASE);
 	tl_rt_depth = 0;
 	tl_self = 0;

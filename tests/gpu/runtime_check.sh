@@ -143,7 +143,7 @@ check() { # check NAME EX EXPECT_STAT PLAN ENV...
 }
 check "verify mode, 5 replays per graph compared" decode "verified 40" "$OUT/examples.kplan" KPLAN_RT_VERIFY=5
 check "verify mode on mlp (cuBLAS patched)" mlp "verified 5" "$OUT/examples.kplan" KPLAN_RT_VERIFY=5
-check "sync inside the region" solver "failures.capture-failed" "$OUT/examples.kplan" EX_SOLVER_SYNC_IN_REGION=1
+check "sync inside the region (watched: no capture is begun)" solver "failures.would-break-capture" "$OUT/examples.kplan" EX_SOLVER_SYNC_IN_REGION=1
 check "wrong fingerprint" decode "failures.fingerprint" "$OUT/badfp.kplan"
 check "plan for another gpu" decode "eager.plan-mismatch" "$OUT/a100.kplan"
 check "KPLAN_RT_DISABLE=1" decode "eager.disabled" "$OUT/examples.kplan" KPLAN_RT_DISABLE=1
