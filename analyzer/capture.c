@@ -324,6 +324,33 @@ static int stream_blockers(struct kp__ana *a, struct kp__region *r)
 	return rc;
 }
 
+/*
+ * A region a language binding captures (kplan.torch: NVTX category 2) was
+ * recorded eagerly, and libraries take other paths while a capture is on
+ * (transformers skips its mask checks' host syncs when
+ * torch.cuda.is_current_stream_capturing()). A failed torch capture raises
+ * inside the binding, which falls back to eager, so nothing here stops the
+ * plan from trying: fatal blockers become advisories that say so.
+ */
+static int binding_advisory(struct kp__ana *a, struct kp__region *r)
+{
+	char d[640];
+
+	for (size_t b = 0; b < r->blk.len; b++) {
+		struct kp__blk *bk = &r->blk.data[b];
+
+		if (bk->fatal != 1)
+			continue;
+		bk->fatal = 0;
+		snprintf(d, sizeof(d), "%s (advisory in a kplan.torch region: libraries may avoid "
+			 "it while capturing; the binding tries the capture and falls back)",
+			 bk->detail ? bk->detail : "");
+		if (!(bk->detail = kp_arena_strdup(&a->arena, d)))
+			return KP_ENOMEM;
+	}
+	return 0;
+}
+
 #define MAX_WARMUP_COVER 8   /* most warm-up calls a plan asks for */
 
 /*
@@ -542,6 +569,8 @@ static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
 		rc = stream_blockers(a, r);
 	if (!rc)
 		steady_state(r);
+	if (!rc && r->rt_kind == 2)
+		rc = binding_advisory(a, r);
 	/* the parts a split would keep: cut before each fatal call between
 	 * two launches (runtime regions are entered whole: never split) */
 	for (size_t b = 0; cut && !r->rt_kind && b < n_calls; b++) {

@@ -329,6 +329,7 @@ class _RegionState(object):
         self.name = name
         self.bname = name.encode("utf-8")
         self.static_reason = None
+        self.watch_msg = None     # what the watched call did that a capture cannot hold
         self.plan = None
         self.warmup = DEFAULT_WARMUP
         self.max_keys = DEFAULT_MAX_KEYS
@@ -644,10 +645,17 @@ class Runtime(object):
                      "torch: could not check the warm-up calls before capture (%s); "
                      "captures go ahead unchecked" % why)
         elif verdict[0] == 1:
+            # The watched call ran eagerly, and libraries take other paths
+            # while a capture is on (transformers skips its mask checks'
+            # host syncs when torch.cuda.is_current_stream_capturing()).
+            # A torch capture that fails raises inside this binding, which
+            # falls back, so the capture is tried; if it fails, the region
+            # is eager for good with what the watch saw.
             self.c.watched += 1
             v, call, kernel, msg = verdict
-            self._region_off(st, "would-break-capture", msg or (
-                "%s%s" % (call, " after kernel %s" % kernel if kernel else "")))
+            st.watch_msg = msg or ("%s%s" % (call, " after kernel %s" % kernel if kernel else ""))
+            _log(2, "torch: region '%s': the watched eager call did what a capture cannot hold "
+                 "(%s); trying the capture, where libraries may avoid it" % (st.name, st.watch_msg))
         else:
             self.c.watched += 1
         leaves = []
@@ -686,6 +694,10 @@ class Runtime(object):
             # a failed capture can leave the capture stream routed to the dead
             # graph's pool: the next capture gets a new stream
             self.side.pop(dev, None)
+            if st.watch_msg:
+                self._region_off(st, "would-break-capture", "%s (the capture failed: %s)"
+                                 % (st.watch_msg, _first_line(exc)))
+                return self._eager(st, "would-break-capture", region, args, kwargs)
             self._fail(st, e, "capture-failed", _first_line(exc))
             return self._eager(st, "capture-failed", region, args, kwargs)
         e.state = _READY

@@ -246,12 +246,20 @@ class TestStateMachine(Base):
         self.assertEqual(kt.stats()["regions"]["m"]["keys"], 3)
 
     def test_would_break_capture_is_eager_for_good(self):
+        """The watch saw a sync and the capture fails on it: eager for good,
+        one log line naming the call."""
         T = self.T
+
+        def body(x):
+            y = T.add(x, 1.0)
+            faketorch.synchronize()
+            return y
+
         self.open({"step": plan(warmup=2)}, verdict=1)
-        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        step = kt.region("step")(body)
         for i in range(10):
             self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
-        self.assertEqual(faketorch.captures_begun, 0)
+        self.assertEqual(faketorch.captures_begun, 1)
         s = kt.stats()
         self.assertEqual(s["captures"], 0)
         self.assertEqual(s["eager_by_reason"], {"warmup": 2, "would-break-capture": 8})
@@ -260,6 +268,18 @@ class TestStateMachine(Base):
         lines = self.logs("would-break-capture")
         self.assertEqual(len(lines), 1)
         self.assertIn("cudaStreamSynchronize", lines[0])
+
+    def test_would_break_but_capture_holds(self):
+        """The eager call synced but the captured one does not (a library
+        that checks is_current_stream_capturing): graphed."""
+        T = self.T
+        self.open({"step": plan(warmup=2)}, verdict=1)
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(10):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["replays"], s["watched"]), (1, 8, 1))
+        self.assertEqual(s["failures"], {})
 
     def test_could_not_check_logs_once_and_captures(self):
         T = self.T
@@ -865,11 +885,15 @@ class TestCtypesWithFakeLib(Base):
             kt.open("model.kplan", strict=True)
             self.assertEqual(self.log()[0], "open model.kplan flags 1 verify 0 warmup -1 "
                              "max_failures 0")
-            step = kt.region("step")(lambda x: T.add(x, 1.0))
-            for _ in range(3):
-                step(self.x(1))
+            def body(x):
+                y = T.add(x, 1.0)
+                faketorch.synchronize()   # the capture fails on it, as the watch said
+                return y
+
+            step = kt.region("step")(body)
             with self.assertRaises(kt.KplanError) as cm:
-                step(self.x(1))
+                for _ in range(4):
+                    step(self.x(1))
             self.assertEqual(cm.exception.reason, "would-break-capture")
             self.assertIn("after vectorized_elementwise_kernel", self.logs("would-break")[0])
         finally:

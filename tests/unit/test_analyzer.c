@@ -1071,6 +1071,33 @@ static void test_rt_warmup_only(void)
 	tl_close(&t);
 }
 
+/* A kplan.torch region (category 2): blockers are advisories, the binding tries. */
+static void test_rt_binding_advisory(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+
+	tl_open(&t, "rt_torch.db");
+	rt_domain(&t);
+	for (int k = 0; k < 3; k++) {
+		int64_t T = (int64_t)k * 100000;
+		struct kp_nvtx_rec n = { .start = T, .end = T + 50000,
+					 .event_type = KP_NVTX_PUSHPOP, .text = "gpt2",
+					 .global_tid = 1, .domain_id = 1, .category = 2 };
+
+		CU_ASSERT_EQUAL(kp_writer_nvtx(&t.w, &n, &err), 0);
+		for (int i = 0; i < 4; i++)
+			tl_kernel(&t, EW, 13, T + 1000 * (i + 1), T + 10000 + 2000 * i, 1500);
+		tl_api(&t, "cudaStreamSynchronize", T + 2500, 100, 9000 + k);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'gpt2' AND "
+			  "source = 'runtime'"), 1);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'sync' AND fatal = 0 "
+			  "AND detail LIKE '%%advisory in a kplan.torch region%%'"), 3);
+	tl_close(&t);
+}
+
 /* Plans hold runtime regions; the application's own ranges only on request. */
 static void test_rt_plan_regions(void)
 {
@@ -1160,6 +1187,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "runtime region: a sync before the first launch is fatal", test_rt_edge_fatal },
 	{ "runtime region: blockers in warm-up only", test_rt_warmup_only },
 	{ "plan: runtime regions only by default", test_rt_plan_regions },
+	{ "kplan.torch region: blockers are advisories", test_rt_binding_advisory },
 	{ "scalar arguments that change", test_scalar_slots },
 	{ "blocker: synchronous memset", test_blocker_memset },
 	{ "gaps: host-bound vs device-side", test_gaps },
