@@ -758,12 +758,6 @@ KP_RT_API kp_rt *kp_rt_open_ex(const char *plan_path, const struct kp_rt_options
 		}
 		return NULL;
 	}
-	{
-		const char *wenv = getenv("KPLAN_RT_WATCH");
-
-		if ((o.flags & KP_RT_NO_ENV) || !wenv || atoi(wenv) != 0)
-			kp__rt_watch_prewarm();
-	}
 	return kp__rt_open_backend(&be, plan_path, &o, err);
 }
 

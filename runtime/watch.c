@@ -181,43 +181,6 @@ static void gate_leave(void)
 	pthread_mutex_unlock(&gate_mu);
 }
 
-/*
- * CUPTI's first subscription in a process costs ~12 ms (measured on an
- * H100; later ones ~60 us): prewarming loads libcupti and subscribes once
- * (no callback enabled) on a thread of its own, while the application runs
- * its warm-up calls, so the watch before the first capture does not pay it.
- */
-static void CUPTIAPI noop_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
-				   const void *data)
-{
-	(void)ud;
-	(void)dom;
-	(void)id;
-	(void)data;
-}
-
-static void *prewarm_main(void *arg)
-{
-	CUpti_SubscriberHandle sub;
-
-	(void)arg;
-	pthread_once(&cupti.once, cupti_load);
-	if (!cupti.ok || gate_enter())
-		return NULL;
-	if (cupti.Subscribe(&sub, noop_callback, NULL) == CUPTI_SUCCESS)
-		cupti.Unsubscribe(sub);
-	gate_leave();
-	return NULL;
-}
-
-void kp__rt_watch_prewarm(void)
-{
-	pthread_t t;
-
-	if (!pthread_create(&t, NULL, prewarm_main, NULL))
-		pthread_detach(t);
-}
-
 /* ------------------------------------------------------------------------ */
 /* the watch state */
 

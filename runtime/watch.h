@@ -68,7 +68,4 @@ struct kp__rt_layout_view {
 int kp__rt_cuda_layout(void *cuda_ctx, void *handle, int kern,
 		       struct kp__rt_layout_view *out);
 
-/* Load libcupti and pay CUPTI's first-subscription cost on a thread of its own. */
-void kp__rt_watch_prewarm(void);
-
 #endif
