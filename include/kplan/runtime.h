@@ -4,8 +4,12 @@
  * The application marks the regions the plan names. For each region and
  * shape key the runtime keeps a small state machine:
  *
- *   warm-up (eager, the plan's count) -> capture (stream capture, captured
- *   kernels checked against the plan's fingerprint, instantiate) -> replay
+ *   warm-up (eager, the plan's count; the last warm-up call before the
+ *   first capture is watched with CUPTI: a body a capture could not hold
+ *   keeps the region eager for good, reason would-break-capture, and no
+ *   capture is ever begun) -> capture (stream capture, captured kernels
+ *   checked against the plan's fingerprint and their small arguments
+ *   against the watched call's, instantiate) -> replay
  *   (the body is skipped, changed pointer parameters are patched in place,
  *   one graph launch) -> on failure: eager for a back-off period, retried,
  *   and disabled after repeated failures.
@@ -32,8 +36,16 @@
  *
  * Rules:
  * - Every launch of the body goes to `stream` (or to streams forked from it
- *   with events), and the body does no synchronisation, allocation or host
- *   copy: those invalidate the capture (the runtime then falls back).
+ *   with events and joined back), and the body does no synchronisation,
+ *   allocation or host copy: those would invalidate the capture, so the
+ *   watched warm-up call keeps such a region eager. Stream 0 is the legacy
+ *   stream, which is never captured, unless the body runs on the per-thread
+ *   default stream (--default-stream per-thread): then the runtime captures
+ *   cudaStreamPerThread.
+ * - A value passed to kernels by value that changes from call to call (a
+ *   seed, a step, a learning rate) is bound with kp_rt_bind_value on every
+ *   call; unbound, the watched call and the capture differ and the region
+ *   stays eager (unbound-change).
  * - kp_rt_bind is called after kp_region_begin and before kp_region_end on
  *   every call, whatever begin returned, for every buffer whose address may
  *   differ from one call to the next. At capture the runtime scans each

@@ -519,12 +519,13 @@ static double eager_many(void)
 static int cost(void)
 {
 	struct kp__rt_watch w;
-	double first, empty, many, before, after;
+	double first, empty, many, before, again, after;
 	int rc;
 
 	b_many();   /* modules loaded */
 	CK(cudaStreamSynchronize(g.s));
 	before = eager_many();
+	again = eager_many();   /* the control: no watch in between */
 	auto t0 = std::chrono::steady_clock::now();
 	rc = be.watch_begin(be.ctx, g.s, 0);
 	be.watch_end(be.ctx, &w);
@@ -548,6 +549,7 @@ static int cost(void)
 	printf("watch-cost-empty-us %.1f\n", empty);       /* empty body, later watch */
 	printf("watch-cost-100k-us %.1f\n", many);         /* 100-kernel body, watched */
 	printf("eager-100k-us %.1f\n", before);            /* same body, unwatched, before */
+	printf("eager-100k-again-us %.1f\n", again);      /* ... measured again, no watch */
 	printf("eager-100k-after-watch-us %.1f\n", after); /* ... and after the watches */
 	if (w.res.verdict || w.n_launches != 100) {
 		printf("FAIL cost: 100-kernel watch: verdict %d, %zu launches\n", w.res.verdict,
