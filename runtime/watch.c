@@ -937,6 +937,15 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 /* the parameters, as struct T (the _ptsz flavour has the same layout) */
 #define PRM(T) ((const T##_params *)cb->functionParams)
 
+/* runtime async copies and their _ptsz twins: the stream and the sides to check */
+#define RCOPY(T, dst, src) \
+	case RT(T##_v3020): \
+	case RT(T##_ptsz_v7000): { \
+		const T##_v3020_params *P = cb->functionParams; \
+		copy_op(w, cb, P->stream, id == RT(T##_ptsz_v7000), dst, src, P->kind); \
+		break; \
+	}
+
 static void on_runtime(struct kp__rt_watcher *w, CUpti_CallbackId id,
 		       const CUpti_CallbackData *cb)
 {
@@ -976,38 +985,10 @@ static void on_runtime(struct kp__rt_watcher *w, CUpti_CallbackId id,
 		other_op(w, cb, PRM(cudaGraphLaunch_v10000)->stream,
 			 id == RT(cudaGraphLaunch_ptsz_v10000));
 		break;
-	case RT(cudaMemcpyAsync_v3020):
-	case RT(cudaMemcpyAsync_ptsz_v7000): {
-		const cudaMemcpyAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpyAsync_ptsz_v7000), p->dst, p->src,
-			p->kind);
-		break;
-	}
-	case RT(cudaMemcpy2DAsync_v3020):
-	case RT(cudaMemcpy2DAsync_ptsz_v7000): {
-		const cudaMemcpy2DAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpy2DAsync_ptsz_v7000), p->dst, p->src,
-			p->kind);
-		break;
-	}
-	case RT(cudaMemcpyToSymbolAsync_v3020):
-	case RT(cudaMemcpyToSymbolAsync_ptsz_v7000): {
-		const cudaMemcpyToSymbolAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpyToSymbolAsync_ptsz_v7000), NULL, p->src,
-			p->kind);
-		break;
-	}
-	case RT(cudaMemcpyFromSymbolAsync_v3020):
-	case RT(cudaMemcpyFromSymbolAsync_ptsz_v7000): {
-		const cudaMemcpyFromSymbolAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpyFromSymbolAsync_ptsz_v7000), p->dst,
-			NULL, p->kind);
-		break;
-	}
+	RCOPY(cudaMemcpyAsync, P->dst, P->src)
+	RCOPY(cudaMemcpy2DAsync, P->dst, P->src)
+	RCOPY(cudaMemcpyToSymbolAsync, NULL, P->src)
+	RCOPY(cudaMemcpyFromSymbolAsync, P->dst, NULL)
 	case RT(cudaMemcpy3DAsync_v3020):
 	case RT(cudaMemcpy3DAsync_ptsz_v7000): {
 		const cudaMemcpy3DAsync_v3020_params *p = cb->functionParams;
@@ -1020,38 +1001,10 @@ static void on_runtime(struct kp__rt_watcher *w, CUpti_CallbackId id,
 			other_op(w, cb, p->stream, id == RT(cudaMemcpy3DAsync_ptsz_v7000));
 		break;
 	}
-	case RT(cudaMemcpyToArrayAsync_v3020):
-	case RT(cudaMemcpyToArrayAsync_ptsz_v7000): {
-		const cudaMemcpyToArrayAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpyToArrayAsync_ptsz_v7000), NULL, p->src,
-			p->kind);
-		break;
-	}
-	case RT(cudaMemcpyFromArrayAsync_v3020):
-	case RT(cudaMemcpyFromArrayAsync_ptsz_v7000): {
-		const cudaMemcpyFromArrayAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpyFromArrayAsync_ptsz_v7000), p->dst,
-			NULL, p->kind);
-		break;
-	}
-	case RT(cudaMemcpy2DToArrayAsync_v3020):
-	case RT(cudaMemcpy2DToArrayAsync_ptsz_v7000): {
-		const cudaMemcpy2DToArrayAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpy2DToArrayAsync_ptsz_v7000), NULL,
-			p->src, p->kind);
-		break;
-	}
-	case RT(cudaMemcpy2DFromArrayAsync_v3020):
-	case RT(cudaMemcpy2DFromArrayAsync_ptsz_v7000): {
-		const cudaMemcpy2DFromArrayAsync_v3020_params *p = cb->functionParams;
-
-		copy_op(w, cb, p->stream, id == RT(cudaMemcpy2DFromArrayAsync_ptsz_v7000), p->dst,
-			NULL, p->kind);
-		break;
-	}
+	RCOPY(cudaMemcpyToArrayAsync, NULL, P->src)
+	RCOPY(cudaMemcpyFromArrayAsync, P->dst, NULL)
+	RCOPY(cudaMemcpy2DToArrayAsync, NULL, P->src)
+	RCOPY(cudaMemcpy2DFromArrayAsync, P->dst, NULL)
 	case RT(cudaMemcpyPeerAsync_v4000):
 		other_op(w, cb, PRM(cudaMemcpyPeerAsync_v4000)->stream, 0);
 		break;

@@ -1011,7 +1011,7 @@ static void test_rt_edge_fatal(void)
 	tl_close(&t);
 }
 
-static struct kp_plan *plan_of(struct tl *t, int regions)
+static struct kp_plan *plan_notes(struct tl *t, int regions, struct kp_strbuf *notes)
 {
 	struct kp_planner_opts o;
 	struct kp_err err = {0};
@@ -1023,10 +1023,16 @@ static struct kp_plan *plan_of(struct tl *t, int regions)
 	o.cuda_major = 13;
 	o.regions = regions;
 	o.min_gain = 0;
+	o.notes = notes;
 	p = kp_planner_run(t->db, &o, &err);
 	if (!p)
 		fprintf(stderr, "plan: %s\n", err.msg);
 	return p;
+}
+
+static struct kp_plan *plan_of(struct tl *t, int regions)
+{
+	return plan_notes(t, regions, NULL);
 }
 
 /* A malloc in the first two occurrences only: warm-up covers it. */
@@ -1122,22 +1128,12 @@ static void test_rt_plan_regions(void)
 	CU_ASSERT_EQUAL(p->n_regions, 2);
 	kp_plan_free(p);
 	/* the notes say what was left out and that scalars were not checked */
-	{
-		struct kp_planner_opts o;
-		struct kp_err err = {0};
-
-		kp_planner_opts_init(&o);
-		o.cc_major = 9;
-		o.cc_minor = 0;
-		o.cuda_major = 13;
-		o.notes = &notes;
-		p = kp_planner_run(t.db, &o, &err);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-		CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "1 regions from the application's own"));
-		CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "scalars passed by value were not checked"));
-		kp_plan_free(p);
-		kp_strbuf_release(&notes);
-	}
+	p = plan_notes(&t, KP_PLANNER_REGIONS_AUTO, &notes);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "1 regions from the application's own"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "scalars passed by value were not checked"));
+	kp_plan_free(p);
+	kp_strbuf_release(&notes);
 	tl_close(&t);
 }
 

@@ -117,15 +117,9 @@ static int exec_f(struct kp_db *db, const char *fmt, ...)
 }
 
 /* A plan for the fixture, written by the planner's own writer. */
-static char *plan_text(int64_t run)
+/* The keys and info every test plan shares. */
+static void plan_keys(struct kp_plan *p, int64_t run)
 {
-	struct kp_plan *p = kp_plan_new();
-	struct kp_strbuf sb = KP_STRBUF_INIT;
-	struct kp_err err = {0};
-	struct kp_plan_region *r;
-
-	if (!p)
-		return NULL;
 	p->cc_major = 9;
 	p->cuda_major = 13;
 	p->gpu_name = strdup("NVIDIA H200");
@@ -136,6 +130,18 @@ static char *plan_text(int64_t run)
 	p->source_kind = strdup("synthetic");
 	p->date = strdup("");
 	p->run_eager_ns = 93000;
+}
+
+static char *plan_text(int64_t run)
+{
+	struct kp_plan *p = kp_plan_new();
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan_region *r;
+
+	if (!p)
+		return NULL;
+	plan_keys(p, run);
 	p->run_pred_ns = 30000;
 	p->speedup_pred = 3.1;
 	p->mem_budget_bytes = 1 << 20;
@@ -612,16 +618,7 @@ static char *layer_plan(int64_t run)
 
 	if (!p)
 		return NULL;
-	p->cc_major = 9;
-	p->cuda_major = 13;
-	p->gpu_name = strdup("NVIDIA H200");
-	p->sm_count = 132;
-	p->driver_version = 13000;
-	p->tool_version = strdup("0.1.0");
-	p->source_run = run;
-	p->source_kind = strdup("synthetic");
-	p->date = strdup("");
-	p->run_eager_ns = 93000;
+	plan_keys(p, run);
 	p->run_pred_ns = 60000;
 	p->speedup_pred = 1.5;
 	p->mem_budget_bytes = 1 << 20;
