@@ -52,7 +52,7 @@ deps:
 # ---------------------------------------------------------------------------
 # Host libraries, one static archive per module, in dependency order
 # (a module may use the ones after it).
-HOST_MODULES := reports planner analyzer importers db common
+HOST_MODULES := reports planner fusion analyzer plan importers db common
 
 define module_rules
 $(1)_SRC := $$(wildcard $(1)/*.c) $$(wildcard $(1)/*.S)
@@ -97,11 +97,22 @@ $(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
 # their own targets (each GPU part also has its own check target, e.g.
 # collector-gpu-check, to run one alone) and append to UNIT_EXTRA_OBJ. They
 # are read before the unit-test rule so that its prerequisites see it all.
+# plan/, fusion/ and planner/ come first: their archives are built above,
+# their module.mk says what each may use (runtime/ takes $(plan_SRC)).
 UNIT_EXTRA_OBJ :=
+-include plan/module.mk fusion/module.mk planner/module.mk
 -include collector/module.mk runtime/module.mk examples/module.mk
 -include tests/module.mk bench/module.mk reports/module.mk
 
 all: $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
+
+# Layers: a module.mk adds its folder to LAYERED and names in <dir>_USES the
+# folders its sources may include from; check-layers (part of `make test`)
+# fails on any other include, so that the dependencies run one way
+# (docs/DESIGN.md, "Layout").
+.PHONY: check-layers
+check-layers:
+	@sh scripts/check_layers.sh $(foreach d,$(LAYERED),'$(d) $($(d)_USES)')
 
 # ---------------------------------------------------------------------------
 # Unit tests (CUnit): one suite per module, listed in tests/unit/suites.h.
@@ -125,6 +136,7 @@ python-test:
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(CURDIR)/python python3 -m unittest discover -s tests/python -t tests/python
 
 test: deps
+	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory python-test
 

@@ -44,7 +44,7 @@ struct kp__sig {
 	int64_t bytes;           /* memops */
 	int64_t mangled_id;      /* StringIds.id of the mangled name, 0: none */
 	int32_t dyn_smem;        /* dynamic shared memory (part of smem) */
-	uint64_t fsig;           /* planner/FORMAT.md kernel signature; 0 for memops */
+	uint64_t fsig;           /* plan/FORMAT.md kernel signature; 0 for memops */
 	uint8_t kind;
 	uint8_t mem_class;       /* fusion: 0 unknown, 1 memory-bound, 2 compute-bound */
 	uint8_t reduction;       /* fusion: reduces rows */
@@ -190,7 +190,7 @@ int kp__name_get(struct kp__ana *a, int64_t id, uint32_t *ix, struct kp_err *err
 int kp__classify_api(const char *name);
 const char *kp__blocker_kind_name(int kind);
 /*
- * A kernel's signature as planner/FORMAT.md "Fingerprints" defines it (the
+ * A kernel's signature as plan/FORMAT.md "Fingerprints" defines it (the
  * runtime recomputes it from captured nodes): kp_hash64 of
  * "NAME|GX,GY,GZ|BX,BY,BZ|DYNSMEM".
  */

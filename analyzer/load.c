@@ -102,7 +102,7 @@ static int sig_names(struct kp__ana *a, struct kp_err *err)
 		if (rc)
 			return rc;
 		s->name = a->names.data[ix].s;
-		/* planner/FORMAT.md "Fingerprints": the name the runtime sees
+		/* plan/FORMAT.md "Fingerprints": the name the runtime sees
 		 * (mangled, cuFuncGetName) when the trace has it */
 		const char *fname = s->name;
 		if (s->mangled_id > 0) {

@@ -59,7 +59,7 @@ void kp__occ_stats(struct kp__ana *a, struct kp__occ *o)
 			g1 = op->end;
 		if (op->has_api && op->api_start + op->api_dur > c1)
 			c1 = op->api_start + op->api_dur;
-		/* planner/FORMAT.md: fold of the kernels' signatures, memops excluded */
+		/* plan/FORMAT.md: fold of the kernels' signatures, memops excluded */
 		if (op->kind == KP__OP_KERNEL)
 			fp = kp_hash_mix(fp, a->sigs.data[op->sig].fsig);
 	}

@@ -9,7 +9,7 @@
 
 #include "common/kptime.h"
 #include "common/strbuf.h"
-#include "planner/planfile.h"
+#include "plan/planfile.h"
 
 int main(void)
 {
@@ -52,7 +52,7 @@ int main(void)
 		r->n_patches = 64;
 		r->patches = calloc(64, sizeof(*r->patches));
 		for (j = 0; j < 64; j++)
-			r->patches[j] = (struct kp_plan_patch){ (uint32_t)j * 7, 0, 0, 8 };
+			r->patches[j] = (struct kp_plan_patch){ (uint32_t)j * 7, 0, 0, 8, 0 };
 	}
 	t0 = kp_now_ns();
 	for (it = 0; it < n_iter; it++) {

@@ -23,7 +23,7 @@ decode_trace() {
 # CUBIN cache under it
 decode_env() {
 	BIN=$1/bin
-	CAT=${DECODE_CAT:-planner/catalog/examples.kpcat}
+	CAT=${DECODE_CAT:-fusion/catalog/examples.kpcat}
 	mkdir -p "$2"
 	export KPLAN_CACHE_DIR=$2/cache
 }

@@ -5,8 +5,8 @@
 
 #include "cli.h"
 
+#include "../plan/planfile.h"
 #include "../planner/gpuinfo.h"
-#include "../planner/planfile.h"
 
 const char kp_usage_check[] =
 	"usage: kplan check model.kplan [--device N]\n"

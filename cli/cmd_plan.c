@@ -8,14 +8,14 @@
 #include "cli.h"
 
 #include "../common/strbuf.h"
+#include "../fusion/fusion_gen.h"
 #include "../planner/planner.h"
-#include "../planner/fusion_gen.h"
 
 const char kp_usage_plan[] =
 	"usage: kplan plan DB [--run N] -o model.kplan [options]\n"
 	"       kplan plan --base PLAN --kernels TRACE --catalog FILE -o model.kplan\n"
 	"\n"
-	"Writes the plan file for an analyzed run (see planner/FORMAT.md): per region\n"
+	"Writes the plan file for an analyzed run (see plan/FORMAT.md): per region\n"
 	"graph (shape keys, warm-up, patch slots), eager (with the reason) or split;\n"
 	"fusion groups with their predicted gain; the graph memory budget and the\n"
 	"predicted speedup of the whole run. The plan is also stored in the database's\n"
@@ -38,7 +38,7 @@ const char kp_usage_plan[] =
 	"                        kplan.torch.region), the only ones a plan can apply\n"
 	"                        to; all: also its own NVTX ranges and mined regions;\n"
 	"                        auto (default): runtime when the run has any, else all\n"
-	"  --catalog FILE        fusion catalog (planner/FUSION.md; repeatable, first\n"
+	"  --catalog FILE        fusion catalog (fusion/FUSION.md; repeatable, first\n"
 	"                        match wins): each GEMV (a 'dot' kernel) with the\n"
 	"                        elementwise kernels around it, every other run of\n"
 	"                        2..12 catalog kernels in each graph region, then the\n"
@@ -46,7 +46,7 @@ const char kp_usage_plan[] =
 	"                        generated fused kernel, written next to the plan as\n"
 	"                        kpfuse-HASH.cu and referenced by hash (record with\n"
 	"                        --args to specialise it on the recorded arguments)\n"
-	"  --fusion MODE         which fusion groups the plan keeps (planner/FUSION.md,\n"
+	"  --fusion MODE         which fusion groups the plan keeps (fusion/FUSION.md,\n"
 	"                        \"Numerics\"): exact (default): those whose fused\n"
 	"                        kernel gives the chain's outputs bit for bit;\n"
 	"                        tolerant: also those that differ within a tolerance\n"
@@ -62,7 +62,7 @@ const char kp_usage_plan[] =
 	"examples:\n"
 	"  kplan plan run.db -o model.kplan\n"
 	"  kplan plan run.db --run 2 --mem-limit 268435456 -o model.kplan\n"
-	"  kplan plan run.db --catalog planner/catalog/examples.kpcat -o model.kplan\n"
+	"  kplan plan run.db --catalog fusion/catalog/examples.kpcat -o model.kplan\n"
 	"  kplan plan run.db --catalog my.kpcat --fusion tolerant -o model.kplan\n"
 	"  kplan plan --base model.kplan --kernels trace.tsv --catalog my.kpcat -o fused.kplan\n";
 
@@ -179,174 +179,155 @@ done:
 	return 0;
 }
 
-KP_CMD(plan)
-{
+/* What `kplan plan`'s options ask for. */
+struct plan_args {
 	struct kp_planner_opts o;
-	struct kp_err err = {0};
-	struct kp_strbuf text = KP_STRBUF_INIT;
-	const char *db_path = NULL, *out = NULL;
-	struct kp_plan *plan = NULL;
-	struct kp_db *db = NULL;
-	int store = 1, rc = KP_EXIT_ERROR, i, n_graph = 0, n_eager = 0, n_split = 0;
-	int64_t plan_id = 0;
-	long long v;
-	size_t r;
-	struct kp_fx_catalog *cat = NULL;
-	const char *base = NULL, *trace = NULL;
-	struct kp_strbuf ktrace = KP_STRBUF_INIT, notes = KP_STRBUF_INIT;
-	int keep = KP_FX_KEEP_EXACT;
+	const char *db_path, *out;
+	const char *base, *trace;     /* trace mode: --base PLAN --kernels TRACE */
+	struct kp_fx_catalog *cat;    /* the --catalog files, merged; the caller frees it */
+	int store, keep;
+};
 
-	kp_planner_opts_init(&o);
+/* Parse the options into opt; 0, or the exit code (a usage or error message printed). */
+static int parse_args(int argc, char **argv, struct plan_args *opt)
+{
+	struct kp_err err = {0};
+	long long v;
+	int i;
+
+	memset(opt, 0, sizeof(*opt));
+	kp_planner_opts_init(&opt->o);
+	opt->store = 1;
+	opt->keep = KP_FX_KEEP_EXACT;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!val)
 				return kp_cli_usage("plan", "%s needs a path", a);
-			out = val;
+			opt->out = val;
 			i++;
 		} else if (!strcmp(a, "--run")) {
 			if (!val || parse_num(val, 1, INT64_MAX, &v))
 				return kp_cli_usage("plan", "--run needs a positive run id");
-			o.run_id = v;
+			opt->o.run_id = v;
 			i++;
 		} else if (!strcmp(a, "--warmup")) {
 			if (!val || parse_num(val, 0, 1000, &v))
 				return kp_cli_usage("plan", "--warmup needs a count 0..1000");
-			o.warmup = (int)v;
+			opt->o.warmup = (int)v;
 			i++;
 		} else if (!strcmp(a, "--min-gain")) {
 			if (!val || parse_num(val, 0, 100, &v))
 				return kp_cli_usage("plan", "--min-gain needs a percentage 0..100");
-			o.min_gain = (double)v / 100.0;
+			opt->o.min_gain = (double)v / 100.0;
 			i++;
 		} else if (!strcmp(a, "--mem-limit")) {
 			if (!val || parse_num(val, 1, KP_PLAN_MAX_BYTES, &v))
 				return kp_cli_usage("plan", "--mem-limit needs a byte count");
-			o.mem_limit_bytes = v;
+			opt->o.mem_limit_bytes = v;
 			i++;
 		} else if (!strcmp(a, "--cc")) {
-			if (!val || sscanf(val, "%d.%d", &o.cc_major, &o.cc_minor) != 2 ||
-			    o.cc_major < 1 || o.cc_major > 99 || o.cc_minor < 0 || o.cc_minor > 9)
+			if (!val || sscanf(val, "%d.%d", &opt->o.cc_major, &opt->o.cc_minor) != 2 ||
+			    opt->o.cc_major < 1 || opt->o.cc_major > 99 ||
+			    opt->o.cc_minor < 0 || opt->o.cc_minor > 9)
 				return kp_cli_usage("plan", "--cc needs MAJOR.MINOR, e.g. 9.0");
 			i++;
 		} else if (!strcmp(a, "--cuda-major")) {
 			if (!val || parse_num(val, 1, 99, &v))
 				return kp_cli_usage("plan", "--cuda-major needs 1..99");
-			o.cuda_major = (int)v;
+			opt->o.cuda_major = (int)v;
 			i++;
 		} else if (!strcmp(a, "--no-store")) {
-			store = 0;
+			opt->store = 0;
 		} else if (!strcmp(a, "--regions")) {
 			if (!val || (strcmp(val, "auto") && strcmp(val, "runtime") && strcmp(val, "all")))
 				return kp_cli_usage("plan", "--regions needs auto, runtime or all");
-			o.regions = !strcmp(val, "auto") ? KP_PLANNER_REGIONS_AUTO :
-				    !strcmp(val, "runtime") ? KP_PLANNER_REGIONS_RUNTIME :
-				    KP_PLANNER_REGIONS_ALL;
+			opt->o.regions = !strcmp(val, "auto") ? KP_PLANNER_REGIONS_AUTO :
+					 !strcmp(val, "runtime") ? KP_PLANNER_REGIONS_RUNTIME :
+					 KP_PLANNER_REGIONS_ALL;
 			i++;
 		} else if (!strcmp(a, "--catalog")) {
 			struct kp_fx_catalog *c;
 
 			if (!val)
 				return kp_cli_usage("plan", "--catalog needs a file");
-			if (!(c = kp_fx_catalog_load(val, &err))) {
-				kp_fx_catalog_free(cat);
+			if (!(c = kp_fx_catalog_load(val, &err)))
 				return kp_cli_error(&err);
-			}
-			if (!cat) {
-				cat = c;
+			if (!opt->cat) {
+				opt->cat = c;
 			} else {
-				int mrc = kp_fx_catalog_merge(cat, c, &err);
+				int mrc = kp_fx_catalog_merge(opt->cat, c, &err);
 
 				kp_fx_catalog_free(c);
-				if (mrc) {
-					kp_fx_catalog_free(cat);
+				if (mrc)
 					return kp_cli_error(&err);
-				}
 			}
 			i++;
 		} else if (!strcmp(a, "--fusion")) {
-			if (!val || (strcmp(val, "exact") && strcmp(val, "tolerant") && strcmp(val, "off"))) {
-				kp_fx_catalog_free(cat);
+			if (!val || (strcmp(val, "exact") && strcmp(val, "tolerant") && strcmp(val, "off")))
 				return kp_cli_usage("plan", "--fusion needs exact, tolerant or off");
-			}
-			keep = !strcmp(val, "exact") ? KP_FX_KEEP_EXACT :
-			       !strcmp(val, "tolerant") ? KP_FX_KEEP_TOLERANT : KP_FX_KEEP_NONE;
+			opt->keep = !strcmp(val, "exact") ? KP_FX_KEEP_EXACT :
+				    !strcmp(val, "tolerant") ? KP_FX_KEEP_TOLERANT : KP_FX_KEEP_NONE;
 			i++;
 		} else if (!strcmp(a, "--base") || !strcmp(a, "--kernels")) {
-			if (!val) {
-				kp_fx_catalog_free(cat);
+			if (!val)
 				return kp_cli_usage("plan", "%s needs a path", a);
-			}
-			*(a[2] == 'b' ? &base : &trace) = val;
+			*(a[2] == 'b' ? &opt->base : &opt->trace) = val;
 			i++;
 		} else if (a[0] == '-' && a[1]) {
 			return kp_cli_usage("plan", "unknown option '%s'", a);
-		} else if (!db_path) {
-			db_path = a;
+		} else if (!opt->db_path) {
+			opt->db_path = a;
 		} else {
 			return kp_cli_usage("plan", "unexpected argument '%s'", a);
 		}
 	}
-	if (base || trace) {
-		if (!base || !trace || !cat || db_path) {
-			kp_fx_catalog_free(cat);
+	if (opt->base || opt->trace) {
+		if (!opt->base || !opt->trace || !opt->cat || opt->db_path)
 			return kp_cli_usage("plan", "--base PLAN goes with --kernels TRACE and --catalog, without a database");
-		}
-	} else if (!db_path) {
-		kp_fx_catalog_free(cat);
+	} else if (!opt->db_path) {
 		return kp_cli_usage("plan", "expected a database path");
 	}
-	if (!out || (cat && !strcmp(out, "-"))) {
-		kp_fx_catalog_free(cat);
-		return kp_cli_usage("plan", cat ? "--catalog needs -o PATH (sources go next to the plan)"
-					 : "expected -o model.kplan");
-	}
-	if (base) {
-		plan = kp_plan_load(base, &err);
-		if (!plan || (keep != KP_FX_KEEP_NONE &&
-			      plan_fusion(plan, cat, trace, NULL, out, keep, &err))) {
-			rc = kp_cli_error(&err);
-			goto out;
-		}
-		kp_fx_plan_filter(plan, keep, stdout);
-		if (kp_plan_write(plan, &text, &err) || write_atomic(out, text.buf, text.len, &err)) {
-			rc = kp_cli_error(&err);
-			goto out;
-		}
-		printf("%s: %zu fusion groups\n", out, plan->n_fusions);
-		rc = KP_EXIT_OK;
-		goto out;
-	}
+	if (!opt->out || (opt->cat && !strcmp(opt->out, "-")))
+		return kp_cli_usage("plan", opt->cat ? "--catalog needs -o PATH (sources go next to the plan)"
+					    : "expected -o model.kplan");
+	return 0;
+}
 
-	db = kp_db_open(db_path, store ? 0 : KP_DB_RDONLY, &err);
-	if (!db) {
-		kp_fx_catalog_free(cat);
-		return kp_cli_error(&err);
-	}
-	if (cat)
-		o.kernel_trace = &ktrace;
-	o.notes = &notes;
-	plan = kp_planner_run(db, &o, &err);
-	if (notes.len)
-		fprintf(strcmp(out, "-") ? stdout : stderr, "%s", notes.buf);
-	if (plan && cat && keep != KP_FX_KEEP_NONE &&
-	    plan_fusion(plan, cat, NULL, &ktrace, out, keep, &err)) {
+/* Trace mode: the fusion groups of a kernel trace added to an existing plan. */
+static int plan_from_base(const struct plan_args *opt)
+{
+	struct kp_err err = {0};
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_plan *plan;
+	int rc = KP_EXIT_OK;
+
+	plan = kp_plan_load(opt->base, &err);
+	if (!plan || (opt->keep != KP_FX_KEEP_NONE &&
+		      plan_fusion(plan, opt->cat, opt->trace, NULL, opt->out, opt->keep, &err))) {
 		rc = kp_cli_error(&err);
 		goto out;
 	}
-	if (plan)
-		kp_fx_plan_filter(plan, keep, strcmp(out, "-") ? stdout : stderr);
-	if (!plan || kp_plan_write(plan, &text, &err) ||
-	    write_atomic(out, text.buf, text.len, &err)) {
+	kp_fx_plan_filter(plan, opt->keep, stdout);
+	if (kp_plan_write(plan, &text, &err) || write_atomic(opt->out, text.buf, text.len, &err)) {
 		rc = kp_cli_error(&err);
 		goto out;
 	}
-	if (store && kp_planner_store(db, plan, text.buf, text.len, strcmp(out, "-") ? out : NULL,
-				      &plan_id, &err)) {
-		rc = kp_cli_error(&err);
-		goto out;
-	}
+	printf("%s: %zu fusion groups\n", opt->out, plan->n_fusions);
+out:
+	kp_strbuf_release(&text);
+	kp_plan_free(plan);
+	return rc;
+}
+
+/* "OUT: N regions (...), N fusion groups, predicted speedup X" */
+static void print_summary(const struct plan_args *opt, const struct kp_plan *plan, int64_t plan_id)
+{
+	FILE *f = strcmp(opt->out, "-") ? stdout : stderr;
+	int n_graph = 0, n_eager = 0, n_split = 0;
+	size_t r;
+
 	for (r = 0; r < plan->n_regions; r++) {
 		int d = plan->regions[r].decision;
 
@@ -354,18 +335,66 @@ KP_CMD(plan)
 		n_eager += d == KP_PLAN_EAGER;
 		n_split += d == KP_PLAN_SPLIT;
 	}
-	fprintf(strcmp(out, "-") ? stdout : stderr,
-		"%s: %zu regions (%d graph, %d eager, %d split), %zu fusion groups, "
+	fprintf(f, "%s: %zu regions (%d graph, %d eager, %d split), %zu fusion groups, "
 		"predicted speedup %.2fx",
-		out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions, plan->speedup_pred);
-	if (store)
-		fprintf(strcmp(out, "-") ? stdout : stderr, " (plan %lld in %s)\n",
-			(long long)plan_id, db_path);
+		opt->out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions, plan->speedup_pred);
+	if (opt->store)
+		fprintf(f, " (plan %lld in %s)\n", (long long)plan_id, opt->db_path);
 	else
-		fputc('\n', strcmp(out, "-") ? stdout : stderr);
+		fputc('\n', f);
+}
+
+KP_CMD(plan)
+{
+	struct plan_args opt;
+	struct kp_err err = {0};
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_strbuf ktrace = KP_STRBUF_INIT, notes = KP_STRBUF_INIT;
+	struct kp_plan *plan = NULL;
+	struct kp_db *db = NULL;
+	FILE *say;
+	int64_t plan_id = 0;
+	int rc;
+
+	if ((rc = parse_args(argc, argv, &opt)) || opt.base) {
+		if (!rc)
+			rc = plan_from_base(&opt);
+		kp_fx_catalog_free(opt.cat);
+		return rc;
+	}
+	say = strcmp(opt.out, "-") ? stdout : stderr;
+	db = kp_db_open(opt.db_path, opt.store ? 0 : KP_DB_RDONLY, &err);
+	if (!db) {
+		kp_fx_catalog_free(opt.cat);
+		return kp_cli_error(&err);
+	}
+	if (opt.cat)
+		opt.o.kernel_trace = &ktrace;
+	opt.o.notes = &notes;
+	plan = kp_planner_run(db, &opt.o, &err);
+	if (notes.len)
+		fprintf(say, "%s", notes.buf);
+	if (plan && opt.cat && opt.keep != KP_FX_KEEP_NONE &&
+	    plan_fusion(plan, opt.cat, NULL, &ktrace, opt.out, opt.keep, &err)) {
+		rc = kp_cli_error(&err);
+		goto out;
+	}
+	if (plan)
+		kp_fx_plan_filter(plan, opt.keep, say);
+	if (!plan || kp_plan_write(plan, &text, &err) ||
+	    write_atomic(opt.out, text.buf, text.len, &err)) {
+		rc = kp_cli_error(&err);
+		goto out;
+	}
+	if (opt.store && kp_planner_store(db, plan, text.buf, text.len,
+					  strcmp(opt.out, "-") ? opt.out : NULL, &plan_id, &err)) {
+		rc = kp_cli_error(&err);
+		goto out;
+	}
+	print_summary(&opt, plan, plan_id);
 	rc = KP_EXIT_OK;
 out:
-	kp_fx_catalog_free(cat);
+	kp_fx_catalog_free(opt.cat);
 	kp_strbuf_release(&ktrace);
 	kp_strbuf_release(&notes);
 	kp_strbuf_release(&text);

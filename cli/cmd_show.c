@@ -4,7 +4,7 @@
 
 #include "cli.h"
 
-#include "../planner/planfile.h"
+#include "../plan/planfile.h"
 
 const char kp_usage_show[] =
 	"usage: kplan show model.kplan\n"

@@ -1356,13 +1356,128 @@ static void note_time(const CUpti_Activity *rec)
 		g.last_ts = t;
 }
 
+/* What the writer takes from the queues in one round. */
+struct wbatch {
+	struct qbuf bufs[16];          /* CUPTI activity buffers */
+	size_t n;
+	KP_VEC(struct arg_rec) args;   /* launch arguments (--args) */
+	KP_VEC(union synth_rec) syncs; /* records built from callbacks */
+};
+
+/*
+ * Wait for work (records built from callbacks are taken a batch at a time,
+ * or within 50 ms of the first), then take it from the queues into b.
+ * Returns whether the writer stops after this batch.
+ */
+static int take_batch(struct wbatch *b)
+{
+	int stop, waited;
+
+	pthread_mutex_lock(&g.mu);
+	for (waited = 0; !g.qlen && !g.stop && !g.argq.len &&
+	     (!g.syncq.len || (g.syncq.len < synth_batch() && !waited)) &&
+	     atomic_load(&g.sig_flush) != 1;) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (g.syncq.len ? 50 : 250) * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_cond_timedwait(&g.cv, &g.mu, &ts) == ETIMEDOUT && g.syncq.len)
+			waited = 1;
+		if (g.duration_s > 0 && !g.duration_hit &&
+		    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9))
+			break;
+	}
+	while (g.qlen && b->n < sizeof(b->bufs) / sizeof(b->bufs[0])) {
+		b->bufs[b->n++] = g.q[g.qhead];
+		g.qhead = (g.qhead + 1) % g.qcap;
+		g.qlen--;
+	}
+	if (g.argq.len) {
+		b->args.data = g.argq.data;
+		b->args.len = g.argq.len;
+		b->args.cap = g.argq.cap;
+		memset(&g.argq, 0, sizeof(g.argq));
+	}
+	if (g.syncq.len) {
+		b->syncs.data = g.syncq.data;
+		b->syncs.len = g.syncq.len;
+		b->syncs.cap = g.syncq.cap;
+		memset(&g.syncq, 0, sizeof(g.syncq));
+	}
+	stop = g.stop && !g.qlen;
+	pthread_mutex_unlock(&g.mu);
+	return stop;
+}
+
+/* Decode and write b in one transaction; a failure stops all writing (writer_fail). */
+static void write_batch(struct kp_decoder *dec, struct wbatch *b)
+{
+	struct kp_err err = {0};
+	size_t i;
+
+	if (kp_db_begin(g.db, &err)) {
+		writer_fail("writing the database", &err);
+		return;
+	}
+	for (i = 0; i < b->n; i++) {
+		CUpti_Activity *rec = NULL;
+
+		while (cuptiActivityGetNextRecord(b->bufs[i].p, b->bufs[i].valid, &rec) == CUPTI_SUCCESS) {
+			struct kp_err e2 = {0};
+
+			note_time(rec);
+			if (kp_decode_record(dec, rec, &e2) < 0 && !err.code)
+				err = e2;
+		}
+	}
+	for (i = 0; i < b->syncs.len; i++) {
+		struct kp_err e2 = {0};
+		CUpti_Activity *rec = (CUpti_Activity *)&b->syncs.data[i];
+
+		note_time(rec);
+		if (kp_decode_record(dec, rec, &e2) < 0 && !err.code)
+			err = e2;
+	}
+	if (b->args.len && write_args(g.db, g.run_id, b->args.data, b->args.len))
+		atomic_fetch_add(&g.drop_args, (long long)b->args.len);
+	if (err.code) {
+		kp_db_rollback(g.db);
+		writer_fail("writing the database", &err);
+	} else if (kp_db_commit(g.db, &err)) {
+		kp_db_rollback(g.db);
+		writer_fail("writing the database", &err);
+	}
+}
+
+/* Give b's buffers back (counted as dropped when the database failed). */
+static void release_batch(struct wbatch *b)
+{
+	size_t i;
+
+	if (atomic_load(&g.db_failed)) {
+		for (i = 0; i < b->n; i++)
+			atomic_fetch_add(&g.drop_db_records, count_records(b->bufs[i].p, b->bufs[i].valid));
+	}
+	kp_vec_release(&b->args);
+	kp_vec_release(&b->syncs);
+	pthread_mutex_lock(&g.mu);
+	for (i = 0; i < b->n; i++)
+		g.queued_bytes -= b->bufs[i].size;
+	pthread_mutex_unlock(&g.mu);
+	for (i = 0; i < b->n; i++)
+		buf_put(b->bufs[i].p);
+}
+
 static void *writer_main(void *arg)
 {
 	struct kp_err err = {0};
 	struct kp_writer w;
 	struct kp_decoder dec;
 	struct kp_decode_hooks hooks = { NULL, api_name, demangle };
-	struct qbuf batch[16];
 	sigset_t all;
 
 	(void)arg;
@@ -1382,109 +1497,24 @@ static void *writer_main(void *arg)
 	kp_writer_init(&w, g.db, g.run_id);
 	kp_decode_init(&dec, &w, g.pid, &hooks);
 	for (;;) {
-		size_t n = 0, i;
-		KP_VEC(struct arg_rec) args = KP_VEC_INIT;
-		KP_VEC(union synth_rec) syncs = KP_VEC_INIT;
-		int stop, waited;
+		struct wbatch b;
+		int stop;
 
+		memset(&b, 0, sizeof(b));
 		if (atomic_load(&g.sig_flush) == 1) {
 			/* asked from a signal handler, which cannot flush itself */
 			atomic_store(&g.sig_flush, 2);
 			signal_flush();
 		}
-		pthread_mutex_lock(&g.mu);
-		/* records built from callbacks are taken a batch at a time, or
-		 * within 50 ms of the first */
-		for (waited = 0; !g.qlen && !g.stop && !g.argq.len &&
-		     (!g.syncq.len || (g.syncq.len < synth_batch() && !waited)) &&
-		     atomic_load(&g.sig_flush) != 1;) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (g.syncq.len ? 50 : 250) * 1000 * 1000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			if (pthread_cond_timedwait(&g.cv, &g.mu, &ts) == ETIMEDOUT && g.syncq.len)
-				waited = 1;
-			if (g.duration_s > 0 && !g.duration_hit &&
-			    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9))
-				break;
-		}
-		while (g.qlen && n < sizeof(batch) / sizeof(batch[0])) {
-			batch[n++] = g.q[g.qhead];
-			g.qhead = (g.qhead + 1) % g.qcap;
-			g.qlen--;
-		}
-		if (g.argq.len) {
-			args.data = g.argq.data;
-			args.len = g.argq.len;
-			args.cap = g.argq.cap;
-			memset(&g.argq, 0, sizeof(g.argq));
-		}
-		if (g.syncq.len) {
-			syncs.data = g.syncq.data;
-			syncs.len = g.syncq.len;
-			syncs.cap = g.syncq.cap;
-			memset(&g.syncq, 0, sizeof(g.syncq));
-		}
-		stop = g.stop && !g.qlen;
-		pthread_mutex_unlock(&g.mu);
-
+		stop = take_batch(&b);
 		if (g.duration_s > 0 && !g.duration_hit &&
 		    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9)) {
 			g.duration_hit = 1;
 			disable_all();
 		}
-		if ((n || args.len || syncs.len) && !atomic_load(&g.db_failed)) {
-			if (kp_db_begin(g.db, &err)) {
-				writer_fail("writing the database", &err);
-			} else {
-				for (i = 0; i < n; i++) {
-					CUpti_Activity *rec = NULL;
-
-					while (cuptiActivityGetNextRecord(batch[i].p, batch[i].valid,
-									  &rec) == CUPTI_SUCCESS) {
-						struct kp_err e2 = {0};
-
-						note_time(rec);
-						if (kp_decode_record(&dec, rec, &e2) < 0 && !err.code)
-							err = e2;
-					}
-				}
-				for (i = 0; i < syncs.len; i++) {
-					struct kp_err e2 = {0};
-					CUpti_Activity *rec = (CUpti_Activity *)&syncs.data[i];
-
-					note_time(rec);
-					if (kp_decode_record(&dec, rec, &e2) < 0 && !err.code)
-						err = e2;
-				}
-				if (args.len && write_args(g.db, g.run_id, args.data, args.len))
-					atomic_fetch_add(&g.drop_args, (long long)args.len);
-				if (err.code) {
-					kp_db_rollback(g.db);
-					writer_fail("writing the database", &err);
-				} else if (kp_db_commit(g.db, &err)) {
-					kp_db_rollback(g.db);
-					writer_fail("writing the database", &err);
-				}
-			}
-		}
-		if (atomic_load(&g.db_failed)) {
-			for (i = 0; i < n; i++)
-				atomic_fetch_add(&g.drop_db_records,
-						 count_records(batch[i].p, batch[i].valid));
-		}
-		kp_vec_release(&args);
-		kp_vec_release(&syncs);
-		pthread_mutex_lock(&g.mu);
-		for (i = 0; i < n; i++)
-			g.queued_bytes -= batch[i].size;
-		pthread_mutex_unlock(&g.mu);
-		for (i = 0; i < n; i++)
-			buf_put(batch[i].p);
+		if ((b.n || b.args.len || b.syncs.len) && !atomic_load(&g.db_failed))
+			write_batch(&dec, &b);
+		release_batch(&b);
 		if (stop)
 			break;
 	}
@@ -1617,18 +1647,12 @@ static void set_nvtx_injection(void)
 		setenv("NVTX_INJECTION64_PATH", info.dli_fname, 1);
 }
 
-KP_EXPORT int InitializeInjection(void)
+/* The settings `kplan record` passes in the environment (KPLAN_*). */
+static void read_settings(void)
 {
-	CUptiResult r;
 	const char *s;
-	size_t i;
 	int64_t mb;
-	int rc;
 
-	if (g.started)
-		return 1;
-	g.pid = getpid();
-	g.t0_ns = kp_now_ns();
 	s = getenv("KPLAN_OUT");
 	if (s && *s) {
 		g.out = kp_strdup(s);
@@ -1664,48 +1688,20 @@ KP_EXPORT int InitializeInjection(void)
 		g.buf_size = 128u << 10;
 	s = getenv("KPLAN_COMMAND");
 	g.command = s && *s ? kp_strdup(s) : read_cmdline();
+}
 
-	/* KPLAN_SUBSCRIBE=0 (diagnostic): no callback subscriber, activity only */
-	g.subscribed = g.args || env_int("KPLAN_SUBSCRIBE", 1);
-	r = g.subscribed ? cuptiSubscribe(&g.sub, on_callback, NULL) : CUPTI_SUCCESS;
-	if (r != CUPTI_SUCCESS) {
-		char who[128];
+/*
+ * Once the writer runs, turn on what is recorded: the activity kinds (less
+ * those KPLAN_DISABLE names), the callbacks for syncs, launch arguments,
+ * launch attributes and API rows, and the live window of --profiler-api.
+ */
+static void enable_recording(void)
+{
+	CUptiResult r;
+	const char *s;
+	size_t i;
+	int64_t mb;
 
-		describe_holder(who, sizeof(who));
-		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-			kp_warn("CUPTI is already in use by %s; kplan records nothing, the program"
-				" runs on", who);
-		else
-			kp_warn("cannot subscribe to CUPTI: %s; kplan records nothing", cupti_msg(r));
-		return 1;
-	}
-	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-	{
-		uint8_t one = 1;
-		size_t len = sizeof(one);
-
-		g.zeroed_buffers = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-							     &len, &one) == CUPTI_SUCCESS;
-	}
-	r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-	if (r != CUPTI_SUCCESS) {
-		kp_warn("cannot register CUPTI activity buffers: %s; kplan records nothing",
-			cupti_msg(r));
-		if (g.subscribed)
-			cuptiUnsubscribe(g.sub);
-		return 1;
-	}
-	g.have_writer = 1;
-	rc = pthread_create(&g.writer, NULL, writer_main, NULL);
-	if (rc) {
-		g.have_writer = 0;
-		kp_warn("cannot start the writer thread: %s; kplan records nothing", strerror(rc));
-		if (g.subscribed)
-			cuptiUnsubscribe(g.sub);
-		return 1;
-	}
-	g.thread_created = 1;
-	g.started = 1;
 	/* diagnostics for the overhead benchmark: KPLAN_DISABLE=kernel,api,... */
 	s = getenv("KPLAN_DISABLE");
 	if (!s)
@@ -1772,6 +1768,61 @@ KP_EXPORT int InitializeInjection(void)
 	}
 	if (g.live)
 		enable_profiler_callbacks();   /* and their API rows, from the callbacks */
+}
+
+KP_EXPORT int InitializeInjection(void)
+{
+	CUptiResult r;
+	int rc;
+
+	if (g.started)
+		return 1;
+	g.pid = getpid();
+	g.t0_ns = kp_now_ns();
+	read_settings();
+
+	/* KPLAN_SUBSCRIBE=0 (diagnostic): no callback subscriber, activity only */
+	g.subscribed = g.args || env_int("KPLAN_SUBSCRIBE", 1);
+	r = g.subscribed ? cuptiSubscribe(&g.sub, on_callback, NULL) : CUPTI_SUCCESS;
+	if (r != CUPTI_SUCCESS) {
+		char who[128];
+
+		describe_holder(who, sizeof(who));
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+			kp_warn("CUPTI is already in use by %s; kplan records nothing, the program"
+				" runs on", who);
+		else
+			kp_warn("cannot subscribe to CUPTI: %s; kplan records nothing", cupti_msg(r));
+		return 1;
+	}
+	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	{
+		uint8_t one = 1;
+		size_t len = sizeof(one);
+
+		g.zeroed_buffers = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+							     &len, &one) == CUPTI_SUCCESS;
+	}
+	r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	if (r != CUPTI_SUCCESS) {
+		kp_warn("cannot register CUPTI activity buffers: %s; kplan records nothing",
+			cupti_msg(r));
+		if (g.subscribed)
+			cuptiUnsubscribe(g.sub);
+		return 1;
+	}
+	g.have_writer = 1;
+	rc = pthread_create(&g.writer, NULL, writer_main, NULL);
+	if (rc) {
+		g.have_writer = 0;
+		kp_warn("cannot start the writer thread: %s; kplan records nothing", strerror(rc));
+		if (g.subscribed)
+			cuptiUnsubscribe(g.sub);
+		return 1;
+	}
+	g.thread_created = 1;
+	g.started = 1;
+	enable_recording();
 	set_nvtx_injection();
 	pthread_atfork(NULL, NULL, atfork_child);
 	atexit(shutdown_collector);

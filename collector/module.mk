@@ -15,6 +15,8 @@
 # no CUPTI calls and is linked into kplan-unit through UNIT_EXTRA_OBJ.
 
 COLLECTOR_LIB := $(BUILD)/lib/libkplan_collect.so
+LAYERED += collector
+collector_USES := common db
 COLLECTOR_PIC_DIR := $(BUILD)/obj/collector-pic
 COLLECTOR_SRC := $(wildcard collector/*.c)
 COLLECTOR_DEP_SRC := $(wildcard common/*.c) db/db.c db/writer.c

@@ -8,7 +8,7 @@
  * template arguments or parameters, "foo") is the same in all three, so it
  * is what the fingerprint hashes. The fingerprint is the contract between
  * the analyzer (which writes it into the plan) and the runtime (which
- * recomputes it from the captured graph); planner/FORMAT.md documents it.
+ * recomputes it from the captured graph); plan/FORMAT.md documents it.
  */
 #ifndef KP_KNAME_H
 #define KP_KNAME_H

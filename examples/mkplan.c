@@ -1,6 +1,6 @@
 /*
  * mkplan.c - kplan-mkplan: write a plan file by hand, for the examples and
- * for tests, with the planner's writer (planner/planfile.h). The pipeline
+ * for tests, with the plan writer (plan/planfile.h). The pipeline
  * `kplan record` -> `kplan analyze` -> `kplan plan` makes real plans; this
  * makes a plan that says "graph these regions" without a recording.
  *
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
-#include "planner/planfile.h"
+#include "plan/planfile.h"
 
 static int usage(void)
 {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "../common/err.h"
-#include "planfile.h"
+#include "../plan/planfile.h"
 
 /*
  * Fill *gpu for device ordinal (name copied into name_buf[n], which gpu->name

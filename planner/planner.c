@@ -895,26 +895,17 @@ static int cmp_label(const void *a, const void *b)
 		      ((const struct kp_plan_region *)b)->label);
 }
 
-static int build(struct ctx *c, const struct kp_planner_opts *o)
+/*
+ * Which regions the plan holds (only those entered through libkplanrt,
+ * unless o->regions says otherwise or none was), with the notes the user
+ * should see about it. Returns whether only the runtime's regions count.
+ */
+static int choose_scope(struct ctx *c, const struct kp_planner_opts *o)
 {
 	struct kp_plan *pl = c->plan;
-	struct kp_strbuf why = KP_STRBUF_INIT;
-	int64_t saved = 0, regions_ns = 0;
-	size_t i, j, n_runtime = 0;
-	int rc, only_runtime;
+	size_t i, n_runtime = 0;
+	int only_runtime;
 
-	if ((rc = load_run(c, o)) || (rc = load_regions(c)))
-		return rc;
-	c->have_args = kp_db_int(c->db, "SELECT EXISTS (SELECT 1 FROM kp_launch_args)", 0) > 0;
-	for (i = 0; i < c->n_regs; i++) {
-		struct reg *p = c->regs[i].parent_id >= 0 ? find_reg(c, c->regs[i].parent_id) : NULL;
-
-		if (p && p != &c->regs[i])
-			p->n_parts++;
-	}
-	pl->regions = calloc(c->n_regs, sizeof(*pl->regions));
-	if (!pl->regions)
-		return kp_err_set(c->err, KP_ENOMEM, "out of memory");
 	for (i = 0; i < c->n_regs; i++)
 		n_runtime += c->regs[i].runtime;
 	only_runtime = o->regions == KP_PLANNER_REGIONS_RUNTIME ||
@@ -933,85 +924,94 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 			       "scalars passed by value were not checked; the runtime still "
 			       "compares one warm-up call with the capture\n");
 	pl->args_checked = c->have_args;
-	for (i = 0; i < c->n_regs; i++) {
-		struct reg *r = &c->regs[i];
-		struct kp_plan_region *out;
+	return only_runtime;
+}
 
-		if (only_runtime && !r->runtime)
-			continue;
-		if (r->kernels < 1 || r->kernels > KP_PLAN_MAX_KERNELS) {
-			kp_info("region %s: %lld kernels per occurrence; left out of the plan",
-				r->label, (long long)r->kernels);
-			continue;
-		}
-		if (pl->n_regions >= KP_PLAN_MAX_REGIONS) {
-			kp_warn("more than %d regions; the rest are left out of the plan",
-				KP_PLAN_MAX_REGIONS);
+/* r's label in the plan: labels are unique, a repeated or empty one gets "#regionId". */
+static int unique_label(struct ctx *c, struct reg *r)
+{
+	struct kp_plan *pl = c->plan;
+	size_t j;
+
+	for (j = 0; j + 1 < pl->n_regions; j++) {
+		if (!strcmp(pl->regions[j].label, r->label))
 			break;
-		}
-		out = &pl->regions[pl->n_regions++];
-		r->out = out;
-		/* labels are unique in a plan: a repeated label gets "#regionId" */
-		for (j = 0; j + 1 < pl->n_regions; j++) {
-			if (!strcmp(pl->regions[j].label, r->label))
-				break;
-		}
-		if (j + 1 < pl->n_regions || !r->label[0]) {
-			char *l = NULL;
+	}
+	if (j + 1 < pl->n_regions || !r->label[0]) {
+		char *l = NULL;
 
-			if (asprintf(&l, "%s#%lld", r->label, (long long)r->id) < 0)
-				return kp_err_set(c->err, KP_ENOMEM, "out of memory");
-			free(r->label);
-			r->label = l;
-		}
-		out->label = strdup(r->label);
-		out->fingerprint = r->fp ? parse_fp(r->fp) : occ_fingerprint(c, r->id);
-		out->kernels = (uint32_t)r->kernels;
-		out->nodes = (uint32_t)clamp(r->nodes, r->kernels, KP_PLAN_MAX_KERNELS);
-		out->occurrences = (uint32_t)r->occ;
-		out->shape_keys = (uint32_t)r->shape_keys;
-		out->eager_ns = r->eager;
-		out->graph_ns = r->graph;
-		out->one_time_ns = r->one_time;
-		out->speedup_pred = r->speedup > 0 ? r->speedup :
-				    r->has_graph && r->graph ? (double)r->eager / (double)r->graph : 0;
-		if ((rc = load_shapes(c, r, out)))
-			goto out;
-		kp_strbuf_reset(&why);
-		r->warmup = region_warmup(c, r);
-		decide(c, r, out, &why);
-		out->break_even = (uint32_t)r->break_even;
-		if (out->decision == KP_PLAN_GRAPH) {
-			out->warmup = (uint32_t)r->warmup;
-			out->mem_budget_bytes = clamp(r->extra_mem * r->shape_keys, 0, KP_PLAN_MAX_BYTES);
-			rc = derive_patches(c, r, out);
-			if (rc < 0)
-				goto out;
-			if (rc > 0) {
-				out->decision = KP_PLAN_EAGER;
-				out->reason = KP_PLAN_R_BLOCKER;
-				out->warmup = 0;
-				out->mem_budget_bytes = 0;
-				free(out->patches);
-				out->patches = NULL;
-				out->n_patches = 0;
-				r->saving = 0;
-				kp_strbuf_reset(&why);
-				kp_strbuf_addf(&why, "more than %d changing kernel parameters to patch",
-					       KP_PLAN_MAX_PATCHES);
-			} else if (!out->n_patches && r->patch_count > 0) {
-				kp_info("region %s: %lld patch slots counted, none derivable without "
-					"launch arguments (kplan record --args)", r->label,
-					(long long)r->patch_count);
-			}
-		}
-		out->reason_text = why.oom ? NULL : strdup(why.buf);
-		if (!out->label || !out->reason_text) {
-			rc = kp_err_set(c->err, KP_ENOMEM, "out of memory");
-			goto out;
+		if (asprintf(&l, "%s#%lld", r->label, (long long)r->id) < 0)
+			return kp_err_set(c->err, KP_ENOMEM, "out of memory");
+		free(r->label);
+		r->label = l;
+	}
+	return 0;
+}
+
+/*
+ * Fill r->out, the plan's entry for region r: what it measured, the
+ * decision (graph, eager, split) with its reason in words, and for a graph
+ * its warm-up, memory budget and patch sites.
+ */
+static int plan_region(struct ctx *c, struct reg *r, struct kp_strbuf *why)
+{
+	struct kp_plan_region *out = r->out;
+	int rc;
+
+	if ((rc = unique_label(c, r)))
+		return rc;
+	out->label = strdup(r->label);
+	out->fingerprint = r->fp ? parse_fp(r->fp) : occ_fingerprint(c, r->id);
+	out->kernels = (uint32_t)r->kernels;
+	out->nodes = (uint32_t)clamp(r->nodes, r->kernels, KP_PLAN_MAX_KERNELS);
+	out->occurrences = (uint32_t)r->occ;
+	out->shape_keys = (uint32_t)r->shape_keys;
+	out->eager_ns = r->eager;
+	out->graph_ns = r->graph;
+	out->one_time_ns = r->one_time;
+	out->speedup_pred = r->speedup > 0 ? r->speedup :
+			    r->has_graph && r->graph ? (double)r->eager / (double)r->graph : 0;
+	if ((rc = load_shapes(c, r, out)))
+		return rc;
+	kp_strbuf_reset(why);
+	r->warmup = region_warmup(c, r);
+	decide(c, r, out, why);
+	out->break_even = (uint32_t)r->break_even;
+	if (out->decision == KP_PLAN_GRAPH) {
+		out->warmup = (uint32_t)r->warmup;
+		out->mem_budget_bytes = clamp(r->extra_mem * r->shape_keys, 0, KP_PLAN_MAX_BYTES);
+		rc = derive_patches(c, r, out);
+		if (rc < 0)
+			return rc;
+		if (rc > 0) {
+			out->decision = KP_PLAN_EAGER;
+			out->reason = KP_PLAN_R_BLOCKER;
+			out->warmup = 0;
+			out->mem_budget_bytes = 0;
+			free(out->patches);
+			out->patches = NULL;
+			out->n_patches = 0;
+			r->saving = 0;
+			kp_strbuf_reset(why);
+			kp_strbuf_addf(why, "more than %d changing kernel parameters to patch",
+				       KP_PLAN_MAX_PATCHES);
+		} else if (!out->n_patches && r->patch_count > 0) {
+			kp_info("region %s: %lld patch slots counted, none derivable without "
+				"launch arguments (kplan record --args)", r->label,
+				(long long)r->patch_count);
 		}
 	}
-	/* parts of split regions name their parent (one level) */
+	out->reason_text = why->oom ? NULL : strdup(why->buf);
+	if (!out->label || !out->reason_text)
+		return kp_err_set(c->err, KP_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Parts of split regions name their parent (one level). */
+static int link_parts(struct ctx *c)
+{
+	size_t i;
+
 	for (i = 0; i < c->n_regs; i++) {
 		struct reg *r = &c->regs[i], *p;
 
@@ -1020,10 +1020,8 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 		p = find_reg(c, r->parent_id);
 		if (!p || p == r || !p->out || p->out->decision != KP_PLAN_SPLIT || p->parent_id >= 0)
 			continue;
-		if (!(r->out->parent = strdup(p->out->label))) {
-			rc = kp_err_set(c->err, KP_ENOMEM, "out of memory");
-			goto out;
-		}
+		if (!(r->out->parent = strdup(p->out->label)))
+			return kp_err_set(c->err, KP_ENOMEM, "out of memory");
 	}
 	/* a split region that is itself a part: keep it top-level */
 	for (i = 0; i < c->n_regs; i++) {
@@ -1034,9 +1032,16 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 			r->out->parent = NULL;
 		}
 	}
-	if ((rc = apply_budget(c, o->mem_limit_bytes)) || (rc = load_fusions(c)) ||
-	    (o->kernel_trace && (rc = kernel_trace(c, o->kernel_trace))))
-		goto out;
+	return 0;
+}
+
+/* The whole run's eager and predicted time, and the predicted speedup. */
+static void run_totals(struct ctx *c)
+{
+	struct kp_plan *pl = c->plan;
+	int64_t saved = 0, regions_ns = 0;
+	size_t i;
+
 	/* whole run: top-level regions' time when the run has no recorded span */
 	for (i = 0; i < c->n_regs; i++) {
 		struct reg *r = &c->regs[i];
@@ -1053,6 +1058,51 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 	pl->run_eager_ns = clamp(pl->run_eager_ns, 0, KP_PLAN_MAX_NS);
 	pl->run_pred_ns = clamp(pl->run_eager_ns - saved, pl->run_eager_ns ? 1 : 0, KP_PLAN_MAX_NS);
 	pl->speedup_pred = pl->run_pred_ns ? (double)pl->run_eager_ns / (double)pl->run_pred_ns : 0;
+}
+
+static int build(struct ctx *c, const struct kp_planner_opts *o)
+{
+	struct kp_plan *pl = c->plan;
+	struct kp_strbuf why = KP_STRBUF_INIT;
+	size_t i;
+	int rc, only_runtime;
+
+	if ((rc = load_run(c, o)) || (rc = load_regions(c)))
+		return rc;
+	c->have_args = kp_db_int(c->db, "SELECT EXISTS (SELECT 1 FROM kp_launch_args)", 0) > 0;
+	for (i = 0; i < c->n_regs; i++) {
+		struct reg *p = c->regs[i].parent_id >= 0 ? find_reg(c, c->regs[i].parent_id) : NULL;
+
+		if (p && p != &c->regs[i])
+			p->n_parts++;
+	}
+	pl->regions = calloc(c->n_regs, sizeof(*pl->regions));
+	if (!pl->regions)
+		return kp_err_set(c->err, KP_ENOMEM, "out of memory");
+	only_runtime = choose_scope(c, o);
+	for (i = 0; i < c->n_regs; i++) {
+		struct reg *r = &c->regs[i];
+
+		if (only_runtime && !r->runtime)
+			continue;
+		if (r->kernels < 1 || r->kernels > KP_PLAN_MAX_KERNELS) {
+			kp_info("region %s: %lld kernels per occurrence; left out of the plan",
+				r->label, (long long)r->kernels);
+			continue;
+		}
+		if (pl->n_regions >= KP_PLAN_MAX_REGIONS) {
+			kp_warn("more than %d regions; the rest are left out of the plan",
+				KP_PLAN_MAX_REGIONS);
+			break;
+		}
+		r->out = &pl->regions[pl->n_regions++];
+		if ((rc = plan_region(c, r, &why)))
+			goto out;
+	}
+	if ((rc = link_parts(c)) || (rc = apply_budget(c, o->mem_limit_bytes)) ||
+	    (rc = load_fusions(c)) || (o->kernel_trace && (rc = kernel_trace(c, o->kernel_trace))))
+		goto out;
+	run_totals(c);
 	/* sorted by label, as in the file (kp_plan_find relies on it) */
 	for (i = 0; i < c->n_regs; i++)
 		c->regs[i].out = NULL;

@@ -28,7 +28,7 @@
 
 #include "../common/strbuf.h"
 #include "../db/db.h"
-#include "planfile.h"
+#include "../plan/planfile.h"
 
 struct kp_planner_opts {
 	int64_t run_id;          /* 0: the newest run */

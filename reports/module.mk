@@ -1,9 +1,13 @@
-# reports/module.mk - the report's browser test (`make test-browser`).
+# reports/module.mk - the report's browser test (`make test-browser`); the
+# reports read the database, the analyzer's cost model and plans (plan/).
 #
 # Renders a report in headless Chromium (installed through
 # `scripts/deps.sh chromium`) and checks the DOM and a screenshot; see
 # tests/browser/report_render.sh. Not part of `make test`: the lead adds it
 # to .ci/run.
+
+LAYERED += reports
+reports_USES := analyzer plan db common
 
 .PHONY: test-browser
 $(BUILD)/bin/pngcolors: tests/browser/pngcolors.c

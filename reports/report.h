@@ -34,7 +34,7 @@
 #include "../common/vec.h"
 #include "../db/db.h"
 #include "../analyzer/cost.h"
-#include "../planner/planfile.h"
+#include "../plan/planfile.h"
 
 struct kp_report_opts {
 	int64_t run_id;        /* 0: the newest run */

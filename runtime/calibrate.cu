@@ -138,21 +138,12 @@ static void out(const char *q, double v)
 	printf("%s %.1f %d\n", q, v, REPS);
 }
 
-int main(void)
+/* launch_host_ns: host time per eager launch (queue drained per batch) */
+static void measure_launch_host(void)
 {
-	struct cudaDeviceProp prop;
 	std::vector<double> v;
-	int dev, drv, r, i;
-	void *buf;
+	int r, i;
 
-	CK(cudaGetDevice(&dev));
-	CK(cudaGetDeviceProperties(&prop, dev));
-	CK(cudaDriverGetVersion(&drv));
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	CK(cudaMalloc(&buf, 1 << 20));
-	printf("gpu %s\ndriver %d\n", prop.name, drv);
-
-	/* launch_host_ns: host time per eager launch (queue drained per batch) */
 	for (i = 0; i < 100; i++)
 		empty_kernel<<<1, 32, 0, s>>>(NULL);
 	CK(cudaStreamSynchronize(s));
@@ -165,10 +156,15 @@ int main(void)
 		CK(cudaStreamSynchronize(s));
 	}
 	out("launch_host_ns", median(v));
+}
 
-	/* eager_gpu_gap_ns: device period of back-to-back eager kernels with
-	 * the queue full (a spin kernel holds the GPU while they are queued) */
-	v.clear();
+/* eager_gpu_gap_ns: device period of back-to-back eager kernels with
+ * the queue full (a spin kernel holds the GPU while they are queued) */
+static void measure_eager_gap(void)
+{
+	std::vector<double> v;
+	int r, i;
+
 	for (r = 0; r < REPS; r++) {
 		cudaEvent_t a, b;
 		float ms;
@@ -187,166 +183,199 @@ int main(void)
 		cudaEventDestroy(b);
 	}
 	out("eager_gpu_gap_ns", median(v));
+}
 
-	/* capture_ns, instantiate_ns, exec_update_ns, per node */
-	{
-		std::vector<double> cap, ins, upd;
+/* capture_ns, instantiate_ns, exec_update_ns, per node */
+static void measure_graph_build(void *buf)
+{
+	std::vector<double> cap, ins, upd;
+	int r;
 
-		for (r = 0; r < REPS; r++) {
-			cudaGraph_t g, g2;
-			cudaGraphExec_t x;
-			cudaGraphExecUpdateResultInfo info;
-			double t0 = now_ns();
+	for (r = 0; r < REPS; r++) {
+		cudaGraph_t g, g2;
+		cudaGraphExec_t x;
+		cudaGraphExecUpdateResultInfo info;
+		double t0 = now_ns();
 
-			g = capture(BIG, 0, buf);
-			cap.push_back((now_ns() - t0) / BIG);
-			t0 = now_ns();
-			x = inst(g);
-			ins.push_back((now_ns() - t0) / BIG);
-			g2 = capture(BIG, 0, buf);
-			t0 = now_ns();
-			CK(cudaGraphExecUpdate(x, g2, &info));
-			upd.push_back((now_ns() - t0) / BIG);
-			cudaGraphExecDestroy(x);
-			cudaGraphDestroy(g);
-			cudaGraphDestroy(g2);
-		}
-		out("capture_ns", median(cap));
-		out("instantiate_ns", median(ins));
-		out("exec_update_ns", median(upd));
-	}
-
-	/* set_params_ns: cudaGraphExecKernelNodeSetParams per node */
-	{
-		cudaGraph_t g = capture(BIG, 0, buf);
-		cudaGraphExec_t x = inst(g);
-		std::vector<cudaGraphNode_t> nodes(BIG);
-		std::vector<cudaKernelNodeParams> kp(BIG);
-		size_t n = BIG;
-		int *p = (int *)buf;
-		void *args[1] = { &p };
-
-		CK(cudaGraphGetNodes(g, nodes.data(), &n));
-		for (i = 0; i < (int)n; i++) {
-			CK(cudaGraphKernelNodeGetParams(nodes[i], &kp[i]));
-			kp[i].kernelParams = args;
-			kp[i].extra = NULL;
-		}
-		v.clear();
-		for (r = 0; r < REPS; r++) {
-			double t0 = now_ns();
-
-			for (i = 0; i < (int)n; i++)
-				CK(cudaGraphExecKernelNodeSetParams(x, nodes[i], &kp[i]));
-			v.push_back((now_ns() - t0) / n);
-		}
-		out("set_params_ns", median(v));
+		g = capture(BIG, 0, buf);
+		cap.push_back((now_ns() - t0) / BIG);
+		t0 = now_ns();
+		x = inst(g);
+		ins.push_back((now_ns() - t0) / BIG);
+		g2 = capture(BIG, 0, buf);
+		t0 = now_ns();
+		CK(cudaGraphExecUpdate(x, g2, &info));
+		upd.push_back((now_ns() - t0) / BIG);
 		cudaGraphExecDestroy(x);
 		cudaGraphDestroy(g);
+		cudaGraphDestroy(g2);
 	}
+	out("capture_ns", median(cap));
+	out("instantiate_ns", median(ins));
+	out("exec_update_ns", median(upd));
+}
 
-	/* graph launch host cost = base + per node; graph node device cost */
-	{
-		cudaGraph_t gb = capture(BIG, 0, buf), gs = capture(SMALL, 0, buf);
-		cudaGraph_t mb = capture(BIG, 1, buf), ms = capture(SMALL, 1, buf);
-		cudaGraphExec_t xb = inst(gb), xs = inst(gs), yb = inst(mb), ys = inst(ms);
-		double hb = graph_launch_host_ns(xb), hs = graph_launch_host_ns(xs);
-		double db = graph_device_ns(xb), ds = graph_device_ns(xs);
-		double node = (hb - hs) / (BIG - SMALL);
+/* set_params_ns: cudaGraphExecKernelNodeSetParams per node */
+static void measure_set_params(void *buf)
+{
+	cudaGraph_t g = capture(BIG, 0, buf);
+	cudaGraphExec_t x = inst(g);
+	std::vector<cudaGraphNode_t> nodes(BIG);
+	std::vector<cudaKernelNodeParams> kp(BIG);
+	std::vector<double> v;
+	size_t n = BIG;
+	int *p = (int *)buf;
+	void *args[1] = { &p };
+	int r, i;
 
-		out("graph_launch_node_ns", node);
-		out("graph_launch_base_ns", hs - SMALL * node);
-		out("graph_node_ns", (db - ds) / (BIG - SMALL));
-		out("graph_memop_node_ns",
-		    (graph_device_ns(yb) - graph_device_ns(ys)) / (BIG - SMALL));
-		cudaGraphExecDestroy(xb);
-		cudaGraphExecDestroy(xs);
-		cudaGraphExecDestroy(yb);
-		cudaGraphExecDestroy(ys);
-		cudaGraphDestroy(gb);
-		cudaGraphDestroy(gs);
-		cudaGraphDestroy(mb);
-		cudaGraphDestroy(ms);
+	CK(cudaGraphGetNodes(g, nodes.data(), &n));
+	for (i = 0; i < (int)n; i++) {
+		CK(cudaGraphKernelNodeGetParams(nodes[i], &kp[i]));
+		kp[i].kernelParams = args;
+		kp[i].extra = NULL;
 	}
+	for (r = 0; r < REPS; r++) {
+		double t0 = now_ns();
 
-	/* graph_dep_gap_ns: gap between dependent nodes whose kernels are long */
-	{
-		unsigned long long *dur, hdur;
-		cudaGraph_t g[2];
-		cudaGraphExec_t x[2];
-		int k, cnt[2] = { 10, 50 };
-		double t[2];
-
-		CK(cudaMalloc(&dur, sizeof(*dur)));
-		for (k = 0; k < 2; k++) {
-			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-			for (i = 0; i < cnt[k]; i++)
-				spin_kernel<<<1, 1, 0, s>>>(10000, dur);
-			CK(cudaStreamEndCapture(s, &g[k]));
-			x[k] = inst(g[k]);
-			t[k] = graph_device_ns(x[k]);
-		}
-		CK(cudaMemcpy(&hdur, dur, sizeof(hdur), cudaMemcpyDeviceToHost));
-		out("graph_dep_gap_ns", (t[1] - t[0]) / (cnt[1] - cnt[0]) - (double)hdur);
-		for (k = 0; k < 2; k++) {
-			cudaGraphExecDestroy(x[k]);
-			cudaGraphDestroy(g[k]);
-		}
-		cudaFree(dur);
+		for (i = 0; i < (int)n; i++)
+			CK(cudaGraphExecKernelNodeSetParams(x, nodes[i], &kp[i]));
+		v.push_back((now_ns() - t0) / n);
 	}
+	out("set_params_ns", median(v));
+	cudaGraphExecDestroy(x);
+	cudaGraphDestroy(g);
+}
 
-	/* graph_node_bytes / graph_base_bytes: device memory of executable graphs */
-	{
-		size_t f0, f1, f2, tot;
-		std::vector<cudaGraphExec_t> xs;
-		cudaGraph_t gb = capture(BIG, 0, buf), g1 = capture(1, 0, buf);
+/* graph launch host cost = base + per node; graph node device cost */
+static void measure_graph_launch(void *buf)
+{
+	cudaGraph_t gb = capture(BIG, 0, buf), gs = capture(SMALL, 0, buf);
+	cudaGraph_t mb = capture(BIG, 1, buf), ms = capture(SMALL, 1, buf);
+	cudaGraphExec_t xb = inst(gb), xs = inst(gs), yb = inst(mb), ys = inst(ms);
+	double hb = graph_launch_host_ns(xb), hs = graph_launch_host_ns(xs);
+	double db = graph_device_ns(xb), ds = graph_device_ns(xs);
+	double node = (hb - hs) / (BIG - SMALL);
 
-		CK(cudaDeviceSynchronize());
-		CK(cudaMemGetInfo(&f0, &tot));
-		for (i = 0; i < 20; i++) {
-			xs.push_back(inst(gb));
-			CK(cudaGraphUpload(xs.back(), s));
-		}
-		CK(cudaStreamSynchronize(s));
-		CK(cudaMemGetInfo(&f1, &tot));
-		for (i = 0; i < 200; i++) {
-			xs.push_back(inst(g1));
-			CK(cudaGraphUpload(xs.back(), s));
-		}
-		CK(cudaStreamSynchronize(s));
-		CK(cudaMemGetInfo(&f2, &tot));
-		printf("graph_node_bytes %.1f %d\n", (double)(f0 - f1) / (20.0 * BIG), 1);
-		printf("graph_base_bytes %.1f %d\n", (double)(f1 - f2) / 200.0, 1);
-		for (auto x : xs)
-			cudaGraphExecDestroy(x);
-		cudaGraphDestroy(gb);
-		cudaGraphDestroy(g1);
+	out("graph_launch_node_ns", node);
+	out("graph_launch_base_ns", hs - SMALL * node);
+	out("graph_node_ns", (db - ds) / (BIG - SMALL));
+	out("graph_memop_node_ns",
+	    (graph_device_ns(yb) - graph_device_ns(ys)) / (BIG - SMALL));
+	cudaGraphExecDestroy(xb);
+	cudaGraphExecDestroy(xs);
+	cudaGraphExecDestroy(yb);
+	cudaGraphExecDestroy(ys);
+	cudaGraphDestroy(gb);
+	cudaGraphDestroy(gs);
+	cudaGraphDestroy(mb);
+	cudaGraphDestroy(ms);
+}
+
+/* graph_dep_gap_ns: gap between dependent nodes whose kernels are long */
+static void measure_dep_gap(void)
+{
+	unsigned long long *dur, hdur;
+	cudaGraph_t g[2];
+	cudaGraphExec_t x[2];
+	int i, k, cnt[2] = { 10, 50 };
+	double t[2];
+
+	CK(cudaMalloc(&dur, sizeof(*dur)));
+	for (k = 0; k < 2; k++) {
+		CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+		for (i = 0; i < cnt[k]; i++)
+			spin_kernel<<<1, 1, 0, s>>>(10000, dur);
+		CK(cudaStreamEndCapture(s, &g[k]));
+		x[k] = inst(g[k]);
+		t[k] = graph_device_ns(x[k]);
 	}
-
-	/* dram_bytes_per_ns: device-to-device copy kernel over 512 MiB */
-	{
-		size_t n = (size_t)256 << 20;   /* bytes per buffer */
-		float4 *a, *b;
-		cudaEvent_t e0, e1;
-		float ms;
-
-		CK(cudaMalloc(&a, n));
-		CK(cudaMalloc(&b, n));
-		CK(cudaEventCreate(&e0));
-		CK(cudaEventCreate(&e1));
-		v.clear();
-		for (r = 0; r < REPS; r++) {
-			CK(cudaEventRecord(e0, s));
-			copy_kernel<<<prop.multiProcessorCount * 8, 256, 0, s>>>(a, b, n / 16);
-			CK(cudaEventRecord(e1, s));
-			CK(cudaEventSynchronize(e1));
-			CK(cudaEventElapsedTime(&ms, e0, e1));
-			v.push_back(2.0 * n / (ms * 1e6));
-		}
-		out("dram_bytes_per_ns", median(v));
-		cudaFree(a);
-		cudaFree(b);
+	CK(cudaMemcpy(&hdur, dur, sizeof(hdur), cudaMemcpyDeviceToHost));
+	out("graph_dep_gap_ns", (t[1] - t[0]) / (cnt[1] - cnt[0]) - (double)hdur);
+	for (k = 0; k < 2; k++) {
+		cudaGraphExecDestroy(x[k]);
+		cudaGraphDestroy(g[k]);
 	}
+	cudaFree(dur);
+}
+
+/* graph_node_bytes / graph_base_bytes: device memory of executable graphs */
+static void measure_graph_memory(void *buf)
+{
+	size_t f0, f1, f2, tot;
+	std::vector<cudaGraphExec_t> xs;
+	cudaGraph_t gb = capture(BIG, 0, buf), g1 = capture(1, 0, buf);
+	int i;
+
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemGetInfo(&f0, &tot));
+	for (i = 0; i < 20; i++) {
+		xs.push_back(inst(gb));
+		CK(cudaGraphUpload(xs.back(), s));
+	}
+	CK(cudaStreamSynchronize(s));
+	CK(cudaMemGetInfo(&f1, &tot));
+	for (i = 0; i < 200; i++) {
+		xs.push_back(inst(g1));
+		CK(cudaGraphUpload(xs.back(), s));
+	}
+	CK(cudaStreamSynchronize(s));
+	CK(cudaMemGetInfo(&f2, &tot));
+	printf("graph_node_bytes %.1f %d\n", (double)(f0 - f1) / (20.0 * BIG), 1);
+	printf("graph_base_bytes %.1f %d\n", (double)(f1 - f2) / 200.0, 1);
+	for (auto x : xs)
+		cudaGraphExecDestroy(x);
+	cudaGraphDestroy(gb);
+	cudaGraphDestroy(g1);
+}
+
+/* dram_bytes_per_ns: device-to-device copy kernel over 512 MiB */
+static void measure_dram(const struct cudaDeviceProp *prop)
+{
+	size_t n = (size_t)256 << 20;   /* bytes per buffer */
+	std::vector<double> v;
+	float4 *a, *b;
+	cudaEvent_t e0, e1;
+	float ms;
+	int r;
+
+	CK(cudaMalloc(&a, n));
+	CK(cudaMalloc(&b, n));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (r = 0; r < REPS; r++) {
+		CK(cudaEventRecord(e0, s));
+		copy_kernel<<<prop->multiProcessorCount * 8, 256, 0, s>>>(a, b, n / 16);
+		CK(cudaEventRecord(e1, s));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		v.push_back(2.0 * n / (ms * 1e6));
+	}
+	out("dram_bytes_per_ns", median(v));
+	cudaFree(a);
+	cudaFree(b);
+}
+
+int main(void)
+{
+	struct cudaDeviceProp prop;
+	int dev, drv;
+	void *buf;
+
+	CK(cudaGetDevice(&dev));
+	CK(cudaGetDeviceProperties(&prop, dev));
+	CK(cudaDriverGetVersion(&drv));
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaMalloc(&buf, 1 << 20));
+	printf("gpu %s\ndriver %d\n", prop.name, drv);
+
+	measure_launch_host();
+	measure_eager_gap();
+	measure_graph_build(buf);
+	measure_set_params(buf);
+	measure_graph_launch(buf);
+	measure_dep_gap();
+	measure_graph_memory(buf);
+	measure_dram(&prop);
 	CK(cudaGetLastError());
 	return 0;
 }

@@ -22,7 +22,7 @@
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/vec.h"
-#include "../planner/planfile.h"
+#include "../plan/planfile.h"
 #include "fusion.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };

@@ -3,7 +3,7 @@
  * load and check the fused sources a plan names, then, after each capture,
  * find each planned chain among the captured kernel nodes, check it, and
  * hand the replacements to the ops. The source header format is in
- * planner/FUSION.md ("The fused source file").
+ * fusion/FUSION.md ("Generated kernels"), its limits in plan/fused_source.h.
  */
 #include "fusion.h"
 
@@ -179,187 +179,175 @@ static int parse_shape(const char **s, struct shape *sh)
 	return **s == ' ' || **s == 0 ? 0 : -1;
 }
 
+/* The letters of an "access" line (i c r w h z m v, each once) as AC_* bits; 0 when bad. */
+static unsigned access_modes(const char *s)
+{
+	unsigned m = 0;
+
+	for (; *s; s++) {
+		unsigned bit = *s == 'i' ? AC_I : *s == 'c' ? AC_COL : *s == 'r' ? AC_ROW :
+			*s == 'w' ? AC_W : *s == 'h' ? AC_F16 : *s == 'z' ? AC_ZERO :
+			*s == 'm' ? AC_MAT : *s == 'v' ? AC_VEC : 0;
+
+		if (!bit || (m & bit))
+			return 0;
+		m |= bit;
+	}
+	return m;
+}
+
 /*
- * Parse the header of src into g. Returns 0, or -1 with msg filled
+ * One header line after the first, buf (which starts with "// "), into g.
+ * Returns 1 for "// end", 0 for another line, -1 with msg filled
  * ("line N: ...").
  */
-static int parse_header(struct group *g, const char *src, size_t len, char *msg, size_t mlen)
+static int parse_header_line(struct group *g, const char *buf, int line, char *msg, size_t mlen)
 {
-	size_t pos = 0;
-	int line = 0, seen_end = 0;
-	char buf[512];
+	const char *s = buf + 3, *kw = s;
+	unsigned long long k, a, b;
 
-	while (pos < len && !seen_end) {
-		const char *nl = memchr(src + pos, '\n', len - pos), *s;
-		size_t n = nl ? (size_t)(nl - (src + pos)) : len - pos;
-		unsigned long long k, a, b;
-		const char *kw;
-
-		line++;
-		if (n >= sizeof(buf)) {
-			snprintf(msg, mlen, "line %d: header line longer than %zu bytes", line, sizeof(buf) - 1);
-			return -1;
-		}
-		memcpy(buf, src + pos, n);
-		buf[n] = 0;
-		pos += n + 1;
-		if (line == 1) {
-			if (strcmp(buf, "// kplan-fusion 1")) {
-				snprintf(msg, mlen, "line 1: expected '// kplan-fusion 1'");
-				return -1;
-			}
-			continue;
-		}
-		if (strncmp(buf, "// ", 3)) {
-			snprintf(msg, mlen, "line %d: header ends without '// end'", line);
-			return -1;
-		}
-		s = buf + 3;
-		kw = s;
-		while (*s && *s != ' ')
-			s++;
+	while (*s && *s != ' ')
+		s++;
 #define IS(w) ((size_t)(s - kw) == sizeof(w) - 1 && !memcmp(kw, w, sizeof(w) - 1))
-		if (IS("end")) {
-			seen_end = 1;
-		} else if (IS("kernel")) {
-			s++;
-			if (strlen(s) >= sizeof(g->kname) || !*s) {
+	if (IS("end")) {
+		return 1;
+	} else if (IS("kernel")) {
+		s++;
+		if (strlen(s) >= sizeof(g->kname) || !*s) {
+			snprintf(msg, mlen, "line %d: bad kernel name", line);
+			return -1;
+		}
+		for (kw = s; *kw; kw++)
+			if (!isalnum((unsigned char)*kw) && *kw != '_') {
 				snprintf(msg, mlen, "line %d: bad kernel name", line);
 				return -1;
 			}
-			for (kw = s; *kw; kw++)
-				if (!isalnum((unsigned char)*kw) && *kw != '_') {
-					snprintf(msg, mlen, "line %d: bad kernel name", line);
-					return -1;
-				}
-			strcpy(g->kname, s);
-		} else if (IS("scheme")) {
-			s++;
-			if (!strcmp(s, "rows"))
-				g->rows_scheme = 1;
-			else if (!strcmp(s, "warp"))
-				g->warp_scheme = 1;
-			else if (strcmp(s, "elementwise"))
-				goto bad;
-		} else if (IS("dot")) {
-			unsigned long long w, x;
-
-			if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || parse_u(&s, MAX_PARAMS - 1, &w) ||
-			    parse_u(&s, MAX_PARAMS - 1, &x) || parse_u(&s, 1ull << 20, &a) || *s || !a ||
-			    g->dot_len)
-				goto bad;
-			g->dot_k = (uint32_t)k;
-			g->dot_w = (uint32_t)w;
-			g->dot_x = (uint32_t)x;
-			g->dot_len = (long long)a;
-		} else if (IS("span")) {
-			if (parse_u(&s, 1ull << 20, &k) || *s || !k)
-				goto bad;
-			g->span = (long long)k;
-		} else if (IS("stride")) {
-			if (parse_u(&s, 1ull << 40, &k) || *s || !k)
-				goto bad;
-			g->stride = (long long)k;
-		} else if (IS("block")) {
-			if (parse_u(&s, 1024, &k) || *s || !k || k % 32)
-				goto bad;
-			g->block = (uint32_t)k;
-		} else if (IS("chain")) {
-			if (parse_u(&s, KP__RT_FX_MAX_CHAIN, &k) || *s || k < 2 || g->n_chain)
-				goto bad;
-			g->n_chain = (size_t)k;
-		} else if (IS("match")) {
-			struct fkernel *fk;
-
-			if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain || *s != ' ' || !s[1])
-				goto bad;
-			fk = &g->chain[k];
-			if (fk->n_match == MAX_PATTERNS || !(fk->match[fk->n_match] = strdup(s + 1)))
-				goto bad;
-			fk->n_match++;
-		} else if (IS("params")) {
-			if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
-			    parse_u(&s, MAX_PARAMS, &a) || *s)
-				goto bad;
-			g->chain[k].n_params = (uint32_t)a;
-		} else if (IS("shape")) {
-			if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
-			    parse_shape(&s, &g->chain[k].rows) || parse_shape(&s, &g->chain[k].cols))
-				goto bad;
-			if (!strcmp(s, " flat"))
-				g->chain[k].flat = 1;
-			else if (*s)
-				goto bad;
-		} else if (IS("arg")) {
-			if (g->n_args == KP__RT_FX_MAX_ARGS - 2 ||
-			    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
-			    parse_u(&s, MAX_PARAMS - 1, &a) || parse_u(&s, 8, &b) || *s ||
-			    (b != 4 && b != 8))
-				goto bad;
-			g->arg_k[g->n_args] = (uint32_t)k;
-			g->arg_p[g->n_args] = (uint32_t)a;
-			g->arg_size[g->n_args++] = (uint32_t)b;
-		} else if (IS("const")) {
-			unsigned long long v = 0;
-			char *e;
-
-			if (g->n_const == KP__RT_FX_MAX_ARGS ||
-			    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
-			    parse_u(&s, MAX_PARAMS - 1, &a) || parse_u(&s, 8, &b) || (b != 4 && b != 8) ||
-			    strncmp(s, " 0x", 3) || !isxdigit((unsigned char)s[3]))
-				goto bad;
-			errno = 0;
-			v = strtoull(s + 3, &e, 16);
-			if (*e || errno || (b == 4 && v > 0xffffffffull))
-				goto bad;
-			g->cn_k[g->n_const] = (uint32_t)k;
-			g->cn_p[g->n_const] = (uint32_t)a;
-			g->cn_size[g->n_const] = (uint32_t)b;
-			g->cn_val[g->n_const++] = v;
-		} else if (IS("same")) {
-			unsigned long long v[5];
-			int j;
-
-			if (g->n_same == MAX_SAME)
-				goto bad;
-			for (j = 0; j < 5; j++)
-				if (parse_u(&s, j == 4 ? 1 : j % 2 ? MAX_PARAMS - 1 : KP__RT_FX_MAX_CHAIN - 1,
-					    &v[j]))
-					goto bad;
-			if (*s || v[0] >= g->n_chain || v[2] >= g->n_chain)
-				goto bad;
-			for (j = 0; j < 5; j++)
-				g->sm[g->n_same][j] = (uint8_t)v[j];
-			g->n_same++;
-		} else if (IS("access")) {
-			unsigned m = 0;
-
-			if (g->n_access == KP__RT_FX_MAX_ARGS ||
-			    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
-			    parse_u(&s, MAX_PARAMS - 1, &a) || *s++ != ' ' || !*s)
-				goto bad;
-			for (; *s; s++) {
-				unsigned bit = *s == 'i' ? AC_I : *s == 'c' ? AC_COL : *s == 'r' ? AC_ROW :
-					*s == 'w' ? AC_W : *s == 'h' ? AC_F16 : *s == 'z' ? AC_ZERO :
-					*s == 'm' ? AC_MAT : *s == 'v' ? AC_VEC : 0;
-
-				if (!bit || (m & bit))
-					goto bad;
-				m |= bit;
-			}
-			g->ac_k[g->n_access] = (uint32_t)k;
-			g->ac_p[g->n_access] = (uint32_t)a;
-			g->ac_mode[g->n_access++] = m;
-		} else {
+		strcpy(g->kname, s);
+	} else if (IS("scheme")) {
+		s++;
+		if (!strcmp(s, "rows"))
+			g->rows_scheme = 1;
+		else if (!strcmp(s, "warp"))
+			g->warp_scheme = 1;
+		else if (strcmp(s, "elementwise"))
 			goto bad;
-		}
-#undef IS
-		continue;
-bad:
-		snprintf(msg, mlen, "line %d: malformed '%.60s'", line, buf);
-		return -1;
+	} else if (IS("dot")) {
+		unsigned long long w, x;
+
+		if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || parse_u(&s, MAX_PARAMS - 1, &w) ||
+		    parse_u(&s, MAX_PARAMS - 1, &x) || parse_u(&s, 1ull << 20, &a) || *s || !a ||
+		    g->dot_len)
+			goto bad;
+		g->dot_k = (uint32_t)k;
+		g->dot_w = (uint32_t)w;
+		g->dot_x = (uint32_t)x;
+		g->dot_len = (long long)a;
+	} else if (IS("span")) {
+		if (parse_u(&s, 1ull << 20, &k) || *s || !k)
+			goto bad;
+		g->span = (long long)k;
+	} else if (IS("stride")) {
+		if (parse_u(&s, 1ull << 40, &k) || *s || !k)
+			goto bad;
+		g->stride = (long long)k;
+	} else if (IS("block")) {
+		if (parse_u(&s, 1024, &k) || *s || !k || k % 32)
+			goto bad;
+		g->block = (uint32_t)k;
+	} else if (IS("chain")) {
+		if (parse_u(&s, KP__RT_FX_MAX_CHAIN, &k) || *s || k < 2 || g->n_chain)
+			goto bad;
+		g->n_chain = (size_t)k;
+	} else if (IS("match")) {
+		struct fkernel *fk;
+
+		if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain || *s != ' ' || !s[1])
+			goto bad;
+		fk = &g->chain[k];
+		if (fk->n_match == MAX_PATTERNS || !(fk->match[fk->n_match] = strdup(s + 1)))
+			goto bad;
+		fk->n_match++;
+	} else if (IS("params")) {
+		if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
+		    parse_u(&s, MAX_PARAMS, &a) || *s)
+			goto bad;
+		g->chain[k].n_params = (uint32_t)a;
+	} else if (IS("shape")) {
+		if (parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
+		    parse_shape(&s, &g->chain[k].rows) || parse_shape(&s, &g->chain[k].cols))
+			goto bad;
+		if (!strcmp(s, " flat"))
+			g->chain[k].flat = 1;
+		else if (*s)
+			goto bad;
+	} else if (IS("arg")) {
+		if (g->n_args == KP__RT_FX_MAX_ARGS - 2 ||
+		    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
+		    parse_u(&s, MAX_PARAMS - 1, &a) || parse_u(&s, 8, &b) || *s ||
+		    (b != 4 && b != 8))
+			goto bad;
+		g->arg_k[g->n_args] = (uint32_t)k;
+		g->arg_p[g->n_args] = (uint32_t)a;
+		g->arg_size[g->n_args++] = (uint32_t)b;
+	} else if (IS("const")) {
+		unsigned long long v = 0;
+		char *e;
+
+		if (g->n_const == KP__RT_FX_MAX_ARGS ||
+		    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
+		    parse_u(&s, MAX_PARAMS - 1, &a) || parse_u(&s, 8, &b) || (b != 4 && b != 8) ||
+		    strncmp(s, " 0x", 3) || !isxdigit((unsigned char)s[3]))
+			goto bad;
+		errno = 0;
+		v = strtoull(s + 3, &e, 16);
+		if (*e || errno || (b == 4 && v > 0xffffffffull))
+			goto bad;
+		g->cn_k[g->n_const] = (uint32_t)k;
+		g->cn_p[g->n_const] = (uint32_t)a;
+		g->cn_size[g->n_const] = (uint32_t)b;
+		g->cn_val[g->n_const++] = v;
+	} else if (IS("same")) {
+		unsigned long long v[5];
+		int j;
+
+		if (g->n_same == MAX_SAME)
+			goto bad;
+		for (j = 0; j < 5; j++)
+			if (parse_u(&s, j == 4 ? 1 : j % 2 ? MAX_PARAMS - 1 : KP__RT_FX_MAX_CHAIN - 1,
+				    &v[j]))
+				goto bad;
+		if (*s || v[0] >= g->n_chain || v[2] >= g->n_chain)
+			goto bad;
+		for (j = 0; j < 5; j++)
+			g->sm[g->n_same][j] = (uint8_t)v[j];
+		g->n_same++;
+	} else if (IS("access")) {
+		unsigned m;
+
+		if (g->n_access == KP__RT_FX_MAX_ARGS ||
+		    parse_u(&s, KP__RT_FX_MAX_CHAIN - 1, &k) || k >= g->n_chain ||
+		    parse_u(&s, MAX_PARAMS - 1, &a) || *s++ != ' ' || !*s || !(m = access_modes(s)))
+			goto bad;
+		g->ac_k[g->n_access] = (uint32_t)k;
+		g->ac_p[g->n_access] = (uint32_t)a;
+		g->ac_mode[g->n_access++] = m;
+	} else {
+		goto bad;
 	}
-	if (!seen_end || !g->kname[0] || !g->block || !g->n_chain || !g->n_args) {
+#undef IS
+	return 0;
+bad:
+	snprintf(msg, mlen, "line %d: malformed '%.60s'", line, buf);
+	return -1;
+}
+
+/*
+ * What no single line shows: the required lines are there and every
+ * parameter index is within its kernel's parameters. 0, or -1 with msg filled.
+ */
+static int check_header(const struct group *g, char *msg, size_t mlen)
+{
+	if (!g->kname[0] || !g->block || !g->n_chain || !g->n_args) {
 		snprintf(msg, mlen, "incomplete header (kernel, block, chain, arg and end are required)");
 		return -1;
 	}
@@ -408,6 +396,51 @@ bad:
 			return -1;
 		}
 	return 0;
+}
+
+/*
+ * Parse the header of src into g: the magic line, then "// KEYWORD ..." lines
+ * up to "// end" (fusion/FUSION.md, "Generated kernels"). Returns 0, or -1
+ * with msg filled ("line N: ...").
+ */
+static int parse_header(struct group *g, const char *src, size_t len, char *msg, size_t mlen)
+{
+	size_t pos = 0;
+	int line = 0, seen_end = 0, rc;
+	char buf[512];
+
+	while (pos < len && !seen_end) {
+		const char *nl = memchr(src + pos, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - (src + pos)) : len - pos;
+
+		line++;
+		if (n >= sizeof(buf)) {
+			snprintf(msg, mlen, "line %d: header line longer than %zu bytes", line, sizeof(buf) - 1);
+			return -1;
+		}
+		memcpy(buf, src + pos, n);
+		buf[n] = 0;
+		pos += n + 1;
+		if (line == 1) {
+			if (strcmp(buf, KP_FX_HEADER_MAGIC)) {
+				snprintf(msg, mlen, "line 1: expected '" KP_FX_HEADER_MAGIC "'");
+				return -1;
+			}
+			continue;
+		}
+		if (strncmp(buf, "// ", 3)) {
+			snprintf(msg, mlen, "line %d: header ends without '// end'", line);
+			return -1;
+		}
+		if ((rc = parse_header_line(g, buf, line, msg, mlen)) < 0)
+			return -1;
+		seen_end = rc;
+	}
+	if (!seen_end) {
+		snprintf(msg, mlen, "incomplete header (kernel, block, chain, arg and end are required)");
+		return -1;
+	}
+	return check_header(g, msg, mlen);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -699,37 +732,16 @@ static uint64_t extent(unsigned mode, long long rows, long long cols, long long 
 	return e;
 }
 
-/* Check group g against the capture; fill r. 0 or a reason. */
-static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_nodes,
-		   const size_t *kidx, size_t n_kernels, struct kp__rt_fx_repl *r, char *msg, size_t mlen)
+/*
+ * The chain's kernels (nd, the first one kernel `first` of the capture)
+ * against what g's fused kernel was specialised on: the values compiled in
+ * and the pointer relations (same tensor or not). 0 or KP__RT_FX_CHAIN.
+ */
+static int check_specialised(const struct group *g, const struct kp__rt_node *const *nd,
+			     uint32_t first, char *msg, size_t mlen)
 {
-	const struct kp__rt_node *nd[KP__RT_FX_MAX_CHAIN];
-	uint32_t first = g->plan->first_kernel;
-	size_t k, j;
-	long long rows = 0, cols = 0, n, stride;
+	size_t j;
 
-	(void)n_nodes;
-	if ((size_t)first + g->n_chain > n_kernels) {
-		snprintf(msg, mlen, "kernels %u..%zu planned, the capture has %zu", first,
-			 first + g->n_chain - 1, n_kernels);
-		return KP__RT_FX_CHAIN;
-	}
-	memset(r, 0, sizeof(*r));
-	for (k = 0; k < g->n_chain; k++) {
-		r->idx[k] = kidx[first + k];
-		nd[k] = &nodes[r->idx[k]];
-		if (!name_matches(&g->chain[k], nd[k]->name)) {
-			snprintf(msg, mlen, "kernel %u is '%.100s', which does not match '%.60s'",
-				 first + (uint32_t)k, nd[k]->name, g->chain[k].match[0]);
-			return KP__RT_FX_CHAIN;
-		}
-		if (nd[k]->n_params != g->chain[k].n_params) {
-			snprintf(msg, mlen, "kernel %u ('%.100s') has %u parameters, the catalog %u",
-				 first + (uint32_t)k, nd[k]->name, nd[k]->n_params, g->chain[k].n_params);
-			return KP__RT_FX_CHAIN;
-		}
-	}
-	r->n = g->n_chain;
 	/* the values the fused kernel was specialised on (a guard) */
 	for (j = 0; j < g->n_const; j++) {
 		const struct kp__rt_node *x = nd[g->cn_k[j]];
@@ -763,6 +775,81 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 			return KP__RT_FX_CHAIN;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Tensors of two chain kernels, one of them written, must be the same (both
+ * used at [i], same element type: the same element in the same thread) or
+ * apart; else fusing would race between threads. 0 or KP__RT_FX_ALIAS.
+ */
+static int check_aliases(const struct group *g, const struct kp__rt_node *const *nd,
+			 uint32_t first, long long rows, long long cols, long long stride,
+			 char *msg, size_t mlen)
+{
+	for (size_t j = 0; j < g->n_access; j++) {
+		for (size_t m = j + 1; m < g->n_access; m++) {
+			unsigned ma = g->ac_mode[j], mb = g->ac_mode[m];
+			uint64_t a, b, ea, eb;
+
+			if (g->ac_k[j] == g->ac_k[m] || !((ma | mb) & AC_W))
+				continue;
+			a = param_ptr(nd[g->ac_k[j]], g->ac_p[j]);
+			b = param_ptr(nd[g->ac_k[m]], g->ac_p[m]);
+			if (!a || !b)
+				continue;
+			/* the same element in the same thread: same pointer, [i] only, same type */
+			if (a == b && !((ma | mb) & (AC_COL | AC_ROW | AC_ZERO | AC_MAT | AC_VEC)) &&
+			    (ma & AC_F16) == (mb & AC_F16))
+				continue;
+			ea = a + extent(ma, rows, cols, stride, g->dot_len);
+			eb = b + extent(mb, rows, cols, stride, g->dot_len);
+			if (ea <= b || eb <= a)
+				continue;
+			snprintf(msg, mlen, "kernel %u parameter %u and kernel %u parameter %u overlap "
+				 "(%#llx, %#llx), one is written",
+				 first + g->ac_k[j], g->ac_p[j], first + g->ac_k[m], g->ac_p[m],
+				 (unsigned long long)a, (unsigned long long)b);
+			return KP__RT_FX_ALIAS;
+		}
+	}
+	return 0;
+}
+
+/* Check group g against the capture; fill r. 0 or a reason. */
+static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_nodes,
+		   const size_t *kidx, size_t n_kernels, struct kp__rt_fx_repl *r, char *msg, size_t mlen)
+{
+	const struct kp__rt_node *nd[KP__RT_FX_MAX_CHAIN];
+	uint32_t first = g->plan->first_kernel;
+	size_t k, j;
+	long long rows = 0, cols = 0, n, stride;
+	int reason;
+
+	(void)n_nodes;
+	if ((size_t)first + g->n_chain > n_kernels) {
+		snprintf(msg, mlen, "kernels %u..%zu planned, the capture has %zu", first,
+			 first + g->n_chain - 1, n_kernels);
+		return KP__RT_FX_CHAIN;
+	}
+	memset(r, 0, sizeof(*r));
+	for (k = 0; k < g->n_chain; k++) {
+		r->idx[k] = kidx[first + k];
+		nd[k] = &nodes[r->idx[k]];
+		if (!name_matches(&g->chain[k], nd[k]->name)) {
+			snprintf(msg, mlen, "kernel %u is '%.100s', which does not match '%.60s'",
+				 first + (uint32_t)k, nd[k]->name, g->chain[k].match[0]);
+			return KP__RT_FX_CHAIN;
+		}
+		if (nd[k]->n_params != g->chain[k].n_params) {
+			snprintf(msg, mlen, "kernel %u ('%.100s') has %u parameters, the catalog %u",
+				 first + (uint32_t)k, nd[k]->name, nd[k]->n_params, g->chain[k].n_params);
+			return KP__RT_FX_CHAIN;
+		}
+	}
+	r->n = g->n_chain;
+	if ((reason = check_specialised(g, nd, first, msg, mlen)))
+		return reason;
 	/* the split into rows comes from the kernels that depend on it; the
 	 * others (flat elementwise) only need the same element count */
 	for (int pass = 0; pass < 2; pass++) {
@@ -809,33 +896,8 @@ static int prepare(struct group *g, const struct kp__rt_node *nodes, size_t n_no
 			return KP__RT_FX_SHAPE;
 		}
 	}
-	/* tensors of two kernels, one written: the same (both elementwise) or apart */
-	for (j = 0; j < g->n_access; j++) {
-		for (size_t m = j + 1; m < g->n_access; m++) {
-			unsigned ma = g->ac_mode[j], mb = g->ac_mode[m];
-			uint64_t a, b, ea, eb;
-
-			if (g->ac_k[j] == g->ac_k[m] || !((ma | mb) & AC_W))
-				continue;
-			a = param_ptr(nd[g->ac_k[j]], g->ac_p[j]);
-			b = param_ptr(nd[g->ac_k[m]], g->ac_p[m]);
-			if (!a || !b)
-				continue;
-			/* the same element in the same thread: same pointer, [i] only, same type */
-			if (a == b && !((ma | mb) & (AC_COL | AC_ROW | AC_ZERO | AC_MAT | AC_VEC)) &&
-			    (ma & AC_F16) == (mb & AC_F16))
-				continue;
-			ea = a + extent(ma, rows, cols, stride, g->dot_len);
-			eb = b + extent(mb, rows, cols, stride, g->dot_len);
-			if (ea <= b || eb <= a)
-				continue;
-			snprintf(msg, mlen, "kernel %u parameter %u and kernel %u parameter %u overlap "
-				 "(%#llx, %#llx), one is written",
-				 first + g->ac_k[j], g->ac_p[j], first + g->ac_k[m], g->ac_p[m],
-				 (unsigned long long)a, (unsigned long long)b);
-			return KP__RT_FX_ALIAS;
-		}
-	}
+	if ((reason = check_aliases(g, nd, first, rows, cols, stride, msg, mlen)))
+		return reason;
 	for (j = 0; j < g->n_args; j++) {
 		const struct kp__rt_node *x = nd[g->arg_k[j]];
 		uint32_t p = g->arg_p[j];

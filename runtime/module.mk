@@ -1,16 +1,22 @@
 # runtime/module.mk - libkplanrt (shared + static) and kplan-calibrate.
 #
 # The library is built -fPIC -fvisibility=hidden from the runtime sources,
-# the plan reader (planner/planfile.c) and common/; it exports only kp_rt_*.
-# Its CUDA-free core (runtime/core.c) is also linked into kplan-unit, where
+# plan/ (it reads plans through plan/'s reader) and common/; it exports only
+# kp_rt_*. Nothing of planner/ or fusion/ goes in: the limits of the fused
+# sources a plan names come from plan/fused_source.h. Its CUDA-free core
+# (runtime/core.c) is also linked into kplan-unit, where
 # tests/unit/test_runtime.c drives it with a fake backend.
 
-RT_SRC := runtime/core.c runtime/cuda_backend.c planner/planfile.c $(wildcard common/*.c) \
+RT_SRC := runtime/core.c runtime/cuda_backend.c $(plan_SRC) $(wildcard common/*.c) \
 	runtime/fusion.c runtime/fusion_cuda.c runtime/watch.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
 RT_LIBS := -L$(CUDA_LIBDIR) -lcudart -lpthread -ldl
 ALL_OBJ += $(RT_PIC_OBJ)
+
+# include/: the public header (kplan/runtime.h)
+LAYERED += runtime
+runtime_USES := plan common include
 
 RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o $(BUILD)/obj/runtime/fusion.o
 UNIT_EXTRA_OBJ += $(RT_UNIT_OBJ)

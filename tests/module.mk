@@ -33,7 +33,7 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-li
 	-Wall -Wextra -Wno-unused-parameter -MMD -MP -I.
 # what the harnesses link: readers and everything under them
 FUZZ_LIB_SRC := $(wildcard common/*.c) $(wildcard db/*.c) $(wildcard importers/*.c) \
-	planner/planfile.c planner/fusion_catalog.c planner/fusion_gen.c analyzer/cost.c
+	$(plan_SRC) $(fusion_SRC) analyzer/cost.c
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC)) $(FUZZ_DIR)/obj/db/schema_blob.o
 FUZZ_BINS := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
 FUZZ_WORK := tests/fuzz/corpus-work

@@ -52,7 +52,7 @@ start=$(date +%s)
 vg import 0 import "$TRACE" -o "$DB"
 vg analyze 0 analyze "$DB"
 vg plan 0 plan "$DB" -o "$OUT/model.kplan"
-vg plan-catalog 0 plan "$DB" -o "$OUT/fused/model.kplan" --catalog planner/catalog/examples.kpcat
+vg plan-catalog 0 plan "$DB" -o "$OUT/fused/model.kplan" --catalog fusion/catalog/examples.kpcat
 vg report 0 report "$DB" -o "$OUT/report.html" --csv "$OUT/csv"
 vg info 0 info "$DB"
 vg export-csv 0 export "$DB" --csv CUPTI_ACTIVITY_KIND_KERNEL -o "$OUT/kernels.csv"

@@ -867,26 +867,11 @@ static void step_times(cudaEvent_t *ev, int n)
 	free(rest);
 }
 
-int main(int argc, char **argv)
+/* The EX_DECODE_* experiment switches; -1 (after a message) when one is out of range. */
+static int read_env(const struct ex_args *a, int *gpatch, int *full, int *early)
 {
-	struct ex_args a;
-	struct dec m;
-	cudaStream_t s, us = NULL;
-	cudaGraphExec_t ge[MAXT / 128 + 1] = { 0 };
-	static struct gpatch gp[MAXT / 128 + 1];
-	int *dpos, *hpos, t, l, gpatch = 0, full = 0, early = PDL_BIAS | PDL_PRE;
-	int64_t t0, t1, gp_set = 0, gp_launch = 0, ta;
-	cudaEvent_t *sev = NULL;
-	uint64_t h;
-	kp_rt *rt;
-
-	ex_parse(argc, argv, &a, 1000);
-	if (a.steps < 1 || a.steps > MAXT - 1) {
-		fprintf(stderr, "decode: --steps must be 1..%d\n", MAXT - 1);
-		return 64;
-	}
-	if (a.mode == EX_GRAPH && getenv("EX_DECODE_GRAPH_PATCH"))
-		gpatch = atoi(getenv("EX_DECODE_GRAPH_PATCH"));
+	if (a->mode == EX_GRAPH && getenv("EX_DECODE_GRAPH_PATCH"))
+		*gpatch = atoi(getenv("EX_DECODE_GRAPH_PATCH"));
 	if (getenv("EX_DECODE_PDL"))
 		use_pdl = atoi(getenv("EX_DECODE_PDL"));
 	if (getenv("EX_DECODE_PREFETCH"))
@@ -896,19 +881,22 @@ int main(int argc, char **argv)
 		gemv_rows = atoi(getenv("EX_DECODE_GEMV_ROWS"));
 	if (gemv_rows < 1 || gemv_rows > GEMV_MAX_ROWS) {
 		fprintf(stderr, "decode: EX_DECODE_GEMV_ROWS must be 1..%d\n", GEMV_MAX_ROWS);
-		return 64;
+		return -1;
 	}
 	if (getenv("EX_DECODE_PDL_EARLY"))
-		early = atoi(getenv("EX_DECODE_PDL_EARLY"));
-	if (a.mode == EX_RUNTIME && getenv("EX_DECODE_FULLCACHE"))
-		full = atoi(getenv("EX_DECODE_FULLCACHE"));
-	memset(&m, 0, sizeof(m));
-	CK(cudaMemcpyToSymbol(pdl_early, &early, sizeof(early)));
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	if (gpatch >= 2)
-		CK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
+		*early = atoi(getenv("EX_DECODE_PDL_EARLY"));
+	if (a->mode == EX_RUNTIME && getenv("EX_DECODE_FULLCACHE"))
+		*full = atoi(getenv("EX_DECODE_FULLCACHE"));
+	return 0;
+}
+
+/* The model's weights (seeded, deterministic), activations, logits and tokens. */
+static void init_model(struct dec *m)
+{
+	int l, bos = 50256;
+
 	for (l = 0; l < L; l++) {
-		struct layer *y = &m.ly[l];
+		struct layer *y = &m->ly[l];
 		uint32_t b = 1000 * (l + 1);
 
 		y->wqkv = hal((size_t)3 * D * D, b + 1, 0.06f, 0);
@@ -924,27 +912,77 @@ int main(int argc, char **argv)
 		y->ln2g = hal(D, b + 11, 0.1f, 1);
 		y->ln2b = hal(D, b + 12, 0.1f, 0);
 	}
-	m.wte = hal((size_t)V * D, 77, 0.1f, 0);
-	m.wpe = hal((size_t)MAXT * D, 78, 0.02f, 0);
-	m.lnfg = hal(D, 79, 0.1f, 1);
-	m.lnfb = hal(D, 80, 0.1f, 0);
-	m.x = hal(D, 1, 0, 0);
-	m.h = hal(D, 1, 0, 0);
-	m.qkv = hal(3 * D, 1, 0, 0);
-	m.att = hal(D, 1, 0, 0);
-	m.tmp = hal(D, 1, 0, 0);
-	m.f = hal(F, 1, 0, 0);
-	m.p = hal(F, 1, 0, 0);
-	m.scores = hal(NH * MAXT, 1, 0, 0);
-	CK(cudaMalloc(&m.logits, V * sizeof(float)));
-	CK(cudaMemset(m.logits, 0, V * sizeof(float)));
-	CK(cudaMalloc(&m.tokens, (MAXT + 1) * sizeof(int)));
-	CK(cudaMemset(m.tokens, 0, (MAXT + 1) * sizeof(int)));
-	{
-		int bos = 50256;
+	m->wte = hal((size_t)V * D, 77, 0.1f, 0);
+	m->wpe = hal((size_t)MAXT * D, 78, 0.02f, 0);
+	m->lnfg = hal(D, 79, 0.1f, 1);
+	m->lnfb = hal(D, 80, 0.1f, 0);
+	m->x = hal(D, 1, 0, 0);
+	m->h = hal(D, 1, 0, 0);
+	m->qkv = hal(3 * D, 1, 0, 0);
+	m->att = hal(D, 1, 0, 0);
+	m->tmp = hal(D, 1, 0, 0);
+	m->f = hal(F, 1, 0, 0);
+	m->p = hal(F, 1, 0, 0);
+	m->scores = hal(NH * MAXT, 1, 0, 0);
+	CK(cudaMalloc(&m->logits, V * sizeof(float)));
+	CK(cudaMemset(m->logits, 0, V * sizeof(float)));
+	CK(cudaMalloc(&m->tokens, (MAXT + 1) * sizeof(int)));
+	CK(cudaMemset(m->tokens, 0, (MAXT + 1) * sizeof(int)));
+	CK(cudaMemcpy(m->tokens, &bos, sizeof(int), cudaMemcpyHostToDevice));
+}
 
-		CK(cudaMemcpy(m.tokens, &bos, sizeof(int), cudaMemcpyHostToDevice));
+/* The profile (EX_DECODE_PROFILE): GPU time between consecutive events, by kernel. */
+static void print_profile(int step)
+{
+	const char *names[32];
+	float tot[32] = { 0 }, all = 0, ms;
+	int cnt[32] = { 0 }, nn = 0, i, j;
+
+	for (i = 1; i <= pn; i++) {
+		CK(cudaEventElapsedTime(&ms, pev[i - 1], pev[i]));
+		for (j = 0; j < nn && strcmp(names[j], pname[i]); j++)
+			;
+		if (j == nn && nn < 32)
+			names[nn++] = pname[i];
+		if (j < 32) {
+			tot[j] += ms;
+			cnt[j]++;
+		}
+		all += ms;
 	}
+	printf("profile (step %d, eager queued behind a spin: %d launches, %.1f us):\n",
+	       step, pn, all * 1e3);
+	for (j = 0; j < nn; j++)
+		printf("  %-12s %4d launches %8.1f us %6.2f us each\n", names[j], cnt[j],
+		       tot[j] * 1e3, tot[j] * 1e3 / cnt[j]);
+}
+
+int main(int argc, char **argv)
+{
+	struct ex_args a;
+	struct dec m;
+	cudaStream_t s, us = NULL;
+	cudaGraphExec_t ge[MAXT / 128 + 1] = { 0 };
+	static struct gpatch gp[MAXT / 128 + 1];
+	int *dpos, *hpos, t, gpatch = 0, full = 0, early = PDL_BIAS | PDL_PRE;
+	int64_t t0, t1, gp_set = 0, gp_launch = 0, ta;
+	cudaEvent_t *sev = NULL;
+	uint64_t h;
+	kp_rt *rt;
+
+	ex_parse(argc, argv, &a, 1000);
+	if (a.steps < 1 || a.steps > MAXT - 1) {
+		fprintf(stderr, "decode: --steps must be 1..%d\n", MAXT - 1);
+		return 64;
+	}
+	if (read_env(&a, &gpatch, &full, &early))
+		return 64;
+	memset(&m, 0, sizeof(m));
+	CK(cudaMemcpyToSymbol(pdl_early, &early, sizeof(early)));
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	if (gpatch >= 2)
+		CK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
+	init_model(&m);
 	CK(cudaMallocHost(&hpos, MAXT * sizeof(int)));   /* pinned: async copies */
 	for (t = 0; t < MAXT; t++)
 		hpos[t] = t;
@@ -960,6 +998,9 @@ int main(int argc, char **argv)
 	if (sev)
 		CK(cudaEventRecord(sev[0], s));
 
+	/* one token per step, the modes side by side (graph with patched
+	 * nodes, graph per cache size, eager, through the runtime): they stay
+	 * in main so that they read against each other */
 	t0 = ex_now_ns();
 	for (t = 0; t < a.steps; t++) {
 		int maxlen = (t / 128 + 1) * 128;
@@ -1060,29 +1101,8 @@ int main(int argc, char **argv)
 		CK(cudaMemcpy(&last, m.tokens + a.steps, sizeof(int), cudaMemcpyDeviceToHost));
 		printf("last token %d\n", last);
 	}
-	if (pn > 0) {   /* profile: GPU ms between consecutive events, by kernel */
-		const char *names[32];
-		float tot[32] = { 0 }, all = 0, ms;
-		int cnt[32] = { 0 }, nn = 0, i, j;
-
-		for (i = 1; i <= pn; i++) {
-			CK(cudaEventElapsedTime(&ms, pev[i - 1], pev[i]));
-			for (j = 0; j < nn && strcmp(names[j], pname[i]); j++)
-				;
-			if (j == nn && nn < 32)
-				names[nn++] = pname[i];
-			if (j < 32) {
-				tot[j] += ms;
-				cnt[j]++;
-			}
-			all += ms;
-		}
-		printf("profile (step %d, eager queued behind a spin: %d launches, %.1f us):\n",
-		       a.steps - 1, pn, all * 1e3);
-		for (j = 0; j < nn; j++)
-			printf("  %-12s %4d launches %8.1f us %6.2f us each\n", names[j], cnt[j],
-			       tot[j] * 1e3, tot[j] * 1e3 / cnt[j]);
-	}
+	if (pn > 0)
+		print_profile(a.steps - 1);
 	if (gpatch)
 		fprintf(stderr, "decode: graph patch: host us/token in updates %.2f, in launch %.2f\n",
 			gp_set / 1e3 / a.steps, gp_launch / 1e3 / a.steps);

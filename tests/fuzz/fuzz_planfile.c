@@ -15,7 +15,7 @@
 
 #include "common/hash.h"
 #include "common/strbuf.h"
-#include "planner/planfile.h"
+#include "plan/planfile.h"
 
 static void roundtrip(const char *buf, size_t len)
 {

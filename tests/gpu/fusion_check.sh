@@ -1,5 +1,5 @@
 #!/bin/bash
-# fusion_check.sh - GPU end-to-end check of kernel fusion (planner/FUSION.md).
+# fusion_check.sh - GPU end-to-end check of kernel fusion (fusion/FUSION.md).
 #
 #   tests/gpu/fusion_check.sh [BUILD_DIR] [OUT_DIR]
 #
@@ -9,7 +9,7 @@
 #   1. a graph-only plan (kplan-mkplan) for ew.chain, mlp.forward, decode.step
 #   2. each workload runs once under it with KPLAN_FUSION_TRACE: the captured
 #      kernel names per region
-#   3. kplan plan --base --kernels --catalog planner/catalog/examples.kpcat:
+#   3. kplan plan --base --kernels --catalog fusion/catalog/examples.kpcat:
 #      the fused plan and its kpfuse-*.cu sources
 #   4. correctness: fusion_ew (pure elementwise) must be bit-identical to
 #      eager; ex_mlp (bias+residual -> layernorm, a row reduction) within the
@@ -22,7 +22,7 @@ set -u
 B=${1:-build-fus}
 OUT=${2:-${OUT:-/tmp/kplan-fusion-check}}
 BIN=$B/bin
-CAT=${CAT:-planner/catalog/examples.kpcat}
+CAT=${CAT:-fusion/catalog/examples.kpcat}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
 LOG=$OUT/fusion_check.log

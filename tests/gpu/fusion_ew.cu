@@ -2,7 +2,7 @@
  * fusion_ew.cu - a pure elementwise chain for tests/gpu/fusion_check.sh:
  * region "ew.chain" = copy_f32 -> bias_residual -> bias_gelu -> copy_f32
  * (the examples/mlp kernels, same names and signatures, so the shipped
- * catalog planner/catalog/examples.kpcat describes them). Fused, the four
+ * catalog fusion/catalog/examples.kpcat describes them). Fused, the four
  * become one elementwise kernel whose output must be bit-identical to the
  * eager chain; its input and output move every step (bound, patched).
  *

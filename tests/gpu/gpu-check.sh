@@ -10,6 +10,8 @@
 #   fusion     tests/gpu/fusion_check.sh     (when present)
 #   stress     tests/gpu/stress_check.sh     (when present)
 #   corpus     tests/gpu/corpus_check.sh     (real-style programs: record -> plan -> apply vs eager)
+#   watch      tests/gpu/watch_check.sh      (the runtime's check before a first capture, 24 cases)
+#   torch      tests/gpu/torch_check.sh      (kplan.torch: record -> plan -> apply, vs eager and graph)
 # and prints one line per part, then each part's table. Exit 1 if any failed.
 # GPU_CHECK_ONLY="runtime pipeline" runs a subset.
 set -u
@@ -21,8 +23,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 2
 fi
 nvidia-smi -L | tee "$O/device.txt"
-parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus"}
-declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120 [corpus]=360)
+parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch"}
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120 [corpus]=360 [watch]=120 [torch]=300)
 summary=$O/summary.txt
 : >"$summary"
 fail=0

@@ -19,7 +19,7 @@ B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-pipeline}}
 K=$B/bin/kplan
 BIN=$B/bin
-CAT=${CAT:-planner/catalog/examples.kpcat}
+CAT=${CAT:-fusion/catalog/examples.kpcat}
 # steps recorded (timings use each example's default length)
 STEPS_mlp=${STEPS_mlp:-200}
 STEPS_decode=${STEPS_decode:-1000}  # every KV-length bucket the timed run meets

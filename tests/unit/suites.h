@@ -8,6 +8,7 @@
 	X(db) \
 	X(importers) \
 	X(analyzer) \
+	X(plan) \
 	X(planner) \
 	X(runtime) \
 	X(fusion) \

@@ -253,7 +253,7 @@ static void test_nvtx_region(void)
 	CU_ASSERT_EQUAL(q(&t, "SELECT first_correlationId FROM kp_region_occurrences WHERE occIndex = 1"), 5);
 	/* no blockers on a side stream */
 	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers"), 0);
-	/* the fingerprint is planner/FORMAT.md's: kernels' signature strings folded */
+	/* the fingerprint is plan/FORMAT.md's: kernels' signature strings folded */
 	uint64_t fp = KP_HASH_SEED;
 	for (int i = 0; i < 4; i++) {
 		char sig[256], id[256];

@@ -14,15 +14,15 @@
 
 #include "testutil.h"
 #include "../../common/hash.h"
-#include "../../planner/fusion_catalog.h"
-#include "../../planner/fusion_gen.h"
-#include "../../planner/planfile.h"
+#include "../../fusion/fusion_catalog.h"
+#include "../../fusion/fusion_gen.h"
+#include "../../plan/planfile.h"
 #include "../../runtime/fusion.h"
 
 static struct kp_fx_catalog *shipped(void)
 {
 	struct kp_err err = {0};
-	struct kp_fx_catalog *cat = kp_fx_catalog_load(kp_test_src("planner/catalog/examples.kpcat"), &err);
+	struct kp_fx_catalog *cat = kp_fx_catalog_load(kp_test_src("fusion/catalog/examples.kpcat"), &err);
 
 	if (!cat)
 		fprintf(stderr, "\n%s\n", err.msg);
@@ -229,7 +229,7 @@ static void test_catalog_limits(void)
 static void test_catalog_hostile(void)
 {
 	size_t len, i;
-	char *orig = kp_test_read(kp_test_src("planner/catalog/examples.kpcat"), &len);
+	char *orig = kp_test_read(kp_test_src("fusion/catalog/examples.kpcat"), &len);
 	char *buf;
 	uint64_t rnd = 0x1234567;
 	int ok = 0, bad = 0;
@@ -1355,7 +1355,7 @@ static void test_cli_plan_catalog(void)
 	 * so the default (--fusion exact) drops them, one line each, and writes
 	 * no source */
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' -o '%s/f.kplan' >'%s/out.txt'",
-				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir, dir), 0);
+				   kp_test_kplan(), dir, trace, kp_test_src("fusion/catalog/examples.kpcat"), dir, dir), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -c '^fusion group [12] (_Z.*layernorm.*) dropped: not bit-exact "
 				   "(.layernorm. sums its mean .mean. in another order than the kernel: no "
 				   "layout in the catalog); use --fusion tolerant$' '%s/out.txt' | grep -qx 2", dir), 0);
@@ -1365,21 +1365,21 @@ static void test_cli_plan_catalog(void)
 	/* --fusion tolerant keeps them, with their tolerance */
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' --fusion tolerant "
 				   "-o '%s/f.kplan' >/dev/null",
-				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir), 0);
+				   kp_test_kplan(), dir, trace, kp_test_src("fusion/catalog/examples.kpcat"), dir), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^source kpfuse-' '%s/f.kplan' && ls '%s'/kpfuse-*.cu >/dev/null", dir, dir), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -c '^numerics tolerant$' '%s/f.kplan' | grep -qx 2 && "
 				   "grep -c '^tolerance 1e-05$' '%s/f.kplan' | grep -qx 2", dir, dir), 0);
 	/* --fusion off: none, from the trace or the base plan */
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/f.kplan' --kernels '%s' --catalog '%s' --fusion off "
 				   "-o '%s/g.kplan' >'%s/out.txt'",
-				   kp_test_kplan(), dir, trace, kp_test_src("planner/catalog/examples.kpcat"), dir, dir), 0);
+				   kp_test_kplan(), dir, trace, kp_test_src("fusion/catalog/examples.kpcat"), dir, dir), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^.fusion' '%s/g.kplan'", dir), 1);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^fusion: 2 groups dropped: --fusion off$' '%s/out.txt'", dir), 0);
 	/* usage errors */
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' -o x 2>/dev/null", kp_test_kplan(), dir), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --base '%s/base.kplan' --kernels '%s' --catalog '%s' --fusion fast "
 				   "-o x 2>/dev/null", kp_test_kplan(), dir, trace,
-				   kp_test_src("planner/catalog/examples.kpcat")), 64);
+				   kp_test_src("fusion/catalog/examples.kpcat")), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan --catalog /nonexistent x.db -o x 2>/dev/null", kp_test_kplan()), 2);
 }
 

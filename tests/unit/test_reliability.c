@@ -30,9 +30,9 @@
 #include "db/db.h"
 #include "db/writer.h"
 #include "importers/import.h"
-#include "planner/fusion_catalog.h"
-#include "planner/fusion_gen.h"
-#include "planner/planfile.h"
+#include "fusion/fusion_catalog.h"
+#include "fusion/fusion_gen.h"
+#include "plan/planfile.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------------------ */
@@ -801,7 +801,7 @@ static void test_report_no_streams(void)
  * Finding 5 (fuzz_catalog): a number whose exponent is cut off by the end
  * of the buffer ("1.E" as the last bytes of a catalog without a final
  * newline) made the error message read one byte past the buffer
- * (heap-buffer-overflow under ASan). (planner/fusion_catalog.c,
+ * (heap-buffer-overflow under ASan). (fusion/fusion_catalog.c,
  * parse_number's "bad number" message)
  */
 static void test_catalog_number_at_end(void)

@@ -17,7 +17,7 @@
 
 #include "db/db.h"
 #include "db/writer.h"
-#include "planner/planfile.h"
+#include "plan/planfile.h"
 #include "reports/diff.h"
 #include "reports/html.h"
 #include "reports/report.h"
@@ -116,7 +116,7 @@ static int exec_f(struct kp_db *db, const char *fmt, ...)
 	return rc;
 }
 
-/* A plan for the fixture, written by the planner's own writer. */
+/* A plan for the fixture, written by plan/'s own writer. */
 /* The keys and info every test plan shares. */
 static void plan_keys(struct kp_plan *p, int64_t run)
 {

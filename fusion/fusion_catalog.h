@@ -21,7 +21,7 @@
  * BUF[i] / BUF[col] / BUF[row] (broadcasts), i/row/col/rows/cols, earlier
  * reductions, a fixed list of functions (expf, tanhf, rsqrtf, gelu_tanh...),
  * + - * / %, comparisons, && || !, and ?:. The text format is specified in
- * planner/FUSION.md.
+ * fusion/FUSION.md.
  *
  * The reader parses untrusted text: every length and count is bounded by
  * the KP_FX_MAX_* limits, and errors name the file, line and field

@@ -1,5 +1,5 @@
 /*
- * fusion_catalog.c - the fusion catalog reader (format: planner/FUSION.md).
+ * fusion_catalog.c - the fusion catalog reader (format: fusion/FUSION.md).
  *
  * Line based; each line is checked as it is read and every error names the
  * line and the field. Expressions are parsed by recursive descent into a
@@ -724,11 +724,330 @@ static int num_word(const char **s, const char *end, char *txt, size_t cap, long
 	return *e || !isdigit((unsigned char)txt[0]) ? 1 : 2;
 }
 
+/* "kernel NAME": a new kernel, the current one until "end". */
+static int kernel_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap, const char *s,
+		       const char *end)
+{
+	struct kp_fx_kernel *k = p->k;
+	const char *kw, *w;
+	size_t kn, wn, i;
+
+	p->field = "kernel";
+	if (k)
+		return perr(p, "'kernel' inside kernel '%s' (missing 'end')", k->name);
+	if (!word(&s, end, &w, &wn) || !is_ident(w, wn))
+		return perr(p, "expected a name of 1..%d letters, digits and '_'", KP_FX_MAX_NAME);
+	if (word(&s, end, &kw, &kn))
+		return perr(p, "unexpected text after the name");
+	for (i = 0; i < cat->n_kernels; i++)
+		if (strlen(cat->kernels[i].name) == wn && !memcmp(cat->kernels[i].name, w, wn))
+			return perr(p, "kernel '%.*s' defined twice (first at line %d)", (int)wn,
+				    w, cat->kernels[i].line);
+	if (cat->n_kernels >= KP_FX_MAX_KERNELS)
+		return perr(p, "more than %d kernels", KP_FX_MAX_KERNELS);
+	if (cat->n_kernels == *cap) {
+		size_t nc = *cap ? *cap * 2 : 8;
+		void *q = realloc(cat->kernels, nc * sizeof(*cat->kernels));
+
+		if (!q)
+			return kp_err_set(p->err, KP_ENOMEM, "out of memory");
+		cat->kernels = q;
+		*cap = nc;
+	}
+	k = &cat->kernels[cat->n_kernels++];
+	memset(k, 0, sizeof(*k));
+	memcpy(k->name, w, wn);
+	k->line = p->line;
+	k->nodes = calloc(KP_FX_MAX_NODES, sizeof(*k->nodes));
+	if (!k->nodes)
+		return kp_err_set(p->err, KP_ENOMEM, "out of memory");
+	p->k = k;
+	return 0;
+}
+
+/* "match PATTERN": a name or glob the kernel's launches match. */
+static int match_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	size_t wn, i;
+
+	p->field = "match";
+	while (s < end && (*s == ' ' || *s == '\t'))
+		s++;
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	wn = (size_t)(end - s);
+	if (!wn || wn > KP_FX_MAX_PATTERN)
+		return perr(p, "expected a name or glob pattern of 1..%d characters", KP_FX_MAX_PATTERN);
+	if (k->n_match >= KP_FX_MAX_PATTERNS)
+		return perr(p, "more than %d match lines", KP_FX_MAX_PATTERNS);
+	for (i = 0; i < wn; i++)
+		if (!isprint((unsigned char)s[i]) || s[i] == '\\')
+			return perr(p, "a tab, non-printable byte or backslash in the pattern");
+	if (!(k->match[k->n_match] = malloc(wn + 1)))
+		return kp_err_set(p->err, KP_ENOMEM, "out of memory");
+	memcpy(k->match[k->n_match], s, wn);
+	k->match[k->n_match++][wn] = 0;
+	return 0;
+}
+
+/* "param POSITION NAME TYPE [const]". */
+static int param_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	const char *w;
+	size_t wn;
+	char buf[48], num[8];
+	long long pos;
+	int t, r;
+
+	p->field = "param";
+	if (!(r = num_word(&s, end, num, sizeof(num), &pos)))
+		return perr(p, "expected 'param POSITION NAME TYPE'");
+	if (r == 1 || pos < 0 || pos >= KP_FX_MAX_PARAMS)
+		return perr(p, "position: expected 0..%d, found '%s'", KP_FX_MAX_PARAMS - 1, num);
+	if (pos < (long long)k->n_params && k->params[pos].type)
+		return perr(p, "position %lld declared twice", pos);
+	if (k->n_stmts || k->rows.kind[0] || k->cols.kind[0])
+		return perr(p, "parameters come before rows, cols and statements");
+	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+		return perr(p, "name: expected an identifier (not i, row, col, rows, cols, grid, block, kp_*, kN*)");
+	if (find_param(k, w, wn) >= 0)
+		return perr(p, "parameter name '%.*s' used twice", (int)wn, w);
+	memcpy(k->params[pos].name, w, wn);
+	k->params[pos].name[wn] = 0;
+	if (!word(&s, end, &w, &wn) || !(t = parse_type(w, wn)))
+		return perr(p, "type: expected f32*, f16*, i32*, f32, i32 or i64, found '%s'",
+			    shown(w, wn, buf, sizeof(buf)));
+	if (word(&s, end, &w, &wn)) {
+		if (wn != 5 || memcmp(w, "const", 5))
+			return perr(p, "after the type: expected nothing or 'const', found '%s'",
+				    shown(w, wn, buf, sizeof(buf)));
+		if (word(&s, end, &w, &wn))
+			return perr(p, "unexpected text after 'const'");
+		k->params[pos].is_const = 1;
+	}
+	k->params[pos].type = t;
+	if ((size_t)pos + 1 > k->n_params)
+		k->n_params = (size_t)pos + 1;
+	return 0;
+}
+
+/* "out BUF[i] = EXPR": an elementwise store. */
+static int out_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	struct kp_fx_stmt *st;
+	const char *q;
+	int pi, x;
+
+	p->field = "out";
+	if (k->n_stmts >= KP_FX_MAX_STMTS)
+		return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+	while (s < end && (*s == ' ' || *s == '\t'))
+		s++;
+	for (q = s; q < end && (isalnum((unsigned char)*q) || *q == '_'); q++)
+		;
+	if ((pi = find_param(k, s, (size_t)(q - s))) < 0 ||
+	    (k->params[pi].type != KP_FX_PTR_F32 && k->params[pi].type != KP_FX_PTR_F16))
+		return perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* or f16* parameter");
+	p->s = q;
+	p->end = end;
+	if (!accept(p, "[") || !accept(p, "i") || !accept(p, "]") || !accept(p, "="))
+		return perr(p, "expected 'out %s[i] = EXPR' (stores are elementwise)",
+			    k->params[pi].name);
+	if (accept(p, "="))
+		return perr(p, "expected an expression after '=', found '='");
+	x = parse_full(p, p->s, end);
+	if (x < 0)
+		return KP_EFORMAT;
+	st = &k->stmts[k->n_stmts++];
+	memset(st, 0, sizeof(*st));
+	st->kind = KP_FX_S_OUT;
+	st->param = pi;
+	st->expr = x;
+	return 0;
+}
+
+/* "reduce NAME sum|mean|max|min EXPR": a reduction over the row. */
+static int reduce_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	struct kp_fx_stmt *st;
+	const char *w, *op;
+	size_t wn, on;
+	char buf[48];
+	int ro, x;
+
+	p->field = "reduce";
+	if (k->n_stmts >= KP_FX_MAX_STMTS)
+		return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+		return perr(p, "expected 'reduce NAME sum|mean|max|min EXPR'");
+	if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
+		return perr(p, "name '%.*s' already used", (int)wn, w);
+	if (!word(&s, end, &op, &on))
+		return perr(p, "expected sum, mean, max or min after the name");
+	if (on == 3 && !memcmp(op, "sum", 3))
+		ro = KP_FX_R_SUM;
+	else if (on == 4 && !memcmp(op, "mean", 4))
+		ro = KP_FX_R_MEAN;
+	else if (on == 3 && !memcmp(op, "max", 3))
+		ro = KP_FX_R_MAX;
+	else if (on == 3 && !memcmp(op, "min", 3))
+		ro = KP_FX_R_MIN;
+	else
+		return perr(p, "operation: expected sum, mean, max or min, found '%s'",
+			    shown(op, on, buf, sizeof(buf)));
+	x = parse_full(p, s, end);
+	if (x < 0)
+		return KP_EFORMAT;
+	st = &k->stmts[k->n_stmts++];
+	memset(st, 0, sizeof(*st));
+	st->kind = KP_FX_S_REDUCE;
+	st->red_op = ro;
+	memcpy(st->name, w, wn);
+	st->expr = x;
+	k->has_reduce = 1;
+	return 0;
+}
+
+/* "dot NAME W X K": a GEMV's dot product, the kernel's first statement. */
+static int dot_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	struct kp_fx_stmt *st;
+	const char *w;
+	size_t wn;
+	char buf[48], num[16];
+	int pw = 0, px = 0, j, r;
+	long long v;
+
+	p->field = "dot";
+	if (k->n_stmts || k->dot_k)
+		return perr(p, "'dot' is the kernel's first statement, and its only dot");
+	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+		return perr(p, "expected 'dot NAME W X K'");
+	if (find_param(k, w, wn) >= 0)
+		return perr(p, "name '%.*s' already used", (int)wn, w);
+	st = &k->stmts[0];
+	memset(st, 0, sizeof(*st));
+	memcpy(st->name, w, wn);
+	for (j = 0; j < 2; j++) {
+		const char *q;
+		size_t qn;
+		int pi, t;
+
+		if (!word(&s, end, &q, &qn) || (pi = find_param(k, q, qn)) < 0)
+			return perr(p, "%s: expected a tensor parameter, found '%s'", j ? "X" : "W",
+				    shown(q, qn, buf, sizeof(buf)));
+		t = k->params[pi].type;
+		if (t != KP_FX_PTR_F32 && t != KP_FX_PTR_F16)
+			return perr(p, "%s: '%s' is not an f32* or f16* parameter", j ? "X" : "W",
+				    k->params[pi].name);
+		*(j ? &px : &pw) = pi;
+	}
+	if (k->params[pw].type != k->params[px].type)
+		return perr(p, "W and X must have the same element type");
+	if (!(r = num_word(&s, end, num, sizeof(num), &v)))
+		return perr(p, "expected 'dot NAME W X K' (K a constant)");
+	/* each lane loads 16 bytes per step: K a whole number of warp steps */
+	j = 32 * (k->params[pw].type == KP_FX_PTR_F16 ? 8 : 4);
+	if (r == 1 || v < j || v > (1 << 20) || v % j)
+		return perr(p, "K: expected a multiple of %d (32 lanes x 16 bytes) up to 2^20, found '%s'",
+			    j, num);
+	if (word(&s, end, &w, &wn))
+		return perr(p, "unexpected text after 'dot NAME W X K'");
+	st->kind = KP_FX_S_DOT;
+	st->param = pw;
+	st->expr = -1;
+	k->dot_w = pw;
+	k->dot_x = px;
+	k->dot_k = v;
+	k->n_stmts = 1;
+	return 0;
+}
+
+/* "stride N": rows of [i] tensors N elements apart. */
+static int stride_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	const char *w;
+	size_t wn;
+	char num[16];
+	long long v;
+	int r;
+
+	p->field = "stride";
+	if (k->stride)
+		return perr(p, "given twice");
+	if (!(r = num_word(&s, end, num, sizeof(num), &v)))
+		return perr(p, "expected 'stride N' (a constant)");
+	if (r == 1 || v < 1 || v > (1ll << 40))
+		return perr(p, "expected a constant 1..2^40, found '%s'", num);
+	if (word(&s, end, &w, &wn))
+		return perr(p, "unexpected text after 'stride N'");
+	k->stride = v;
+	return 0;
+}
+
+/* "layout BLOCK VEC": the block and columns per thread a reduction sums in. */
+static int layout_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	const char *w;
+	size_t wn;
+	long long v[2];
+	int j, r;
+
+	p->field = "layout";
+	if (k->layout_block)
+		return perr(p, "given twice");
+	for (j = 0; j < 2; j++) {
+		char num[8];
+
+		if (!(r = num_word(&s, end, num, sizeof(num), &v[j])))
+			return perr(p, "expected 'layout BLOCK VEC'");
+		if (r == 1)
+			return perr(p, "expected 'layout BLOCK VEC', found '%s'", num);
+	}
+	if (word(&s, end, &w, &wn))
+		return perr(p, "unexpected text after 'layout BLOCK VEC'");
+	if (v[0] < 32 || v[0] > 1024 || v[0] % 32)
+		return perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %lld", v[0]);
+	if (v[1] < 1 || v[1] > KP_FX_MAX_LAYOUT_VEC)
+		return perr(p, "VEC: expected 1..%d, found %lld", KP_FX_MAX_LAYOUT_VEC, v[1]);
+	k->layout_block = (int)v[0];
+	k->layout_vec = (int)v[1];
+	return 0;
+}
+
+/* "let NAME EXPR": one value per row. */
+static int let_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+{
+	struct kp_fx_stmt *st;
+	const char *w;
+	size_t wn;
+	int x;
+
+	p->field = "let";
+	if (k->n_stmts >= KP_FX_MAX_STMTS)
+		return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
+		return perr(p, "expected 'let NAME EXPR'");
+	if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
+		return perr(p, "name '%.*s' already used", (int)wn, w);
+	x = parse_full(p, s, end);
+	if (x < 0)
+		return KP_EFORMAT;
+	if (kp_fx_expr_any(k, x, element_node, NULL))
+		return perr(p, "a let is one value per row: no BUF[i] or BUF[col] loads, no i or col");
+	st = &k->stmts[k->n_stmts++];
+	memset(st, 0, sizeof(*st));
+	st->kind = KP_FX_S_LET;
+	memcpy(st->name, w, wn);
+	st->expr = x;
+	return 0;
+}
+
 static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		      const char *s, const char *end)
 {
 	const char *kw, *w;
-	size_t kn, wn, i;
+	size_t kn, wn;
 	char buf[48];
 	struct kp_fx_kernel *k = p->k;
 
@@ -736,39 +1055,8 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		return 0;
 #define KW(x) (kn == sizeof(x) - 1 && !memcmp(kw, x, kn))
 	p->field = "keyword";
-	if (KW("kernel")) {
-		p->field = "kernel";
-		if (k)
-			return perr(p, "'kernel' inside kernel '%s' (missing 'end')", k->name);
-		if (!word(&s, end, &w, &wn) || !is_ident(w, wn))
-			return perr(p, "expected a name of 1..%d letters, digits and '_'", KP_FX_MAX_NAME);
-		if (word(&s, end, &kw, &kn))
-			return perr(p, "unexpected text after the name");
-		for (i = 0; i < cat->n_kernels; i++)
-			if (strlen(cat->kernels[i].name) == wn && !memcmp(cat->kernels[i].name, w, wn))
-				return perr(p, "kernel '%.*s' defined twice (first at line %d)", (int)wn,
-					    w, cat->kernels[i].line);
-		if (cat->n_kernels >= KP_FX_MAX_KERNELS)
-			return perr(p, "more than %d kernels", KP_FX_MAX_KERNELS);
-		if (cat->n_kernels == *cap) {
-			size_t nc = *cap ? *cap * 2 : 8;
-			void *q = realloc(cat->kernels, nc * sizeof(*cat->kernels));
-
-			if (!q)
-				return kp_err_set(p->err, KP_ENOMEM, "out of memory");
-			cat->kernels = q;
-			*cap = nc;
-		}
-		k = &cat->kernels[cat->n_kernels++];
-		memset(k, 0, sizeof(*k));
-		memcpy(k->name, w, wn);
-		k->line = p->line;
-		k->nodes = calloc(KP_FX_MAX_NODES, sizeof(*k->nodes));
-		if (!k->nodes)
-			return kp_err_set(p->err, KP_ENOMEM, "out of memory");
-		p->k = k;
-		return 0;
-	}
+	if (KW("kernel"))
+		return kernel_line(p, cat, cap, s, end);
 	if (!k)
 		return perr(p, "expected 'kernel NAME', found '%s'", shown(kw, kn, buf, sizeof(buf)));
 	if (KW("end")) {
@@ -779,62 +1067,10 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		p->k = NULL;
 		return 0;
 	}
-	if (KW("match")) {
-		p->field = "match";
-		while (s < end && (*s == ' ' || *s == '\t'))
-			s++;
-		while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		wn = (size_t)(end - s);
-		if (!wn || wn > KP_FX_MAX_PATTERN)
-			return perr(p, "expected a name or glob pattern of 1..%d characters", KP_FX_MAX_PATTERN);
-		if (k->n_match >= KP_FX_MAX_PATTERNS)
-			return perr(p, "more than %d match lines", KP_FX_MAX_PATTERNS);
-		for (i = 0; i < wn; i++)
-			if (!isprint((unsigned char)s[i]) || s[i] == '\\')
-				return perr(p, "a tab, non-printable byte or backslash in the pattern");
-		if (!(k->match[k->n_match] = malloc(wn + 1)))
-			return kp_err_set(p->err, KP_ENOMEM, "out of memory");
-		memcpy(k->match[k->n_match], s, wn);
-		k->match[k->n_match++][wn] = 0;
-		return 0;
-	}
-	if (KW("param")) {
-		char num[8];
-		long long pos;
-		int t, r;
-
-		p->field = "param";
-		if (!(r = num_word(&s, end, num, sizeof(num), &pos)))
-			return perr(p, "expected 'param POSITION NAME TYPE'");
-		if (r == 1 || pos < 0 || pos >= KP_FX_MAX_PARAMS)
-			return perr(p, "position: expected 0..%d, found '%s'", KP_FX_MAX_PARAMS - 1, num);
-		if (pos < (long long)k->n_params && k->params[pos].type)
-			return perr(p, "position %lld declared twice", pos);
-		if (k->n_stmts || k->rows.kind[0] || k->cols.kind[0])
-			return perr(p, "parameters come before rows, cols and statements");
-		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-			return perr(p, "name: expected an identifier (not i, row, col, rows, cols, grid, block, kp_*, kN*)");
-		if (find_param(k, w, wn) >= 0)
-			return perr(p, "parameter name '%.*s' used twice", (int)wn, w);
-		memcpy(k->params[pos].name, w, wn);
-		k->params[pos].name[wn] = 0;
-		if (!word(&s, end, &w, &wn) || !(t = parse_type(w, wn)))
-			return perr(p, "type: expected f32*, f16*, i32*, f32, i32 or i64, found '%s'",
-				    shown(w, wn, buf, sizeof(buf)));
-		if (word(&s, end, &w, &wn)) {
-			if (wn != 5 || memcmp(w, "const", 5))
-				return perr(p, "after the type: expected nothing or 'const', found '%s'",
-					    shown(w, wn, buf, sizeof(buf)));
-			if (word(&s, end, &w, &wn))
-				return perr(p, "unexpected text after 'const'");
-			k->params[pos].is_const = 1;
-		}
-		k->params[pos].type = t;
-		if ((size_t)pos + 1 > k->n_params)
-			k->n_params = (size_t)pos + 1;
-		return 0;
-	}
+	if (KW("match"))
+		return match_line(p, k, s, end);
+	if (KW("param"))
+		return param_line(p, k, s, end);
 	if (KW("rows") || KW("cols")) {
 		struct kp_fx_shape *sh = KW("rows") ? &k->rows : &k->cols;
 
@@ -843,191 +1079,18 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 			return perr(p, "given twice");
 		return parse_shape(p, s, end, sh);
 	}
-	if (KW("out")) {
-		struct kp_fx_stmt *st;
-		const char *q;
-		int pi, x;
-
-		p->field = "out";
-		if (k->n_stmts >= KP_FX_MAX_STMTS)
-			return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
-		while (s < end && (*s == ' ' || *s == '\t'))
-			s++;
-		for (q = s; q < end && (isalnum((unsigned char)*q) || *q == '_'); q++)
-			;
-		if ((pi = find_param(k, s, (size_t)(q - s))) < 0 ||
-		    (k->params[pi].type != KP_FX_PTR_F32 && k->params[pi].type != KP_FX_PTR_F16))
-			return perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* or f16* parameter");
-		p->s = q;
-		p->end = end;
-		if (!accept(p, "[") || !accept(p, "i") || !accept(p, "]") || !accept(p, "="))
-			return perr(p, "expected 'out %s[i] = EXPR' (stores are elementwise)",
-				    k->params[pi].name);
-		if (accept(p, "="))
-			return perr(p, "expected an expression after '=', found '='");
-		x = parse_full(p, p->s, end);
-		if (x < 0)
-			return KP_EFORMAT;
-		st = &k->stmts[k->n_stmts++];
-		memset(st, 0, sizeof(*st));
-		st->kind = KP_FX_S_OUT;
-		st->param = pi;
-		st->expr = x;
-		return 0;
-	}
-	if (KW("reduce")) {
-		struct kp_fx_stmt *st;
-		const char *op;
-		size_t on;
-		int ro, x;
-
-		p->field = "reduce";
-		if (k->n_stmts >= KP_FX_MAX_STMTS)
-			return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
-		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-			return perr(p, "expected 'reduce NAME sum|mean|max|min EXPR'");
-		if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
-			return perr(p, "name '%.*s' already used", (int)wn, w);
-		if (!word(&s, end, &op, &on))
-			return perr(p, "expected sum, mean, max or min after the name");
-		if (on == 3 && !memcmp(op, "sum", 3))
-			ro = KP_FX_R_SUM;
-		else if (on == 4 && !memcmp(op, "mean", 4))
-			ro = KP_FX_R_MEAN;
-		else if (on == 3 && !memcmp(op, "max", 3))
-			ro = KP_FX_R_MAX;
-		else if (on == 3 && !memcmp(op, "min", 3))
-			ro = KP_FX_R_MIN;
-		else
-			return perr(p, "operation: expected sum, mean, max or min, found '%s'",
-				    shown(op, on, buf, sizeof(buf)));
-		x = parse_full(p, s, end);
-		if (x < 0)
-			return KP_EFORMAT;
-		st = &k->stmts[k->n_stmts++];
-		memset(st, 0, sizeof(*st));
-		st->kind = KP_FX_S_REDUCE;
-		st->red_op = ro;
-		memcpy(st->name, w, wn);
-		st->expr = x;
-		k->has_reduce = 1;
-		return 0;
-	}
-	if (KW("dot")) {
-		struct kp_fx_stmt *st;
-		int pw = 0, px = 0, j, r;
-		char num[16];
-		long long v;
-
-		p->field = "dot";
-		if (k->n_stmts || k->dot_k)
-			return perr(p, "'dot' is the kernel's first statement, and its only dot");
-		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-			return perr(p, "expected 'dot NAME W X K'");
-		if (find_param(k, w, wn) >= 0)
-			return perr(p, "name '%.*s' already used", (int)wn, w);
-		st = &k->stmts[0];
-		memset(st, 0, sizeof(*st));
-		memcpy(st->name, w, wn);
-		for (j = 0; j < 2; j++) {
-			const char *q;
-			size_t qn;
-			int pi, t;
-
-			if (!word(&s, end, &q, &qn) || (pi = find_param(k, q, qn)) < 0)
-				return perr(p, "%s: expected a tensor parameter, found '%s'", j ? "X" : "W",
-					    shown(q, qn, buf, sizeof(buf)));
-			t = k->params[pi].type;
-			if (t != KP_FX_PTR_F32 && t != KP_FX_PTR_F16)
-				return perr(p, "%s: '%s' is not an f32* or f16* parameter", j ? "X" : "W",
-					    k->params[pi].name);
-			*(j ? &px : &pw) = pi;
-		}
-		if (k->params[pw].type != k->params[px].type)
-			return perr(p, "W and X must have the same element type");
-		if (!(r = num_word(&s, end, num, sizeof(num), &v)))
-			return perr(p, "expected 'dot NAME W X K' (K a constant)");
-		/* each lane loads 16 bytes per step: K a whole number of warp steps */
-		j = 32 * (k->params[pw].type == KP_FX_PTR_F16 ? 8 : 4);
-		if (r == 1 || v < j || v > (1 << 20) || v % j)
-			return perr(p, "K: expected a multiple of %d (32 lanes x 16 bytes) up to 2^20, found '%s'",
-				    j, num);
-		if (word(&s, end, &w, &wn))
-			return perr(p, "unexpected text after 'dot NAME W X K'");
-		st->kind = KP_FX_S_DOT;
-		st->param = pw;
-		st->expr = -1;
-		k->dot_w = pw;
-		k->dot_x = px;
-		k->dot_k = v;
-		k->n_stmts = 1;
-		return 0;
-	}
-	if (KW("stride")) {
-		char num[16];
-		long long v;
-		int r;
-
-		p->field = "stride";
-		if (k->stride)
-			return perr(p, "given twice");
-		if (!(r = num_word(&s, end, num, sizeof(num), &v)))
-			return perr(p, "expected 'stride N' (a constant)");
-		if (r == 1 || v < 1 || v > (1ll << 40))
-			return perr(p, "expected a constant 1..2^40, found '%s'", num);
-		if (word(&s, end, &w, &wn))
-			return perr(p, "unexpected text after 'stride N'");
-		k->stride = v;
-		return 0;
-	}
-	if (KW("layout")) {
-		long long v[2];
-		int j, r;
-
-		p->field = "layout";
-		if (k->layout_block)
-			return perr(p, "given twice");
-		for (j = 0; j < 2; j++) {
-			char num[8];
-
-			if (!(r = num_word(&s, end, num, sizeof(num), &v[j])))
-				return perr(p, "expected 'layout BLOCK VEC'");
-			if (r == 1)
-				return perr(p, "expected 'layout BLOCK VEC', found '%s'", num);
-		}
-		if (word(&s, end, &w, &wn))
-			return perr(p, "unexpected text after 'layout BLOCK VEC'");
-		if (v[0] < 32 || v[0] > 1024 || v[0] % 32)
-			return perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %lld", v[0]);
-		if (v[1] < 1 || v[1] > KP_FX_MAX_LAYOUT_VEC)
-			return perr(p, "VEC: expected 1..%d, found %lld", KP_FX_MAX_LAYOUT_VEC, v[1]);
-		k->layout_block = (int)v[0];
-		k->layout_vec = (int)v[1];
-		return 0;
-	}
-	if (KW("let")) {
-		struct kp_fx_stmt *st;
-		int x;
-
-		p->field = "let";
-		if (k->n_stmts >= KP_FX_MAX_STMTS)
-			return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
-		if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-			return perr(p, "expected 'let NAME EXPR'");
-		if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
-			return perr(p, "name '%.*s' already used", (int)wn, w);
-		x = parse_full(p, s, end);
-		if (x < 0)
-			return KP_EFORMAT;
-		if (kp_fx_expr_any(k, x, element_node, NULL))
-			return perr(p, "a let is one value per row: no BUF[i] or BUF[col] loads, no i or col");
-		st = &k->stmts[k->n_stmts++];
-		memset(st, 0, sizeof(*st));
-		st->kind = KP_FX_S_LET;
-		memcpy(st->name, w, wn);
-		st->expr = x;
-		return 0;
-	}
+	if (KW("out"))
+		return out_line(p, k, s, end);
+	if (KW("reduce"))
+		return reduce_line(p, k, s, end);
+	if (KW("dot"))
+		return dot_line(p, k, s, end);
+	if (KW("stride"))
+		return stride_line(p, k, s, end);
+	if (KW("layout"))
+		return layout_line(p, k, s, end);
+	if (KW("let"))
+		return let_line(p, k, s, end);
 	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, stride, layout, out, reduce, let, dot, end)",
 		    shown(kw, kn, buf, sizeof(buf)));
 #undef KW

@@ -1,7 +1,7 @@
 /*
  * fusion_gen.h - fused-kernel code generation for planned kernel chains.
  *
- * From a chain of catalog kernels (planner/fusion_catalog.h) the generator
+ * From a chain of catalog kernels (fusion/fusion_catalog.h) the generator
  * writes the CUDA C source of one stitched kernel (after FusionStitching):
  *
  *   elementwise scheme  no reduction in the chain: one grid-stride loop over
@@ -23,7 +23,7 @@
  * plan. The fused kernel's parameters are the mapped ones followed by
  * `long long rows, long long cols`, which the runtime computes from the
  * captured kernels (and checks are the same for every kernel of the chain).
- * Format: planner/FUSION.md.
+ * Format: fusion/FUSION.md.
  */
 #ifndef KP_FUSION_GEN_H
 #define KP_FUSION_GEN_H
@@ -33,12 +33,10 @@
 #include <stdio.h>
 
 #include "fusion_catalog.h"
-#include "planfile.h"
+#include "../plan/fused_source.h"   /* KP_FX_MAX_CHAIN, KP_FX_MAX_ARGS, KP_FX_HEADER_MAGIC */
+#include "../plan/planfile.h"
 
-#define KP_FX_MAX_CHAIN   12
-#define KP_FX_MAX_ARGS    64       /* fused kernel parameters (before rows, cols) */
 #define KP_FX_BLOCK       256      /* threads per block, unless a kernel's layout says */
-#define KP_FX_HEADER_MAGIC "// kplan-fusion 1"
 
 enum kp_fx_scheme { KP_FX_SCHEME_ELEMENTWISE = 1, KP_FX_SCHEME_ROWS = 2, KP_FX_SCHEME_WARP = 3 };
 
@@ -107,7 +105,7 @@ struct kp_fx_group {
 
 /*
  * Whether g's fused kernel computes the chain's outputs bit for bit (the
- * rule: planner/FUSION.md, "Numerics"). Exact unless
+ * rule: fusion/FUSION.md, "Numerics"). Exact unless
  *   - a kernel of the chain has a sum or mean reduction and no `layout`:
  *     the fused block reduction sums in another order than the kernel (a
  *     declared layout is the kernel's own order, which the fused code then

@@ -2,9 +2,9 @@
  * planfile.h - the plan file (model.kplan): in-memory model, reader, writer
  * and the "does this plan apply on this GPU" check.
  *
- * The format is specified in planner/FORMAT.md. This module is shared by the
+ * The format is specified in plan/FORMAT.md. This module is shared by the
  * kplan CLI and by the runtime library (libkplanrt), which compiles
- * planner/planfile.c into itself with -fPIC: it depends only on libc and on
+ * plan/planfile.c into itself with -fPIC: it depends only on libc and on
  * common/err.c, common/hash.c and common/strbuf.c. No SQLite, no CUDA.
  *
  * The reader parses untrusted files: every count and length is bounded by the

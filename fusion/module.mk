@@ -1,0 +1,12 @@
+# fusion/module.mk - fused kernels: the catalog format (fusion/FUSION.md) and
+# its parser (fusion_catalog.c), the generator of fused CUDA sources
+# (fusion_gen.c) and the catalog of the examples' kernels (fusion/catalog/).
+#
+# Built into libkp_fusion.a (HOST_MODULES in the top Makefile); `kplan plan
+# --catalog` calls it to form fusion groups and writes their sources next to
+# the plan. libkplanrt never links it: the runtime loads only what the plan
+# names, through plan/ (planfile.h, fused_source.h). The generator takes the
+# graph-node cost from analyzer/cost.h to rank groups.
+
+LAYERED += fusion
+fusion_USES := plan analyzer common

@@ -1,0 +1,12 @@
+# plan/module.mk - the plan file format: what `kplan plan` writes and what
+# libkplanrt reads, so it depends on common/ only.
+#
+# planfile.{h,c} hold the model, reader, writer and checksum (spec:
+# plan/FORMAT.md); fused_source.h the header of the fused kernel sources a
+# plan names (kpfuse-*.cu, fusion/FUSION.md). The same sources are built
+# twice: into libkp_plan.a (HOST_MODULES in the top Makefile) for the
+# planner, fusion, the reports and the CLI, and -fPIC into libkplanrt
+# (runtime/module.mk takes $(plan_SRC)).
+
+LAYERED += plan
+plan_USES := common
