@@ -15,6 +15,7 @@ need="
 /usr/include/yajl/yajl_parse.h libyajl-dev
 /usr/include/zlib.h zlib1g-dev
 /usr/lib/x86_64-linux-gnu/libcsv.a libcsv-dev
+/usr/bin/python3 python3
 "
 for extra in "$@"; do
 	case "$extra" in
