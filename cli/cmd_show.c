@@ -81,18 +81,29 @@ KP_CMD(show)
 			printf("  %-*s  %s\n", (int)w, "", r->reason_text);
 		if (r->decision == KP_PLAN_GRAPH) {
 			mib(a, sizeof(a), r->mem_budget_bytes);
-			printf("  %-*s  warm-up %u, shape keys %u, %zu patch slots, memory %s, "
-			       "fingerprint %016llx\n", (int)w, "", r->warmup, r->shape_keys,
-			       r->n_patches, a, (unsigned long long)r->fingerprint);
+			size_t j, scalars = 0;
+
+			for (j = 0; j < r->n_patches; j++)
+				scalars += r->patches[j].scalar != 0;
+			printf("  %-*s  warm-up %u, shape keys %u, %zu patch slots (%zu scalars: "
+			       "bind them with kp_rt_bind_value), memory %s, fingerprint %016llx\n",
+			       (int)w, "", r->warmup, r->shape_keys, r->n_patches, scalars, a,
+			       (unsigned long long)r->fingerprint);
 		}
 	}
 	printf("\nfusion groups: %zu\n", p->n_fusions);
 	for (i = 0; i < p->n_fusions; i++) {
 		const struct kp_plan_fusion *u = &p->fusions[i];
 
-		printf("  %u  %s kernels %u..%u, gain %.1f us per occurrence, %s\n", u->id,
+		char num[48];
+
+		if (u->exact || !u->tolerance)
+			snprintf(num, sizeof(num), "bit-exact");
+		else
+			snprintf(num, sizeof(num), "within %g of eager", u->tolerance);
+		printf("  %u  %s kernels %u..%u, gain %.1f us per occurrence, %s, %s\n", u->id,
 		       u->region, u->first_kernel, u->first_kernel + u->kernels - 1,
-		       (double)u->gain_ns / 1e3, u->source ? u->source : "source not generated");
+		       (double)u->gain_ns / 1e3, num, u->source ? u->source : "source not generated");
 		if (strlen(u->names) > 160)
 			printf("     %.157s...\n", u->names);
 		else

@@ -911,7 +911,7 @@ static int choose_scope(struct ctx *c, const struct kp_planner_opts *o)
 	only_runtime = o->regions == KP_PLANNER_REGIONS_RUNTIME ||
 		       (o->regions == KP_PLANNER_REGIONS_AUTO && n_runtime);
 	if (o->notes && only_runtime && n_runtime < c->n_regs)
-		kp_strbuf_addf(o->notes, "%zu regions from the application's own NVTX ranges or "
+		kp_strbuf_addf(o->notes, "%zu region(s) from the application's own NVTX ranges or "
 			       "mining left out: only regions entered through libkplanrt can be "
 			       "applied (--regions all to plan them too)\n", c->n_regs - n_runtime);
 	if (o->notes && !n_runtime && o->regions == KP_PLANNER_REGIONS_AUTO)

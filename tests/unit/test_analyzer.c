@@ -1130,7 +1130,7 @@ static void test_rt_plan_regions(void)
 	/* the notes say what was left out and that scalars were not checked */
 	p = plan_notes(&t, KP_PLANNER_REGIONS_AUTO, &notes);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "1 regions from the application's own"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "1 region(s) from the application's own"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(notes.buf, "scalars passed by value were not checked"));
 	kp_plan_free(p);
 	kp_strbuf_release(&notes);
