@@ -35,9 +35,10 @@ endif
 SANFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all)
 CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(SANFLAGS) -MMD -MP -I.
 LDFLAGS := $(SANFLAGS)
-# libcsv and yajl are linked statically so the binaries run where only
-# libsqlite3 is installed (the GPU machines).
-HOST_LIBS := -lsqlite3 -l:libcsv.a -l:libyajl_s.a -lz -lm -lpthread
+# libcsv, yajl and libsodium (plan signatures, plan/sign.c) are linked
+# statically so the binaries run where only libsqlite3 is installed (the GPU
+# machines).
+HOST_LIBS := -lsqlite3 -l:libcsv.a -l:libyajl_s.a -l:libsodium.a -lz -lm -lpthread
 
 # CUDA pieces (collector, runtime, examples) find everything through CUDA_HOME.
 CUDA_INC := -I$(CUDA_HOME)/include

@@ -6,12 +6,13 @@
 #include "cli.h"
 
 #include "../plan/planfile.h"
+#include "../plan/sign.h"
 #include "../planner/gpuinfo.h"
 
 const char kp_usage_check[] =
-	"usage: kplan check model.kplan [--device N]\n"
-	"       kplan check model.kplan [--gpu-name S] [--cc M.m] [--sms N] [--driver V]\n"
-	"                               [--cuda-major N]\n"
+	"usage: kplan check model.kplan [--trust KEY.pub]... [--device N]\n"
+	"       kplan check model.kplan [--trust KEY.pub]... [--gpu-name S] [--cc M.m]\n"
+	"                               [--sms N] [--driver V] [--cuda-major N]\n"
 	"\n"
 	"Verifies the plan file and compares its keys with this machine's GPU (found\n"
 	"through libcuda.so.1 at run time) or, when any GPU option is given, with the\n"
@@ -19,7 +20,15 @@ const char kp_usage_check[] =
 	"are unknown). Hard keys: compute capability and CUDA major version; soft keys:\n"
 	"GPU name, SM count, driver version. Every mismatch is listed.\n"
 	"\n"
+	"Signatures (kplan sign): with --trust, the plan must be signed by one of the\n"
+	"given public keys, over the plan and every source it references (it says\n"
+	"'signed by ID, signature ok', or fails naming the file: a missing .sig, a\n"
+	"bad signature, an untrusted key, a changed source). Without --trust it says\n"
+	"whether the plan is unsigned or signed (not verified).\n"
+	"\n"
 	"options:\n"
+	"  --trust KEY.pub   a trusted public key (kplan keygen); repeatable, or a\n"
+	"                    colon-separated list as in KPLAN_RT_TRUST\n"
 	"  --device N        which local GPU to compare with (default 0)\n"
 	"  --gpu-name S      GPU name, e.g. 'NVIDIA H200'\n"
 	"  --cc M.m          compute capability, e.g. 9.0\n"
@@ -30,12 +39,14 @@ const char kp_usage_check[] =
 	"exit status:\n"
 	"  0  the plan applies\n"
 	"  1  the plan applies, with soft mismatches (each listed)\n"
-	"  2  the plan does not apply (reasons listed), the file is invalid, or no GPU\n"
-	"     was found and none was described\n"
+	"  2  the plan does not apply (reasons listed), the file is invalid, its\n"
+	"     signature does not verify against a --trust key, or no GPU was found and\n"
+	"     none was described\n"
 	"\n"
 	"examples:\n"
 	"  kplan check model.kplan\n"
-	"  kplan check model.kplan --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200'\n";
+	"  kplan check model.kplan --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200'\n"
+	"  kplan check model.kplan --trust release.key.pub\n";
 
 static int num(const char *s, int lo, int hi, int *out)
 {
@@ -48,8 +59,41 @@ static int num(const char *s, int lo, int hi, int *out)
 	return 0;
 }
 
+/*
+ * Say who signed the plan at path (bytes buf[0..len), parsed as p): with
+ * trusted keys verify, else only report. 0, or KP_EXIT_ERROR (printed).
+ */
+static int check_signature(const char *path, const char *buf, size_t len,
+			   const struct kp_plan *p, const struct kp_sign_key *keys,
+			   size_t n_keys)
+{
+	struct kp_err err = {0};
+	char id[KP_SIGN_ID_HEX];
+	int rc;
+
+	if (n_keys) {
+		if (kp_plan_verify(path, buf, len, p, keys, n_keys, id, &err))
+			return kp_cli_error(&err);
+		printf("%s: signed by %s, signature ok\n", path, id);
+		return 0;
+	}
+	rc = kp_plan_sig_read(path, id, &err);
+	if (rc == KP_ENOTFOUND)
+		printf("%s: unsigned\n", path);
+	else if (rc)
+		printf("%s: signature unreadable (%s)\n", path, err.msg);
+	else
+		printf("%s: signed by %s (not verified: no --trust key)\n", path, id);
+	return 0;
+}
+
 KP_CMD(check)
 {
+	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
+	struct kp_strbuf trust = KP_STRBUF_INIT;
+	const char *trust_arg[KP_SIGN_MAX_TRUST];
+	size_t n_keys = 0, n_trust = 0, len = 0;
+	char *buf = NULL;
 	struct kp_err err = {0};
 	struct kp_gpu_desc gpu;
 	struct kp_plan_report rep;
@@ -73,6 +117,13 @@ KP_CMD(check)
 		if (!v)
 			return kp_cli_usage("check", "%s needs a value", a);
 		i++;
+		if (!strcmp(a, "--trust")) {
+			if (n_trust == KP_SIGN_MAX_TRUST)
+				return kp_cli_usage("check", "at most %d --trust options",
+						    KP_SIGN_MAX_TRUST);
+			trust_arg[n_trust++] = v;
+			continue;
+		}
 		if (!strcmp(a, "--device")) {
 			if (num(v, 0, 1024, &device))
 				return kp_cli_usage("check", "--device needs a GPU ordinal");
@@ -100,16 +151,34 @@ KP_CMD(check)
 	}
 	if (!path)
 		return kp_cli_usage("check", "expected a plan file");
-	p = kp_plan_load(path, &err);
-	if (!p)
+	for (k = 0; k < n_trust; k++)
+		kp_strbuf_addf(&trust, "%s%s", k ? ":" : "", trust_arg[k]);
+	if (n_trust && kp_sign_load_trust(trust.buf, keys, &n_keys, &err)) {
+		kp_strbuf_release(&trust);
 		return kp_cli_error(&err);
+	}
+	kp_strbuf_release(&trust);
+	if (kp_plan_read(path, &buf, &len, &err))
+		return kp_cli_error(&err);
+	p = kp_plan_parse(buf, len, path, &err);
+	if (!p) {
+		free(buf);
+		return kp_cli_error(&err);
+	}
 	if (!described && kp_gpuinfo_local(device, &gpu, name, sizeof(name), &err)) {
 		kp_err_prefix(&err, "%s: cannot check against this machine", path);
 		kp_plan_free(p);
+		free(buf);
 		fprintf(stderr, "kplan: error: %s; describe the target GPU with --cc M.m "
 			"--cuda-major N [--gpu-name S --sms N --driver V]\n", err.msg);
 		return KP_EXIT_ERROR;
 	}
+	if (check_signature(path, buf, len, p, keys, n_keys)) {
+		free(buf);
+		kp_plan_free(p);
+		return KP_EXIT_ERROR;
+	}
+	free(buf);
 	verdict = kp_plan_check(p, &gpu, &rep);
 	printf("%s: %s on %s\n", path,
 	       verdict == KP_PLAN_APPLIES ? "applies" :

@@ -1,5 +1,6 @@
 # plan/module.mk - the plan file format: what `kplan plan` writes and what
-# libkplanrt reads, so it depends on common/ only.
+# libkplanrt reads, so it depends on common/ only (and libsodium, a system
+# library, for the signatures of sign.c).
 #
 # planfile.{h,c} hold the model, reader, writer and checksum (spec:
 # plan/FORMAT.md); fused_source.h the header of the fused kernel sources a

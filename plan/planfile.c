@@ -1182,18 +1182,18 @@ fail:
 	return NULL;
 }
 
-struct kp_plan *kp_plan_load(const char *path, struct kp_err *err)
+int kp_plan_read(const char *path, char **out, size_t *out_len, struct kp_err *err)
 {
-	struct kp_plan *plan = NULL;
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	size_t n = 0, r, cap = 0;
+	int rc = 0;
 
-	if (!f) {
-		kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO, "%s: cannot open: %s",
-			   path, strerror(errno));
-		return NULL;
-	}
+	*out = NULL;
+	*out_len = 0;
+	if (!f)
+		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
+				  "%s: cannot open: %s", path, strerror(errno));
 	/* grow to the file's size, at most one byte past the limit */
 	for (;;) {
 		if (n == cap) {
@@ -1206,7 +1206,7 @@ struct kp_plan *kp_plan_load(const char *path, struct kp_err *err)
 				cap = KP_PLAN_MAX_FILE_BYTES + 1;
 			nb = realloc(buf, cap);
 			if (!nb) {
-				kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
+				rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
 				goto out;
 			}
 			buf = nb;
@@ -1217,13 +1217,28 @@ struct kp_plan *kp_plan_load(const char *path, struct kp_err *err)
 		n += r;
 	}
 	if (ferror(f)) {
-		kp_err_set(err, KP_EIO, "%s: read failed", path);
+		rc = kp_err_set(err, KP_EIO, "%s: read failed", path);
 		goto out;
 	}
-	plan = kp_plan_parse(buf, n, path, err);
+	*out = buf;
+	*out_len = n;
+	buf = NULL;
 out:
 	free(buf);
 	fclose(f);
+	return rc;
+}
+
+struct kp_plan *kp_plan_load(const char *path, struct kp_err *err)
+{
+	struct kp_plan *plan;
+	char *buf;
+	size_t n;
+
+	if (kp_plan_read(path, &buf, &n, err))
+		return NULL;
+	plan = kp_plan_parse(buf, n, path, err);
+	free(buf);
 	return plan;
 }
 

@@ -21,8 +21,10 @@
 #include "../common/kname.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
+#include "../common/strbuf.h"
 #include "../common/vec.h"
 #include "../plan/planfile.h"
+#include "../plan/sign.h"
 #include "fusion.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
@@ -138,7 +140,7 @@ static const char *const reason_names[KP_RT_R_COUNT] = {
 	"planned-eager", "warmup", "capture-failed", "fingerprint", "instantiate",
 	"patch", "launch", "cuda-error", "bad-bind", "unpatchable", "key-thrash",
 	"backoff", "gave-up", "verify-mismatch", "nested", "busy", "ambiguous-bind",
-	"would-break-capture", "unbound-change",
+	"would-break-capture", "unbound-change", "untrusted-plan",
 };
 
 KP_RT_API const char *kp_rt_reason_name(int reason)
@@ -1407,10 +1409,71 @@ static int env_int(const char *name, int def)
 	return s && *s ? atoi(s) : def;
 }
 
+/*
+ * The trust list: kp_rt_options.trust and KPLAN_RT_TRUST together (either
+ * may be unset); NULL when neither names anything, else malloc'd.
+ */
+static char *trust_list(const struct kp_rt_options *opt)
+{
+	const char *o = opt->trust, *e = NULL;
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+
+	if (!(opt->flags & KP_RT_NO_ENV))
+		e = getenv("KPLAN_RT_TRUST");
+	if (o && *o)
+		kp_strbuf_adds(&sb, o);
+	if (e && *e) {
+		if (sb.len)
+			kp_strbuf_addch(&sb, ':');
+		kp_strbuf_adds(&sb, e);
+	}
+	if (!sb.len || sb.oom) {
+		kp_strbuf_release(&sb);
+		return NULL;
+	}
+	return kp_strbuf_detach(&sb, NULL);
+}
+
+/*
+ * Read and parse the plan; with a trust list, check its signature over the
+ * very bytes parsed. 0 with rt->plan set and *untrusted 0 or 1 (the check
+ * failed: kerr says why), or an error (the plan cannot be read).
+ */
+static int load_plan(kp_rt *rt, const char *plan_path, int *untrusted, struct kp_err *kerr)
+{
+	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
+	char *buf = NULL, *trust = trust_list(&rt->opt);
+	char signer[KP_SIGN_ID_HEX];
+	size_t len, n_keys;
+	int rc;
+
+	*untrusted = 0;
+	if ((rc = kp_plan_read(plan_path, &buf, &len, kerr)))
+		goto out;
+	rt->plan = kp_plan_parse(buf, len, plan_path, kerr);
+	if (!rt->plan) {
+		rc = kerr->code ? kerr->code : KP_EFORMAT;
+		goto out;
+	}
+	if (!trust)
+		goto out;
+	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
+	    kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, kerr)) {
+		*untrusted = 1;
+		goto out;
+	}
+	kp_info("runtime: %s: signed by %s, signature ok", plan_path, signer);
+out:
+	free(trust);
+	free(buf);
+	return rc;
+}
+
 kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_path,
 			   const struct kp_rt_options *opt, struct kp_rt_err *err)
 {
 	struct kp_err kerr = {0};
+	int untrusted = 0;
 	kp_rt *rt;
 
 	if (err) {
@@ -1463,9 +1526,19 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		struct kp_plan_report rep;
 		int rc;
 
-		rt->plan = kp_plan_load(plan_path, &kerr);
-		if (!rt->plan)
+		if (load_plan(rt, plan_path, &untrusted, &kerr))
 			goto out_err;
+		if (untrusted) {
+			if (rt->opt.flags & KP_RT_STRICT) {
+				kp_err_prefix(&kerr, "untrusted plan");
+				kerr.code = KP_EMISMATCH;
+				goto out_err;
+			}
+			kp_warn("runtime: %s: %s: %s; every region eager", plan_path,
+				kp_rt_reason_name(KP_RT_R_UNTRUSTED), kerr.msg);
+			rt->global_reason = KP_RT_R_UNTRUSTED;
+			goto opened;
+		}
 		memset(&dev, 0, sizeof(dev));
 		rc = be->device(be->ctx, &dev);
 		if (rc) {
@@ -1503,6 +1576,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 				rep.n_items ? rep.items[0].msg : "");
 		}
 	}
+opened:
 	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */
 	if (rt->plan && !rt->global_reason)
 		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, rt->be.fusion_ops);

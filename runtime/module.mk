@@ -2,7 +2,8 @@
 #
 # The library is built -fPIC -fvisibility=hidden from the runtime sources,
 # plan/ (it reads plans through plan/'s reader) and common/; it exports only
-# kp_rt_*. Nothing of planner/ or fusion/ goes in: the limits of the fused
+# kp_rt_*; libsodium is linked into the .so statically (a program linking
+# libkplanrt.a adds -l:libsodium.a). Nothing of planner/ or fusion/ goes in: the limits of the fused
 # sources a plan names come from plan/fused_source.h. Its CUDA-free core
 # (runtime/core.c) is also linked into kplan-unit, where
 # tests/unit/test_runtime.c drives it with a fake backend.
@@ -11,7 +12,10 @@ RT_SRC := runtime/core.c runtime/cuda_backend.c $(plan_SRC) $(wildcard common/*.
 	runtime/fusion.c runtime/fusion_cuda.c runtime/watch.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
-RT_LIBS := -L$(CUDA_LIBDIR) -lcudart -lpthread -ldl
+# libsodium (plan signatures) goes in statically, its symbols kept local
+# (--exclude-libs): the GPU machines have no libsodium, and the library
+# exports kp_rt_* only.
+RT_LIBS := -L$(CUDA_LIBDIR) -lcudart -l:libsodium.a -lpthread -ldl -Wl,--exclude-libs,ALL
 ALL_OBJ += $(RT_PIC_OBJ)
 
 # include/: the public header (kplan/runtime.h)
@@ -66,7 +70,7 @@ $(BUILD)/bin/kplan-watch-check: tests/gpu/watch_check.cu include/kplan/runtime.h
 	@mkdir -p $(dir $@)
 	$(quiet) NVCC $@
 	$(Q)$(NVCC) -O2 -std=c++17 -arch=sm_90 -I. -Iinclude -Xcompiler -Wall -cudart shared -o $@ $< \
-		$(BUILD)/lib/libkplanrt.a -ldl -lpthread \
+		$(BUILD)/lib/libkplanrt.a -l:libsodium.a -ldl -lpthread \
 		-Xlinker -rpath,$(CUDA_LIBDIR)
 
 # Built with the runtime (so `make gpu-build` has it); `make watch-check`

@@ -14,6 +14,8 @@ need="
 /usr/include/CUnit/Basic.h libcunit1-dev
 /usr/include/yajl/yajl_parse.h libyajl-dev
 /usr/include/zlib.h zlib1g-dev
+/usr/include/sodium.h libsodium-dev
+/usr/lib/x86_64-linux-gnu/libsodium.a libsodium-dev
 /usr/lib/x86_64-linux-gnu/libcsv.a libcsv-dev
 /usr/bin/python3 python3
 "

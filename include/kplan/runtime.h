@@ -89,6 +89,13 @@
  *                        capture (default: watch it with CUPTI callbacks; a
  *                        region whose body cannot be captured then stays
  *                        eager, reason would-break-capture)
+ *   KPLAN_RT_TRUST=K.pub[:K2.pub...] trusted public keys (kplan keygen), added
+ *                        to kp_rt_options.trust: the plan must be signed by
+ *                        one of them (kplan sign; PLAN.sig next to it, covering
+ *                        the plan and every source it references), else every
+ *                        region is eager (untrusted-plan; in strict mode open
+ *                        fails with -12 EMISMATCH). Unset: signatures are not
+ *                        checked
  *   KPLAN_LOG=info|debug more log lines (default: warnings only)
  *
  * Each region call is also an NVTX range named after the region, so that
@@ -130,6 +137,10 @@ struct kp_rt_options {
 	int verify_calls;     /* replays per graph checked against eager (0: off) */
 	int warmup;           /* eager calls before capture; < 0: the plan's */
 	int max_failures;     /* failures of one graph before it is disabled (0: 3) */
+	const char *trust;    /* NULL, or trusted public key files (kplan keygen's KEY.pub),
+				 colon-separated: the plan must carry a signature by one
+				 of them (see KPLAN_RT_TRUST); appended last so that the
+				 struct only grows */
 };
 
 /*
@@ -169,6 +180,9 @@ enum kp_rt_reason {
 				     watched call and the capture and no bind covers it (a
 				     seed or step passed by value): a replay would reuse a
 				     stale value, so the region stays eager */
+	KP_RT_R_UNTRUSTED,        /* "untrusted-plan": a trust key is set and the plan is
+				     unsigned, its signature is bad or by an untrusted key, or
+				     a source it references changed: every region eager */
 	KP_RT_R_COUNT
 };
 

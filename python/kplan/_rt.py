@@ -25,7 +25,7 @@ REASONS = (
     "planned-eager", "warmup", "capture-failed", "fingerprint", "instantiate",
     "patch", "launch", "cuda-error", "bad-bind", "unpatchable", "key-thrash",
     "backoff", "gave-up", "verify-mismatch", "nested", "busy", "ambiguous-bind",
-    "would-break-capture", "unbound-change",
+    "would-break-capture", "unbound-change", "untrusted-plan",
 )
 KP_RT_R_COUNT = len(REASONS)
 
@@ -70,6 +70,7 @@ class kp_rt_options(ctypes.Structure):
         ("verify_calls", _int),
         ("warmup", _int),
         ("max_failures", _int),
+        ("trust", ctypes.c_char_p),
     ]
 
 
@@ -285,11 +286,12 @@ class Runtime(object):
 
     @classmethod
     def open(cls, plan_path=None, flags=0, verify_calls=0, warmup=-1, max_failures=0,
-             lib=None):
+             lib=None, trust=None):
         if lib is None or isinstance(lib, str):
             lib = load_library(lib)
         opt = kp_rt_options(flags=flags, verify_calls=verify_calls, warmup=warmup,
-                            max_failures=max_failures)
+                            max_failures=max_failures,
+                            trust=os.fsencode(trust) if trust is not None else None)
         err = kp_rt_err()
         p = os.fsencode(plan_path) if plan_path is not None else None
         h = lib.open_ex(p, ctypes.byref(opt), ctypes.byref(err))

@@ -685,6 +685,7 @@ _C2CT = {
     "uint64_t": ctypes.c_uint64, "int64_t": ctypes.c_int64, "uint32_t": ctypes.c_uint32,
     "int": ctypes.c_int, "unsigned": ctypes.c_uint, "char": ctypes.c_char,
     "size_t": ctypes.c_size_t, "void *": ctypes.c_void_p, "const void *": ctypes.c_void_p,
+    "const char *": ctypes.c_char_p,
 }
 
 

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <CUnit/CUnit.h>
 
 #include "common/hash.h"
 #include "common/strbuf.h"
 #include "plan/planfile.h"
+#include "plan/sign.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------------- */
@@ -891,6 +893,242 @@ static void test_cli_check(void)
 	free(text);
 }
 
+/* ---------------------------------------------------------------------- */
+/* signatures (plan/sign.c) */
+
+static const char src_a[] = "// fused a\nextern \"C\" __global__ void a(void) {}\n";
+static const char src_b[] = "// fused b\nextern \"C\" __global__ void b(void) {}\n";
+
+/* sample_plan with both fusion groups' sources next to it, at name */
+static const char *signed_fixture(const char *name, const char *key)
+{
+	struct kp_plan *p = sample_plan();
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	const char *path;
+
+	p->fusions[0].source = strdup("kpfuse-a.cu");
+	p->fusions[0].source_hash = kp_hash64(src_a, strlen(src_a), KP_HASH_SEED);
+	p->fusions[1].source = strdup("kpfuse-b.cu");
+	p->fusions[1].source_hash = kp_hash64(src_b, strlen(src_b), KP_HASH_SEED);
+	CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), 0);
+	kp_plan_free(p);
+	kp_test_write(kp_test_path("kpfuse-a.cu"), src_a, -1);
+	kp_test_write(kp_test_path("kpfuse-b.cu"), src_b, -1);
+	path = kp_test_path(name);
+	kp_test_write(path, sb.buf, (long)sb.len);
+	kp_strbuf_release(&sb);
+	if (key)
+		CU_ASSERT_EQUAL(kp_plan_sign(path, key, NULL, &err), 0);
+	return path;
+}
+
+/* A fresh key pair at name (and name.pub). */
+static const char *fresh_key(const char *name, struct kp_sign_key *pub)
+{
+	struct kp_err err = {0};
+	char pubpath[4200];
+	const char *path = kp_test_path(name);
+
+	snprintf(pubpath, sizeof(pubpath), "%s.pub", path);
+	unlink(path);
+	unlink(pubpath);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(path, NULL, &err), 0);
+	if (pub)
+		CU_ASSERT_EQUAL(kp_sign_load_public(pubpath, pub, &err), 0);
+	return path;
+}
+
+/* kp_plan_verify of the plan file at path as it is now: 0 or the code */
+static int verify_file(const char *path, const struct kp_sign_key *keys, size_t n,
+		       struct kp_err *err)
+{
+	struct kp_plan *p;
+	char *buf;
+	size_t len;
+	int rc;
+
+	if ((rc = kp_plan_read(path, &buf, &len, err)))
+		return rc;
+	p = kp_plan_parse(buf, len, path, err);
+	rc = p ? kp_plan_verify(path, buf, len, p, keys, n, NULL, err) : KP_EFORMAT;
+	kp_plan_free(p);
+	free(buf);
+	return rc;
+}
+
+static void test_sign_roundtrip(void)
+{
+	struct kp_sign_key keys[2];
+	struct kp_err err = {0};
+	const char *k1 = fresh_key("s1.key", &keys[0]), *plan;
+	char sigpath[4200], id[KP_SIGN_ID_HEX], *sig, c;
+	size_t siglen;
+
+	fresh_key("s2.key", &keys[1]);
+	plan = signed_fixture("signed.kplan", k1);
+	snprintf(sigpath, sizeof(sigpath), "%s.sig", plan);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), 0);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 1, &err), 0);
+	CU_ASSERT_EQUAL(kp_plan_sig_read(plan, id, &err), 0);
+	CU_ASSERT_STRING_EQUAL(id, keys[0].id);
+	/* the secret key file is private, the formats are one line each */
+	CU_ASSERT_EQUAL(kp_test_sh("test \"$(stat -c %%a '%s')\" = 600", k1), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qx 'kplan-ed25519-secret [0-9a-f]\\{64\\}' '%s'", k1), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qx 'kplan-ed25519-public [0-9a-f]\\{64\\}' '%s.pub'", k1), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qx 'kplan-ed25519-signature %s [0-9a-f]\\{128\\}' '%s'",
+				   id, sigpath), 0);
+	/* keygen never overwrites */
+	CU_ASSERT_EQUAL(kp_sign_keygen(k1, NULL, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "exists"));
+	/* another key only */
+	CU_ASSERT_EQUAL(verify_file(plan, keys + 1, 1, &err), KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a trusted key"));
+	/* truncated, malformed and missing signatures */
+	sig = kp_test_read(sigpath, &siglen);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sig);
+	kp_test_write(sigpath, sig, (long)siglen - 3);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, ".sig: not a kplan signature"));
+	kp_test_write(sigpath, sig, 20);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), KP_EFORMAT);
+	/* another hex digit in the signature */
+	c = sig[siglen - 20];
+	sig[siglen - 20] = c == '0' ? '1' : '0';
+	kp_test_write(sigpath, sig, (long)siglen);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bad signature"));
+	sig[siglen - 20] = c;
+	unlink(sigpath);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "unsigned"));
+	CU_ASSERT_EQUAL(kp_plan_sig_read(plan, id, &err), KP_ENOTFOUND);
+	kp_test_write(sigpath, sig, (long)siglen);
+	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), 0);
+	free(sig);
+	/* trust lists */
+	{
+		struct kp_sign_key tk[KP_SIGN_MAX_TRUST];
+		char list[9000];
+		size_t n = 0;
+
+		snprintf(list, sizeof(list), ":%s.pub::%s.pub", kp_test_path("s2.key"), k1);
+		CU_ASSERT_EQUAL(kp_sign_load_trust(list, tk, &n, &err), 0);
+		CU_ASSERT_EQUAL(n, 2);
+		CU_ASSERT_STRING_EQUAL(tk[1].id, keys[0].id);
+		CU_ASSERT_EQUAL(kp_sign_load_trust("::", tk, &n, &err), KP_EINVAL);
+		CU_ASSERT_EQUAL(kp_sign_load_trust(plan, tk, &n, &err), KP_EFORMAT);
+		CU_ASSERT_EQUAL(kp_sign_load_trust("/nonexistent.pub", tk, &n, &err), KP_ENOTFOUND);
+	}
+}
+
+/* every byte of the plan and of each source flipped: refused */
+static void test_sign_tamper(void)
+{
+	struct kp_sign_key key;
+	struct kp_err err = {0};
+	const char *k1 = fresh_key("t1.key", &key), *plan = signed_fixture("tamper.kplan", k1);
+	const char *other, *srcs[2] = { kp_test_path("kpfuse-a.cu"), kp_test_path("kpfuse-b.cu") };
+	char sigpath[4200], *text, *sig;
+	size_t len, i, siglen, parsed = 0;
+	int s;
+
+	snprintf(sigpath, sizeof(sigpath), "%s.sig", plan);
+	text = kp_test_read(plan, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	for (i = 0; i < len; i++) {
+		struct kp_plan *p;
+
+		text[i] ^= 0x20;
+		p = kp_plan_parse(text, len, "t", &err);
+		if (p) {
+			parsed++;
+			CU_ASSERT_NOT_EQUAL(kp_plan_verify(plan, text, len, p, &key, 1, NULL, &err), 0);
+		}
+		kp_plan_free(p);
+		text[i] ^= 0x20;
+	}
+	CU_ASSERT_EQUAL(kp_plan_verify(plan, text, len, NULL, &key, 0, NULL, &err), KP_EMISMATCH);
+	free(text);
+	/* each byte of each source */
+	for (s = 0; s < 2; s++) {
+		char *src = kp_test_read(srcs[s], &len);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+		for (i = 0; i < len; i++) {
+			src[i] ^= 0x01;
+			kp_test_write(srcs[s], src, (long)len);
+			CU_ASSERT_EQUAL(verify_file(plan, &key, 1, &err), KP_EMISMATCH);
+			src[i] ^= 0x01;
+		}
+		CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, s ? "kpfuse-b.cu: source file changed" :
+					      "kpfuse-a.cu: source file changed"));
+		kp_test_write(srcs[s], src, (long)len);
+		free(src);
+	}
+	CU_ASSERT_EQUAL(verify_file(plan, &key, 1, &err), 0);
+	/* a missing source is named */
+	rename(srcs[1], kp_test_path("moved.cu"));
+	CU_ASSERT_EQUAL(verify_file(plan, &key, 1, &err), KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kpfuse-b.cu"));
+	rename(kp_test_path("moved.cu"), srcs[1]);
+	/* the signature of another plan */
+	other = kp_test_path("other.kplan");
+	text = sample_text(&len);
+	kp_test_write(other, text, (long)len);
+	free(text);
+	sig = kp_test_read(sigpath, &siglen);
+	snprintf(sigpath, sizeof(sigpath), "%s.sig", other);
+	kp_test_write(sigpath, sig, (long)siglen);
+	free(sig);
+	CU_ASSERT_EQUAL(verify_file(other, &key, 1, &err), KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bad signature"));
+	CU_ASSERT(parsed < 8);   /* nearly every flip already breaks the checksum */
+}
+
+static void test_cli_sign(void)
+{
+	const char *k = kp_test_kplan(), *log = kp_test_path("sign.log");
+	const char *key = kp_test_path("cli.key"), *plan;
+	const char *gpu = "--cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200' --sms 132 --driver 13000";
+	char *msg;
+
+	kp_test_sh("rm -f '%s' '%s.pub'", key, key);
+	CU_ASSERT_EQUAL(kp_test_sh("%s keygen -o '%s' >'%s'", k, key, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'public key, id [0-9a-f]\\{16\\}' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s keygen -o '%s' 2>/dev/null", k, key), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("%s keygen 2>/dev/null", k), 64);
+	plan = signed_fixture("cli.kplan", NULL);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s >'%s'", k, plan, gpu, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cli.kplan: unsigned' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust '%s.pub' %s 2>'%s'", k, plan, key, gpu,
+				   log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cli.kplan: plan is unsigned (no .*cli.kplan.sig)' '%s'",
+				   log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s sign '%s' --key '%s' >/dev/null", k, plan, key), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s >'%s'", k, plan, gpu, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'signed by [0-9a-f]* (not verified: no --trust key)' '%s'",
+				   log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust '%s.pub' %s >'%s'", k, plan, key, gpu,
+				   log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'signed by [0-9a-f]*, signature ok' '%s'", log), 0);
+	/* a changed source is named, exit 2 */
+	kp_test_write(kp_test_path("kpfuse-b.cu"), "// evil\n", -1);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust '%s.pub' %s 2>'%s'", k, plan, key, gpu,
+				   log), 2);
+	msg = kp_test_read(log, NULL);
+	CU_ASSERT(msg && strstr(msg, "kpfuse-b.cu: source file changed"));
+	free(msg);
+	kp_test_write(kp_test_path("kpfuse-b.cu"), src_b, -1);
+	/* a key readable by others is refused; usage errors */
+	CU_ASSERT_EQUAL(kp_test_sh("chmod 644 '%s' && %s sign '%s' --key '%s' 2>'%s'", key, k, plan,
+				   key, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'chmod 600' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s sign '%s' 2>/dev/null", k, plan), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust /nonexistent.pub %s 2>/dev/null", k, plan,
+				   gpu), 2);
+}
+
 CU_TestInfo kp_tests_plan[] = {
 	{ "plan file round trip, sorted and byte-identical", test_roundtrip },
 	{ "load from a file", test_load_file },
@@ -909,5 +1147,8 @@ CU_TestInfo kp_tests_plan[] = {
 	{ "writer refuses what the reader would", test_writer_refuses },
 	{ "check: hard and soft keys", test_check },
 	{ "cli: check / show exit codes", test_cli_check },
+	{ "sign: round trip, formats, bad and missing signatures", test_sign_roundtrip },
+	{ "sign: every byte of plan and sources flipped, another plan", test_sign_tamper },
+	{ "cli: keygen, sign, check --trust", test_cli_sign },
 	CU_TEST_INFO_NULL,
 };

@@ -19,6 +19,7 @@
 #include "db/db.h"
 #include "fusion/fusion_gen.h"
 #include "plan/planfile.h"
+#include "plan/sign.h"
 #include "runtime/fusion.h"
 #include "runtime/rt_internal.h"
 #include "testutil.h"
@@ -425,7 +426,7 @@ static int saved_log_level = -1;
 
 static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 {
-	struct kp_rt_options o = { flags | KP_RT_NO_ENV, verify, -1, 0 };
+	struct kp_rt_options o = { flags | KP_RT_NO_ENV, verify, -1, 0, NULL };
 	struct kp_rt_err err;
 	kp_rt *rt;
 
@@ -445,7 +446,7 @@ static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 static kp_rt *open_rt_watch(const char *plan)
 {
 	struct kp__rt_backend be = fake_be;
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0 };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
 	struct kp_rt_err err;
 	kp_rt *rt;
 
@@ -533,7 +534,7 @@ static void test_no_plan_and_disable(void)
 
 static void test_bad_plan_file(void)
 {
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0 };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
 	struct kp_rt_err err;
 	const char *p = kp_test_path("garbage.kplan");
 
@@ -868,7 +869,7 @@ static void test_unknown_region_and_plan_mismatch(void)
 {
 	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 	uint64_t out[8] = {0}, scratch = 0;
-	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0 };
+	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0, NULL };
 	struct kp_rt_err err;
 	const char *p;
 	kp_rt *rt;
@@ -896,6 +897,139 @@ static void test_unknown_region_and_plan_mismatch(void)
 	kp_rt_close(rt);
 	CU_ASSERT_PTR_NULL(kp__rt_open_backend(&fake_be, p, &o, &err));
 	CU_ASSERT_EQUAL(err.code, KP_EMISMATCH);
+}
+
+/* open over the fake backend with a trust list (KP_RT_NO_ENV unless env) */
+static kp_rt *open_trust(const char *plan, const char *trust, unsigned flags,
+			 struct kp_rt_err *err)
+{
+	struct kp_rt_options o = { flags, 0, -1, 0, trust };
+
+	if (saved_log_level < 0)
+		saved_log_level = kp_log_get_level();
+	kp_log_set_level(KP_LOG_ERROR);
+	return kp__rt_open_backend(&fake_be, plan, &o, err);
+}
+
+/* eager calls for untrusted-plan after one call of "step" (-1: no runtime) */
+static int untrusted_calls(kp_rt *rt)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	int n;
+
+	if (!rt)
+		return -1;
+	call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
+	n = (int)stats(rt).eager_by_reason[KP_RT_R_UNTRUSTED];
+	kp_rt_close(rt);
+	return n;
+}
+
+/*
+ * Signed plans: with a trust key, only a plan signed by it, over the plan
+ * and its referenced source as they are, applies; without one, as before.
+ */
+static void test_trust(void)
+{
+	static const char src_text[] = "// not a real kernel: the fake backend has no compiler\n";
+	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
+	struct kp_err err = {0};
+	struct kp_rt_err rerr;
+	const char *key = kp_test_path("rt.key"), *key2 = kp_test_path("rt2.key");
+	const char *src = kp_test_path("kpfuse-rt.cu"), *path, *unsigned_plan;
+	char pub[4200], pub2[4200], list[8500], *text;
+	struct kp_plan *p;
+	size_t len;
+	FILE *f;
+
+	kp_test_sh("rm -f '%s' '%s.pub' '%s' '%s.pub'", key, key, key2, key2);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key2, NULL, &err), 0);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	snprintf(pub2, sizeof(pub2), "%s.pub", key2);
+	unsigned_plan = write_plan("rt-unsigned.kplan", 9, regs, 1);
+	path = write_plan("rt-signed.kplan", 9, regs, 1);
+	/* one fusion group whose source lies next to the plan */
+	kp_test_write(src, src_text, -1);
+	p = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->fusions = calloc(1, sizeof(*p->fusions));
+	p->n_fusions = 1;
+	p->fusions[0].id = 1;
+	p->fusions[0].region = kp_strdup("step");
+	p->fusions[0].kernels = 2;
+	p->fusions[0].names = kp_strdup("store -> store");
+	p->fusions[0].source = kp_strdup("kpfuse-rt.cu");
+	p->fusions[0].source_hash = kp_hash64(src_text, strlen(src_text), KP_HASH_SEED);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_plan_write_file(p, f, &err), 0);
+	fclose(f);
+	kp_plan_free(p);
+	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
+
+	/* signed by the trusted key: applies (captures) */
+	fake_reset();
+	{
+		kp_rt *rt = open_trust(path, pub, KP_RT_NO_ENV, &rerr);
+		uint64_t out[8] = {0}, scratch = 0;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0);
+		CU_ASSERT_EQUAL(stats(rt).captures, 1);
+		CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_UNTRUSTED], 0);
+		kp_rt_close(rt);
+	}
+	/* a list naming it among others; the key from the environment */
+	snprintf(list, sizeof(list), "%s:%s", pub2, pub);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, list, KP_RT_NO_ENV, &rerr)), 0);
+	setenv("KPLAN_RT_TRUST", pub, 1);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, NULL, 0, &rerr)), 0);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(unsigned_plan, NULL, 0, &rerr)), 1);
+	unsetenv("KPLAN_RT_TRUST");
+	/* no trust key: signatures are not looked at */
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(unsigned_plan, NULL, KP_RT_NO_ENV, &rerr)), 0);
+	/* unsigned, another key, a missing key file: untrusted */
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(unsigned_plan, pub, KP_RT_NO_ENV, &rerr)), 1);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, pub2, KP_RT_NO_ENV, &rerr)), 1);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, "/nonexistent.pub", KP_RT_NO_ENV,
+						   &rerr)), 1);
+	/* strict: open fails, naming why */
+	CU_ASSERT_PTR_NULL(open_trust(unsigned_plan, pub, KP_RT_NO_ENV | KP_RT_STRICT, &rerr));
+	CU_ASSERT_EQUAL(rerr.code, KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "untrusted plan"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "unsigned"));
+	/* a tampered source: untrusted, even with a valid plan signature */
+	kp_test_write(src, "// evil\n", -1);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, pub, KP_RT_NO_ENV, &rerr)), 1);
+	CU_ASSERT_PTR_NULL(open_trust(path, pub, KP_RT_NO_ENV | KP_RT_STRICT, &rerr));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "kpfuse-rt.cu: source file changed"));
+	kp_test_write(src, src_text, -1);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, pub, KP_RT_NO_ENV, &rerr)), 0);
+	/* a tampered plan: one byte flipped is refused by the checksum already;
+	 * the same change with the checksum recomputed is a bad signature */
+	text = kp_test_read(path, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	text[len - 2] ^= 0x01;
+	kp_test_write(path, text, (long)len);
+	CU_ASSERT_PTR_NULL(open_trust(path, pub, KP_RT_NO_ENV, &rerr));
+	CU_ASSERT_EQUAL(rerr.code, KP_EFORMAT);
+	text[len - 2] ^= 0x01;
+	kp_test_write(path, text, (long)len);
+	free(text);
+	p = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->regions[0].warmup = 7;
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_plan_write_file(p, f, &err), 0);
+	fclose(f);
+	kp_plan_free(p);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(path, pub, KP_RT_NO_ENV, &rerr)), 1);
+	CU_ASSERT_PTR_NULL(open_trust(path, pub, KP_RT_NO_ENV | KP_RT_STRICT, &rerr));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "bad signature"));
+	CU_ASSERT_STRING_EQUAL(kp_rt_reason_name(KP_RT_R_UNTRUSTED), "untrusted-plan");
 }
 
 /*
@@ -1168,7 +1302,7 @@ static void test_fused_bind_overlap(void)
 	struct preg reg[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 	uint64_t a[4] = {0}, b[4] = {0}, c[4] = {0}, d[4] = {0};
 	struct kp__rt_backend be = fake_be;
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0 };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
 	struct kp_err err = {0};
 	struct kp_rt_err rerr;
 	struct kp_fx_catalog *cat;
@@ -1402,6 +1536,7 @@ CU_TestInfo kp_tests_runtime[] = {
 	{ "memcpy/memset node unpatchable", test_unpatchable_memop },
 	{ "fingerprint check and strict", test_fingerprint },
 	{ "unknown region, plan for another gpu", test_unknown_region_and_plan_mismatch },
+	{ "signed plans: trusted, untrusted, tampered", test_trust },
 	{ "shape-key cache and thrash hysteresis", test_shape_keys_and_thrash },
 	{ "verify mode", test_verify },
 	{ "nested region", test_nested },

@@ -1,0 +1,442 @@
+/*
+ * sign.c - Ed25519 signatures of plan files: key files, the signed message,
+ * sign and verify (sign.h). libsodium does the cryptography; this file
+ * only reads and writes the one-line formats and builds the message.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "sign.h"
+#include "planfile.h"
+#include "../common/hash.h"
+
+#define SECRET_TAG "kplan-ed25519-secret"
+#define PUBLIC_TAG "kplan-ed25519-public"
+#define SIG_TAG "kplan-ed25519-signature"
+#define MSG_TAG "kplan-signed-plan 1\n"
+#define MAX_LINE 512             /* a key or signature file is one short line */
+#define MAX_SOURCE_BYTES (64u << 20)
+
+int kp_sign_init(struct kp_err *err)
+{
+	if (sodium_init() < 0)
+		return kp_err_set(err, KP_EUNSUPPORTED, "libsodium failed to initialise");
+	return 0;
+}
+
+static void key_id(const uint8_t *pk, char *id)
+{
+	uint8_t h[crypto_hash_sha256_BYTES];
+
+	crypto_hash_sha256(h, pk, KP_SIGN_PUBLIC_BYTES);
+	sodium_bin2hex(id, KP_SIGN_ID_HEX, h, 8);
+}
+
+/*
+ * Read a small text file of one line into line[MAX_LINE] (the trailing
+ * newline removed). 0, KP_ENOTFOUND, KP_EIO, KP_EFORMAT (too long, several
+ * lines).
+ */
+static int read_line(const char *path, char *line, struct kp_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	if (!f)
+		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
+				  "%s: cannot open: %s", path, strerror(errno));
+	n = fread(line, 1, MAX_LINE - 1, f);
+	if (ferror(f)) {
+		fclose(f);
+		return kp_err_set(err, KP_EIO, "%s: read failed", path);
+	}
+	fclose(f);
+	line[n] = 0;
+	if (n && line[n - 1] == '\n')
+		line[--n] = 0;
+	if (n == MAX_LINE - 2 || strlen(line) != n || strchr(line, '\n'))
+		return kp_err_set(err, KP_EFORMAT, "%s: expected one line of text", path);
+	return 0;
+}
+
+/* "TAG <hex>" with exactly len bytes of hex into out. */
+static int parse_hex_field(const char *s, const char *tag, uint8_t *out, size_t len)
+{
+	size_t tl = strlen(tag), got = 0;
+	const char *end;
+
+	if (strncmp(s, tag, tl) || s[tl] != ' ')
+		return -1;
+	s += tl + 1;
+	if (strlen(s) < 2 * len)
+		return -1;
+	if (sodium_hex2bin(out, len, s, 2 * len, NULL, &got, &end) || got != len)
+		return -1;
+	return *end ? -1 : 0;
+}
+
+/* Write text to path with O_EXCL and mode. */
+static int write_new(const char *path, const char *text, mode_t mode, struct kp_err *err)
+{
+	size_t len = strlen(text);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+
+	if (fd < 0)
+		return kp_err_set(err, KP_EIO, "%s: cannot create: %s", path,
+				  errno == EEXIST ? "file exists (kplan never overwrites a key)" :
+				  strerror(errno));
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd)) {
+		int e = errno;
+
+		close(fd);
+		unlink(path);
+		return kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(e));
+	}
+	if (close(fd))
+		return kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(errno));
+	return 0;
+}
+
+int kp_sign_keygen(const char *path, char *id, struct kp_err *err)
+{
+	uint8_t seed[crypto_sign_SEEDBYTES], pk[crypto_sign_PUBLICKEYBYTES];
+	uint8_t sk[crypto_sign_SECRETKEYBYTES];
+	char hex[2 * crypto_sign_SEEDBYTES + 1], line[MAX_LINE], kid[KP_SIGN_ID_HEX];
+	struct kp_strbuf pub = KP_STRBUF_INIT;
+	int rc;
+
+	if ((rc = kp_sign_init(err)))
+		return rc;
+	randombytes_buf(seed, sizeof(seed));
+	crypto_sign_seed_keypair(pk, sk, seed);
+	sodium_bin2hex(hex, sizeof(hex), seed, sizeof(seed));
+	snprintf(line, sizeof(line), "%s %s\n", SECRET_TAG, hex);
+	kp_strbuf_addf(&pub, "%s.pub", path);
+	/* the public file first: a failure then leaves no orphan secret */
+	sodium_bin2hex(hex, sizeof(hex), pk, sizeof(pk));
+	{
+		char pline[MAX_LINE];
+
+		snprintf(pline, sizeof(pline), "%s %s\n", PUBLIC_TAG, hex);
+		rc = pub.oom ? kp_err_set(err, KP_ENOMEM, "out of memory") :
+		     write_new(pub.buf, pline, 0644, err);
+	}
+	if (!rc) {
+		rc = write_new(path, line, 0600, err);
+		if (rc)
+			unlink(pub.buf);
+	}
+	if (!rc && id) {
+		key_id(pk, kid);
+		memcpy(id, kid, KP_SIGN_ID_HEX);
+	}
+	sodium_memzero(seed, sizeof(seed));
+	sodium_memzero(sk, sizeof(sk));
+	sodium_memzero(line, sizeof(line));
+	kp_strbuf_release(&pub);
+	return rc;
+}
+
+int kp_sign_load_public(const char *path, struct kp_sign_key *key, struct kp_err *err)
+{
+	char line[MAX_LINE];
+	int rc;
+
+	if ((rc = kp_sign_init(err)) || (rc = read_line(path, line, err)))
+		return rc;
+	if (parse_hex_field(line, PUBLIC_TAG, key->pk, sizeof(key->pk)))
+		return kp_err_set(err, KP_EFORMAT, "%s: not a kplan public key (expected '%s "
+				  "<64 hex digits>')", path, PUBLIC_TAG);
+	key_id(key->pk, key->id);
+	return 0;
+}
+
+int kp_sign_load_trust(const char *list, struct kp_sign_key *keys, size_t *n,
+		       struct kp_err *err)
+{
+	const char *p = list, *colon;
+	char path[4096];
+	int rc;
+
+	*n = 0;
+	for (; p && *p; p = colon ? colon + 1 : NULL) {
+		size_t len;
+
+		colon = strchr(p, ':');
+		len = colon ? (size_t)(colon - p) : strlen(p);
+		if (!len)
+			continue;
+		if (len >= sizeof(path))
+			return kp_err_set(err, KP_EINVAL, "trust list: path too long");
+		if (*n == KP_SIGN_MAX_TRUST)
+			return kp_err_set(err, KP_EINVAL, "trust list: more than %d keys",
+					  KP_SIGN_MAX_TRUST);
+		memcpy(path, p, len);
+		path[len] = 0;
+		if ((rc = kp_sign_load_public(path, &keys[*n], err)))
+			return rc;
+		++*n;
+	}
+	if (!*n)
+		return kp_err_set(err, KP_EINVAL, "trust list names no key file");
+	return 0;
+}
+
+/* The directory of plan_path ("." when none) into dir. */
+static void plan_dir(const char *plan_path, struct kp_strbuf *dir)
+{
+	const char *slash = strrchr(plan_path, '/');
+
+	if (!slash)
+		kp_strbuf_adds(dir, ".");
+	else if (slash == plan_path)
+		kp_strbuf_adds(dir, "/");
+	else
+		kp_strbuf_add(dir, plan_path, (size_t)(slash - plan_path));
+}
+
+/* SHA-256 of the source file at path; checks kp_hash64 against want. */
+static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	size_t len;
+	uint64_t h;
+
+	if (!f)
+		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
+				  "%s: cannot read the source the plan references: %s", path,
+				  strerror(errno));
+	buf = malloc(MAX_SOURCE_BYTES + 1);
+	if (!buf) {
+		fclose(f);
+		return kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
+	}
+	len = fread(buf, 1, MAX_SOURCE_BYTES + 1, f);
+	if (ferror(f) || len > MAX_SOURCE_BYTES) {
+		fclose(f);
+		free(buf);
+		return kp_err_set(err, KP_EIO, "%s: read failed or too large", path);
+	}
+	fclose(f);
+	h = kp_hash64(buf, len, KP_HASH_SEED);
+	crypto_hash_sha256(sha, (const unsigned char *)buf, len);
+	free(buf);
+	if (h != want)
+		return kp_err_set(err, KP_EMISMATCH, "%s: source file changed since the plan was "
+				  "written (hashes to %016llx, the plan says %016llx)", path,
+				  (unsigned long long)h, (unsigned long long)want);
+	return 0;
+}
+
+int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
+			 const struct kp_plan *plan, struct kp_strbuf *msg,
+			 struct kp_err *err)
+{
+	struct kp_strbuf dir = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
+	uint8_t le[8], sha[crypto_hash_sha256_BYTES];
+	size_t i;
+	int rc = 0;
+
+	if ((rc = kp_sign_init(err)))
+		return rc;
+	for (i = 0; i < 8; i++)
+		le[i] = (uint8_t)((uint64_t)len >> (8 * i));
+	kp_strbuf_adds(msg, MSG_TAG);
+	kp_strbuf_add(msg, le, sizeof(le));
+	kp_strbuf_add(msg, buf, len);
+	plan_dir(plan_path, &dir);
+	for (i = 0; i < plan->n_fusions; i++) {
+		const struct kp_plan_fusion *fu = &plan->fusions[i];
+
+		if (!fu->source)
+			continue;
+		kp_strbuf_reset(&path);
+		kp_strbuf_addf(&path, "%s/%s", dir.buf, fu->source);
+		if ((rc = hash_source(path.buf, fu->source_hash, sha, err)))
+			goto out;
+		kp_strbuf_add(msg, fu->source, strlen(fu->source) + 1);
+		kp_strbuf_add(msg, sha, sizeof(sha));
+	}
+	if (msg->oom || dir.oom || path.oom)
+		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", plan_path);
+out:
+	kp_strbuf_release(&dir);
+	kp_strbuf_release(&path);
+	return rc;
+}
+
+/* Read and check the secret key file (private to its owner). */
+static int load_secret(const char *path, uint8_t *pk, uint8_t *sk, struct kp_err *err)
+{
+	uint8_t seed[crypto_sign_SEEDBYTES];
+	char line[MAX_LINE];
+	struct stat st;
+	int rc;
+
+	if (stat(path, &st))
+		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
+				  "%s: cannot open: %s", path, strerror(errno));
+	if (st.st_mode & 077)
+		return kp_err_set(err, KP_EINVAL, "%s: secret key is accessible by group or "
+				  "others (mode %03o); chmod 600 it", path,
+				  (unsigned)(st.st_mode & 0777));
+	if ((rc = read_line(path, line, err)))
+		return rc;
+	rc = parse_hex_field(line, SECRET_TAG, seed, sizeof(seed));
+	sodium_memzero(line, sizeof(line));
+	if (rc)
+		return kp_err_set(err, KP_EFORMAT, "%s: not a kplan secret key (expected '%s "
+				  "<64 hex digits>')", path, SECRET_TAG);
+	crypto_sign_seed_keypair(pk, sk, seed);
+	sodium_memzero(seed, sizeof(seed));
+	return 0;
+}
+
+int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
+		 struct kp_err *err)
+{
+	uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+	uint8_t sig[crypto_sign_BYTES];
+	char sighex[2 * crypto_sign_BYTES + 1], kid[KP_SIGN_ID_HEX];
+	struct kp_strbuf msg = KP_STRBUF_INIT, out = KP_STRBUF_INIT, tmp = KP_STRBUF_INIT;
+	struct kp_plan *plan = NULL;
+	char *buf = NULL;
+	size_t len, wrote;
+	FILE *f;
+	int rc;
+
+	if ((rc = kp_sign_init(err)) || (rc = load_secret(key_path, pk, sk, err)))
+		return rc;
+	if ((rc = kp_plan_read(plan_path, &buf, &len, err)))
+		goto out;
+	plan = kp_plan_parse(buf, len, plan_path, err);
+	if (!plan) {
+		rc = err ? err->code : KP_EFORMAT;
+		goto out;
+	}
+	if ((rc = kp_plan_sign_message(plan_path, buf, len, plan, &msg, err)))
+		goto out;
+	crypto_sign_detached(sig, NULL, (const unsigned char *)msg.buf, msg.len, sk);
+	key_id(pk, kid);
+	sodium_bin2hex(sighex, sizeof(sighex), sig, sizeof(sig));
+	kp_strbuf_addf(&out, "%s %s %s\n", SIG_TAG, kid, sighex);
+	kp_strbuf_addf(&tmp, "%s.sig.tmp", plan_path);
+	if (out.oom || tmp.oom) {
+		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+		goto out;
+	}
+	f = fopen(tmp.buf, "wb");
+	if (!f) {
+		rc = kp_err_set(err, KP_EIO, "%s: cannot create: %s", tmp.buf, strerror(errno));
+		goto out;
+	}
+	wrote = fwrite(out.buf, 1, out.len, f);
+	if (fclose(f) || wrote != out.len) {
+		unlink(tmp.buf);
+		rc = kp_err_set(err, KP_EIO, "%s: write failed", tmp.buf);
+		goto out;
+	}
+	kp_strbuf_reset(&out);
+	kp_strbuf_addf(&out, "%s.sig", plan_path);
+	if (rename(tmp.buf, out.buf)) {
+		rc = kp_err_set(err, KP_EIO, "%s: cannot write: %s", out.buf, strerror(errno));
+		unlink(tmp.buf);
+		goto out;
+	}
+	if (id)
+		memcpy(id, kid, KP_SIGN_ID_HEX);
+out:
+	sodium_memzero(sk, sizeof(sk));
+	kp_plan_free(plan);
+	free(buf);
+	kp_strbuf_release(&msg);
+	kp_strbuf_release(&out);
+	kp_strbuf_release(&tmp);
+	return rc;
+}
+
+/* Read and parse plan_path.sig. */
+static int read_sig(const char *plan_path, char *id, uint8_t *sig, struct kp_err *err)
+{
+	struct kp_strbuf path = KP_STRBUF_INIT;
+	char line[MAX_LINE];
+	size_t tl = strlen(SIG_TAG), got = 0;
+	const char *end;
+	int rc;
+
+	kp_strbuf_addf(&path, "%s.sig", plan_path);
+	rc = read_line(path.buf, line, err);
+	if (rc == KP_ENOTFOUND)
+		kp_err_set(err, rc, "%s: plan is unsigned (no %s)", plan_path, path.buf);
+	if (rc)
+		goto out;
+	/* TAG SP 16-hex SP 128-hex */
+	if (strncmp(line, SIG_TAG, tl) || line[tl] != ' ' ||
+	    strlen(line) != tl + 1 + 16 + 1 + 2 * crypto_sign_BYTES ||
+	    line[tl + 17] != ' ' ||
+	    strspn(line + tl + 1, "0123456789abcdef") != 16 ||
+	    sodium_hex2bin(sig, crypto_sign_BYTES, line + tl + 18, 2 * crypto_sign_BYTES,
+			   NULL, &got, &end) || got != crypto_sign_BYTES || *end) {
+		rc = kp_err_set(err, KP_EFORMAT, "%s: not a kplan signature (expected '%s <key id> "
+				"<128 hex digits>')", path.buf, SIG_TAG);
+		goto out;
+	}
+	memcpy(id, line + tl + 1, 16);
+	id[16] = 0;
+out:
+	kp_strbuf_release(&path);
+	return rc;
+}
+
+int kp_plan_sig_read(const char *plan_path, char *id, struct kp_err *err)
+{
+	uint8_t sig[crypto_sign_BYTES];
+	int rc;
+
+	if ((rc = kp_sign_init(err)))
+		return rc;
+	return read_sig(plan_path, id, sig, err);
+}
+
+int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
+		   const struct kp_plan *plan, const struct kp_sign_key *keys,
+		   size_t n_keys, char *signer, struct kp_err *err)
+{
+	struct kp_strbuf msg = KP_STRBUF_INIT;
+	uint8_t sig[crypto_sign_BYTES];
+	char id[KP_SIGN_ID_HEX];
+	const struct kp_sign_key *key = NULL;
+	size_t i;
+	int rc;
+
+	if ((rc = kp_sign_init(err)) || (rc = read_sig(plan_path, id, sig, err)))
+		return rc;
+	for (i = 0; i < n_keys && !key; i++)
+		if (!strcmp(keys[i].id, id))
+			key = &keys[i];
+	if (!key)
+		return kp_err_set(err, KP_EMISMATCH, "%s: signed by key %s, which is not a "
+				  "trusted key", plan_path, id);
+	if ((rc = kp_plan_sign_message(plan_path, buf, len, plan, &msg, err)))
+		goto out;
+	if (crypto_sign_verify_detached(sig, (const unsigned char *)msg.buf, msg.len,
+					key->pk)) {
+		rc = kp_err_set(err, KP_EMISMATCH, "%s: bad signature (the plan or a source it "
+				"references changed after signing, or the signature is another "
+				"plan's)", plan_path);
+		goto out;
+	}
+	if (signer)
+		memcpy(signer, id, KP_SIGN_ID_HEX);
+out:
+	kp_strbuf_release(&msg);
+	return rc;
+}

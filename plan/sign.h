@@ -1,0 +1,110 @@
+/*
+ * sign.h - Ed25519 signatures of plan files (libsodium).
+ *
+ * A plan makes the process that loads it compile and run the fused CUDA
+ * sources it names, so a shipped plan is code: its checksum catches
+ * accidents, a signature catches intent. The signature is detached, in
+ * PLAN.sig next to the plan, and covers the plan's bytes and the content
+ * (SHA-256) of every source file the plan references (kp_plan_sign_message):
+ * editing the plan, swapping a source or moving the signature to another
+ * plan all break it. Formats (one line of text each, plan/FORMAT.md,
+ * "Signatures"):
+ *
+ *   KEY        kplan-ed25519-secret <64 hex: the 32-byte seed>      mode 0600
+ *   KEY.pub    kplan-ed25519-public <64 hex: the 32-byte public key>
+ *   PLAN.sig   kplan-ed25519-signature <16 hex: key id> <128 hex: signature>
+ *
+ * The key id is the first 8 bytes of SHA-256 of the public key, in hex.
+ * Used by the CLI (keygen, sign, check --trust) and by libkplanrt (trusted
+ * keys from kp_rt_options.trust / KPLAN_RT_TRUST), so that both build the
+ * same message. Nothing here prints; errors name the file at fault.
+ */
+#ifndef KP_PLAN_SIGN_H
+#define KP_PLAN_SIGN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+#include "../common/strbuf.h"
+
+struct kp_plan;
+
+#define KP_SIGN_PUBLIC_BYTES 32
+#define KP_SIGN_ID_HEX 17          /* 16 hex digits and the NUL */
+#define KP_SIGN_MAX_TRUST 16       /* keys in one trust list */
+
+/* A public key and its id. */
+struct kp_sign_key {
+	uint8_t pk[KP_SIGN_PUBLIC_BYTES];
+	char id[KP_SIGN_ID_HEX];
+};
+
+/* Initialise libsodium (idempotent, thread-safe). 0 or KP_EUNSUPPORTED. */
+int kp_sign_init(struct kp_err *err);
+
+/*
+ * Write a new secret key to path (mode 0600) and its public key to
+ * path.pub; neither may exist. id (KP_SIGN_ID_HEX bytes, may be NULL)
+ * receives the key id. 0, or KP_EIO naming the file.
+ */
+int kp_sign_keygen(const char *path, char *id, struct kp_err *err);
+
+/* Read a public key file into *key. 0, KP_ENOTFOUND / KP_EIO / KP_EFORMAT. */
+int kp_sign_load_public(const char *path, struct kp_sign_key *key, struct kp_err *err);
+
+/*
+ * Read a colon-separated list of public key files (at most
+ * KP_SIGN_MAX_TRUST) into keys[]; *n gets the count. Empty entries are
+ * skipped; a list with no key is KP_EINVAL. Errors as kp_sign_load_public.
+ */
+int kp_sign_load_trust(const char *list, struct kp_sign_key *keys, size_t *n,
+		       struct kp_err *err);
+
+/*
+ * The signed message of the plan at plan_path whose bytes are buf[0..len)
+ * and whose parse is plan, appended to msg:
+ *
+ *   "kplan-signed-plan 1\n", len as 8 bytes little-endian, the plan bytes,
+ *   then for each fusion group with a source, in id order: the source's
+ *   name, a NUL, and the SHA-256 of the file of that name next to the plan.
+ *
+ * Each source must also hash (kp_hash64) to the plan's source-hash, so that
+ * a changed source is named rather than reported as a bad signature.
+ * Returns 0, KP_ENOTFOUND / KP_EIO (a source cannot be read), KP_EMISMATCH
+ * (a source changed since the plan was written), KP_ENOMEM; the message
+ * names the source's path.
+ */
+int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
+			 const struct kp_plan *plan, struct kp_strbuf *msg,
+			 struct kp_err *err);
+
+/*
+ * Sign the plan at plan_path with the secret key at key_path: writes
+ * plan_path.sig (replaced atomically). The key file must not be readable
+ * by group or others. id (may be NULL) receives the key id. 0 or an error
+ * naming the file (the plan's own parse errors included).
+ */
+int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
+		 struct kp_err *err);
+
+/*
+ * Read plan_path.sig's key id without verifying anything: 0 (signed, id
+ * filled), KP_ENOTFOUND (unsigned: no .sig), KP_EIO, KP_EFORMAT.
+ */
+int kp_plan_sig_read(const char *plan_path, char *id, struct kp_err *err);
+
+/*
+ * Verify the signature of the plan at plan_path (bytes buf[0..len), parsed
+ * as plan: check the very bytes that are used) against the trusted keys.
+ * 0 when a trusted key signed exactly these bytes and sources (signer, may
+ * be NULL, gets its id). Otherwise: KP_ENOTFOUND (no .sig: unsigned, or a
+ * referenced source is missing), KP_EFORMAT (malformed .sig), KP_EMISMATCH
+ * (signed by an untrusted key, bad signature, or a source changed), each
+ * with a message naming the file.
+ */
+int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
+		   const struct kp_plan *plan, const struct kp_sign_key *keys,
+		   size_t n_keys, char *signer, struct kp_err *err);
+
+#endif /* KP_PLAN_SIGN_H */
