@@ -236,9 +236,10 @@ static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_
 	return 0;
 }
 
-int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
-			 const struct kp_plan *plan, struct kp_strbuf *msg,
-			 struct kp_err *err)
+/* kp_plan_sign_message; source_sha (may be NULL) as in kp_plan_verify */
+static int sign_message(const char *plan_path, const char *buf, size_t len,
+			const struct kp_plan *plan, struct kp_strbuf *msg, uint8_t *source_sha,
+			struct kp_err *err)
 {
 	struct kp_strbuf dir = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
 	uint8_t le[8], sha[crypto_hash_sha256_BYTES];
@@ -264,6 +265,8 @@ int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
 			goto out;
 		kp_strbuf_add(msg, fu->source, strlen(fu->source) + 1);
 		kp_strbuf_add(msg, sha, sizeof(sha));
+		if (source_sha)
+			memcpy(source_sha + i * KP_SIGN_SHA256_BYTES, sha, sizeof(sha));
 	}
 	if (msg->oom || dir.oom || path.oom)
 		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", plan_path);
@@ -271,6 +274,13 @@ out:
 	kp_strbuf_release(&dir);
 	kp_strbuf_release(&path);
 	return rc;
+}
+
+int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
+			 const struct kp_plan *plan, struct kp_strbuf *msg,
+			 struct kp_err *err)
+{
+	return sign_message(plan_path, buf, len, plan, msg, NULL, err);
 }
 
 /* Read and check the secret key file (private to its owner). */
@@ -408,7 +418,7 @@ int kp_plan_sig_read(const char *plan_path, char *id, struct kp_err *err)
 
 int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		   const struct kp_plan *plan, const struct kp_sign_key *keys,
-		   size_t n_keys, char *signer, struct kp_err *err)
+		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_err *err)
 {
 	struct kp_strbuf msg = KP_STRBUF_INIT;
 	uint8_t sig[crypto_sign_BYTES];
@@ -425,7 +435,9 @@ int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 	if (!key)
 		return kp_err_set(err, KP_EMISMATCH, "%s: signed by key %s, which is not a "
 				  "trusted key", plan_path, id);
-	if ((rc = kp_plan_sign_message(plan_path, buf, len, plan, &msg, err)))
+	if (source_sha && plan->n_fusions)
+		memset(source_sha, 0, plan->n_fusions * KP_SIGN_SHA256_BYTES);
+	if ((rc = sign_message(plan_path, buf, len, plan, &msg, source_sha, err)))
 		goto out;
 	if (crypto_sign_verify_detached(sig, (const unsigned char *)msg.buf, msg.len,
 					key->pk)) {

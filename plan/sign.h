@@ -33,6 +33,7 @@ struct kp_plan;
 #define KP_SIGN_PUBLIC_BYTES 32
 #define KP_SIGN_ID_HEX 17          /* 16 hex digits and the NUL */
 #define KP_SIGN_MAX_TRUST 16       /* keys in one trust list */
+#define KP_SIGN_SHA256_BYTES 32
 
 /* A public key and its id. */
 struct kp_sign_key {
@@ -102,9 +103,16 @@ int kp_plan_sig_read(const char *plan_path, char *id, struct kp_err *err);
  * referenced source is missing), KP_EFORMAT (malformed .sig), KP_EMISMATCH
  * (signed by an untrusted key, bad signature, or a source changed), each
  * with a message naming the file.
+ *
+ * source_sha (may be NULL): plan->n_fusions * KP_SIGN_SHA256_BYTES bytes
+ * that receive, at i * KP_SIGN_SHA256_BYTES, the SHA-256 of fusion i's
+ * source as signed (zeros for a group without a source); meaningful only
+ * when 0 is returned. Whoever reads a source again after this (libkplanrt,
+ * to compile it) must check it against these digests: the file may have
+ * been replaced in between.
  */
 int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		   const struct kp_plan *plan, const struct kp_sign_key *keys,
-		   size_t n_keys, char *signer, struct kp_err *err);
+		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_err *err);
 
 #endif /* KP_PLAN_SIGN_H */

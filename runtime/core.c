@@ -1437,17 +1437,23 @@ static char *trust_list(const struct kp_rt_options *opt)
 /*
  * Read and parse the plan; with a trust list, check its signature over the
  * very bytes parsed. 0 with rt->plan set and *untrusted 0 or 1 (the check
- * failed: kerr says why), or an error (the plan cannot be read).
+ * failed: kerr says why), or an error (the plan cannot be read). When the
+ * signature holds, *source_sha (malloc'd, the caller frees; else NULL) has
+ * the signed SHA-256 of each fusion group's source (kp_plan_verify): the
+ * fusion loader reads the sources again and must compile those bytes only.
  */
-static int load_plan(kp_rt *rt, const char *plan_path, int *untrusted, struct kp_err *kerr)
+static int load_plan(kp_rt *rt, const char *plan_path, int *untrusted, uint8_t **source_sha,
+		     struct kp_err *kerr)
 {
 	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
 	char *buf = NULL, *trust = trust_list(&rt->opt);
 	char signer[KP_SIGN_ID_HEX];
 	size_t len, n_keys;
+	uint8_t *sha = NULL;
 	int rc;
 
 	*untrusted = 0;
+	*source_sha = NULL;
 	if ((rc = kp_plan_read(plan_path, &buf, &len, kerr)))
 		goto out;
 	rt->plan = kp_plan_parse(buf, len, plan_path, kerr);
@@ -1457,13 +1463,21 @@ static int load_plan(kp_rt *rt, const char *plan_path, int *untrusted, struct kp
 	}
 	if (!trust)
 		goto out;
+	if (rt->plan->n_fusions &&
+	    !(sha = malloc(rt->plan->n_fusions * KP_SIGN_SHA256_BYTES))) {
+		rc = kp_err_set(kerr, KP_ENOMEM, "%s: out of memory", plan_path);
+		goto out;
+	}
 	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
-	    kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, kerr)) {
+	    kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha, kerr)) {
 		*untrusted = 1;
 		goto out;
 	}
 	kp_info("runtime: %s: signed by %s, signature ok", plan_path, signer);
+	*source_sha = sha;
+	sha = NULL;
 out:
+	free(sha);
 	free(trust);
 	free(buf);
 	return rc;
@@ -1473,6 +1487,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 			   const struct kp_rt_options *opt, struct kp_rt_err *err)
 {
 	struct kp_err kerr = {0};
+	uint8_t *source_sha = NULL;
 	int untrusted = 0;
 	kp_rt *rt;
 
@@ -1526,7 +1541,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		struct kp_plan_report rep;
 		int rc;
 
-		if (load_plan(rt, plan_path, &untrusted, &kerr))
+		if (load_plan(rt, plan_path, &untrusted, &source_sha, &kerr))
 			goto out_err;
 		if (untrusted) {
 			if (rt->opt.flags & KP_RT_STRICT) {
@@ -1579,7 +1594,8 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 opened:
 	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */
 	if (rt->plan && !rt->global_reason)
-		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, rt->be.fusion_ops);
+		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, source_sha, rt->be.fusion_ops);
+	free(source_sha);
 	pthread_mutex_lock(&open_lock);
 	rt->next_open = open_list;
 	open_list = rt;
@@ -1587,6 +1603,7 @@ opened:
 	return rt;
 
 out_err:
+	free(source_sha);
 	if (err) {
 		err->code = kerr.code;
 		snprintf(err->msg, sizeof(err->msg), "%s", kerr.msg);

@@ -15,9 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "../common/hash.h"
 #include "../common/log.h"
 #include "../common/strbuf.h"
+#include "../plan/sign.h"
 
 #define MAX_SOURCE_BYTES (4u << 20)
 #define MAX_PATTERNS 8
@@ -467,8 +470,15 @@ static char *read_source(const char *path, size_t *len)
 	return buf;
 }
 
-static void open_group(struct kp__rt_fusion *fz, struct group *g, const char *dir)
+/*
+ * sha: the SHA-256 the plan's signature covers for this source (NULL when
+ * no signature was checked). The signature was verified over the file as it
+ * was then; this read is another one, so it must hash the same.
+ */
+static void open_group(struct kp__rt_fusion *fz, struct group *g, const char *dir,
+		       const uint8_t *sha)
 {
+	uint8_t got[crypto_hash_sha256_BYTES];
 	struct kp_strbuf path = KP_STRBUF_INIT;
 	char msg[512] = "";
 	size_t len = 0;
@@ -488,6 +498,15 @@ static void open_group(struct kp__rt_fusion *fz, struct group *g, const char *di
 		gfail(fz, g, g->status, "%s hashes to %016llx, the plan says %016llx", path.buf,
 		      (unsigned long long)h, (unsigned long long)g->plan->source_hash);
 		goto out;
+	}
+	if (sha) {
+		crypto_hash_sha256(got, (const unsigned char *)src, len);
+		if (sodium_memcmp(got, sha, sizeof(got))) {
+			g->status = KP__RT_FX_HASH;
+			gfail(fz, g, g->status, "%s changed after its signature was checked "
+			      "(its SHA-256 differs from the signed one)", path.buf);
+			goto out;
+		}
 	}
 	if (parse_header(g, src, len, msg, sizeof(msg))) {
 		g->status = KP__RT_FX_HEADER;
@@ -519,6 +538,7 @@ out:
 }
 
 struct kp__rt_fusion *kp__rt_fusion_open(const struct kp_plan *plan, const char *plan_path,
+					 const uint8_t *source_sha,
 					 const struct kp__rt_fusion_ops *ops)
 {
 	struct kp__rt_fusion *fz;
@@ -563,7 +583,7 @@ struct kp__rt_fusion *kp__rt_fusion_open(const struct kp_plan *plan, const char 
 			continue;     /* planned without generated code */
 		g = &fz->groups[fz->n_groups++];
 		g->plan = &plan->fusions[i];
-		open_group(fz, g, dir);
+		open_group(fz, g, dir, source_sha ? source_sha + i * KP_SIGN_SHA256_BYTES : NULL);
 	}
 	free(dir);
 	return fz;

@@ -6,13 +6,15 @@
  * runtime/fusion.c is CUDA-free (source hash check, header parsing, finding
  * the chain among a capture's nodes, shape and alias checks, building the
  * fused kernel's arguments); it drives struct kp__rt_fusion_ops, whose CUDA
- * implementation is runtime/fusion_cuda.c (NVRTC with an on-disk cache,
- * graph node replacement) and whose fake is in tests/unit/test_fusion.c.
+ * implementation is runtime/fusion_cuda.c (NVRTC with an on-disk cache
+ * whose checks are in runtime/fcache.c, graph node replacement) and whose
+ * fake is in tests/unit/test_fusion.c.
  *
  * Any failure leaves the region's graph unfused (it still runs as a graph),
  * with one log line and a reason counted (kp__rt_fusion_reason_name):
  *   fusion-source   the source file is missing or unreadable
- *   fusion-hash     its kp_hash64 differs from the plan's source-hash
+ *   fusion-hash     its kp_hash64 differs from the plan's source-hash, or
+ *                   (signed plan) its SHA-256 from the signed one
  *   fusion-header   its header is malformed
  *   fusion-compile  NVRTC or module load failed (or NVRTC is not installed)
  *   fusion-chain    the planned chain is not in the captured graph
@@ -85,10 +87,16 @@ struct kp__rt_fusion;
  * Prepare the plan's fusion groups that have a source: read each file from
  * the plan's directory, check its hash, parse its header, compile and load
  * it through ops (NULL: the CUDA ops when linked in, else fusion is off).
- * Failures are logged and counted per group; never fatal. NULL only when out
- * of memory or when plan is NULL.
+ * source_sha: NULL, or (the plan's signature was verified) the signed
+ * SHA-256 of each group's source as kp_plan_verify returned it
+ * (plan->n_fusions * KP_SIGN_SHA256_BYTES, borrowed for the call): each
+ * source read must match it (else fusion-hash), so that what is compiled is
+ * what was verified, even if the file was replaced since. Failures are
+ * logged and counted per group; never fatal. NULL only when out of memory or
+ * when plan is NULL.
  */
 struct kp__rt_fusion *kp__rt_fusion_open(const struct kp_plan *plan, const char *plan_path,
+					 const uint8_t *source_sha,
 					 const struct kp__rt_fusion_ops *ops);
 void kp__rt_fusion_close(struct kp__rt_fusion *fz);
 

@@ -5,11 +5,14 @@
  * a captured graph.
  *
  * NVRTC is opened with dlopen (libnvrtc.so.13, then libnvrtc.so) the first
- * time a source must be compiled, so the library needs no NVRTC at link time
- * and a machine without it only loses fusion (reason fusion-compile). CUBINs
- * are cached as $XDG_CACHE_HOME/kplan/<source hash>-sm<cc>.cubin (default
- * ~/.cache/kplan; KPLAN_CACHE_DIR overrides): the name carries the source's
- * hash, and the source was checked against the plan before we get here.
+ * time a source is loaded, so the library needs no NVRTC at link time and a
+ * machine without it only loses fusion (reason fusion-compile). CUBINs are
+ * cached under $XDG_CACHE_HOME/kplan (default ~/.cache/kplan;
+ * KPLAN_CACHE_DIR overrides) by runtime/fcache.c, which checks the
+ * directory (ours alone, else no cache) and each entry's digest, and keys
+ * entries by the source's SHA-256, the compute capability and the NVRTC
+ * version; the source was checked against the plan (and its signature)
+ * before we get here.
  *
  * Driver entry points come through the runtime
  * (cudaGetDriverEntryPointByVersion), like cuda_backend.c.
@@ -28,7 +31,9 @@
 #include <cuda_runtime.h>
 #include <nvrtc.h>
 
+#include "../common/log.h"
 #include "../common/strbuf.h"
+#include "fcache.h"
 
 static struct {
 	__typeof__(&cuModuleLoadData) ModuleLoadData;
@@ -48,6 +53,7 @@ static struct {
 	__typeof__(&nvrtcGetCUBIN) GetCUBIN;
 	__typeof__(&nvrtcDestroyProgram) DestroyProgram;
 	__typeof__(&nvrtcGetErrorString) GetErrorString;
+	__typeof__(&nvrtcVersion) Version;
 } nv;
 
 struct fctx {
@@ -105,6 +111,7 @@ static int nvrtc_load(char *msg, size_t mlen)
 	SYM(nvrtcGetCUBIN, GetCUBIN)
 	SYM(nvrtcDestroyProgram, DestroyProgram)
 	SYM(nvrtcGetErrorString, GetErrorString)
+	SYM(nvrtcVersion, Version)
 #undef SYM
 	nv.lib = lib;
 	return 0;
@@ -119,63 +126,21 @@ static const char *drv_str(CUresult r)
 	return s ? s : "CUDA driver error";
 }
 
-/* The cache directory (created), or "" when there is none. */
+/*
+ * The checked cache directory (fcache.h), or "" when none may be used: the
+ * reason is logged once per process.
+ */
 static void cache_dir(char *out, size_t n)
 {
-	const char *e = getenv("KPLAN_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-	char parent[4096];
+	static int logged;
+	char why[512];
 
+	if (!kp__rt_fcache_dir(out, n, why, sizeof(why)))
+		return;
 	out[0] = 0;
-	if (e && *e) {
-		snprintf(out, n, "%s", e);
-	} else if (x && *x) {
-		snprintf(out, n, "%s/kplan", x);
-	} else if (h && *h) {
-		snprintf(parent, sizeof(parent), "%s/.cache", h);
-		mkdir(parent, 0755);
-		snprintf(out, n, "%s/.cache/kplan", h);
-	} else {
-		return;
-	}
-	if (mkdir(out, 0755) && errno != EEXIST)
-		out[0] = 0;
-}
-
-static void *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	struct kp_strbuf sb = KP_STRBUF_INIT;
-	char buf[65536];
-	size_t n;
-
-	if (!f)
-		return NULL;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && sb.len < (64u << 20))
-		kp_strbuf_add(&sb, buf, n);
-	fclose(f);
-	if (sb.oom || !sb.len) {
-		kp_strbuf_release(&sb);
-		return NULL;
-	}
-	return kp_strbuf_detach(&sb, len);
-}
-
-static void write_cache(const char *path, const void *data, size_t len)
-{
-	char tmp[4200];
-	FILE *f;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-		return;  /* no cache rather than a truncated name */
-	f = fopen(tmp, "wb");
-	if (!f)
-		return;
-	if (fwrite(data, 1, len, f) != len || fclose(f)) {
-		unlink(tmp);
-		return;
-	}
-	if (rename(tmp, path))
-		unlink(tmp);
+	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+		kp_warn("runtime: fusion: not using the kernel cache (%s); compiling in memory",
+			why);
 }
 
 static void *compile(const char *src, size_t len, int cc_major, int cc_minor, size_t *out_len,
@@ -240,13 +205,14 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 {
 	struct fctx *c = ctx;
 	char dir[4096], path[4200];
-	int dev = 0, maj = 0, min = 0, cached = 0;
+	int dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0;
 	void *bin = NULL;
 	size_t blen = 0;
 	CUmodule mod = NULL;
 	CUfunction f = NULL;
 	CUresult r;
 
+	(void)hash;   /* the cache keys by SHA-256 (fcache.h) */
 	if (drv_load(msg, mlen))
 		return -1;
 	if (cudaFree(0) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
@@ -259,20 +225,25 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 		snprintf(msg, mlen, "too many fused modules");
 		return -1;
 	}
+	/* the cache key names the compiler: NVRTC is needed to use an entry too */
+	if (nvrtc_load(msg, mlen))
+		return -1;
+	if (nv.Version(&nv_maj, &nv_min) != NVRTC_SUCCESS) {
+		snprintf(msg, mlen, "nvrtcVersion failed");
+		return -1;
+	}
 	cache_dir(dir, sizeof(dir));
 	path[0] = 0;
-	if (dir[0]) {
-		snprintf(path, sizeof(path), "%s/%016llx-sm%d%d.cubin", dir, (unsigned long long)hash,
-			 maj, min);
-		bin = read_all(path, &blen);
-		cached = bin != NULL;
-	}
+	if (dir[0] && kp__rt_fcache_path(path, sizeof(path), dir, src, len, maj, min, nv_maj,
+					 nv_min))
+		path[0] = 0;
+	if (path[0])
+		bin = kp__rt_fcache_read(path, &blen);   /* its digest checked */
 	if (bin && drv.ModuleLoadData(&mod, bin) != CUDA_SUCCESS) {
-		/* a stale or damaged cache entry: compile again */
+		/* intact but refused (a driver change): compile again */
 		free(bin);
 		bin = NULL;
 		mod = NULL;
-		cached = 0;
 	}
 	if (!mod) {
 		bin = compile(src, len, maj, min, &blen, msg, mlen);
@@ -284,7 +255,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 			return -1;
 		}
 		if (path[0])
-			write_cache(path, bin, blen);
+			kp__rt_fcache_write(path, bin, blen);
 	}
 	free(bin);
 	if ((r = drv.ModuleGetFunction(&f, mod, name)) != CUDA_SUCCESS) {
@@ -294,7 +265,6 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 	}
 	c->mods[c->n_mods++] = mod;
 	*fn = f;
-	(void)cached;
 	return 0;
 }
 

@@ -96,6 +96,12 @@
  *                        region is eager (untrusted-plan; in strict mode open
  *                        fails with -12 EMISMATCH). Unset: signatures are not
  *                        checked
+ *   KPLAN_CACHE_DIR=DIR  where fused kernels compiled by NVRTC are cached
+ *                        (default $XDG_CACHE_HOME/kplan, else ~/.cache/kplan;
+ *                        created 0700). Used only when it is a directory, not
+ *                        a symbolic link, owned by the effective user and not
+ *                        writable by group or others; else kernels are
+ *                        compiled in memory each time (one log line says why)
  *   KPLAN_LOG=info|debug more log lines (default: warnings only)
  *
  * Each region call is also an NVTX range named after the region, so that

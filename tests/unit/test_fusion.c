@@ -11,12 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "../../common/hash.h"
 #include "../../fusion/fusion_catalog.h"
 #include "../../fusion/fusion_gen.h"
 #include "../../plan/planfile.h"
+#include "../../runtime/fcache.h"
 #include "../../runtime/fusion.h"
 
 static struct kp_fx_catalog *shipped(void)
@@ -1031,7 +1034,7 @@ static struct kp__rt_fusion *write_and_open(struct kp_plan *p, const struct kp_f
 	if (!(*plan = kp_plan_load(path, &err)))
 		return NULL;
 	memset(fk, 0, sizeof(*fk));
-	return kp__rt_fusion_open(*plan, path, ops);
+	return kp__rt_fusion_open(*plan, path, NULL, ops);
 }
 
 /* plan file + source in the temp dir; returns the plan path */
@@ -1112,7 +1115,7 @@ static void test_runtime_apply(void)
 	plan = kp_plan_load(path, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
 	CU_ASSERT_EQUAL_FATAL(plan->n_fusions, 2);
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = kp__rt_fusion_open(plan, path, NULL, &ops);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
 	CU_ASSERT_EQUAL(fk.loads, 2);
 	CU_ASSERT(!strncmp(fk.last_name, "kp_fused_", 9));
@@ -1212,7 +1215,7 @@ static void test_runtime_order(void)
 	plan = kp_plan_load(path, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
 	memset(&fk, 0, sizeof(fk));
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = kp__rt_fusion_open(plan, path, NULL, &ops);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
 	mlp_nodes(f, nodes, 0, 0);
 	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 2);
@@ -1279,6 +1282,104 @@ static void test_runtime_f16_stride(void)
 	kp_fx_catalog_free(cat);
 }
 
+/*
+ * The kernel cache (runtime/fcache.c): only a directory of ours alone is
+ * used, entries are named by source SHA-256, compute capability and NVRTC
+ * version, and a damaged entry is removed, never returned.
+ */
+static void test_fcache(void)
+{
+	static const char bin[] = "\x7f" "ELF not really a cubin";
+	const char *dir = kp_test_path("fcache"), *lnk = kp_test_path("fcache-link");
+	const char *file = kp_test_path("fcache-file");
+	char path[4200], p2[4200], sub[600], why[512], got_dir[600], *old, *raw;
+	unsigned char *b;
+	size_t len = 0, rlen;
+
+	/* directories: created 0700; group or other writable, a link, a file,
+	 * refused with the reason */
+	snprintf(sub, sizeof(sub), "%s/made", dir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	old = getenv("KPLAN_CACHE_DIR") ? strdup(getenv("KPLAN_CACHE_DIR")) : NULL;
+	setenv("KPLAN_CACHE_DIR", sub, 1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_dir(got_dir, sizeof(got_dir), why, sizeof(why)), 0);
+	CU_ASSERT_STRING_EQUAL(got_dir, sub);
+	{
+		struct stat st;
+
+		CU_ASSERT_EQUAL(lstat(sub, &st), 0);
+		CU_ASSERT_EQUAL(st.st_mode & 0777, 0700);
+	}
+	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(chmod(dir, 0770), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "writable by group or others"));
+	CU_ASSERT_EQUAL(chmod(dir, 0703), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(chmod(dir, 0755), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(symlink(dir, lnk), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(lnk, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "symbolic link"));
+	setenv("KPLAN_CACHE_DIR", lnk, 1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_dir(got_dir, sizeof(got_dir), why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(kp_test_write(file, "x", 1), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(file, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "not a directory"));
+	if (old)
+		setenv("KPLAN_CACHE_DIR", old, 1);
+	else
+		unsetenv("KPLAN_CACHE_DIR");
+	free(old);
+
+	/* names: the source's SHA-256, the compute capability, the NVRTC version */
+	CU_ASSERT_EQUAL(kp__rt_fcache_path(path, sizeof(path), "/c", "abc", 3, 9, 0, 13, 0), 0);
+	CU_ASSERT_STRING_EQUAL(path, "/c/ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61"
+			       "f20015ad-sm90-nvrtc13.0.cubin");
+	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), "/c", "abd", 3, 9, 0, 13, 0), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(path, p2);
+	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), "/c", "abc", 3, 10, 0, 13, 0), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(path, p2);
+	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), "/c", "abc", 3, 9, 0, 13, 1), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(path, p2);
+	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, 20, "/c", "abc", 3, 9, 0, 13, 0), -1);
+
+	/* entries: written 0600, read back intact */
+	CU_ASSERT_EQUAL_FATAL(kp__rt_fcache_path(path, sizeof(path), dir, "src", 3, 9, 0, 13, 0), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(path, bin, sizeof(bin)), 0);
+	{
+		struct stat st;
+
+		CU_ASSERT_EQUAL(stat(path, &st), 0);
+		CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+	}
+	b = kp__rt_fcache_read(path, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL(len, sizeof(bin));
+	CU_ASSERT_EQUAL(memcmp(b, bin, sizeof(bin)), 0);
+	free(b);
+	/* one CUBIN byte changed: not returned, and the entry is gone */
+	raw = kp_test_read(path, &rlen);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+	raw[rlen - 3] ^= 0x20;
+	CU_ASSERT_EQUAL(kp_test_write(path, raw, (long)rlen), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+	/* truncated, or a raw CUBIN without the header: the same */
+	CU_ASSERT_EQUAL(kp_test_write(path, raw, (long)rlen - 5), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+	CU_ASSERT_EQUAL(kp_test_write(path, bin, (long)sizeof(bin)), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	free(raw);
+	/* an entry that is a symbolic link is not followed */
+	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), dir, "src", 3, 9, 0, 13, 1), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(p2, bin, sizeof(bin)), 0);
+	CU_ASSERT_EQUAL(symlink(p2, path), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+}
+
 static void test_runtime_load_failures(void)
 {
 	struct fake fk;
@@ -1293,7 +1394,7 @@ static void test_runtime_load_failures(void)
 	memset(&fk, 0, sizeof(fk));
 	plan = kp_plan_load(path, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = kp__rt_fusion_open(plan, path, NULL, &ops);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
 	/* group 2's source was edited after planning: refused, group 1 still loads */
 	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_HASH), 1);
@@ -1305,21 +1406,21 @@ static void test_runtime_load_failures(void)
 	/* compile errors: nothing applied, never a replace call */
 	memset(&fk, 0, sizeof(fk));
 	fk.load_fail = 1;
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = kp__rt_fusion_open(plan, path, NULL, &ops);
 	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_COMPILE), 1);
 	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 0);
 	CU_ASSERT_EQUAL(fk.replace_calls, 0);
 	kp__rt_fusion_close(fz);
 
 	/* without ops (a build with no CUDA): fusion-compile, no crash */
-	fz = kp__rt_fusion_open(plan, path, NULL);
+	fz = kp__rt_fusion_open(plan, path, NULL, NULL);
 	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_COMPILE), 1);
 	CU_ASSERT_EQUAL(kp__rt_fusion_apply(fz, "mlp.forward", (void *)1, nodes, 9), 0);
 	kp__rt_fusion_close(fz);
 
 	/* a missing source file */
 	kp_test_sh("rm -f '%s'/kpfuse-*.cu", kp_test_path("fusion-rt-bad"));
-	fz = kp__rt_fusion_open(plan, path, &ops);
+	fz = kp__rt_fusion_open(plan, path, NULL, &ops);
 	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_SOURCE), 2);
 	kp__rt_fusion_close(fz);
 	kp_plan_free(plan);
@@ -1874,6 +1975,7 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "numerics: plan round trip, --fusion exact|tolerant|off", test_numerics_plan },
 	{ "runtime: f16, row stride, [0] reads, span", test_runtime_f16_stride },
 	{ "runtime: hash, compile, missing source", test_runtime_load_failures },
+	{ "runtime: kernel cache directory, names, damaged entries", test_fcache },
 	{ "cli: plan --base --kernels --catalog", test_cli_plan_catalog },
 	CU_TEST_INFO_NULL,
 };

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <CUnit/CUnit.h>
+#include <sodium.h>
 #include "common/kname.h"
 
 #include "common/hash.h"
@@ -1294,37 +1295,32 @@ static int fx_replace(void *ctx, void *graph, struct kp__rt_fx_repl *r, size_t n
 	return (int)n;
 }
 
-static void test_fused_bind_overlap(void)
+/*
+ * Write plan name: region "step" with one fusion group over its two stores,
+ * whose generated source lies next to the plan (its path into src).
+ */
+static const char *write_fused_plan(const char *name, char *src, size_t src_len)
 {
 	static const char cat_text[] = "kernel st\nmatch store\nparam 0 dst f32*\nparam 1 v i64\n"
 				       "rows 1\ncols 1\nout dst[i] = v\nend\n";
-	static const struct kp__rt_fusion_ops fops = { NULL, fx_load, fx_replace, NULL };
 	struct preg reg[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
-	uint64_t a[4] = {0}, b[4] = {0}, c[4] = {0}, d[4] = {0};
-	struct kp__rt_backend be = fake_be;
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
 	struct kp_err err = {0};
-	struct kp_rt_err rerr;
 	struct kp_fx_catalog *cat;
 	const struct kp_fx_kernel *chain[2];
 	struct kp_fx_group g;
 	struct kp_plan *p;
-	char dir[512], src[600];
+	char dir[512];
 	const char *path;
-	kp_rt *rt;
 	FILE *f;
-	int i;
 
-	fake_reset();
-	path = write_plan("fused.kplan", 9, reg, 1);
-	/* the plan, with one fusion group over the region's two stores */
+	path = write_plan(name, 9, reg, 1);
 	cat = kp_fx_catalog_parse(cat_text, sizeof(cat_text) - 1, "t", &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
 	chain[0] = chain[1] = &cat->kernels[0];
 	CU_ASSERT_EQUAL_FATAL(kp_fx_generate(chain, 2, &g, &err), 0);
 	snprintf(dir, sizeof(dir), "%s", path);
 	*strrchr(dir, '/') = 0;
-	snprintf(src, sizeof(src), "%s/%s", dir, g.file);
+	snprintf(src, src_len, "%s/%s", dir, g.file);
 	CU_ASSERT_EQUAL(kp_test_write(src, g.source.buf, (long)g.source.len), 0);
 	p = kp_plan_load(path, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -1345,7 +1341,23 @@ static void test_fused_bind_overlap(void)
 	kp_plan_free(p);
 	kp_fx_group_release(&g);
 	kp_fx_catalog_free(cat);
+	return path;
+}
 
+static void test_fused_bind_overlap(void)
+{
+	static const struct kp__rt_fusion_ops fops = { NULL, fx_load, fx_replace, NULL };
+	uint64_t a[4] = {0}, b[4] = {0}, c[4] = {0}, d[4] = {0};
+	struct kp__rt_backend be = fake_be;
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp_rt_err rerr;
+	char src[600];
+	const char *path;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	path = write_fused_plan("fused.kplan", src, sizeof(src));
 	be.fusion_ops = &fops;
 	kp_log_set_level(KP_LOG_ERROR);
 	rt = kp__rt_open_backend(&be, path, &o, &rerr);
@@ -1378,6 +1390,94 @@ static void test_fused_bind_overlap(void)
 	kp_rt_close(rt);
 }
 
+
+/* a fake load that counts its calls in *ctx */
+static int fx_count_load(void *ctx, const char *src, size_t len, uint64_t hash, const char *name,
+			 void **fn, char *msg, size_t mlen)
+{
+	++*(int *)ctx;
+	return fx_load(NULL, src, len, hash, name, fn, msg, mlen);
+}
+
+/*
+ * A signed plan's sources are compiled only as signed: the runtime hands
+ * the digests the signature covered to the fusion loader, which checks the
+ * bytes it reads against them (the file may be replaced between the
+ * signature check and that read).
+ */
+static void test_fused_verified_sources(void)
+{
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp__rt_fusion_ops fops = { NULL, fx_count_load, fx_replace, NULL };
+	struct kp__rt_backend be = fake_be;
+	const char *key = kp_test_path("vs.key"), *path;
+	struct kp_sign_key tk;
+	struct kp_err err = {0};
+	struct kp_rt_err rerr;
+	struct kp__rt_fusion *fz;
+	struct kp_plan *p;
+	uint8_t sha[KP_SIGN_SHA256_BYTES];
+	char src[600], pub[600], *buf;
+	size_t len;
+	int loads = 0;
+	kp_rt *rt;
+
+	fake_reset();
+	fops.ctx = &loads;
+	be.fusion_ops = &fops;
+	kp_log_set_level(KP_LOG_ERROR);
+	path = write_fused_plan("verified.kplan", src, sizeof(src));
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	o.trust = pub;
+
+	/* signed and trusted: the source as verified is compiled */
+	rt = kp__rt_open_backend(&be, path, &o, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(loads, 1);
+	kp_rt_close(rt);
+
+	/* the digests kp_plan_verify hands out are those of the sources */
+	CU_ASSERT_EQUAL_FATAL(kp_sign_load_public(pub, &tk, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_plan_read(path, &buf, &len, &err), 0);
+	p = kp_plan_parse(buf, len, path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_EQUAL(kp_plan_verify(path, buf, len, p, &tk, 1, NULL, sha, &err), 0);
+	free(buf);
+	buf = kp_test_read(src, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	{
+		uint8_t want[KP_SIGN_SHA256_BYTES];
+
+		crypto_hash_sha256(want, (const unsigned char *)buf, len);
+		CU_ASSERT_EQUAL(memcmp(want, sha, sizeof(sha)), 0);
+	}
+	free(buf);
+
+	/* the loader compiles what matches the verified digest... */
+	loads = 0;
+	fz = kp__rt_fusion_open(p, path, sha, &fops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	CU_ASSERT_EQUAL(loads, 1);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_HASH), 0);
+	kp__rt_fusion_close(fz);
+	/* ...and not a file that differs from it (as if swapped after the
+	 * check: same kp_hash64, another SHA-256), counted as fusion-hash */
+	sha[0] ^= 1;
+	loads = 0;
+	fz = kp__rt_fusion_open(p, path, sha, &fops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	CU_ASSERT_EQUAL(loads, 0);
+	CU_ASSERT_EQUAL(kp__rt_fusion_failures(fz, KP__RT_FX_HASH), 1);
+	kp__rt_fusion_close(fz);
+	/* no digests (no trust key): as before, the 64-bit hash only */
+	fz = kp__rt_fusion_open(p, path, NULL, &fops);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fz);
+	CU_ASSERT_EQUAL(loads, 1);
+	kp__rt_fusion_close(fz);
+	kp_plan_free(p);
+}
 
 /*
  * The call before the first capture is watched: a body that would break a
@@ -1520,6 +1620,8 @@ CU_TestInfo kp_tests_runtime[] = {
 	{ "values bound per call, or eager when unbound", test_value_binds },
 	{ "stream 0: legacy never captured, per-thread is", test_default_streams },
 	{ "fused graph: bound buffers keep the capture's overlaps", test_fused_bind_overlap },
+	{ "fused graph: a signed plan's sources compile only as verified",
+	  test_fused_verified_sources },
 	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },
 	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },
