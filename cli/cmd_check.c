@@ -10,15 +10,20 @@
 #include "../planner/gpuinfo.h"
 
 const char kp_usage_check[] =
-	"usage: kplan check model.kplan [--trust KEY.pub]... [--device N]\n"
-	"       kplan check model.kplan [--trust KEY.pub]... [--gpu-name S] [--cc M.m]\n"
-	"                               [--sms N] [--driver V] [--cuda-major N]\n"
+	"usage: kplan check model.kplan [--trust KEY.pub]... [--model ID] [--device N]\n"
+	"       kplan check model.kplan [--trust KEY.pub]... [--model ID] [--gpu-name S]\n"
+	"                               [--cc M.m] [--sms N] [--driver V] [--cuda-major N]\n"
 	"\n"
 	"Verifies the plan file and compares its keys with this machine's GPU (found\n"
 	"through libcuda.so.1 at run time) or, when any GPU option is given, with the\n"
 	"GPU those options describe (for CI machines without one; options not given\n"
 	"are unknown). Hard keys: compute capability and CUDA major version; soft keys:\n"
 	"GPU name, SM count, driver version. Every mismatch is listed.\n"
+	"\n"
+	"Model (kplan plan --for): a plan pinned to a model is compared with --model\n"
+	"ID, the identity the application passes to libkplanrt (kp_rt_options.model,\n"
+	"KPLAN_RT_MODEL); another identity is a hard mismatch (key 'for'). Without\n"
+	"--model a pinned plan gets a note; a plan not pinned ignores --model.\n"
 	"\n"
 	"Signatures (kplan sign): with --trust, the plan must be signed by one of the\n"
 	"given public keys, over the plan and every source it references (it says\n"
@@ -29,6 +34,7 @@ const char kp_usage_check[] =
 	"options:\n"
 	"  --trust KEY.pub   a trusted public key (kplan keygen); repeatable, or a\n"
 	"                    colon-separated list as in KPLAN_RT_TRUST\n"
+	"  --model ID        the model identity the application runs (see above)\n"
 	"  --device N        which local GPU to compare with (default 0)\n"
 	"  --gpu-name S      GPU name, e.g. 'NVIDIA H200'\n"
 	"  --cc M.m          compute capability, e.g. 9.0\n"
@@ -46,7 +52,8 @@ const char kp_usage_check[] =
 	"examples:\n"
 	"  kplan check model.kplan\n"
 	"  kplan check model.kplan --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200'\n"
-	"  kplan check model.kplan --trust release.key.pub\n";
+	"  kplan check model.kplan --trust release.key.pub\n"
+	"  kplan check model.kplan --model 'gpt2-124M@sha256:...'\n";
 
 static int num(const char *s, int lo, int hi, int *out)
 {
@@ -98,7 +105,7 @@ KP_CMD(check)
 	struct kp_gpu_desc gpu;
 	struct kp_plan_report rep;
 	struct kp_plan *p;
-	const char *path = NULL;
+	const char *path = NULL, *model = NULL;
 	char name[256];
 	int described = 0, device = 0, i, verdict;
 	size_t k;
@@ -122,6 +129,12 @@ KP_CMD(check)
 				return kp_cli_usage("check", "at most %d --trust options",
 						    KP_SIGN_MAX_TRUST);
 			trust_arg[n_trust++] = v;
+			continue;
+		}
+		if (!strcmp(a, "--model")) {
+			if (!*v)
+				return kp_cli_usage("check", "--model needs a model identity");
+			model = v;
 			continue;
 		}
 		if (!strcmp(a, "--device")) {
@@ -179,6 +192,7 @@ KP_CMD(check)
 		return KP_EXIT_ERROR;
 	}
 	free(buf);
+	gpu.model = model;
 	verdict = kp_plan_check(p, &gpu, &rep);
 	printf("%s: %s on %s\n", path,
 	       verdict == KP_PLAN_APPLIES ? "applies" :

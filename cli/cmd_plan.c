@@ -33,6 +33,14 @@ const char kp_usage_plan[] =
 	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
 	"  --cuda-major N        CUDA major version when the run does not record one\n"
 	"  --no-store            do not record the plan in the database (read-only)\n"
+	"  --for IDENTITY        pin the plan to a model: any string naming it, e.g.\n"
+	"                        'gpt2-124M@sha256:...' or a name and version; written\n"
+	"                        as [hard] 'for' (plan format 3). An application that\n"
+	"                        passes another identity (kp_rt_options.model,\n"
+	"                        KPLAN_RT_MODEL) runs every region eagerly\n"
+	"                        (plan-mismatch); one that passes none is warned once\n"
+	"                        and the plan applies. With --base: replaces the base's\n"
+	"                        identity (without --for the base's is kept)\n"
 	"  --regions WHICH       which regions the plan holds: runtime: those the\n"
 	"                        program enters through libkplanrt (kp_region_begin,\n"
 	"                        kplan.torch.region), the only ones a plan can apply\n"
@@ -184,6 +192,7 @@ struct plan_args {
 	struct kp_planner_opts o;
 	const char *db_path, *out;
 	const char *base, *trace;     /* trace mode: --base PLAN --kernels TRACE */
+	const char *model;            /* --for IDENTITY, or NULL */
 	struct kp_fx_catalog *cat;    /* the --catalog files, merged; the caller frees it */
 	int store, keep;
 };
@@ -270,6 +279,11 @@ static int parse_args(int argc, char **argv, struct plan_args *opt)
 			opt->keep = !strcmp(val, "exact") ? KP_FX_KEEP_EXACT :
 				    !strcmp(val, "tolerant") ? KP_FX_KEEP_TOLERANT : KP_FX_KEEP_NONE;
 			i++;
+		} else if (!strcmp(a, "--for")) {
+			if (!val || !*val || strlen(val) > 512)
+				return kp_cli_usage("plan", "--for needs a model identity (1..512 bytes)");
+			opt->model = val;
+			i++;
 		} else if (!strcmp(a, "--base") || !strcmp(a, "--kernels")) {
 			if (!val)
 				return kp_cli_usage("plan", "%s needs a path", a);
@@ -295,6 +309,21 @@ static int parse_args(int argc, char **argv, struct plan_args *opt)
 	return 0;
 }
 
+/* --for: pin plan to opt->model (replacing any identity). 0 or KP_ENOMEM. */
+static int set_model(struct kp_plan *plan, const struct plan_args *opt, struct kp_err *err)
+{
+	char *m;
+
+	if (!opt->model)
+		return 0;
+	m = strdup(opt->model);
+	if (!m)
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	free(plan->model);
+	plan->model = m;
+	return 0;
+}
+
 /* Trace mode: the fusion groups of a kernel trace added to an existing plan. */
 static int plan_from_base(const struct plan_args *opt)
 {
@@ -310,7 +339,7 @@ static int plan_from_base(const struct plan_args *opt)
 		goto out;
 	}
 	kp_fx_plan_filter(plan, opt->keep, stdout);
-	if (kp_plan_write(plan, &text, &err) || write_atomic(opt->out, text.buf, text.len, &err)) {
+	if (set_model(plan, opt, &err) || kp_plan_write(plan, &text, &err) || write_atomic(opt->out, text.buf, text.len, &err)) {
 		rc = kp_cli_error(&err);
 		goto out;
 	}
@@ -381,7 +410,7 @@ KP_CMD(plan)
 	}
 	if (plan)
 		kp_fx_plan_filter(plan, opt.keep, say);
-	if (!plan || kp_plan_write(plan, &text, &err) ||
+	if (!plan || set_model(plan, &opt, &err) || kp_plan_write(plan, &text, &err) ||
 	    write_atomic(opt.out, text.buf, text.len, &err)) {
 		rc = kp_cli_error(&err);
 		goto out;

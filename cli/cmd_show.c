@@ -45,6 +45,8 @@ KP_CMD(show)
 	       (unsigned long long)p->body_hash);
 	printf("  made for    compute capability %d.%d, CUDA %d (hard keys)\n",
 	       p->cc_major, p->cc_minor, p->cuda_major);
+	if (p->model)
+		printf("              model '%s' (hard key: kplan plan --for)\n", p->model);
 	printf("              %s, %d SMs, driver %d (soft keys)\n",
 	       p->gpu_name[0] ? p->gpu_name : "unknown GPU", p->sm_count, p->driver_version);
 	printf("  source      run %lld (%s%s%s), kplan %s\n", (long long)p->source_run,

@@ -57,6 +57,7 @@ enum ftype {
 #define F_OPTIONAL 1   /* may be absent (then as kp_plan_new / the parser leaves it);
 			  the writer leaves out a NULL string, a negative int, a 0 real */
 #define F_V2       2   /* a key of format version 2: unknown in a version 1 file */
+#define F_V3       4   /* a key of format version 3: unknown in a version 1 or 2 file */
 
 struct field {
 	const char *key;
@@ -73,6 +74,7 @@ struct field {
 static const struct field hard_fields[] = {
 	{ "compute-capability", F_CC, P(cc_major), 1, 99, 0 },
 	{ "cuda-major", F_I32, P(cuda_major), 1, 99, 0 },
+	{ "for", F_OSTR, P(model), 0, 0, F_OPTIONAL | F_V3 },
 	{ NULL, 0, 0, 0, 0, 0 },
 };
 
@@ -829,6 +831,9 @@ static int read_section(struct parser *ps, void *obj, const struct field *fields
 		if (f->key && (f->flags & F_V2) && ps->plan->format_version < 2)
 			return perr(ps, KP_EFORMAT, "unknown field '%s' (format version %d has none; "
 				    "it came with version 2)", f->key, ps->plan->format_version);
+		if (f->key && (f->flags & F_V3) && ps->plan->format_version < 3)
+			return perr(ps, KP_EFORMAT, "unknown field '%s' (format version %d has none; "
+				    "it came with version 3)", f->key, ps->plan->format_version);
 		if (!f->key)
 			return perr(ps, KP_EFORMAT, "unknown field '%.*s'",
 				    (int)(klen > 60 ? 60 : klen), ps->ln);
@@ -1119,7 +1124,7 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 				     memcmp(buf, KP_PLAN_MAGIC " ", sizeof(KP_PLAN_MAGIC))))
 			kp_err_set(err, KP_EFORMAT, "%s:1: not a kplan plan file (expected "
 				   "'" KP_PLAN_MAGIC " %d' on the first line)", ps.name,
-				   KP_PLAN_FORMAT_VERSION);
+				   KP_PLAN_FORMAT_BASE);
 		goto fail;
 	}
 	if (parse_i64(v, vn, &x) || x < 1) {
@@ -1176,6 +1181,12 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 	ps.plan->body_hash = want;
 	if (parse_body(&ps))
 		goto fail;
+	/* version 3 is a pinned plan: a flipped version digit is not a no-op */
+	if (ps.plan->format_version >= 3 && !ps.plan->model) {
+		kp_err_set(err, KP_EFORMAT, "%s: [hard] field 'for' missing or '-': format "
+			   "version 3 is written only for a plan pinned to a model", ps.name);
+		goto fail;
+	}
 	return ps.plan;
 fail:
 	kp_plan_free(ps.plan);
@@ -1392,7 +1403,7 @@ int kp_plan_write(struct kp_plan *plan, struct kp_strbuf *out, struct kp_err *er
 	}
 	plan->body_hash = kp_hash64(body.buf, body.len, KP_HASH_SEED);
 	kp_strbuf_addf(&all, KP_PLAN_MAGIC " %d\nbody-bytes %zu\nbody-hash %016llx\n",
-		       KP_PLAN_FORMAT_VERSION, body.len, (unsigned long long)plan->body_hash);
+		       plan->model && plan->model[0] ? 3 : KP_PLAN_FORMAT_BASE, body.len, (unsigned long long)plan->body_hash);
 	kp_strbuf_add(&all, body.buf, body.len);
 	if (all.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory writing the plan");
@@ -1435,6 +1446,7 @@ void kp_gpu_desc_init(struct kp_gpu_desc *gpu)
 	gpu->sm_count = -1;
 	gpu->driver_version = -1;
 	gpu->cuda_major = -1;
+	gpu->model = NULL;
 }
 
 static void item(struct kp_plan_report *rep, int sev, const char *key, const char *fmt, ...)
@@ -1479,6 +1491,14 @@ int kp_plan_check(const struct kp_plan *plan, const struct kp_gpu_desc *gpu,
 	else if (cuda_major != plan->cuda_major)
 		item(rep, HARD, "cuda-major", "plan wants CUDA %d, gpu has CUDA %d",
 		     plan->cuda_major, cuda_major);
+	if (plan->model && plan->model[0]) {
+		if (!gpu->model || !gpu->model[0])
+			item(rep, 0, "for", "plan was made for model '%.80s', the application's "
+			     "is not given (not compared)", plan->model);
+		else if (strcmp(gpu->model, plan->model))
+			item(rep, HARD, "for", "plan was made for model '%.80s', the application "
+			     "runs '%.80s'", plan->model, gpu->model);
+	}
 	/* soft keys; a key the plan does not know (empty / 0) is not compared */
 	if (plan->gpu_name && plan->gpu_name[0]) {
 		if (!gpu->name)

@@ -28,7 +28,9 @@
 #include "../common/strbuf.h"
 
 #define KP_PLAN_MAGIC "kplan-plan"
-#define KP_PLAN_FORMAT_VERSION 2   /* written; versions 1 and 2 are read */
+#define KP_PLAN_FORMAT_VERSION 3   /* the newest: versions 1 to 3 are read */
+#define KP_PLAN_FORMAT_BASE 2      /* written when no version 3 field is set:
+				      version 3 only adds [hard] 'for' */
 
 /* Limits the reader enforces (the writer refuses plans that break them). */
 #define KP_PLAN_MAX_FILE_BYTES   (16u << 20)  /* whole file */
@@ -134,14 +136,17 @@ struct kp_plan_fusion {
 };
 
 struct kp_plan {
-	int format_version;      /* the file's (1 or 2) for a parsed plan, else
-				  * KP_PLAN_FORMAT_VERSION; the writer always
-				  * writes KP_PLAN_FORMAT_VERSION */
+	int format_version;      /* the file's (1 to 3) for a parsed plan, else
+				  * KP_PLAN_FORMAT_VERSION; the writer writes
+				  * 3 when model is set, else KP_PLAN_FORMAT_BASE */
 	uint64_t body_hash;      /* from the header; verified on parse, set by write */
 
 	/* hard keys: a mismatch means the plan does not apply */
 	int cc_major, cc_minor;  /* compute capability */
 	int cuda_major;          /* CUDA major version (driver's, e.g. 13) */
+	char *model;             /* [hard] 'for' (format 3): the identity of the model
+				  * the plan was made for (kplan plan --for), a free
+				  * string; NULL: not pinned */
 
 	/* soft keys: a mismatch is reported, the plan still applies */
 	char *gpu_name;
@@ -177,7 +182,8 @@ void kp_plan_free(struct kp_plan *plan);
 /*
  * Parse a plan file held in buf[0..len). name is used in error messages
  * (e.g. the path). Verifies the header, the body length and checksum, then
- * every field. Reads versions 1 and 2; what version 1 lacks gets version
+ * every field. Reads versions 1 to 3 (a key of a later version in an
+ * earlier file is an unknown field); what version 1 lacks gets version
  * 1's meaning (patches are pointers, args_checked -1, fusion groups exact).
  * Returns a new plan (free with kp_plan_free) or NULL with err filled:
  * KP_EFORMAT (corrupt, truncated, checksum, missing or bad field),
@@ -196,7 +202,9 @@ struct kp_plan *kp_plan_load(const char *path, struct kp_err *err);
 int kp_plan_read(const char *path, char **buf, size_t *len, struct kp_err *err);
 
 /*
- * Serialise plan into out (appended), format KP_PLAN_FORMAT_VERSION: header
+ * Serialise plan into out (appended), format KP_PLAN_FORMAT_BASE (3 when
+ * plan->model is set, so that unpinned plans stay readable by older
+ * readers and byte-identical to what they were): header
  * with body length and checksum, then the body. Deterministic: sorts regions
  * by label, shapes, patches by (kernel, param), fusions by id; same plan,
  * same bytes. Sets plan->body_hash, a region's nodes to its kernels when it
@@ -227,6 +235,9 @@ struct kp_gpu_desc {
 	int sm_count;            /* -1: unknown */
 	int driver_version;      /* cuDriverGetVersion() form; -1: unknown */
 	int cuda_major;          /* -1: unknown (then driver_version / 1000 is used) */
+	const char *model;       /* not the GPU: the identity of the model the
+				  * application runs (kp_rt_options.model,
+				  * kplan check --model); NULL: not given */
 };
 
 /* Fill with "all unknown". */
@@ -253,7 +264,10 @@ struct kp_plan_report {
 };
 
 /*
- * Compare the plan's hard and soft keys with gpu. Fills rep with one item
+ * Compare the plan's hard and soft keys with gpu. The plan's model
+ * identity ('for') is a hard key compared with gpu->model when both are
+ * set (byte for byte); a plan pinned to a model checked without one gets a
+ * note (severity 0) and still applies. Fills rep with one item
  * per key checked (matches are not listed; unknown soft keys are notes with
  * severity 0; an unknown hard key makes the plan not applicable). Returns
  * rep->verdict. Region fingerprints are hard keys checked by the runtime at

@@ -24,6 +24,9 @@
 #define MAX_LINE 512             /* a key or signature file is one short line */
 #define MAX_SOURCE_BYTES (64u << 20)
 
+_Static_assert(KP_SIGN_BYTES == crypto_sign_BYTES, "KP_SIGN_BYTES");
+_Static_assert(KP_SIGN_PUBLIC_BYTES == crypto_sign_PUBLICKEYBYTES, "KP_SIGN_PUBLIC_BYTES");
+
 int kp_sign_init(struct kp_err *err)
 {
 	if (sodium_init() < 0)
@@ -40,30 +43,44 @@ static void key_id(const uint8_t *pk, char *id)
 }
 
 /*
+ * One line of text from buf[0..len) into line[MAX_LINE] (one trailing
+ * newline removed). 0 or KP_EFORMAT naming name (too long, several lines,
+ * a NUL byte).
+ */
+static int line_from_buf(const char *buf, size_t len, const char *name, char *line,
+			 struct kp_err *err)
+{
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (len > MAX_LINE - 2 || memchr(buf, '\n', len) || memchr(buf, 0, len))
+		return kp_err_set(err, KP_EFORMAT, "%s: expected one line of text", name);
+	memcpy(line, buf, len);
+	line[len] = 0;
+	return 0;
+}
+
+/*
  * Read a small text file of one line into line[MAX_LINE] (the trailing
  * newline removed). 0, KP_ENOTFOUND, KP_EIO, KP_EFORMAT (too long, several
  * lines).
  */
 static int read_line(const char *path, char *line, struct kp_err *err)
 {
+	char raw[MAX_LINE + 1];
 	FILE *f = fopen(path, "rb");
 	size_t n;
 
 	if (!f)
 		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
 				  "%s: cannot open: %s", path, strerror(errno));
-	n = fread(line, 1, MAX_LINE - 1, f);
+	/* one byte more than a line may have, so that a longer file is seen */
+	n = fread(raw, 1, sizeof(raw), f);
 	if (ferror(f)) {
 		fclose(f);
 		return kp_err_set(err, KP_EIO, "%s: read failed", path);
 	}
 	fclose(f);
-	line[n] = 0;
-	if (n && line[n - 1] == '\n')
-		line[--n] = 0;
-	if (n == MAX_LINE - 2 || strlen(line) != n || strchr(line, '\n'))
-		return kp_err_set(err, KP_EFORMAT, "%s: expected one line of text", path);
-	return 0;
+	return line_from_buf(raw, n, path, line, err);
 }
 
 /* "TAG <hex>" with exactly len bytes of hex into out. */
@@ -144,6 +161,21 @@ int kp_sign_keygen(const char *path, char *id, struct kp_err *err)
 	return rc;
 }
 
+int kp_sign_parse_public(const char *buf, size_t len, const char *name,
+			 struct kp_sign_key *key, struct kp_err *err)
+{
+	char line[MAX_LINE];
+	int rc;
+
+	if ((rc = kp_sign_init(err)) || (rc = line_from_buf(buf, len, name, line, err)))
+		return rc;
+	if (parse_hex_field(line, PUBLIC_TAG, key->pk, sizeof(key->pk)))
+		return kp_err_set(err, KP_EFORMAT, "%s: not a kplan public key (expected '%s "
+				  "<64 hex digits>')", name, PUBLIC_TAG);
+	key_id(key->pk, key->id);
+	return 0;
+}
+
 int kp_sign_load_public(const char *path, struct kp_sign_key *key, struct kp_err *err)
 {
 	char line[MAX_LINE];
@@ -151,11 +183,7 @@ int kp_sign_load_public(const char *path, struct kp_sign_key *key, struct kp_err
 
 	if ((rc = kp_sign_init(err)) || (rc = read_line(path, line, err)))
 		return rc;
-	if (parse_hex_field(line, PUBLIC_TAG, key->pk, sizeof(key->pk)))
-		return kp_err_set(err, KP_EFORMAT, "%s: not a kplan public key (expected '%s "
-				  "<64 hex digits>')", path, PUBLIC_TAG);
-	key_id(key->pk, key->id);
-	return 0;
+	return kp_sign_parse_public(line, strlen(line), path, key, err);
 }
 
 int kp_sign_load_trust(const char *list, struct kp_sign_key *keys, size_t *n,
@@ -373,34 +401,47 @@ out:
 	return rc;
 }
 
-/* Read and parse plan_path.sig. */
-static int read_sig(const char *plan_path, char *id, uint8_t *sig, struct kp_err *err)
+int kp_plan_sig_parse(const char *buf, size_t len, const char *name, char *id,
+		      uint8_t *sig, struct kp_err *err)
 {
-	struct kp_strbuf path = KP_STRBUF_INIT;
 	char line[MAX_LINE];
 	size_t tl = strlen(SIG_TAG), got = 0;
 	const char *end;
 	int rc;
 
-	kp_strbuf_addf(&path, "%s.sig", plan_path);
-	rc = read_line(path.buf, line, err);
-	if (rc == KP_ENOTFOUND)
-		kp_err_set(err, rc, "%s: plan is unsigned (no %s)", plan_path, path.buf);
-	if (rc)
-		goto out;
+	if ((rc = kp_sign_init(err)) || (rc = line_from_buf(buf, len, name, line, err)))
+		return rc;
 	/* TAG SP 16-hex SP 128-hex */
 	if (strncmp(line, SIG_TAG, tl) || line[tl] != ' ' ||
 	    strlen(line) != tl + 1 + 16 + 1 + 2 * crypto_sign_BYTES ||
 	    line[tl + 17] != ' ' ||
 	    strspn(line + tl + 1, "0123456789abcdef") != 16 ||
 	    sodium_hex2bin(sig, crypto_sign_BYTES, line + tl + 18, 2 * crypto_sign_BYTES,
-			   NULL, &got, &end) || got != crypto_sign_BYTES || *end) {
-		rc = kp_err_set(err, KP_EFORMAT, "%s: not a kplan signature (expected '%s <key id> "
-				"<128 hex digits>')", path.buf, SIG_TAG);
-		goto out;
-	}
+			   NULL, &got, &end) || got != crypto_sign_BYTES || *end)
+		return kp_err_set(err, KP_EFORMAT, "%s: not a kplan signature (expected '%s "
+				  "<key id> <128 hex digits>')", name, SIG_TAG);
 	memcpy(id, line + tl + 1, 16);
 	id[16] = 0;
+	return 0;
+}
+
+/* Read and parse plan_path.sig. */
+static int read_sig(const char *plan_path, char *id, uint8_t *sig, struct kp_err *err)
+{
+	struct kp_strbuf path = KP_STRBUF_INIT;
+	char line[MAX_LINE];
+	int rc;
+
+	kp_strbuf_addf(&path, "%s.sig", plan_path);
+	if (path.oom) {
+		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = read_line(path.buf, line, err);
+	if (rc == KP_ENOTFOUND)
+		kp_err_set(err, rc, "%s: plan is unsigned (no %s)", plan_path, path.buf);
+	if (!rc)
+		rc = kp_plan_sig_parse(line, strlen(line), path.buf, id, sig, err);
 out:
 	kp_strbuf_release(&path);
 	return rc;

@@ -34,6 +34,7 @@ struct kp_plan;
 #define KP_SIGN_ID_HEX 17          /* 16 hex digits and the NUL */
 #define KP_SIGN_MAX_TRUST 16       /* keys in one trust list */
 #define KP_SIGN_SHA256_BYTES 32
+#define KP_SIGN_BYTES 64           /* an Ed25519 signature */
 
 /* A public key and its id. */
 struct kp_sign_key {
@@ -53,6 +54,15 @@ int kp_sign_keygen(const char *path, char *id, struct kp_err *err);
 
 /* Read a public key file into *key. 0, KP_ENOTFOUND / KP_EIO / KP_EFORMAT. */
 int kp_sign_load_public(const char *path, struct kp_sign_key *key, struct kp_err *err);
+
+/*
+ * Parse the text of a public key file, buf[0..len) (not NUL-terminated;
+ * one line, one trailing newline allowed), into *key; name is the file
+ * named in errors. 0 or KP_EFORMAT. kp_sign_load_public reads a file and
+ * calls this; tests/fuzz/fuzz_sig.c feeds it arbitrary bytes.
+ */
+int kp_sign_parse_public(const char *buf, size_t len, const char *name,
+			 struct kp_sign_key *key, struct kp_err *err);
 
 /*
  * Read a colon-separated list of public key files (at most
@@ -94,6 +104,15 @@ int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
  * filled), KP_ENOTFOUND (unsigned: no .sig), KP_EIO, KP_EFORMAT.
  */
 int kp_plan_sig_read(const char *plan_path, char *id, struct kp_err *err);
+
+/*
+ * Parse the text of a signature file, buf[0..len) (as kp_sign_parse_public),
+ * into its key id (id: KP_SIGN_ID_HEX bytes) and signature (sig:
+ * KP_SIGN_BYTES bytes); name is the file named in errors. 0 or KP_EFORMAT.
+ * The parser under kp_plan_sig_read and kp_plan_verify.
+ */
+int kp_plan_sig_parse(const char *buf, size_t len, const char *name, char *id,
+		      uint8_t *sig, struct kp_err *err);
 
 /*
  * Verify the signature of the plan at plan_path (bytes buf[0..len), parsed

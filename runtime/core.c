@@ -1568,28 +1568,40 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		gpu.sm_count = dev.sm_count;
 		gpu.driver_version = dev.driver_version;
 		gpu.cuda_major = dev.driver_version / 1000;
+		gpu.model = rt->opt.model && *rt->opt.model ? rt->opt.model :
+			    !(rt->opt.flags & KP_RT_NO_ENV) ? getenv("KPLAN_RT_MODEL") : NULL;
 		if (kp_plan_check(rt->plan, &gpu, &rep) == KP_PLAN_NOT_APPLICABLE) {
 			const char *why = rep.n_items ? rep.items[0].msg : "hard key mismatch";
+			int is_model = 0;
 			size_t i;
 
 			for (i = 0; i < rep.n_items; i++) {
 				if (rep.items[i].severity == KP_PLAN_NOT_APPLICABLE) {
 					why = rep.items[i].msg;
+					is_model = !strcmp(rep.items[i].key, "for");
 					break;
 				}
 			}
 			if (rt->opt.flags & KP_RT_STRICT) {
-				kp_err_set(&kerr, KP_EMISMATCH, "%s: plan does not apply to this gpu: %s",
-					   plan_path, why);
+				kp_err_set(&kerr, KP_EMISMATCH, "%s: plan does not apply to this %s: %s",
+					   plan_path, is_model ? "model" : "gpu", why);
 				goto out_err;
 			}
-			kp_warn("runtime: %s: %s: plan does not apply to this gpu (%s); every region eager",
-				plan_path, kp_rt_reason_name(KP_RT_R_PLAN_MISMATCH), why);
+			kp_warn("runtime: %s: %s: plan does not apply to this %s (%s); every region eager",
+				plan_path, kp_rt_reason_name(KP_RT_R_PLAN_MISMATCH),
+				is_model ? "model" : "gpu", why);
 			rt->global_reason = KP_RT_R_PLAN_MISMATCH;
 		} else if (rep.verdict == KP_PLAN_SOFT_MISMATCH) {
 			kp_info("runtime: %s: applies with soft-key differences (%s)", plan_path,
 				rep.n_items ? rep.items[0].msg : "");
 		}
+		/* pinned to a model, and the application named none: the pin is not
+		 * checked; say so once (at open), then apply */
+		if (!rt->global_reason && rt->plan->model && rt->plan->model[0] &&
+		    (!gpu.model || !gpu.model[0]))
+			kp_warn("runtime: %s: plan is pinned to model '%s' and the application "
+				"names none (kp_rt_options.model, KPLAN_RT_MODEL): not checked, "
+				"applied", plan_path, rt->plan->model);
 	}
 opened:
 	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */

@@ -734,7 +734,7 @@ KP_RT_API kp_rt *kp_rt_open_ex(const char *plan_path, const struct kp_rt_options
 {
 	struct kp__rt_backend be;
 	struct kp_err kerr = {0};
-	struct kp_rt_options o = { 0, 0, -1, 0, NULL };
+	struct kp_rt_options o = { 0, 0, -1, 0, NULL, NULL };
 	const char *dis = getenv("KPLAN_RT_DISABLE");
 
 	if (opt)

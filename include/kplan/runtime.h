@@ -96,6 +96,11 @@
  *                        region is eager (untrusted-plan; in strict mode open
  *                        fails with -12 EMISMATCH). Unset: signatures are not
  *                        checked
+ *   KPLAN_RT_MODEL=ID    the identity of the model the application runs, when
+ *                        kp_rt_options.model is NULL: a plan pinned to another
+ *                        (kplan plan --for) runs every region eagerly
+ *                        (plan-mismatch; strict: open fails). Unset and no
+ *                        option: a pinned plan is logged once and applies
  *   KPLAN_CACHE_DIR=DIR  where fused kernels compiled by NVRTC are cached
  *                        (default $XDG_CACHE_HOME/kplan, else ~/.cache/kplan;
  *                        created 0700). Used only when it is a directory, not
@@ -147,6 +152,12 @@ struct kp_rt_options {
 				 colon-separated: the plan must carry a signature by one
 				 of them (see KPLAN_RT_TRUST); appended last so that the
 				 struct only grows */
+	const char *model;    /* NULL, or the identity of the model the application runs
+				 (any string, as given to kplan plan --for; NULL: from
+				 KPLAN_RT_MODEL): a plan pinned to another model does not
+				 apply (plan-mismatch; strict: open fails naming both); a
+				 pinned plan opened without one is logged once and
+				 applies. Appended last, as trust */
 };
 
 /*
@@ -248,7 +259,9 @@ typedef struct kp_region {
  * Open the runtime with the plan at plan_path (NULL: every region eager).
  * Options come from the KPLAN_RT_* environment. Initialises CUDA on the
  * current device and checks the plan's hard keys (compute capability, CUDA
- * major version): a plan for another GPU is logged once and every region
+ * major version) and, when the plan is pinned to a model (kplan plan
+ * --for) and the application names its own (KPLAN_RT_MODEL), the model
+ * identity: a plan for another GPU or model is logged once and every region
  * runs eagerly (in strict mode open fails with -12 EMISMATCH). Returns NULL
  * with *err filled when the plan cannot be read or CUDA cannot start; err
  * may be NULL. Close with kp_rt_close.

@@ -71,6 +71,7 @@ class kp_rt_options(ctypes.Structure):
         ("warmup", _int),
         ("max_failures", _int),
         ("trust", ctypes.c_char_p),
+        ("model", ctypes.c_char_p),
     ]
 
 
@@ -286,12 +287,13 @@ class Runtime(object):
 
     @classmethod
     def open(cls, plan_path=None, flags=0, verify_calls=0, warmup=-1, max_failures=0,
-             lib=None, trust=None):
+             lib=None, trust=None, model=None):
         if lib is None or isinstance(lib, str):
             lib = load_library(lib)
         opt = kp_rt_options(flags=flags, verify_calls=verify_calls, warmup=warmup,
                             max_failures=max_failures,
-                            trust=os.fsencode(trust) if trust is not None else None)
+                            trust=os.fsencode(trust) if trust is not None else None,
+                            model=model.encode() if isinstance(model, str) else model)
         err = kp_rt_err()
         p = os.fsencode(plan_path) if plan_path is not None else None
         h = lib.open_ex(p, ctypes.byref(opt), ctypes.byref(err))

@@ -580,7 +580,7 @@ static void setup(void)
 
 int main(int argc, char **argv)
 {
-	struct kp_rt_options opt = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp_rt_options opt = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
 	struct kp_rt_err err;
 	struct kp_err kerr;
 	int fail = 0, all = argc < 3;

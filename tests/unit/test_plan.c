@@ -143,10 +143,11 @@ static char *wrap_v(int v, const char *body)
 	return kp_strbuf_detach(&sb, NULL);
 }
 
-/* The same for the current version (so only the body's content is tested). */
+/* The same for the version the writer writes for an unpinned plan (so only
+ * the body's content is tested). */
 static char *wrap(const char *body)
 {
-	return wrap_v(KP_PLAN_FORMAT_VERSION, body);
+	return wrap_v(KP_PLAN_FORMAT_BASE, body);
 }
 
 /* sample body with the first `from` replaced by `to`, rewrapped with a valid checksum */
@@ -342,10 +343,10 @@ static void test_edited_body(void)
 
 static void test_header(void)
 {
-	const char *v3 = "kplan-plan 3\nbody-bytes 5\nbody-hash 0000000000000000\nhello\n";
+	const char *v4 = "kplan-plan 4\nbody-bytes 5\nbody-hash 0000000000000000\nhello\n";
 	char *t;
 
-	expect_bad(v3, strlen(v3), KP_EVERSION, "unknown plan format version 3", "model.kplan:1:");
+	expect_bad(v4, strlen(v4), KP_EVERSION, "unknown plan format version 4", "model.kplan:1:");
 	expect_bad("kplan-plan 0\n", 13, KP_EFORMAT, "format version", NULL);
 	expect_bad("kplan-plan 999999999999999999999\n", 33, KP_EFORMAT, "format version", NULL);
 	expect_bad("hello world\n", 12, KP_EFORMAT, "not a kplan plan file", NULL);
@@ -535,6 +536,94 @@ static void test_tolerance_text(void)
 }
 
 /* The writer refuses numerics the reader would. */
+/* v3: [hard] 'for' pins the plan to a model; only written when set */
+static void test_model_pin(void)
+{
+	struct kp_err err = {0};
+	struct kp_strbuf w1 = KP_STRBUF_INIT, w2 = KP_STRBUF_INIT;
+	struct kp_plan *p = sample_plan(), *q;
+	struct kp_gpu_desc g;
+	struct kp_plan_report rep;
+	size_t len;
+	char *plain = sample_text(&len), *t, *body;
+
+	/* unpinned: version 2, no 'for' line (the goldens stay as they are) */
+	CU_ASSERT_PTR_NOT_NULL(strstr(plain, "kplan-plan 2\n"));
+	CU_ASSERT_PTR_NULL(strstr(plain, "\nfor "));
+	/* pinned: version 3, round trip byte-identical; escaping as any string */
+	p->model = strdup("gpt2-124M@sha256:ab12 [v1] 50%");
+	CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &w1, &err), 0);
+	CU_ASSERT(!strncmp(w1.buf, "kplan-plan 3\n", 13));
+	CU_ASSERT_PTR_NOT_NULL(strstr(w1.buf, "\ncuda-major 13\nfor gpt2-124M@sha256:ab12 [v1%5D 50%25\n"));
+	q = kp_plan_parse(w1.buf, w1.len, "model.kplan", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+	CU_ASSERT_EQUAL(q->format_version, 3);
+	CU_ASSERT_STRING_EQUAL(q->model, "gpt2-124M@sha256:ab12 [v1] 50%");
+	CU_ASSERT_EQUAL(kp_plan_write(q, &w2, &err), 0);
+	CU_ASSERT(w1.len == w2.len && !memcmp(w1.buf, w2.buf, w1.len));
+	/* the rest of the file is the unpinned plan's */
+	CU_ASSERT_EQUAL(w1.len, len + strlen("for gpt2-124M@sha256:ab12 [v1%5D 50%25\n"));
+	kp_plan_free(q);
+	/* 'for' in a version 1 or 2 file is an unknown field */
+	body = (char *)body_of(w1.buf);
+	t = wrap_v(2, body);
+	expect_bad(t, strlen(t), KP_EFORMAT, "unknown field 'for'", "version 3");
+	free(t);
+	t = wrap_v(1, body);
+	expect_bad(t, strlen(t), KP_EFORMAT, "unknown field", NULL);
+	free(t);
+	/* a version 3 file without 'for' (or with '-'): refused, so that a
+	 * flipped version digit is caught */
+	t = wrap_v(3, body_of(plain));
+	expect_bad(t, strlen(t), KP_EFORMAT, "'for'", "version 3");
+	free(t);
+	{
+		struct kp_strbuf sb = KP_STRBUF_INIT;
+		const char *b = body_of(plain), *at = strstr(b, "cuda-major 13\n");
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+		kp_strbuf_add(&sb, b, (size_t)(at - b));
+		kp_strbuf_adds(&sb, "cuda-major 13\nfor -\n");
+		kp_strbuf_adds(&sb, at + 14);
+		t = wrap_v(3, sb.buf);
+		expect_bad(t, strlen(t), KP_EFORMAT, "'for'", NULL);
+		free(t);
+		kp_strbuf_release(&sb);
+	}
+	/* check: the identity is a hard key, when the application names one */
+	kp_gpu_desc_init(&g);
+	g.cc_major = 9;
+	g.cc_minor = 0;
+	g.cuda_major = 13;
+	g.name = "NVIDIA H200";
+	g.sm_count = 132;
+	g.driver_version = 13000;
+	CU_ASSERT_EQUAL(kp_plan_check(p, &g, &rep), KP_PLAN_APPLIES);
+	CU_ASSERT_EQUAL_FATAL(rep.n_items, 1);
+	CU_ASSERT_STRING_EQUAL(rep.items[0].key, "for");
+	CU_ASSERT_EQUAL(rep.items[0].severity, 0);
+	g.model = "gpt2-124M@sha256:ab12 [v1] 50%";
+	CU_ASSERT_EQUAL(kp_plan_check(p, &g, &rep), KP_PLAN_APPLIES);
+	CU_ASSERT_EQUAL(rep.n_items, 0);
+	g.model = "gpt2-355M";
+	CU_ASSERT_EQUAL(kp_plan_check(p, &g, &rep), KP_PLAN_NOT_APPLICABLE);
+	CU_ASSERT_EQUAL_FATAL(rep.n_items, 1);
+	CU_ASSERT_STRING_EQUAL(rep.items[0].key, "for");
+	CU_ASSERT_PTR_NOT_NULL(strstr(rep.items[0].msg, "gpt2-355M"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rep.items[0].msg, "gpt2-124M"));
+	/* a plan not pinned ignores the application's identity */
+	free(p->model);
+	p->model = NULL;
+	CU_ASSERT_EQUAL(kp_plan_check(p, &g, &rep), KP_PLAN_APPLIES);
+	/* an empty identity is refused by the writer ('-' would read as none) */
+	p->model = strdup("");
+	CU_ASSERT_EQUAL(kp_plan_write(p, &w2, &err), KP_EINVAL);
+	kp_plan_free(p);
+	kp_strbuf_release(&w1);
+	kp_strbuf_release(&w2);
+	free(plain);
+}
+
 static void test_writer_numerics(void)
 {
 	static const double bad[] = { 2.0, -1e-5, 1e-20 };
@@ -893,6 +982,36 @@ static void test_cli_check(void)
 	free(text);
 }
 
+/* kplan check --model against a plan pinned with 'for' */
+static void test_cli_check_model(void)
+{
+	const char *plan = kp_test_path("pinned.kplan"), *log = kp_test_path("model.log");
+	const char *gpu = "--cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200' --sms 132 --driver 13000";
+	const char *k = kp_test_kplan();
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan *p = sample_plan();
+
+	p->model = strdup("llama-3-8b v2");
+	CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &sb, &err), 0);
+	kp_test_write(plan, sb.buf, (long)sb.len);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s --model 'llama-3-8b v2' >'%s'", k, plan, gpu,
+				   log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q ': applies on' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s --model 'llama-3-8b v3' >'%s'", k, plan, gpu,
+				   log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q \"hard for: plan was made for model 'llama-3-8b v2', "
+				   "the application runs 'llama-3-8b v3'\" '%s'", log), 0);
+	/* no --model: a note, applies */
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s >'%s'", k, plan, gpu, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'note for: ' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s --model '' 2>/dev/null", k, plan, gpu), 64);
+	/* show names the identity */
+	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' | grep -q 'llama-3-8b v2'", k, plan), 0);
+	kp_plan_free(p);
+	kp_strbuf_release(&sb);
+}
+
 /* ---------------------------------------------------------------------- */
 /* signatures (plan/sign.c) */
 
@@ -1142,11 +1261,13 @@ CU_TestInfo kp_tests_plan[] = {
 	{ "v2: tolerance text, stable on rewrite", test_tolerance_text },
 	{ "v2: writer refuses bad numerics", test_writer_numerics },
 	{ "v1 plans parse with v1 defaults", test_v1_plans },
+	{ "v3: 'for' pins a plan to a model; check compares it", test_model_pin },
 	{ "huge lines, too many regions, huge file", test_huge_input },
 	{ "random edits: no crash, accepted plans round-trip", test_mutations },
 	{ "writer refuses what the reader would", test_writer_refuses },
 	{ "check: hard and soft keys", test_check },
 	{ "cli: check / show exit codes", test_cli_check },
+	{ "cli: check --model against a pinned plan", test_cli_check_model },
 	{ "sign: round trip, formats, bad and missing signatures", test_sign_roundtrip },
 	{ "sign: every byte of plan and sources flipped, another plan", test_sign_tamper },
 	{ "cli: keygen, sign, check --trust", test_cli_sign },

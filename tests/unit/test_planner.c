@@ -277,6 +277,13 @@ static void test_golden_and_store(void)
 	kp_db_close(db);
 	/* show works on it */
 	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' | grep -q 'step *graph'", kp_test_kplan(), out1), 0);
+	/* --for pins it: format 3, one 'for' line more, nothing else changes */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --for 'fixture@1' -o '%s' >/dev/null",
+				   kp_test_kplan(), path, out2), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("head -1 '%s' | grep -qx 'kplan-plan 3'", out2), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qx 'for fixture@1' '%s'", out2), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("diff '%s' '%s' | grep -c '^[<>]' | grep -qx 7", out1, out2), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --for '' -o x 2>/dev/null", kp_test_kplan(), path), 64);
 }
 
 /* ---------------------------------------------------------------------- */

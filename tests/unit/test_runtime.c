@@ -427,7 +427,7 @@ static int saved_log_level = -1;
 
 static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 {
-	struct kp_rt_options o = { flags | KP_RT_NO_ENV, verify, -1, 0, NULL };
+	struct kp_rt_options o = { flags | KP_RT_NO_ENV, verify, -1, 0, NULL, NULL };
 	struct kp_rt_err err;
 	kp_rt *rt;
 
@@ -447,7 +447,7 @@ static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 static kp_rt *open_rt_watch(const char *plan)
 {
 	struct kp__rt_backend be = fake_be;
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
 	struct kp_rt_err err;
 	kp_rt *rt;
 
@@ -535,7 +535,7 @@ static void test_no_plan_and_disable(void)
 
 static void test_bad_plan_file(void)
 {
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
 	struct kp_rt_err err;
 	const char *p = kp_test_path("garbage.kplan");
 
@@ -870,7 +870,7 @@ static void test_unknown_region_and_plan_mismatch(void)
 {
 	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
 	uint64_t out[8] = {0}, scratch = 0;
-	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0, NULL };
+	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0, NULL, NULL };
 	struct kp_rt_err err;
 	const char *p;
 	kp_rt *rt;
@@ -900,11 +900,96 @@ static void test_unknown_region_and_plan_mismatch(void)
 	CU_ASSERT_EQUAL(err.code, KP_EMISMATCH);
 }
 
+/* open over the fake backend naming model (flags: KP_RT_NO_ENV unless env) */
+static kp_rt *open_model(const char *plan, const char *model, unsigned flags,
+			 struct kp_rt_err *err)
+{
+	struct kp_rt_options o = { flags, 0, -1, 0, NULL, model };
+
+	if (saved_log_level < 0)
+		saved_log_level = kp_log_get_level();
+	kp_log_set_level(KP_LOG_ERROR);
+	return kp__rt_open_backend(&fake_be, plan, &o, err);
+}
+
+/* eager calls for plan-mismatch after 4 calls of "step" (-1: no runtime) */
+static int mismatch_calls(kp_rt *rt)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	int i, n;
+
+	if (!rt)
+		return -1;
+	for (i = 0; i < 4; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, (uint64_t)i, 0);
+	n = (int)stats(rt).eager_by_reason[KP_RT_R_PLAN_MISMATCH];
+	kp_rt_close(rt);
+	return n;
+}
+
+/*
+ * A plan pinned to a model (kplan plan --for): the application's identity
+ * (kp_rt_options.model, else KPLAN_RT_MODEL) must match; none given:
+ * applies; a plan not pinned ignores it.
+ */
+static void test_model_pin(void)
+{
+	struct preg regs[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
+	struct kp_err err = {0};
+	struct kp_rt_err rerr;
+	const char *path, *plain;
+	struct kp_plan *p;
+	FILE *f;
+
+	fake_reset();
+	plain = write_plan("unpinned.kplan", 9, regs, 1);
+	path = write_plan("pinned.kplan", 9, regs, 1);
+	p = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->model = kp_strdup("gpt2-124M@sha256:00ff");
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_plan_write_file(p, f, &err), 0);
+	fclose(f);
+	kp_plan_free(p);
+
+	/* the same identity: applies (captured, no mismatch) */
+	fake_reset();
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(path, "gpt2-124M@sha256:00ff",
+						  KP_RT_NO_ENV, &rerr)), 0);
+	CU_ASSERT(fk.n_captures >= 1);
+	/* none given: applies (logged once at open) */
+	fake_reset();
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(path, NULL, KP_RT_NO_ENV, &rerr)), 0);
+	CU_ASSERT(fk.n_captures >= 1);
+	/* another model: every call eager, plan-mismatch, nothing captured */
+	fake_reset();
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(path, "gpt2-355M@sha256:00ff",
+						  KP_RT_NO_ENV, &rerr)), 4);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	/* strict: open fails naming both identities */
+	CU_ASSERT_PTR_NULL(open_model(path, "gpt2-355M", KP_RT_NO_ENV | KP_RT_STRICT, &rerr));
+	CU_ASSERT_EQUAL(rerr.code, KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "gpt2-124M@sha256:00ff"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "gpt2-355M"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "model"));
+	/* KPLAN_RT_MODEL when the option is not set; the option wins over it */
+	setenv("KPLAN_RT_MODEL", "gpt2-355M", 1);
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(path, NULL, 0, &rerr)), 4);
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(path, "gpt2-124M@sha256:00ff", 0, &rerr)), 0);
+	/* KP_RT_NO_ENV: not read */
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(path, NULL, KP_RT_NO_ENV, &rerr)), 0);
+	unsetenv("KPLAN_RT_MODEL");
+	/* a plan not pinned: any identity applies */
+	CU_ASSERT_EQUAL(mismatch_calls(open_model(plain, "anything", KP_RT_NO_ENV | KP_RT_STRICT,
+						  &rerr)), 0);
+}
+
 /* open over the fake backend with a trust list (KP_RT_NO_ENV unless env) */
 static kp_rt *open_trust(const char *plan, const char *trust, unsigned flags,
 			 struct kp_rt_err *err)
 {
-	struct kp_rt_options o = { flags, 0, -1, 0, trust };
+	struct kp_rt_options o = { flags, 0, -1, 0, trust, NULL };
 
 	if (saved_log_level < 0)
 		saved_log_level = kp_log_get_level();
@@ -1349,7 +1434,7 @@ static void test_fused_bind_overlap(void)
 	static const struct kp__rt_fusion_ops fops = { NULL, fx_load, fx_replace, NULL };
 	uint64_t a[4] = {0}, b[4] = {0}, c[4] = {0}, d[4] = {0};
 	struct kp__rt_backend be = fake_be;
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
 	struct kp_rt_err rerr;
 	char src[600];
 	const char *path;
@@ -1407,7 +1492,7 @@ static int fx_count_load(void *ctx, const char *src, size_t len, uint64_t hash, 
  */
 static void test_fused_verified_sources(void)
 {
-	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL };
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
 	struct kp__rt_fusion_ops fops = { NULL, fx_count_load, fx_replace, NULL };
 	struct kp__rt_backend be = fake_be;
 	const char *key = kp_test_path("vs.key"), *path;
@@ -1639,6 +1724,7 @@ CU_TestInfo kp_tests_runtime[] = {
 	{ "fingerprint check and strict", test_fingerprint },
 	{ "unknown region, plan for another gpu", test_unknown_region_and_plan_mismatch },
 	{ "signed plans: trusted, untrusted, tampered", test_trust },
+	{ "plan pinned to a model: match, none, mismatch, strict, env", test_model_pin },
 	{ "shape-key cache and thrash hysteresis", test_shape_keys_and_thrash },
 	{ "verify mode", test_verify },
 	{ "nested region", test_nested },

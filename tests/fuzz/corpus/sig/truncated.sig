@@ -1,0 +1,1 @@
+kplan-ed25519-signature 0123456789abcdef abababababababababababababababababababababababababababababa
