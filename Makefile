@@ -6,6 +6,7 @@
 #   make demo       run the main job on the bundled trace
 #   make gpu-check  build and run the GPU end-to-end checks (needs a GPU)
 #   make bench      CPU benchmarks (figures in docs/PERFORMANCE.md)
+#   make install    PREFIX=/usr/local DESTDIR= (and uninstall; make deb)
 #
 # Variables: CUDA_HOME (default /usr/local/cuda), BUILD (output dir),
 # WERROR=0 to relax warnings, SANITIZER=address,undefined.
@@ -104,6 +105,7 @@ UNIT_EXTRA_OBJ :=
 -include plan/module.mk fusion/module.mk planner/module.mk
 -include collector/module.mk runtime/module.mk examples/module.mk
 -include tests/module.mk bench/module.mk reports/module.mk
+-include packaging/module.mk
 
 all: $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
 
@@ -140,6 +142,8 @@ test: deps
 	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory python-test
+	@$(MAKE) --no-print-directory check-exports
+	@$(MAKE) --no-print-directory install-test
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined OPT=-O1 test

@@ -51,9 +51,10 @@ const char kp_usage_record[] =
 	"                      records are dropped and counted, never silently lost\n"
 	"\n"
 	"environment: KPLAN_COLLECTOR overrides the library path (default\n"
-	"<kplan dir>/../lib/libkplan_collect.so). The collector reads KPLAN_OUT,\n"
-	"KPLAN_NVTX_RANGE, KPLAN_PROFILER_API, KPLAN_SKIP, KPLAN_DURATION, KPLAN_ARGS,\n"
-	"KPLAN_MEM_MB, which this command sets.\n"
+	"<kplan dir>/../lib/libkplan_collect.so in the build tree, else\n"
+	"<kplan dir>/../lib/kplan/libkplan_collect.so as installed). The collector\n"
+	"reads KPLAN_OUT, KPLAN_NVTX_RANGE, KPLAN_PROFILER_API, KPLAN_SKIP,\n"
+	"KPLAN_DURATION, KPLAN_ARGS, KPLAN_MEM_MB, which this command sets.\n"
 	"\n"
 	"examples:\n"
 	"  kplan record -o run.db -- ./app --steps 100\n"
@@ -80,9 +81,15 @@ static int find_collector(char *out, size_t n)
 	if (!slash)
 		return -1;
 	*slash = 0;
+	/* the build tree (build/lib/), then an installed tree (PREFIX/lib/kplan/) */
 	snprintf(out, n, "%s/../lib/libkplan_collect.so", self);
-	if (access(out, R_OK))
-		return -1;
+	if (access(out, R_OK)) {
+		snprintf(out, n, "%s/../lib/kplan/libkplan_collect.so", self);
+		if (access(out, R_OK)) {
+			snprintf(out, n, "%s/../lib/libkplan_collect.so", self);
+			return -1;
+		}
+	}
 	if (realpath(out, real))
 		snprintf(out, n, "%s", real);
 	return 0;

@@ -40,11 +40,32 @@ $(BUILD)/obj-pic/%.o: %.c | deps
 $(BUILD)/obj-pic/runtime/watch.o: RT_CFLAGS += -DKP_CUDA_HOME='"$(CUDA_HOME)"' \
 	$(addprefix -I,$(wildcard $(CUDA_HOME)/extras/CUPTI/include))
 
-$(BUILD)/lib/libkplanrt.so: $(RT_PIC_OBJ)
+# Versioned: the real file is libkplanrt.so.$(RT_VERSION) with soname
+# libkplanrt.so.$(RT_SOVERSION); libkplanrt.so.$(RT_SOVERSION) and
+# libkplanrt.so are copies of it (below), so that `-lkplanrt` from $(BUILD)/lib and
+# the rpath $ORIGIN/../lib of the programs built here keep working. Bump
+# RT_SOVERSION when kp_rt_* changes incompatibly; the exported list is checked
+# by scripts/check_exports.sh (`make test`).
+KP_VERSION := $(shell sed -n 's/^\#define KP_VERSION "\(.*\)"/\1/p' common/version.h)
+RT_SOVERSION := 0
+RT_VERSION := $(RT_SOVERSION).1.0
+RT_SONAME := libkplanrt.so.$(RT_SOVERSION)
+RT_REAL := $(BUILD)/lib/libkplanrt.so.$(RT_VERSION)
+
+$(RT_REAL): $(RT_PIC_OBJ)
 	@mkdir -p $(dir $@)
 	$(quiet) LINK $@
-	$(Q)$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libkplanrt.so \
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,$(RT_SONAME) \
 		-o $@ $(RT_PIC_OBJ) $(RT_LIBS) -Wl,-rpath,$(CUDA_LIBDIR)
+
+# In the build tree .so.$(RT_SOVERSION) and .so are copies, not links: a build
+# copied to another machine (the GPU machines get build/ that way) may lose
+# symbolic links, and the programs built here need the soname file. `make
+# install` makes the usual links.
+$(BUILD)/lib/libkplanrt.so: $(RT_REAL)
+	$(Q)rm -f $(BUILD)/lib/$(RT_SONAME) $@
+	$(Q)cp $(RT_REAL) $(BUILD)/lib/$(RT_SONAME)
+	$(Q)cp $(RT_REAL) $@
 
 $(BUILD)/lib/libkplanrt.a: $(RT_PIC_OBJ)
 	@mkdir -p $(dir $@)

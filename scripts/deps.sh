@@ -18,6 +18,9 @@ need="
 /usr/lib/x86_64-linux-gnu/libsodium.a libsodium-dev
 /usr/lib/x86_64-linux-gnu/libcsv.a libcsv-dev
 /usr/bin/python3 python3
+/usr/bin/pkg-config pkgconf
+/usr/bin/cmake cmake
+/usr/bin/readelf binutils
 "
 for extra in "$@"; do
 	case "$extra" in
