@@ -56,7 +56,7 @@ static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t)
 	return lo;
 }
 
-static size_t ev_lower(struct kp__ana *a, int64_t t)
+static size_t ev_lower(const struct kp__ana *a, int64_t t)
 {
 	size_t lo = 0, hi = a->n_ev;
 	while (lo < hi) {
@@ -224,7 +224,7 @@ static uint32_t capture_stream(const struct kp__ana *a, const struct kp__region 
 static int waits_on(const struct kp__ana *a, const struct kp__occ *o, int64_t stream_id,
 		    int64_t t0, int64_t t1)
 {
-	for (size_t e = ev_lower((struct kp__ana *)a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
+	for (size_t e = ev_lower(a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
 		const struct kp__ev *ev = &a->ev[e];
 
 		if (ev->kind == KP__B_CROSS_STREAM_EVENT && ev->stream_id == stream_id &&

@@ -445,6 +445,14 @@ static void would_break(kp_rt *rt, struct region *reg, const char *why)
 	region_off(rt, reg, KP_RT_R_WOULD_BREAK, why);
 }
 
+/* A first capture goes ahead unchecked: counted, said once per runtime. */
+static void unwatched(kp_rt *rt, const char *why)
+{
+	ADD(rt, unwatched, 1);
+	if (!__atomic_exchange_n(&rt->watch_logged, 1, __ATOMIC_RELAXED))
+		kp_warn("runtime: %s; capturing unchecked", why);
+}
+
 /*
  * The last warm-up call before a first capture runs eagerly under the
  * backend's watch (CUPTI callbacks on CUDA): region_end learns whether a
@@ -457,10 +465,8 @@ static int watch_begin(kp_rt *rt, struct entry *e, kp_region *r, void *stream)
 
 	if (rc) {
 		e->watched = 1;
-		ADD(rt, unwatched, 1);
-		if (!__atomic_exchange_n(&rt->watch_logged, 1, __ATOMIC_RELAXED))
-			kp_warn("runtime: could not check region bodies before capture (another "
-				"CUPTI client, such as a profiler, is attached?); capturing unchecked");
+		unwatched(rt, "could not check region bodies before capture (another CUPTI "
+			  "client, such as a profiler, is attached?)");
 		pthread_mutex_unlock(&e->lock);
 		return eager(rt, KP_RT_R_WARMUP);
 	}
@@ -526,10 +532,11 @@ static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
 		return;
 	}
 	if (w.res.verdict < 0) {
-		ADD(rt, unwatched, 1);
-		if (!__atomic_exchange_n(&rt->watch_logged, 1, __ATOMIC_RELAXED))
-			kp_warn("runtime: region '%s': %s; capturing unchecked", e->reg->name,
-				w.res.msg[0] ? w.res.msg : "could not check");
+		char buf[512];
+
+		snprintf(buf, sizeof(buf), "region '%s': %s", e->reg->name,
+			 w.res.msg[0] ? w.res.msg : "could not check");
+		unwatched(rt, buf);
 		return;
 	}
 	e->per_thread = w.per_thread;

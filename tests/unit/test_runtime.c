@@ -425,18 +425,24 @@ static const char *write_plan(const char *name, int cc_major, const struct preg 
 
 static int saved_log_level = -1;
 
+/*
+ * Open over backend be with options o. The fallbacks the tests provoke are
+ * expected: keep their warnings off the output (restored by the last test).
+ */
+static kp_rt *quiet_open(const struct kp__rt_backend *be, const char *plan,
+			 const struct kp_rt_options *o, struct kp_rt_err *err)
+{
+	if (saved_log_level < 0)
+		saved_log_level = kp_log_get_level();
+	kp_log_set_level(KP_LOG_ERROR);
+	return kp__rt_open_backend(be, plan, o, err);
+}
+
 static kp_rt *open_rt(const char *plan, unsigned flags, int verify)
 {
 	struct kp_rt_options o = { flags | KP_RT_NO_ENV, verify, -1, 0, NULL, NULL };
 	struct kp_rt_err err;
-	kp_rt *rt;
-
-	/* the fallbacks below are expected: keep their warnings off the output
-	 * (restored by the last test) */
-	if (saved_log_level < 0)
-		saved_log_level = kp_log_get_level();
-	kp_log_set_level(KP_LOG_ERROR);
-	rt = kp__rt_open_backend(&fake_be, plan, &o, &err);
+	kp_rt *rt = quiet_open(&fake_be, plan, &o, &err);
 
 	if (!rt)
 		fprintf(stderr, "open: %s\n", err.msg);
@@ -451,12 +457,9 @@ static kp_rt *open_rt_watch(const char *plan)
 	struct kp_rt_err err;
 	kp_rt *rt;
 
-	if (saved_log_level < 0)
-		saved_log_level = kp_log_get_level();
-	kp_log_set_level(KP_LOG_ERROR);
 	be.watch_begin = f_watch_begin;
 	be.watch_end = f_watch_end;
-	rt = kp__rt_open_backend(&be, plan, &o, &err);
+	rt = quiet_open(&be, plan, &o, &err);
 	if (!rt)
 		fprintf(stderr, "open: %s\n", err.msg);
 	return rt;
@@ -906,10 +909,7 @@ static kp_rt *open_model(const char *plan, const char *model, unsigned flags,
 {
 	struct kp_rt_options o = { flags, 0, -1, 0, NULL, model };
 
-	if (saved_log_level < 0)
-		saved_log_level = kp_log_get_level();
-	kp_log_set_level(KP_LOG_ERROR);
-	return kp__rt_open_backend(&fake_be, plan, &o, err);
+	return quiet_open(&fake_be, plan, &o, err);
 }
 
 /* eager calls for plan-mismatch after 4 calls of "step" (-1: no runtime) */
@@ -991,10 +991,7 @@ static kp_rt *open_trust(const char *plan, const char *trust, unsigned flags,
 {
 	struct kp_rt_options o = { flags, 0, -1, 0, trust, NULL };
 
-	if (saved_log_level < 0)
-		saved_log_level = kp_log_get_level();
-	kp_log_set_level(KP_LOG_ERROR);
-	return kp__rt_open_backend(&fake_be, plan, &o, err);
+	return quiet_open(&fake_be, plan, &o, err);
 }
 
 /* eager calls for untrusted-plan after one call of "step" (-1: no runtime) */
