@@ -133,10 +133,13 @@ unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan
 
 # The Python package (python/kplan) with stand-ins for torch and libkplanrt:
 # CPU only, no torch needed (tests/python).
+# A sanitized libkplanrt cannot load into an uninstrumented python3 (ASan
+# aborts it), so under SANITIZER the binding's tests look at build/lib.
 .PHONY: python-test
 python-test:
 	@command -v python3 >/dev/null || { echo "python-test: python3 not found (apt-get install -y python3)" >&2; exit 1; }
-	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(CURDIR)/python python3 -m unittest discover -s tests/python -t tests/python
+	$(if $(SANITIZER),BUILD=build) PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(CURDIR)/python \
+		python3 -m unittest discover -s tests/python -t tests/python
 
 test: deps
 	@$(MAKE) --no-print-directory check-layers
