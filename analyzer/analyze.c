@@ -62,16 +62,16 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 		" eager_ns, busy_ns, host_idle_ns, device_idle_ns, queue_p50_ns,"
 		" queue_p90_ns, launch_api_p50_ns, launch_api_p90_ns, graph_ns_pred,"
 		" speedup_pred, capturable, blockers, advisories, one_time_ns, break_even,"
-		" extra_mem_bytes, fingerprint, shape_keys, patch_slots) VALUES (?1, ?2,"
+		" extra_mem_bytes, fingerprint, shape_keys, patch_slots, edge_ns) VALUES (?1, ?2,"
 		" ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-		" ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)";
+		" ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)";
 	static const char sql_o[] = "INSERT INTO kp_region_occurrences (runId, regionId,"
 		" occIndex, start, end, kernels, eager_ns, busy_ns, host_idle_ns,"
 		" device_idle_ns, first_correlationId, last_correlationId, signature)"
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 	static const char sql_b[] = "INSERT INTO kp_blockers (runId, regionId, kind,"
-		" fatal, api_name, start, correlationId, occIndex, position, detail)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+		" fatal, api_name, start, correlationId, occIndex, position, detail, cpu_op,"
+		" py_frame, cost_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 	sqlite3_stmt *sr = NULL, *so = NULL, *sb = NULL;
 	struct kp_strbuf s1 = KP_STRBUF_INIT, s2 = KP_STRBUF_INIT;
 	char fp[32];
@@ -132,6 +132,7 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 		sqlite3_bind_text(sr, 28, fp, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_int64(sr, 29, r->shape_keys);
 		sqlite3_bind_int64(sr, 30, r->patch_slots);
+		sqlite3_bind_int64(sr, 31, r->edge_ns);
 		rc = step_reset(a, sr, "writing kp_regions", err);
 		for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
 			const struct kp__occ *o = &r->occ[k];
@@ -166,6 +167,10 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 			sqlite3_bind_int(sb, 8, bk->occ);
 			sqlite3_bind_int(sb, 9, bk->pos);
 			bind_opt_text(sb, 10, bk->detail);
+			bind_opt_text(sb, 11, bk->cpu_op);
+			bind_opt_text(sb, 12, bk->py_frame);
+			if (bk->cost_ns >= 0)
+				sqlite3_bind_int64(sb, 13, bk->cost_ns);
 			rc = step_reset(a, sb, "writing kp_blockers", err);
 			a->sum->n_blockers += bk->fatal == 1;
 		}

@@ -17,6 +17,17 @@
  * scalars whose values change) are advisories (fatal = 0): the runtime
  * handles them (one graph per shape key, in-place patching of bound
  * buffers and values).
+ *
+ * Region edges: outside runtime regions, the copies a graph cannot hold
+ * (pageable or synchronous host copies) that open or close an occurrence,
+ * like a step's loss.item() (a DtoH copy and a stream sync), are what a
+ * user leaves outside the capture. They are taken off the occurrence's ops
+ * (o->lead, o->trail), so nodes, splits and the graph model see only the
+ * capturable body, and the calls at the edges become fatal = 0 rows that
+ * say what was left outside and what it costs; that cost (o->edge_ns) is
+ * added to the predicted graph time. In traces with PyTorch CPU ops and
+ * Python frames each blocking call is named by the op and the user's line
+ * it came from.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,18 +39,350 @@
 
 #define MAX_BLK_ROWS 2000   /* blocker rows kept per region */
 
-static int add_blk(struct kp__ana *a, struct kp__region *r, int kind, int fatal,
-		   const char *api, int64_t start, int64_t corr, int occ, int pos,
-		   const char *detail)
+/* Where a blocking call came from, in the user's terms (all may be NULL). */
+struct src {
+	const char *op;          /* innermost CPU op around the call */
+	const char *outer;       /* outermost one, when it differs */
+	const char *frame;       /* innermost user Python frame, "FILE:LINE" */
+};
+
+static int add_blk_src(struct kp__ana *a, struct kp__region *r, int kind, int fatal,
+		       const char *api, int64_t start, int64_t corr, int occ, int pos,
+		       const char *detail, const struct src *sr, int64_t cost_ns)
 {
 	struct kp__blk b = {
 		.kind = (uint8_t)kind, .fatal = (uint8_t)fatal, .api = api,
 		.start = start, .corr = corr, .occ = occ, .pos = pos,
 		.detail = detail ? kp_arena_strdup(&a->arena, detail) : NULL,
+		.cpu_op = sr ? sr->op : NULL, .py_frame = sr ? sr->frame : NULL,
+		.cost_ns = cost_ns,
 	};
 	if (r->blk.len >= MAX_BLK_ROWS)
 		return 0;
 	return kp_vec_push(&r->blk, b) ? KP_ENOMEM : 0;
+}
+
+static int add_blk(struct kp__ana *a, struct kp__region *r, int kind, int fatal,
+		   const char *api, int64_t start, int64_t corr, int occ, int pos,
+		   const char *detail)
+{
+	return add_blk_src(a, r, kind, fatal, api, start, corr, occ, pos, detail, NULL, -1);
+}
+
+/* ---- blockers in the user's terms: the CPU op and Python frame around a call ---- */
+
+/* A cpu_op or python_function range of an imported PyTorch trace. */
+struct srange {
+	int64_t tid, start, end;
+	const char *name;        /* arena */
+	int32_t parent;          /* innermost range on the thread enclosing it; -1 none */
+};
+
+struct srcdom {
+	struct srange *r;        /* by (tid, start, longest first) */
+	size_t n;
+};
+
+/*
+ * The ranges of both domains, loaded on the first lookup: a run without
+ * them (CUPTI recordings, nsys exports) costs one query.
+ */
+struct srcix {
+	int loaded;
+	struct srcdom op, py;
+	sqlite3_stmt *by_corr, *by_start;
+};
+
+static int cmp_srange(const void *x, const void *y)
+{
+	const struct srange *a = x, *b = y;
+
+	if (a->tid != b->tid)
+		return (a->tid > b->tid) - (a->tid < b->tid);
+	if (a->start != b->start)
+		return (a->start > b->start) - (a->start < b->start);
+	return (a->end < b->end) - (a->end > b->end);
+}
+
+/* The run's NVTX domain created with this name (the importer's eventType 75 row), or -1. */
+static int64_t domain_of(struct kp__ana *a, const char *name)
+{
+	static const char sql[] =
+		"SELECT n.domainId FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+		" WHERE n.runId = ?1 AND n.eventType = 75 AND n.domainId > 0"
+		" AND COALESCE(n.text, s.value) = ?2 LIMIT 1";
+	sqlite3_stmt *st;
+	int64_t id = -1;
+
+	if (kp_db_prepare(a->db, sql, &st, NULL))
+		return -1;
+	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return id;
+}
+
+/*
+ * Load one domain's ranges and link each to its innermost enclosing range
+ * on the same thread (a stack over the ranges in start order): then the
+ * ranges around a time t are the last one starting at or before t and its
+ * parents, those that end after t. Names are interned (a trace repeats
+ * a few hundred op names millions of times).
+ */
+static int srcdom_load(struct kp__ana *a, int64_t dom, struct srcdom *d)
+{
+	static const char sql[] =
+		"SELECT n.globalTid, n.start, n.end, COALESCE(n.text, s.value)"
+		" FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+		" WHERE n.runId = ?1 AND n.domainId = ?2 AND n.eventType IN (59, 60)"
+		" AND n.end IS NOT NULL AND n.end >= n.start";
+	KP_VEC(struct srange) v = KP_VEC_INIT;
+	struct kp_strmap names;
+	int32_t *stack = NULL;
+	sqlite3_stmt *st;
+	size_t sp = 0;
+	int rc = 0;
+
+	if (dom <= 0)
+		return 0;
+	if (kp_db_prepare(a->db, sql, &st, NULL))
+		return 0;   /* no names: the blockers stay as they are */
+	kp_strmap_init(&names);
+	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_int64(st, 2, dom);
+	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(st, 3);
+		struct srange x = {
+			.tid = sqlite3_column_int64(st, 0), .start = sqlite3_column_int64(st, 1),
+			.end = sqlite3_column_int64(st, 2), .parent = -1,
+		};
+		int64_t p;
+
+		if (!t || !*t)
+			continue;
+		if (kp_strmap_get(&names, t, &p)) {
+			x.name = (const char *)(intptr_t)p;
+		} else if (!(x.name = kp_arena_strdup(&a->arena, t)) ||
+			   kp_strmap_put(&names, t, (int64_t)(intptr_t)x.name)) {
+			rc = KP_ENOMEM;
+			break;
+		}
+		if (kp_vec_push(&v, x))
+			rc = KP_ENOMEM;
+	}
+	sqlite3_finalize(st);
+	kp_strmap_release(&names);
+	if (!rc && v.len) {
+		qsort(v.data, v.len, sizeof(*v.data), cmp_srange);
+		stack = malloc(v.len * sizeof(*stack));
+		if (!stack)
+			rc = KP_ENOMEM;
+	}
+	for (size_t i = 0; !rc && i < v.len; i++) {
+		struct srange *x = &v.data[i];
+
+		if (i && x->tid != v.data[i - 1].tid)
+			sp = 0;
+		while (sp && v.data[stack[sp - 1]].end <= x->start)
+			sp--;
+		x->parent = sp ? stack[sp - 1] : -1;
+		stack[sp++] = (int32_t)i;
+	}
+	free(stack);
+	if (rc) {
+		kp_vec_release(&v);
+		return rc;
+	}
+	d->r = v.data;
+	d->n = v.len;
+	return 0;
+}
+
+static void srcix_release(struct srcix *sx)
+{
+	free(sx->op.r);
+	free(sx->py.r);
+	sqlite3_finalize(sx->by_corr);
+	sqlite3_finalize(sx->by_start);
+	memset(sx, 0, sizeof(*sx));
+}
+
+static int srcix_load(struct kp__ana *a, struct srcix *sx)
+{
+	static const char sql_c[] = "SELECT globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+		" WHERE runId = ?1 AND correlationId = ?2";
+	static const char sql_s[] = "SELECT globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+		" WHERE runId = ?1 AND start = ?2 LIMIT 1";
+	int rc;
+
+	sx->loaded = 1;
+	if (!kp_db_has_table(a->db, "NVTX_EVENTS"))
+		return 0;
+	/* the Chrome importer's domains (importers/import.h KP_IMPORT_*_DOMAIN) */
+	rc = srcdom_load(a, domain_of(a, "pytorch.cpu_op"), &sx->op);
+	if (!rc)
+		rc = srcdom_load(a, domain_of(a, "pytorch.python"), &sx->py);
+	if (rc || (!sx->op.n && !sx->py.n))
+		return rc;
+	if (kp_db_prepare(a->db, sql_c, &sx->by_corr, NULL) ||
+	    kp_db_prepare(a->db, sql_s, &sx->by_start, NULL)) {
+		free(sx->op.r);
+		free(sx->py.r);
+		sx->op.n = sx->py.n = 0;
+		sx->op.r = sx->py.r = NULL;
+	}
+	return 0;
+}
+
+/* Innermost range of d on thread tid around [t0, t1], or -1. */
+static int32_t enclosing(const struct srcdom *d, int64_t tid, int64_t t0, int64_t t1)
+{
+	size_t lo = 0, hi = d->n;
+	int32_t i;
+
+	while (lo < hi) {   /* first range after (tid, t0) */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct srange *x = &d->r[mid];
+
+		if (x->tid < tid || (x->tid == tid && x->start <= t0))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || d->r[lo - 1].tid != tid)
+		return -1;
+	for (i = (int32_t)lo - 1; i >= 0 && d->r[i].end < t1; i = d->r[i].parent)
+		;
+	return i;
+}
+
+/*
+ * Kineto names a Python frame "FILE(LINE): FUNCTION". A user frame is one
+ * whose FILE is not the interpreter's, the standard library's or an
+ * installed package's (torch/... is how the profiler writes torch's own
+ * files). OUT: the FILE:LINE text (arena), shortened to the last two path
+ * components when long. NULL when name is not a user frame.
+ */
+static const char *user_frame(struct kp__ana *a, const char *name)
+{
+	static const char *const lib[] = {
+		"site-packages/", "dist-packages/", "/lib/python", "/lib64/python", "/torch/",
+	};
+	static const char *const stdlib[] = {
+		"contextlib.py", "functools.py", "threading.py", "runpy.py", "typing.py",
+		"weakref.py", "abc.py", "_contextlib.py",
+	};
+	const char *paren, *close, *file = name, *base;
+	char buf[160];
+	size_t flen;
+	long line;
+
+	close = strstr(name, "): ");
+	if (!close || *name == '<' || !strncmp(name, "torch/", 6))
+		return NULL;
+	for (paren = close; paren > name && *paren != '('; paren--)
+		;
+	if (paren == name || paren + 1 == close)
+		return NULL;
+	for (const char *c = paren + 1; c < close; c++)
+		if (*c < '0' || *c > '9')
+			return NULL;
+	line = strtol(paren + 1, NULL, 10);
+	flen = (size_t)(paren - name);
+	for (size_t i = 0; i < sizeof(lib) / sizeof(*lib); i++) {
+		const char *m = strstr(name, lib[i]);
+		if (m && m < paren)
+			return NULL;
+	}
+	base = file;
+	for (const char *c = file; c < paren; c++)
+		if (*c == '/')
+			base = c + 1;
+	for (size_t i = 0; i < sizeof(stdlib) / sizeof(*stdlib); i++)
+		if ((size_t)(paren - base) == strlen(stdlib[i]) &&
+		    !strncmp(base, stdlib[i], (size_t)(paren - base)))
+			return NULL;
+	if (flen > 48) {   /* ".../dir/file.py" */
+		int slashes = 0;
+		for (file = paren; file > name && slashes < 2; file--)
+			slashes += file[-1] == '/';
+		if (slashes == 2)
+			file++;
+		snprintf(buf, sizeof(buf), ".../%.*s:%ld", (int)(paren - file), file, line);
+	} else {
+		snprintf(buf, sizeof(buf), "%.*s:%ld", (int)flen, file, line);
+	}
+	return kp_arena_strdup(&a->arena, buf);
+}
+
+/*
+ * The CPU op and Python frame around the API call with correlation id corr
+ * that started at start (its thread and end come from the runtime table).
+ * *out is cleared first; unknown parts stay NULL.
+ */
+static int name_source(struct kp__ana *a, struct srcix *sx, uint32_t corr, int64_t start,
+		       struct src *out)
+{
+	int64_t tid = 0, t1 = start;
+	sqlite3_stmt *st;
+	int found = 0, rc = 0;
+	int32_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (!sx)
+		return 0;
+	if (!sx->loaded && (rc = srcix_load(a, sx)))
+		return rc;
+	if (!sx->op.n && !sx->py.n)
+		return 0;
+	st = corr ? sx->by_corr : sx->by_start;
+	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_int64(st, 2, corr ? (int64_t)corr : start);
+	/* a launch has a runtime and a driver row with one id: take the call at start */
+	while (sqlite3_step(st) == SQLITE_ROW && found < 2) {
+		int at = sqlite3_column_int64(st, 1) == start;
+
+		if (!found || at) {
+			tid = sqlite3_column_int64(st, 0);
+			t1 = sqlite3_column_int64(st, 2);
+			found = at ? 2 : 1;
+		}
+	}
+	sqlite3_reset(st);
+	if (!found)
+		return 0;
+	if (t1 < start)
+		t1 = start;
+	if ((i = enclosing(&sx->op, tid, start, t1)) >= 0) {
+		out->op = out->outer = sx->op.r[i].name;
+		for (int32_t p = sx->op.r[i].parent; p >= 0; p = sx->op.r[p].parent)
+			if (sx->op.r[p].end >= t1)
+				out->outer = sx->op.r[p].name;
+		if (out->outer == out->op)
+			out->outer = NULL;
+	}
+	for (i = enclosing(&sx->py, tid, start, t1); i >= 0 && !out->frame;
+	     i = sx->py.r[i].parent)
+		if (sx->py.r[i].end >= t1)
+			out->frame = user_frame(a, sx->py.r[i].name);
+	return 0;
+}
+
+/* "aten::nonzero (train.py:42)", "aten::x (from aten::y, f.py:3)"; "" when unknown. */
+static void src_text(const struct src *sr, char *buf, size_t len)
+{
+	if (sr->op && (sr->outer || sr->frame))
+		snprintf(buf, len, "in %.80s (%s%.80s%s%.80s)", sr->op, sr->outer ? "from " : "",
+			 sr->outer ? sr->outer : "", sr->outer && sr->frame ? ", " : "",
+			 sr->frame ? sr->frame : "");
+	else if (sr->op)
+		snprintf(buf, len, "in %.80s", sr->op);
+	else if (sr->frame)
+		snprintf(buf, len, "at %.80s", sr->frame);
+	else
+		buf[0] = 0;
 }
 
 /* Number of the occurrence's ops whose launch call began before t. */
@@ -121,15 +464,193 @@ static const char *fix_of(int kind)
 	}
 }
 
+/* ---- region edges: what a user leaves outside the capture ---- */
+
+/*
+ * A copy a graph cannot hold: from or to pageable host memory, or made by
+ * a synchronous cudaMemcpy. At an occurrence's start or end it is the
+ * region's edge (the step's loss.item(), a logits copy to the host).
+ */
+static int edge_op(const struct kp__ana *a, const struct kp__op *op)
+{
+	if (op->kind != KP__OP_MEMCPY)
+		return 0;
+	return (op->flags & KP__F_PAGEABLE) ||
+		(op->api_name != UINT32_MAX && a->names.data[op->api_name].cls == KP__C_COPY_SYNC);
+}
+
+/* "cudaMemcpyAsync DtoH (pageable)": the call, and for a copy its direction. */
+static void call_text(const struct kp__ana *a, const char *api, const struct kp__op *op,
+		      char *buf, size_t len)
+{
+	static const char *const dir[] = {
+		[1] = "HtoD", [2] = "DtoH", [8] = "DtoD", [9] = "HtoH", [10] = "PtoP",
+	};
+	int64_t k = op && op->kind == KP__OP_MEMCPY ? -a->sigs.data[op->sig].name_id - 1 : 0;
+	const char *d = k > 0 && k < (int64_t)(sizeof(dir) / sizeof(*dir)) ? dir[k] : NULL;
+
+	snprintf(buf, len, "%s%s%s%s", api, d ? " " : "", d ? d : "",
+		 op && (op->flags & KP__F_PAGEABLE) ? " (pageable)" : "");
+}
+
+/*
+ * The op of occurrence o (edges included) whose launch call, with
+ * correlation id corr, started at start (a copy's blocker row carries its
+ * call's start), or NULL. OUT: *edge (may be NULL): 1 when it is one of the
+ * edge ops left outside.
+ */
+static const struct kp__op *occ_op(const struct kp__ana *a, const struct kp__occ *o,
+				   uint32_t corr, int64_t start, int *edge)
+{
+	const uint32_t *ops = o->ops - o->lead;
+	uint32_t n = o->lead + o->n + o->trail, lo = 0, hi = n;
+
+	if (edge)
+		*edge = 0;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (a->ops[ops[mid]].api_start < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; corr && lo < n && a->ops[ops[lo]].api_start == start; lo++) {
+		if (a->ops[ops[lo]].corr != corr)
+			continue;
+		if (edge)
+			*edge = lo < o->lead || lo >= o->lead + o->n;
+		return &a->ops[ops[lo]];
+	}
+	return NULL;
+}
+
+#define EDGE_LOOKBACK 1024   /* launches scanned back for the GPU work an edge waits on */
+
+/*
+ * The eager cost of an edge call or copy running from s to e: the time
+ * past the later of its start, the end of the GPU work launched before it
+ * (which it waits for, and which the graph's own time already counts) and
+ * floor (the end of the edge items before it, so overlapping ones count
+ * once). Ops launched before s are scanned back EDGE_LOOKBACK launches.
+ */
+static int64_t edge_cost(const struct kp__ana *a, int64_t s, int64_t e, int64_t floor)
+{
+	size_t lo = 0, hi = a->n_ops;
+	int64_t b = s > floor ? s : floor;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->ops[a->by_cpu[mid]].api_start < s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo, k = 0; i > 0 && k < EDGE_LOOKBACK; i--, k++)
+		if (a->ops[a->by_cpu[i - 1]].end > b)
+			b = a->ops[a->by_cpu[i - 1]].end;
+	return e > b ? e - b : 0;
+}
+
+/* An edge op's span: its launch call's start to the later of the call's and the copy's end. */
+static void op_span(const struct kp__op *op, int64_t *s, int64_t *e)
+{
+	*s = op->has_api ? op->api_start : op->start;
+	*e = op->end;
+	if (op->has_api && op->api_start + op->api_dur > *e)
+		*e = op->api_start + op->api_dur;
+}
+
+struct span { int64_t s, e; };
+
+static int cmp_span(const void *x, const void *y)
+{
+	const struct span *a = x, *b = y;
+	return (a->s > b->s) - (a->s < b->s);
+}
+
+static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t);
+static size_t ev_lower(const struct kp__ana *a, int64_t t);
+
+/*
+ * Take the edge copies off each occurrence's ops (at least one op stays)
+ * and sum what the edges cost in that occurrence: the copies and the
+ * blocking calls before the body's first launch or after its last, each
+ * counted by edge_cost. The region's edge_ns is the median.
+ */
+static int region_edges(struct kp__ana *a, struct kp__region *r)
+{
+	KP_VEC(struct span) sp = KP_VEC_INIT;
+	int64_t *v = malloc((r->n_occ ? r->n_occ : 1) * sizeof(*v));
+	int rc = 0;
+
+	if (!v)
+		return KP_ENOMEM;
+	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
+		struct kp__occ *o = &r->occ[k];
+		uint32_t lead = 0, trail = 0;
+		int64_t floor = INT64_MIN, sum = 0;
+
+		while (lead < o->n && edge_op(a, &a->ops[o->ops[lead]]))
+			lead++;
+		while (trail < o->n - lead && edge_op(a, &a->ops[o->ops[o->n - 1 - trail]]))
+			trail++;
+		if (lead + trail < o->n) {
+			o->ops += lead;
+			o->n -= lead + trail;
+			o->lead = lead;
+			o->trail = trail;
+		}
+		sp.len = 0;
+		for (uint32_t i = 0; i < o->lead + o->trail && !rc; i++) {
+			const struct kp__op *op = &a->ops[i < o->lead ? o->ops[(int32_t)i - (int32_t)o->lead]
+							      : o->ops[o->n + i - o->lead]];
+			struct span x;
+
+			op_span(op, &x.s, &x.e);
+			rc = kp_vec_push(&sp, x) ? KP_ENOMEM : 0;
+		}
+		for (size_t e = ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
+			const struct kp__ev *ev = &a->ev[e];
+			uint32_t pos = pos_in(a, o, ev->start);
+			struct span x = { ev->start, ev->end };
+			int own = 0;
+
+			if (pos > 0 && pos < o->n)
+				continue;   /* inside the body */
+			if (occ_op(a, o, ev->corr, ev->start, &own) && own)
+				continue;   /* an edge copy's own call: counted with the copy */
+			rc = kp_vec_push(&sp, x) ? KP_ENOMEM : 0;
+		}
+		if (sp.len > 1)
+			qsort(sp.data, sp.len, sizeof(*sp.data), cmp_span);
+		for (size_t i = 0; i < sp.len; i++) {
+			sum += edge_cost(a, sp.data[i].s, sp.data[i].e, floor);
+			if (sp.data[i].e > floor)
+				floor = sp.data[i].e;
+		}
+		o->edge_ns = sum;
+		v[k] = sum;
+	}
+	if (!rc && r->n_occ) {
+		r->nodes = r->occ[r->tmpl].n;
+		r->edge_ns = kp__median(v, r->n_occ);
+	}
+	kp_vec_release(&sp);
+	free(v);
+	return rc;
+}
+
 /*
  * Blocking API calls. In a runtime region every one is fatal: the runtime
  * captures the whole body, so even one before the first launch would be
- * inside the capture. Elsewhere one before the first or after the last
- * launch only bounds the capture.
+ * inside the capture. Elsewhere one before the body's first launch or
+ * after its last is the region's edge: left outside the graph, with its
+ * cost (fatal = 0). Each is named by the CPU op and Python frame around
+ * it when the trace has them.
  */
-static int event_blockers(struct kp__ana *a, struct kp__region *r)
+static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix *sx)
 {
-	char d[512];
+	char d[1024], who[512], call[160], from[320];
 	int rc = 0;
 
 	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
@@ -139,39 +660,61 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r)
 			uint32_t pos = pos_in(a, o, ev->start);
 			int edge = pos == 0 || pos >= o->n;
 			const char *api = ev->name != UINT32_MAX ? a->names.data[ev->name].s : "memcpy";
+			int own = 0;
+			const struct kp__op *op = ev->kind == KP__B_PAGEABLE_COPY ||
+				ev->kind == KP__B_BLOCKING_COPY ?
+				occ_op(a, o, ev->corr, ev->start, &own) : NULL;
+			int64_t cost = -1;
+			struct src sr;
 
+			if (r->blk.len >= MAX_BLK_ROWS)
+				return 0;
 			int fork_join = ev->kind == KP__B_CROSS_STREAM_EVENT &&
 				recorded_inside(a, o->t0, ev->start);
 			if (r->rt_kind)
 				edge = 0;
-			if (edge)
-				snprintf(d, sizeof(d), "%s the region's launches: capture stops short of it",
-					 pos == 0 ? "before" : "after");
-			else if (!fork_join && !o->n)
-				snprintf(d, sizeof(d), "%s cannot be captured: %s", api,
+			if ((rc = name_source(a, sx, ev->corr, ev->start, &sr)))
+				break;
+			src_text(&sr, from, sizeof(from));
+			call_text(a, api, op, call, sizeof(call));
+			snprintf(who, sizeof(who), "%s%s%s", call, *from ? " " : "", from);
+			if (edge) {
+				int64_t s0 = ev->start, s1 = ev->end;
+
+				if (own)
+					op_span(op, &s0, &s1);
+				cost = edge_cost(a, s0, s1, INT64_MIN);
+				snprintf(d, sizeof(d), "left outside the graph (%s the body): %s, %.1f us in "
+					 "this occurrence; the region's edges cost %.1f us per occurrence, "
+					 "counted in its graph time", pos == 0 ? "before" : "after", who,
+					 (double)cost / 1e3, (double)r->edge_ns / 1e3);
+			} else if (!fork_join && !o->n)
+				snprintf(d, sizeof(d), "%s cannot be captured: %s", who,
 					 fix_of(ev->kind));
 			else if (!fork_join && pos >= o->n)
 				snprintf(d, sizeof(d), "after node %u (%.80s): %s cannot be captured: %s",
-					 o->n - 1, op_name(a, &a->ops[o->ops[o->n - 1]]), api,
+					 o->n - 1, op_name(a, &a->ops[o->ops[o->n - 1]]), who,
 					 fix_of(ev->kind));
 			else if (!fork_join && pos == 0)
 				snprintf(d, sizeof(d), "before node 0 (%.80s): %s cannot be captured: %s",
-					 op_name(a, &a->ops[o->ops[0]]), api, fix_of(ev->kind));
+					 op_name(a, &a->ops[o->ops[0]]), who, fix_of(ev->kind));
 			else if (!fork_join && r->rt_kind)
 				snprintf(d, sizeof(d), "between node %u (%.80s) and node %u (%.80s): %s "
 					 "cannot be captured: %s", pos - 1,
 					 op_name(a, &a->ops[o->ops[pos - 1]]), pos,
-					 op_name(a, &a->ops[o->ops[pos]]), api, fix_of(ev->kind));
+					 op_name(a, &a->ops[o->ops[pos]]), who, fix_of(ev->kind));
 			else if (fork_join)
-				snprintf(d, sizeof(d), "before node %u: waits on an event recorded inside"
-					 " the region (fork/join): capture both streams", pos);
+				snprintf(d, sizeof(d), "%s%sbefore node %u: waits on an event recorded "
+					 "inside the region (fork/join): capture both streams",
+					 *from ? who : "", *from ? ": " : "", pos);
 			else
-				snprintf(d, sizeof(d), "between node %u (%s) and node %u (%s): splits the region",
+				snprintf(d, sizeof(d), "%s%sbetween node %u (%.80s) and node %u (%.80s): "
+					 "splits the region", *from ? who : "", *from ? ": " : "",
 					 pos - 1, op_name(a, &a->ops[o->ops[pos - 1]]), pos,
 					 op_name(a, &a->ops[o->ops[pos]]));
 			int fatal = !edge && !fork_join;
-			rc = add_blk(a, r, ev->kind, fatal, api, ev->start, ev->corr, (int)k,
-				     (int)pos, d);
+			rc = add_blk_src(a, r, ev->kind, fatal, api, ev->start, ev->corr, (int)k,
+					 (int)pos, d, &sr, cost);
 		}
 	}
 	return rc;
@@ -513,7 +1056,11 @@ static void node_durations(const struct kp__ana *a, const struct kp_cost *c,
 	}
 }
 
-/* Graphed time: the model on each occurrence (up to ~1000), median. */
+/*
+ * Graphed time: the model on each occurrence's body (up to ~1000
+ * occurrences), plus the eager cost of the edges it leaves outside (the
+ * user still runs them every step), median.
+ */
 static int predict(struct kp__ana *a, struct kp__region *r)
 {
 	const struct kp__occ *t = &r->occ[r->tmpl];
@@ -536,12 +1083,13 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 		node_durations(a, &a->cost, o, dur, mem);
 		kp_cost_predict(&a->cost, dur, mem, n, o->eager, r->patched_nodes,
 				r->shape_keys, &p);
-		v[nv++] = p.graph_ns;
+		v[nv++] = p.graph_ns + o->edge_ns;
 	}
 	/* the template itself fixes one-time cost and memory */
 	node_durations(a, &a->cost, t, dur, mem);
 	kp_cost_predict(&a->cost, dur, mem, n, r->eager, r->patched_nodes,
 			r->shape_keys, &r->pred);
+	r->pred.graph_ns += t->edge_ns;
 	if (nv)
 		r->pred.graph_ns = kp__median(v, nv);
 	if (r->pred.graph_ns > 0)
@@ -556,14 +1104,14 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 	return 0;
 }
 
-static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut)
+static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut, struct srcix *sx)
 {
 	uint32_t tn = r->n_occ ? r->occ[r->tmpl].n : 0;
 	size_t n_calls;
 	int rc = 0;
 
 	if (cut)
-		rc = event_blockers(a, r);
+		rc = event_blockers(a, r, sx);
 	n_calls = r->blk.len;
 	if (!rc)
 		rc = stream_blockers(a, r);
@@ -623,7 +1171,7 @@ static int split(struct kp__ana *a, struct kp__region *r, const uint8_t *cut,
 				co->t1 = a->ops[co->ops[len - 1]].api_start;
 			}
 			kp__region_stats(a, c);
-			if (examine(a, c, NULL))
+			if (examine(a, c, NULL, NULL))
 				return kp_err_set(err, KP_ENOMEM, "out of memory");
 			if (c->eager > c->pred.graph_ns)
 				benefit += c->eager - c->pred.graph_ns;
@@ -640,19 +1188,30 @@ static int split(struct kp__ana *a, struct kp__region *r, const uint8_t *cut,
 int kp__capturability(struct kp__ana *a, struct kp_err *err)
 {
 	size_t n_top = a->regions.len;
+	struct srcix sx;
 	int rc = 0;
 
+	memset(&sx, 0, sizeof(sx));
 	for (size_t i = 0; i < n_top && !rc; i++) {
 		struct kp__region *r = a->regions.data[i];
-		uint32_t n = r->n_occ ? r->occ[r->tmpl].n : 0;
-		uint8_t *cut = calloc(n + 1, 1);
+		uint8_t *cut;
+		uint32_t n;
 		int any = 0;
 
-		if (!cut)
-			return kp_err_set(err, KP_ENOMEM, "out of memory");
-		if (examine(a, r, cut)) {
+		/* runtime regions are entered whole: no edges left outside */
+		if (!r->rt_kind && region_edges(a, r)) {
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+			break;
+		}
+		n = r->n_occ ? r->occ[r->tmpl].n : 0;
+		if (!(cut = calloc(n + 1, 1))) {
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+			break;
+		}
+		if (examine(a, r, cut, &sx)) {
 			free(cut);
-			return kp_err_set(err, KP_ENOMEM, "out of memory");
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+			break;
 		}
 		for (uint32_t p = 1; p < n; p++)
 			any |= cut[p];
@@ -660,5 +1219,6 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err)
 			rc = split(a, r, cut, err);
 		free(cut);
 	}
+	srcix_release(&sx);
 	return rc;
 }

@@ -91,11 +91,17 @@ struct kp__blk {
 	int64_t corr;            /* -1: none */
 	int32_t occ, pos;
 	const char *detail;      /* arena */
+	const char *cpu_op;      /* innermost CPU op around the call (arena), or NULL */
+	const char *py_frame;    /* innermost user Python frame, "FILE:LINE" (arena), or NULL */
+	int64_t cost_ns;         /* left outside at the region's edge: its eager cost; -1: n/a */
 };
 
 struct kp__occ {
 	const uint32_t *ops;     /* op indices in launch order (borrowed) */
 	uint32_t n;
+	uint32_t lead, trail;    /* edge ops left outside the graph (capture.c):
+				    ops[-lead..-1] and ops[n..n+trail-1] */
+	int64_t edge_ns;         /* eager cost of the edges kept outside */
 	int64_t t0, t1;          /* CPU range */
 	int64_t eager, busy, hidle, didle;
 	uint64_t fp;             /* full signature fingerprint */
@@ -115,6 +121,7 @@ struct kp__region {
 	double coverage;
 	/* results */
 	int64_t kernels, nodes, eager, busy, hidle, didle;
+	int64_t edge_ns;         /* median of occ[].edge_ns: part of pred.graph_ns */
 	struct kp_dist queue, launch_api;
 	struct kp_region_pred pred;
 	int capturable, has_pred;

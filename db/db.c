@@ -23,11 +23,40 @@ extern const char kp__schema_sql[];
 
 /* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
  * only creates what is missing, so it is every step so far (v2: the
- * kp_launch_attrs table). */
+ * kp_launch_attrs table; v3: columns, see added_columns). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
 	kp__schema_sql,
 	kp__schema_sql,
+	kp__schema_sql,
 };
+
+/* Columns schema.sql declares that tables created by an older version lack
+ * (CREATE TABLE IF NOT EXISTS cannot add them): each migration step adds
+ * the missing ones, so every step stays idempotent. v3: blockers named in
+ * the user's terms, the cost of a region's edges. */
+static const struct { const char *table, *column, *decl; } added_columns[] = {
+	{ "kp_blockers", "cpu_op", "TEXT" },
+	{ "kp_blockers", "py_frame", "TEXT" },
+	{ "kp_blockers", "cost_ns", "INTEGER" },
+	{ "kp_regions", "edge_ns", "INTEGER NOT NULL DEFAULT 0" },
+};
+
+static int add_columns(struct kp_db *db, struct kp_err *err)
+{
+	char sql[256];
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(added_columns) / sizeof(*added_columns) && !rc; i++) {
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('%s')"
+			 " WHERE name = '%s'", added_columns[i].table, added_columns[i].column);
+		if (kp_db_int(db, sql, -1) != 0)
+			continue;
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", added_columns[i].table,
+			 added_columns[i].column, added_columns[i].decl);
+		rc = kp_db_exec(db, sql, err);
+	}
+	return rc;
+}
 
 #define BUSY_TIMEOUT_MS 30000
 
@@ -227,6 +256,8 @@ static int migrate(struct kp_db *db, struct kp_err *err)
 		char pragma[64];
 
 		rc = kp_db_exec(db, migrations[v], err);
+		if (!rc)
+			rc = add_columns(db, err);
 		if (rc) {
 			kp_err_prefix(err, "migrating schema to version %lld", (long long)v + 1);
 			goto out_rollback;

@@ -1,6 +1,10 @@
--- kplan database schema, version 2 (v2 added kp_launch_attrs). Every
--- statement is idempotent, so each migration runs this file again
--- (db/db.c): a v1 database opened for writing gains the new tables.
+-- kplan database schema, version 3 (v2 added kp_launch_attrs, v3 the
+-- columns marked "v3"). Every statement is idempotent, so each migration
+-- runs this file again (db/db.c): a v1 database opened for writing gains
+-- the new tables. CREATE TABLE IF NOT EXISTS cannot add a column to an
+-- existing table: columns added later are also listed in db/db.c
+-- (added_columns), which adds the missing ones; they need a default (or
+-- allow NULL) so that older rows read well.
 --
 -- Trace tables reuse the Nsight Systems SQLite export's names and columns, so
 -- that queries written for an nsys export run on a kplan database. Each trace
@@ -250,6 +254,8 @@ CREATE TABLE IF NOT EXISTS kp_regions (
 	fingerprint TEXT,                -- hash of the kernel signature sequence
 	shape_keys INTEGER,              -- distinct launch configurations
 	patch_slots INTEGER,             -- changing pointer arguments
+	edge_ns INTEGER NOT NULL DEFAULT 0,  -- v3: eager cost of the edges left outside the graph
+	                                 -- (median per occurrence); included in graph_ns_pred
 	PRIMARY KEY (runId, regionId)
 );
 
@@ -272,10 +278,12 @@ CREATE TABLE IF NOT EXISTS kp_region_occurrences (
 
 -- Why a region cannot be captured whole (fatal = 1), what its warm-up must
 -- cover (fatal = 2: seen only in its first occurrences), or what capture
--- must handle (fatal = 0: shape_key, patch_slot, calls at a mined region's
--- edge): the API call and when; detail names the kernel or call, the
--- streams and the fix. Kinds: sync, blocking_copy, pageable_copy, malloc, free,
--- host_callback, cross_stream_event, legacy_stream, shape_key, patch_slot.
+-- must handle (fatal = 0: shape_key, patch_slot, calls and copies at a
+-- region's edge, left outside the graph with their cost_ns): the API call
+-- and when; detail names the kernel or call, the streams and the fix, and
+-- in PyTorch traces the CPU op and Python line it came from. Kinds: sync,
+-- blocking_copy, pageable_copy, malloc, free, host_callback,
+-- cross_stream_event, legacy_stream, shape_key, patch_slot.
 CREATE TABLE IF NOT EXISTS kp_blockers (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,
@@ -286,7 +294,10 @@ CREATE TABLE IF NOT EXISTS kp_blockers (
 	correlationId INTEGER,
 	occIndex INTEGER,                -- occurrence it was seen in
 	position INTEGER,                -- node index in the occurrence it precedes
-	detail TEXT
+	detail TEXT,
+	cpu_op TEXT,                     -- v3: innermost CPU op around the call (Kineto cpu_op: aten::nonzero)
+	py_frame TEXT,                   -- v3: innermost user Python frame around it, FILE:LINE
+	cost_ns INTEGER                  -- v3: left outside at the region's edge: its eager cost in that occurrence
 );
 CREATE INDEX IF NOT EXISTS kp_ix_blockers ON kp_blockers(runId, regionId);
 

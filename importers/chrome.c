@@ -124,7 +124,7 @@ int kp_import_parse_int(const char *s, size_t len, int64_t *v)
 
 enum cat {
 	C_NONE, C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_DRIVER, C_SYNC,
-	C_ANNOT, C_GPU_ANNOT, C_CPU_OP, C_FLOW, C_OVERHEAD, C_KPLAN,
+	C_ANNOT, C_GPU_ANNOT, C_CPU_OP, C_PYFUNC, C_FLOW, C_OVERHEAD, C_KPLAN,
 };
 
 enum evkey { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARGS };
@@ -213,6 +213,7 @@ struct reader {
 	int64_t host_pid;       /* pid of the last CPU-side event */
 	int64_t kernel_device;  /* device of the first kernel, -1 none */
 	int64_t cpu_op_domain;  /* StringIds id, 0 until first cpu_op */
+	int64_t python_domain;  /* StringIds id, 0 until first python_function */
 	struct flow *flows;
 	KP_VEC(struct cev) pending;
 	struct kp_strmap skipped;
@@ -259,7 +260,7 @@ static int classify_cat(const char *s, size_t len)
 		{ KP_CAT_MEMSET, C_MEMSET }, { KP_CAT_RUNTIME, C_RUNTIME },
 		{ KP_CAT_DRIVER, C_DRIVER }, { KP_CAT_SYNC, C_SYNC },
 		{ KP_CAT_ANNOT, C_ANNOT }, { KP_CAT_GPU_ANNOT, C_GPU_ANNOT },
-		{ KP_CAT_CPU_OP, C_CPU_OP }, { KP_CAT_FLOW, C_FLOW },
+		{ KP_CAT_CPU_OP, C_CPU_OP }, { KP_CAT_PYFUNC, C_PYFUNC }, { KP_CAT_FLOW, C_FLOW },
 		{ KP_CAT_OVERHEAD, C_OVERHEAD }, { KP_CAT_REGION, C_KPLAN },
 		{ KP_CAT_GAP, C_KPLAN },
 		/* names used by PyTorch 1.8 - 1.10 */
@@ -342,26 +343,31 @@ static int gpu_place(struct reader *r, const struct cev *e, int64_t *device, int
 	return 0;
 }
 
-static int64_t cpu_op_domain(struct reader *r, const struct cev *e)
+/*
+ * The domain id of cpu_op (or python_function) ranges: the StringIds id of
+ * the domain's name, with one domain-create row (eventType 75) written
+ * the first time, as nsys writes for named domains. *cache holds it.
+ */
+static int64_t named_domain(struct reader *r, const struct cev *e, const char *name,
+			    int64_t *cache)
 {
 	struct kp_nvtx_rec n = {0};
 	int64_t id;
 
-	if (r->cpu_op_domain)
-		return r->cpu_op_domain;
-	id = kp_db_intern(r->db, KP_IMPORT_CPU_OP_DOMAIN, r->err);
+	if (*cache)
+		return *cache;
+	id = kp_db_intern(r->db, name, r->err);
 	if (id < 0)
 		return r->rc = (int)id, -1;
-	/* a domain-create row, as nsys writes for named domains */
 	n.start = e->ts;
 	n.end = -1;
 	n.event_type = 75;
-	n.text = KP_IMPORT_CPU_OP_DOMAIN;
+	n.text = name;
 	n.global_tid = KP_GLOBAL_TID(e->pid, e->tid);
 	n.domain_id = id;
 	if (kp_writer_nvtx(&r->w, &n, r->err) < 0)
 		return r->rc = r->err->code, -1;
-	r->cpu_op_domain = id;
+	*cache = id;
 	return id;
 }
 
@@ -586,8 +592,10 @@ static int nvtx_event(struct reader *r, const struct cev *e, int mark)
 	n.global_tid = KP_GLOBAL_TID(e->pid, e->tid);
 	if (e->cat == C_GPU_ANNOT) {
 		n.category = KP_NVTX_CAT_GPU;
-	} else if (e->cat == C_CPU_OP) {
-		int64_t d = cpu_op_domain(r, e);
+	} else if (e->cat == C_CPU_OP || e->cat == C_PYFUNC) {
+		int64_t d = e->cat == C_CPU_OP
+			? named_domain(r, e, KP_IMPORT_CPU_OP_DOMAIN, &r->cpu_op_domain)
+			: named_domain(r, e, KP_IMPORT_PYTHON_DOMAIN, &r->python_domain);
 
 		if (d < 0)
 			return -1;
@@ -625,7 +633,7 @@ static int handle_event(struct reader *r)
 				return -1;
 			r->host_pid = e->pid;
 			return correlated_event(r, e);
-		case C_ANNOT: case C_CPU_OP:
+		case C_ANNOT: case C_CPU_OP: case C_PYFUNC:
 			if (need(r, e, cpu_fields))
 				return -1;
 			r->host_pid = e->pid;

@@ -241,6 +241,8 @@ static int nvtx(struct out *o)
 {
 	int64_t cpu_dom = kp_db_int(o->db, "SELECT id FROM StringIds WHERE value = '"
 				    KP_IMPORT_CPU_OP_DOMAIN "'", -1);
+	int64_t py_dom = kp_db_int(o->db, "SELECT id FROM StringIds WHERE value = '"
+				   KP_IMPORT_PYTHON_DOMAIN "'", -1);
 	sqlite3_stmt *st;
 	int rc;
 
@@ -254,13 +256,14 @@ static int nvtx(struct out *o)
 		int mark = sqlite3_column_type(st, 1) == SQLITE_NULL;
 		int64_t dom = I(6);
 		const char *cat = I(3) == KP_NVTX_CAT_GPU ? KP_CAT_GPU_ANNOT :
-				  dom && dom == cpu_dom ? KP_CAT_CPU_OP : KP_CAT_ANNOT;
+				  dom && dom == cpu_dom ? KP_CAT_CPU_OP :
+				  dom && dom == py_dom ? KP_CAT_PYFUNC : KP_CAT_ANNOT;
 
 		ev_begin(o, mark ? 'i' : 'X', cat, T(5), KP_GTID_PID(I(4)), KP_GTID_TID(I(4)),
 			 I(0), mark ? I(0) : I(1));
 		if (mark)
 			fputs(",\"s\":\"t\"", o->f);
-		if (dom && dom != cpu_dom && T(7)) {
+		if (dom && dom != cpu_dom && dom != py_dom && T(7)) {
 			fputs(",\"args\":{\"domain\":", o->f);
 			json_str(o->f, T(7));
 			fputc('}', o->f);

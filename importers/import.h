@@ -35,6 +35,9 @@ enum kp_import_format {
 
 /* Domain name under which PyTorch cpu_op events are stored (NVTX_EVENTS.domainId). */
 #define KP_IMPORT_CPU_OP_DOMAIN "pytorch.cpu_op"
+/* The same for python_function events (profiler with_stack=True): text is
+ * Kineto's "FILE(LINE): FUNCTION" (or "nn.Module: NAME_N", "<built-in ...>"). */
+#define KP_IMPORT_PYTHON_DOMAIN "pytorch.python"
 
 struct kp_import_opts {
 	int format;            /* enum kp_import_format; 0 = detect */
@@ -50,7 +53,7 @@ struct kp_import_stats {
 	int64_t skipped;             /* events of unknown category or phase */
 	int64_t uncorrelated;        /* GPU/API events left without a correlation id */
 	int64_t bytes_in;            /* bytes of input read (uncompressed for JSON) */
-	char skipped_detail[256];    /* "Trace 1, python_function 20" (may be cut) */
+	char skipped_detail[256];    /* "Trace 1, phase i 20" (may be cut) */
 };
 
 /* "chrome", "nsys" or "auto". */

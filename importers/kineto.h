@@ -22,6 +22,7 @@
 #define KP_CAT_ANNOT "user_annotation"
 #define KP_CAT_GPU_ANNOT "gpu_user_annotation"
 #define KP_CAT_CPU_OP "cpu_op"
+#define KP_CAT_PYFUNC "python_function"   /* with_stack=True: one per Python call */
 #define KP_CAT_FLOW "ac2g"
 #define KP_CAT_OVERHEAD "overhead"
 /* kplan's own tracks in exported traces; ignored on import */

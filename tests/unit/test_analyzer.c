@@ -18,6 +18,7 @@
 #include "analyzer/internal.h"
 #include "common/hash.h"
 #include "db/writer.h"
+#include "importers/import.h"
 #include "planner/planner.h"
 #include "testutil.h"
 
@@ -1177,6 +1178,335 @@ static void test_scalar_slots(void)
 	tl_close(&t);
 }
 
+/* ---- PyTorch (Kineto) traces: region edges, blockers in the user's terms ---- */
+
+/* A Kineto trace written as text: host events on pid 9 tid 11, GPU work on stream 7. */
+struct kj {
+	char *buf;
+	size_t len, cap;
+	int corr, n_ev;
+};
+
+static void kj_add(struct kj *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void kj_add(struct kj *j, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (j->cap - j->len < 1024) {
+		j->cap = j->cap ? j->cap * 2 : 65536;
+		j->buf = realloc(j->buf, j->cap);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(j->buf);
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(j->buf + j->len, j->cap - j->len, fmt, ap);
+	va_end(ap);
+	j->len += (size_t)n;
+}
+
+/* A host-side range (cpu_op, python_function, user_annotation), times in us. */
+static void kj_x(struct kj *j, const char *cat, const char *name, double ts, double dur)
+{
+	kj_add(j, "%s{\"ph\": \"X\", \"cat\": \"%s\", \"name\": \"%s\", \"pid\": 9, \"tid\": 11,"
+	       " \"ts\": %.3f, \"dur\": %.3f}\n", j->n_ev++ ? "," : "", cat, name, ts, dur);
+}
+
+static int kj_call(struct kj *j, const char *name, double ts, double dur)
+{
+	kj_add(j, "%s{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"%s\", \"pid\": 9,"
+	       " \"tid\": 11, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"correlation\": %d}}\n",
+	       j->n_ev++ ? "," : "", name, ts, dur, ++j->corr);
+	return j->corr;
+}
+
+/* A kernel launched by a 5 us cudaLaunchKernel at call, run at [ts, ts + dur). */
+static void kj_kernel(struct kj *j, const char *name, double call, double ts, double dur)
+{
+	int c = kj_call(j, "cudaLaunchKernel", call, 5);
+
+	kj_add(j, ",{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": 0, \"tid\": 7,"
+	       " \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"device\": 0, \"stream\": 7,"
+	       " \"correlation\": %d, \"grid\": [64, 1, 1], \"block\": [256, 1, 1],"
+	       " \"registers per thread\": 32, \"shared memory\": 0}}\n", name, ts, dur, c);
+}
+
+/* A cudaMemcpyAsync at [call, call + call_dur) whose copy (Kineto's name) runs at [ts, ts + dur). */
+static void kj_copy(struct kj *j, const char *name, double call, double call_dur, double ts,
+		    double dur)
+{
+	int c = kj_call(j, "cudaMemcpyAsync", call, call_dur);
+
+	kj_add(j, ",{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"%s\", \"pid\": 0, \"tid\": 7,"
+	       " \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"device\": 0, \"stream\": 7,"
+	       " \"correlation\": %d, \"bytes\": 4}}\n", name, ts, dur, c);
+}
+
+enum { KJ_ITEM = 1, KJ_NONZERO = 2, KJ_INPUT = 4, KJ_DEEP = 8 };
+
+/*
+ * Five "step" annotations of 300 us, each with four kernels launched at
+ * T+10, 20, 30, 40 (run at T+12, 22, 32, 42 for 8 us) under aten::add,
+ * inside the user's frame train.py(42) (under train.py(100) <module>).
+ * KJ_INPUT: first a pageable HtoD copy (call T+2..8, copy T+4..7) and a
+ * stream sync (T+8.5..9.5) under aten::to > aten::_to_copy > aten::copy_.
+ * KJ_NONZERO: a stream sync (T+26..28) under aten::nonzero, called from
+ * torch's own frame, between kernels 1 and 2 (KJ_DEEP: through nn.Module's
+ * _call_impl, in site-packages, and a model's forward with a long path).
+ * KJ_ITEM: last, loss.item():
+ * a pageable DtoH copy (call T+52..56, copy T+60..62) and a stream sync
+ * (T+57..63) under aten::item > aten::_local_scalar_dense.
+ */
+static const char *kj_trace(const char *name, int flags)
+{
+	const char *path = kp_test_path(name);
+	struct kj j = {0};
+
+	kj_add(&j, "{\"traceEvents\": [\n");
+	kj_x(&j, "python_function", "train.py(100): <module>", 0, 1e6);
+	for (int k = 0; k < 5; k++) {
+		double T = 1000 + 1000 * k;
+
+		kj_x(&j, "user_annotation", "step", T, 300);
+		kj_x(&j, "python_function", "train.py(42): train_step", T + 1, 298);
+		if (flags & KJ_INPUT) {
+			kj_x(&j, "cpu_op", "aten::to", T + 1.5, 9);
+			kj_x(&j, "cpu_op", "aten::_to_copy", T + 1.6, 8.8);
+			kj_x(&j, "cpu_op", "aten::copy_", T + 1.7, 8.5);
+			kj_copy(&j, "Memcpy HtoD (Pageable -> Device)", T + 2, 6, T + 4, 3);
+			kj_call(&j, "cudaStreamSynchronize", T + 8.5, 1);
+		}
+		for (int i = 0; i < 4; i++) {
+			char kn[32];
+
+			snprintf(kn, sizeof(kn), "elementwise_kernel_%d", i);
+			kj_x(&j, "cpu_op", "aten::add", T + 9 + 10 * i, 6.5);
+			kj_kernel(&j, kn, T + 10 + 10 * i, T + 12 + 10 * i, 8);
+			if (i == 1 && (flags & KJ_DEEP)) {
+				kj_x(&j, "python_function", "/usr/lib/python3/dist-packages/torch/nn/"
+				     "modules/module.py(1501): _call_impl", T + 25.2, 4.2);
+				kj_x(&j, "python_function", "nn.Module: Net_0", T + 25.3, 4);
+				kj_x(&j, "python_function", "/home/someone/projects/a-rather-long-name/"
+				     "src/models/model.py(17): forward", T + 25.4, 3.8);
+			}
+			if (i == 1 && (flags & (KJ_NONZERO | KJ_DEEP))) {
+				kj_x(&j, "python_function", "torch/_tensor.py(900): nonzero", T + 25.6, 3.3);
+				kj_x(&j, "cpu_op", "aten::nonzero", T + 25.8, 3);
+				kj_call(&j, "cudaStreamSynchronize", T + 26, 2);
+			}
+		}
+		if (flags & KJ_ITEM) {
+			kj_x(&j, "cpu_op", "aten::item", T + 50, 30);
+			kj_x(&j, "cpu_op", "aten::_local_scalar_dense", T + 51, 28);
+			kj_copy(&j, "Memcpy DtoH (Device -> Pageable)", T + 52, 4, T + 60, 2);
+			kj_call(&j, "cudaStreamSynchronize", T + 57, 6);
+		}
+	}
+	kj_add(&j, "]}\n");
+	CU_ASSERT_EQUAL(kp_test_write(path, j.buf, (long)j.len), 0);
+	free(j.buf);
+	return path;
+}
+
+/* Import the trace with flags into a new database and analyze it. */
+static struct kp_db *kj_analyzed(const char *name, int flags)
+{
+	char trace[128], dbn[128];
+	struct kp_err err = {0};
+	struct kp_import_stats st;
+	struct kp_analyze_opts o;
+	struct kp_db *db;
+
+	snprintf(trace, sizeof(trace), "%s.json", name);
+	snprintf(dbn, sizeof(dbn), "%s.db", name);
+	if (kp_import(kj_trace(trace, flags), kp_test_path(dbn), NULL, &st, &err))
+		fprintf(stderr, "import: %s\n", err.msg);
+	db = kp_db_open(kp_test_path(dbn), 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_analyze_opts_init(&o);
+	if (kp_analyze(db, &o, NULL, &err))
+		fprintf(stderr, "analyze: %s\n", err.msg);
+	return db;
+}
+
+static int64_t dbq(struct kp_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int64_t dbq(struct kp_db *db, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	return kp_db_int(db, sql, -999);
+}
+
+/* loss.item() at the step's end: left outside the graph, its cost added. */
+static void test_edge_item(void)
+{
+	struct kp_db *plain = kj_analyzed("edge_plain", 0), *db = kj_analyzed("edge_item", KJ_ITEM);
+	int64_t g0 = dbq(plain, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
+	int64_t g1 = dbq(db, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
+
+	/* the body: the four kernels, no copy node, nothing fatal */
+	CU_ASSERT_EQUAL(dbq(db, "SELECT nodes FROM kp_regions WHERE label = 'step'"), 4);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT kernels FROM kp_region_occurrences WHERE occIndex = 2"), 4);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 1);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_regions"), 1);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE fatal != 0"), 0);
+	/* the copy from the last kernel's end (T+50... the call at T+52) to the
+	 * copy's end (T+62): 10 us; the sync past the copy's end: 1 us */
+	CU_ASSERT_EQUAL(dbq(db, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 11000);
+	CU_ASSERT_EQUAL(dbq(plain, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 0);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'pageable_copy'"
+			    " AND fatal = 0 AND cost_ns = 10000 AND position = 4"
+			    " AND cpu_op = 'aten::_local_scalar_dense' AND py_frame = 'train.py:42'"
+			    " AND detail LIKE 'left outside the graph (after the body): cudaMemcpyAsync"
+			    " DtoH (pageable) in aten::_local_scalar_dense (from aten::item,"
+			    " train.py:42), 10.0 us in this occurrence; the region''s edges cost 11.0 us"
+			    " per occurrence%%'"), 5);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'sync' AND fatal = 0"
+			    " AND cost_ns = 1000 AND api_name = 'cudaStreamSynchronize'"
+			    " AND detail LIKE 'left outside the graph (after the body): cudaStreamSynchronize"
+			    " in aten::_local_scalar_dense (from aten::item, train.py:42), 1.0 us%%'"), 5);
+	/* the prediction: the same body as without the copy, plus what the edge costs */
+	CU_ASSERT_TRUE(g0 > 0);
+	CU_ASSERT_TRUE(llabs(g1 - (g0 + 11000)) <= 500);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT eager_ns FROM kp_regions WHERE label = 'step'"), 300000);
+	kp_db_close(plain);
+	kp_db_close(db);
+}
+
+/* An input copied from pageable memory first: left outside too. */
+static void test_edge_input(void)
+{
+	struct kp_db *db = kj_analyzed("edge_input", KJ_INPUT | KJ_ITEM);
+
+	CU_ASSERT_EQUAL(dbq(db, "SELECT nodes FROM kp_regions WHERE label = 'step'"), 4);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 1);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE fatal != 0"), 0);
+	/* copy call T+2 .. T+8: 6 us; sync past the call's end: 1 us; plus loss.item()'s 11 us */
+	CU_ASSERT_EQUAL(dbq(db, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 18000);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'pageable_copy'"
+			    " AND fatal = 0 AND position = 0 AND cost_ns = 6000 AND cpu_op = 'aten::copy_'"
+			    " AND detail LIKE 'left outside the graph (before the body): cudaMemcpyAsync"
+			    " HtoD (pageable) in aten::copy_ (from aten::to, train.py:42), 6.0 us%%'"), 5);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'sync' AND fatal = 0"
+			    " AND position = 0 AND cost_ns = 1000"), 5);
+	kp_db_close(db);
+}
+
+/* A sync in the middle still splits; named by aten::nonzero and the user's line. */
+static void test_blk_nonzero(void)
+{
+	struct kp_db *db = kj_analyzed("blk_nonzero", KJ_NONZERO | KJ_ITEM);
+	char sql[512];
+	sqlite3_stmt *st;
+
+	CU_ASSERT_EQUAL(dbq(db, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 0);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_regions WHERE label = 'step'"
+			    " AND blockers = 'sync'"), 1);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_regions WHERE parentId = 1"
+			    " AND label IN ('step[0:2]', 'step[2:4]') AND capturable = 1 AND nodes = 2"), 2);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE regionId = 1 AND fatal = 1"
+			    " AND kind = 'sync' AND position = 2 AND cpu_op = 'aten::nonzero'"
+			    " AND py_frame = 'train.py:42' AND cost_ns IS NULL"), 5);
+	/* the end is still an edge: loss.item() does not split */
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE regionId = 1 AND fatal = 0"
+			    " AND kind IN ('sync', 'pageable_copy') AND position = 4"), 10);
+	snprintf(sql, sizeof(sql), "SELECT detail FROM kp_blockers WHERE fatal = 1 AND occIndex = 0");
+	CU_ASSERT_EQUAL_FATAL(sqlite3_prepare_v2(db->h, sql, -1, &st, NULL), SQLITE_OK);
+	CU_ASSERT_EQUAL(sqlite3_step(st), SQLITE_ROW);
+	CU_ASSERT_STRING_EQUAL((const char *)sqlite3_column_text(st, 0),
+			       "cudaStreamSynchronize in aten::nonzero (train.py:42): between node 1"
+			       " (elementwise_kernel_1) and node 2 (elementwise_kernel_2): splits the region");
+	sqlite3_finalize(st);
+	kp_db_close(db);
+}
+
+/* The user's frame is the innermost outside torch and installed packages. */
+static void test_blk_user_frame(void)
+{
+	struct kp_db *db = kj_analyzed("blk_deep", KJ_DEEP);
+
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE fatal = 1 AND kind = 'sync'"
+			    " AND cpu_op = 'aten::nonzero' AND py_frame = '.../models/model.py:17'"
+			    " AND detail LIKE 'cudaStreamSynchronize in aten::nonzero"
+			    " (.../models/model.py:17): between node 1 %%'"), 5);
+	kp_db_close(db);
+}
+
+/* The bundled ResNet-18 step has no edges: it analyzes as before. */
+static void test_edge_resnet_unchanged(void)
+{
+	const char *path = kp_test_path("r18e.db");
+	struct kp_err err = {0};
+	struct kp_db *db;
+
+	CU_ASSERT_EQUAL_FATAL(import_resnet(path), 0);
+	db = kp_db_open(path, 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL_FATAL(kp_analyze(db, NULL, NULL, &err), 0);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT nodes * 1000 + kernels FROM kp_regions WHERE label = 'step'"),
+			109102);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 0);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 1);
+	/* its one row, the legacy-stream advisory, is not a call: no op named */
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers"), 1);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'legacy_stream'"
+			    " AND cpu_op IS NULL AND cost_ns IS NULL"), 1);
+	kp_db_close(db);
+}
+
+/* A runtime region is entered whole: a copy at its end stays fatal there. */
+static void test_rt_edge_copy_fatal(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+
+	tl_open(&t, "rt_edge_copy.db");
+	rt_fixture(&t, 3, -1, 0);
+	for (int k = 0; k < 3; k++) {
+		int64_t T = (int64_t)k * 100000;
+		struct kp_memcpy_rec m = { .start = T + 20000, .end = T + 20500, .stream_id = 13,
+					   .correlation_id = 800 + (uint32_t)k, .bytes = 4,
+					   .copy_kind = 2, .src_kind = 3, .dst_kind = 1 };
+
+		tl_api(&t, "cudaMemcpyAsync", T + 6000, 300, 800 + (uint32_t)k);
+		CU_ASSERT_EQUAL(kp_writer_memcpy(&t.w, &m, &err), 0);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT nodes FROM kp_regions WHERE label = 'step'"), 5);
+	CU_ASSERT_EQUAL(q(&t, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT count(*) FROM kp_blockers WHERE kind = 'pageable_copy'"
+			  " AND fatal = 1 AND cost_ns IS NULL"), 3);
+	CU_ASSERT_EQUAL(q(&t, "SELECT capturable FROM kp_regions WHERE label = 'step'"), 0);
+	tl_close(&t);
+}
+
+/* A version 2 database gains the v3 columns when opened for writing, and analyzes. */
+static void test_blk_schema_v2(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kj_analyzed("blk_v2", KJ_ITEM);
+
+	CU_ASSERT_EQUAL(kp_db_exec(db, "ALTER TABLE kp_blockers DROP COLUMN cpu_op;"
+				   "ALTER TABLE kp_blockers DROP COLUMN py_frame;"
+				   "ALTER TABLE kp_blockers DROP COLUMN cost_ns;"
+				   "ALTER TABLE kp_regions DROP COLUMN edge_ns;"
+				   "PRAGMA user_version = 2", &err), 0);
+	kp_db_close(db);
+	db = kp_db_open(kp_test_path("blk_v2.db"), 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "PRAGMA user_version", -1), KP_DB_SCHEMA_VERSION);
+	/* old rows read with the defaults */
+	CU_ASSERT_EQUAL(dbq(db, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 0);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT count(*) FROM kp_blockers WHERE cpu_op IS NULL"),
+			dbq(db, "SELECT count(*) FROM kp_blockers"));
+	CU_ASSERT_EQUAL(kp_analyze(db, NULL, NULL, &err), 0);
+	CU_ASSERT_EQUAL(dbq(db, "SELECT edge_ns FROM kp_regions WHERE label = 'step'"), 11000);
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_analyzer[] = {
 	{ "runtime region: legacy-stream launch is fatal", test_rt_legacy_fatal },
 	{ "runtime region: side streams forked and joined", test_rt_side_stream },
@@ -1218,5 +1548,13 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "cli: resnet18 step region", test_resnet_step },
 	{ "cli: resnet18 mined sequence", test_resnet_mined },
 	{ "cli: usage errors", test_cli_usage },
+	{ "edge: loss.item() at the end is left outside, its cost counted", test_edge_item },
+	{ "edge: a pageable input copy at the start too", test_edge_input },
+	{ "blocker: a sync in the middle splits, named by aten::nonzero and file:line",
+	  test_blk_nonzero },
+	{ "blocker: the user's frame, not torch's or a package's", test_blk_user_frame },
+	{ "edge: resnet18 step unchanged", test_edge_resnet_unchanged },
+	{ "runtime region: a copy at the end stays fatal", test_rt_edge_copy_fatal },
+	{ "schema v2 database gains the v3 columns", test_blk_schema_v2 },
 	CU_TEST_INFO_NULL,
 };

@@ -406,8 +406,7 @@ static void test_flows_and_order(void)
 	CU_ASSERT_EQUAL(st.rows[KP_T_KERNEL], 1);
 	CU_ASSERT_EQUAL(st.rows[KP_T_RUNTIME], 1);
 	CU_ASSERT_EQUAL(st.rows[KP_T_MEMCPY], 1);
-	CU_ASSERT_EQUAL(st.skipped, 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(st.skipped_detail, "python_function 1"));
+	CU_ASSERT_EQUAL(st.skipped, 0);   /* python_function: a range in its own domain */
 	CU_ASSERT_EQUAL(st.uncorrelated, 0);
 	CU_ASSERT_EQUAL(q(out, "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"), 77);
 	CU_ASSERT_EQUAL(q(out, "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"), 77);
@@ -423,6 +422,68 @@ static void test_flows_and_order(void)
 	CU_ASSERT_EQUAL(q(out, "SELECT count(*) FROM kp_runs WHERE device_name = 'Test GPU'"
 			  " AND compute_major = 8 AND compute_minor = 6 AND sm_count = 84"
 			  " AND runtime_version = 12040 AND pid = 9"), 1);
+}
+
+/*
+ * Python frames (profiler with_stack=True) become ranges in their own
+ * domain, like cpu ops, on the thread they ran on; region finding ignores
+ * both, and the export writes them back with their categories.
+ */
+static void test_python_frames(void)
+{
+	const char *dir = new_dir("pyframes");
+	const char *json = in_dir(dir, "t.json"), *out = in_dir(dir, "t.db");
+	const char *back = in_dir(dir, "back.json"), *out2 = in_dir(dir, "back.db");
+	struct kp_chrome_export_stats es;
+	struct kp_import_stats st;
+	struct kp_err err = {0};
+	struct digest d1, d2;
+	struct kp_db *db;
+	FILE *f;
+
+	kp_test_write(json,
+		"{\"traceEvents\": ["
+		" {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"train.py(42): step\","
+		"  \"pid\": 9, \"tid\": 11, \"ts\": 100, \"dur\": 50,"
+		"  \"args\": {\"Python id\": 3, \"Python parent id\": 1}},"
+		" {\"ph\": \"X\", \"cat\": \"python_function\","
+		"  \"name\": \"torch/_tensor.py(900): nonzero\", \"pid\": 9, \"tid\": 11,"
+		"  \"ts\": 110, \"dur\": 20},"
+		" {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::nonzero\", \"pid\": 9,"
+		"  \"tid\": 11, \"ts\": 112, \"dur\": 15},"
+		" {\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaStreamSynchronize\","
+		"  \"pid\": 9, \"tid\": 11, \"ts\": 115, \"dur\": 5, \"args\": {\"correlation\": 5}},"
+		" {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"step\", \"pid\": 9,"
+		"  \"tid\": 11, \"ts\": 99, \"dur\": 60}"
+		"]}", -1);
+	CU_ASSERT_EQUAL_FATAL(import_file(json, out, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.skipped, 0);
+	CU_ASSERT_EQUAL(q(out, "SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds s"
+			  " ON s.id = n.domainId WHERE s.value = 'pytorch.python' AND n.eventType = 59"
+			  " AND n.globalTid = (9 << 24) | 11"), 2);
+	CU_ASSERT_EQUAL(q(out, "SELECT start FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.domainId"
+			  " WHERE s.value = 'pytorch.python' AND n.text = 'train.py(42): step'"), 100000);
+	/* one domain-create row per domain, named as nsys names them */
+	CU_ASSERT_EQUAL(q(out, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 75"
+			  " AND text IN ('pytorch.python', 'pytorch.cpu_op')"), 2);
+	/* the annotation stays the only domain-0 range */
+	CU_ASSERT_EQUAL(q(out, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59"
+			  " AND domainId = 0"), 1);
+	/* export and import again: the same ranges in the same domains */
+	db = open_ro(out);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	f = fopen(back, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_export_chrome(db, 0, f, &es, &err), 0);
+	fclose(f);
+	kp_db_close(db);
+	CU_ASSERT_EQUAL_FATAL(import_file(back, out2, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.skipped, 0);
+	CU_ASSERT_EQUAL_FATAL(digest(out, &d1), 0);
+	CU_ASSERT_EQUAL_FATAL(digest(out2, &d2), 0);
+	CU_ASSERT_EQUAL(d1.n_nvtx, 4);
+	CU_ASSERT_EQUAL(d1.n_nvtx, d2.n_nvtx);
+	CU_ASSERT_EQUAL(d1.nvtx, d2.nvtx);
 }
 
 /* ------------------------------------------------------------------ bad input */
@@ -739,6 +800,7 @@ CU_TestInfo kp_tests_importers[] = {
 	{ "import -> export -> import round trip", test_roundtrip },
 	{ "export: analyzer regions and gaps tracks", test_export_analysis_tracks },
 	{ "flows, key order, unknown categories", test_flows_and_order },
+	{ "python frames: their own domain, round trip", test_python_frames },
 	{ "bad: truncated gzip", test_bad_truncated_gzip },
 	{ "bad: invalid json", test_bad_json },
 	{ "bad: not a trace", test_bad_not_trace },
