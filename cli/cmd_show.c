@@ -4,6 +4,7 @@
 
 #include "cli.h"
 
+#include "../common/kname.h"
 #include "../plan/planfile.h"
 
 const char kp_usage_show[] =
@@ -96,8 +97,7 @@ KP_CMD(show)
 	printf("\nfusion groups: %zu\n", p->n_fusions);
 	for (i = 0; i < p->n_fusions; i++) {
 		const struct kp_plan_fusion *u = &p->fusions[i];
-
-		char num[48];
+		char num[48], chain[400];
 
 		if (u->exact || !u->tolerance)
 			snprintf(num, sizeof(num), "bit-exact");
@@ -106,10 +106,8 @@ KP_CMD(show)
 		printf("  %u  %s kernels %u..%u, gain %.1f us per occurrence, %s, %s\n", u->id,
 		       u->region, u->first_kernel, u->first_kernel + u->kernels - 1,
 		       (double)u->gain_ns / 1e3, num, u->source ? u->source : "source not generated");
-		if (strlen(u->names) > 160)
-			printf("     %.157s...\n", u->names);
-		else
-			printf("     %s\n", u->names);
+		/* the kernels' labels (common/kname.h), as the report shows them */
+		printf("     %s\n", kp_kernel_chain_label(u->names, chain, sizeof(chain)));
 	}
 	kp_plan_free(p);
 	return KP_EXIT_OK;

@@ -30,6 +30,34 @@ char *kp_kernel_ident(const char *name, char *out, size_t n);
  */
 char *kp_kernel_short_name(const char *demangled, char *out, size_t n);
 
+/*
+ * A label that tells kernels apart, for people (reports, `kplan analyze`,
+ * `kplan show`): the identifier with the template arguments that
+ * distinguish it (functors, the function a lambda comes from, element
+ * types, sizes), namespaces dropped and boilerplate arguments left out
+ * (std::array<char*, N>, offset calculators, parameter structs):
+ *   "void at::native::vectorized_elementwise_kernel<4,
+ *    at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(...)"
+ *   -> "vectorized_elementwise_kernel<CUDAFunctor_add<float>>"
+ * A template argument that only wraps one functor is replaced by it
+ * (BinaryFunctor<float, float, float, MulFunctor<float>> -> MulFunctor<float>);
+ * a kernel named "kernel" keeps its class ("gemvx::kernel<...>"). Mangled
+ * names give kp_kernel_ident; plain names are kept. A label longer than
+ * n - 1 bytes loses its last template arguments ("...>") or, without
+ * any, its middle ("..."). Writes into out and returns out. For display
+ * only: fingerprints and signatures use kp_kernel_ident.
+ */
+char *kp_kernel_label(const char *name, char *out, size_t n);
+/* Buffer size that holds any label kp_kernel_label is asked for in reports. */
+#define KP_KNAME_LABEL_MAX 96
+
+/*
+ * The labels of a fusion chain's names ("A -> B -> C", as kp_fusion_candidates
+ * and plans store them), joined the same way; each label at most
+ * KP_KNAME_LABEL_MAX - 1 bytes, the whole cut at n - 1 ("..." at the end).
+ */
+char *kp_kernel_chain_label(const char *chain, char *out, size_t n);
+
 /* Signature of one kernel launch: kp_hash64 of "IDENT|gx,gy,gz|bx,by,bz|smem". */
 uint64_t kp_kernel_sig(const char *name, const uint32_t grid[3],
 		       const uint32_t block[3], uint32_t dynamic_smem);

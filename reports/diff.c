@@ -86,7 +86,7 @@ out_nomem:
 static int add_row(struct kp_diff *d, int kind, const char *name, int64_t a, int64_t b,
 		   int64_t ac, int64_t bc)
 {
-	struct kp_diff_row r = { .kind = kind, .name = name, .a_ns = a, .b_ns = b,
+	struct kp_diff_row r = { .kind = kind, .name = name, .label = name, .a_ns = a, .b_ns = b,
 				 .a_count = ac, .b_count = bc };
 
 	if (a > 0 && b >= 0)
@@ -152,6 +152,7 @@ static int build_rows(struct kp_diff *d, int top)
 		if (add_row(d, KP_DIFF_KERNEL, ka->name, ka->total_ns, kb ? kb->total_ns : -1,
 			    ka->count, kb ? kb->count : -1))
 			return -1;
+		d->rows.data[d->rows.len - 1].label = ka->label;
 	}
 	for (i = 0; i < b->kernels.len && i < (size_t)top; i++) {
 		const struct kp_rep_kernel *kb = &b->kernels.data[i];
@@ -162,6 +163,7 @@ static int build_rows(struct kp_diff *d, int top)
 		if (add_row(d, KP_DIFF_KERNEL, kb->name, ka ? ka->total_ns : -1, kb->total_ns,
 			    ka ? ka->count : -1, kb->count))
 			return -1;
+		d->rows.data[d->rows.len - 1].label = kb->label;
 	}
 	return 0;
 }
@@ -169,7 +171,7 @@ static int build_rows(struct kp_diff *d, int top)
 int kp_diff_compute(struct kp_db *a, struct kp_db *b, const struct kp_diff_opts *opts,
 		    struct kp_diff **out, struct kp_err *err)
 {
-	struct kp_report_opts ro = { .max_rows = 100000 };
+	struct kp_report_opts ro = { .max_rows = 100000, .summary_only = 1 };
 	struct kp_diff *d = calloc(1, sizeof(*d));
 	int rc;
 
@@ -261,7 +263,7 @@ void kp_diff_text(const struct kp_diff *d, FILE *f)
 	for (i = 0; i < d->rows.len; i++) {
 		const struct kp_diff_row *r = &d->rows.data[i];
 
-		short_cell(r->name, nm, 45);
+		short_cell(r->label, nm, 45);
 		fprintf(f, "%-7s %-44s %12s %12s %9s%s\n", kind_name[r->kind], nm,
 			cell_dur(r->a_ns, a, sizeof(a)), cell_dur(r->b_ns, b, sizeof(b)),
 			cell_pct(r, p, sizeof(p)), r->regressed ? "  REGRESSED" : "");
@@ -305,6 +307,49 @@ void kp_diff_csv(const struct kp_diff *d, FILE *f)
 	}
 }
 
+/* One bar of a before/after pair, as long as v / scale. */
+static void diff_bar(FILE *f, int64_t v, double scale, const char *color, const char *side)
+{
+	char a[32];
+
+	fputs("<div class=\"bar\">", f);
+	if (v > 0 && scale > 0)
+		fprintf(f, "<span style=\"width:%.3f%%;background:%s\" title=\"%s: %s\"></span>",
+			100.0 * (double)v / scale, color, side, cell_dur(v, a, sizeof(a)));
+	fputs("</div>", f);
+}
+
+/*
+ * The run and each region, A over B: each pair of bars scaled to its own
+ * larger side, so a change reads the same for a long and a short region.
+ */
+static void diff_chart(FILE *f, const struct kp_diff *d)
+{
+	char a[32], b[32], p[32];
+	size_t i;
+
+	fputs("<p class=\"legend\"><span style=\"background:#8c959f\"></span>A (before)"
+	      "<span style=\"background:#2f6fde\"></span>B (after)"
+	      "<span style=\"background:#cf222e\"></span>B, regressed</p>\n"
+	      "<div class=\"chart\" id=\"diff-chart\">\n", f);
+	for (i = 0; i < d->rows.len; i++) {
+		const struct kp_diff_row *r = &d->rows.data[i];
+		double scale = (double)(r->a_ns > r->b_ns ? r->a_ns : r->b_ns);
+
+		if (r->kind == KP_DIFF_KERNEL)
+			continue;
+		fprintf(f, "<div class=\"crow %s\"><div class=\"clab\">", kind_name[r->kind]);
+		kp_html_name(f, r->label, NULL, 28);
+		fputs("</div><div class=\"cbars\">", f);
+		diff_bar(f, r->a_ns, scale, "#8c959f", "A");
+		diff_bar(f, r->b_ns, scale, r->regressed ? "#cf222e" : "#2f6fde", "B");
+		fprintf(f, "</div><div class=\"cval\">%s &rarr; %s<br>%s</div></div>\n",
+			cell_dur(r->a_ns, a, sizeof(a)), cell_dur(r->b_ns, b, sizeof(b)),
+			cell_pct(r, p, sizeof(p)));
+	}
+	fputs("</div>\n", f);
+}
+
 void kp_diff_html(const struct kp_diff *d, FILE *f)
 {
 	static const char *const cols[] = { "kind|s", "name|s", "A|n", "B|n", "change %|n", "verdict|s" };
@@ -324,6 +369,7 @@ void kp_diff_html(const struct kp_diff *d, FILE *f)
 		kp_html_esc(f, d->why.buf);
 		fputs(".</p>\n", f);
 	}
+	diff_chart(f, d);
 	kp_html_table_begin(f, "diff-table", cols, 6);
 	for (i = 0; i < d->rows.len; i++) {
 		const struct kp_diff_row *r = &d->rows.data[i];
@@ -331,7 +377,7 @@ void kp_diff_html(const struct kp_diff *d, FILE *f)
 		fprintf(f, "<tr class=\"%s\">", kind_name[r->kind]);
 		kp_html_td_str(f, kind_name[r->kind]);
 		fputs("<td>", f);
-		kp_html_name(f, r->name, NULL, 60);
+		kp_html_kname(f, r->name, r->label, 60);
 		fprintf(f, "</td><td class=\"n\" data-v=\"%lld\">%s</td>", (long long)r->a_ns,
 			cell_dur(r->a_ns, a, sizeof(a)));
 		fprintf(f, "<td class=\"n\" data-v=\"%lld\">%s</td>", (long long)r->b_ns,

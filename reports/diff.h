@@ -20,6 +20,7 @@ enum kp_diff_kind { KP_DIFF_RUN, KP_DIFF_REGION, KP_DIFF_KERNEL };
 struct kp_diff_row {
 	int kind;                 /* enum kp_diff_kind */
 	const char *name;         /* borrowed from the reports */
+	const char *label;        /* kernels: kp_kernel_label of name; else name */
 	int64_t a_ns, b_ns;       /* -1: absent on that side */
 	int64_t a_count, b_count; /* occurrences / calls; -1 absent */
 	double change_pct;        /* (b - a) / a * 100; 0 when a side is absent */
@@ -51,7 +52,10 @@ void kp_diff_free(struct kp_diff *d);
 void kp_diff_text(const struct kp_diff *d, FILE *f);
 /* As CSV: kind,name,a_us,b_us,a_count,b_count,change_pct,regressed. */
 void kp_diff_csv(const struct kp_diff *d, FILE *f);
-/* As one self-contained HTML page holding the diff section. */
+/*
+ * As one self-contained HTML page holding the diff section: a chart of the
+ * run and each region before and after, then the table.
+ */
 void kp_diff_html(const struct kp_diff *d, FILE *f);
 
 #endif

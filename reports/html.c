@@ -118,25 +118,67 @@ void kp_html_name(FILE *f, const char *name, const char *short_name, int max)
 	fputs("</span>", f);
 }
 
+void kp_html_kname(FILE *f, const char *name, const char *label, int max)
+{
+	size_t n;
+	int trunc;
+
+	if (!name)
+		name = "";
+	if (!label || !strcmp(label, name)) {
+		kp_html_name(f, name, NULL, max);
+		return;
+	}
+	fputs("<span title=\"", f);
+	kp_html_esc(f, name);
+	fputs("\">", f);
+	n = prefix_bytes(label, max, &trunc);
+	kp_html_escn(f, label, n);
+	if (trunc)
+		fputs("\xe2\x80\xa6", f);
+	fputs("</span>", f);
+}
+
 static const char css[] =
 	"body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1200px;padding:0 16px;color:#1b1f24;background:#fff}\n"
 	"h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}\n"
-	".meta{color:#57606a;font-size:12px}\n"
+	"h3{font-size:15px;margin:0 0 6px}h4{font-size:13px;margin:10px 0 4px}\n"
+	".meta{color:#57606a;font-size:12px;overflow-wrap:anywhere}\n"
 	".verdict{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:12px 16px;font-size:16px;margin:12px 0}\n"
 	".missing{background:#ffebe9;border:1px solid #cf222e;border-radius:6px;padding:8px 12px}\n"
+	".tw{max-width:100%;overflow-x:auto}\n"
 	"table{border-collapse:collapse;width:100%;font-size:13px}\n"
-	"th,td{border-bottom:1px solid #eaeef2;padding:3px 8px;text-align:left;vertical-align:top}\n"
-	"tr.region td:nth-child(2){white-space:nowrap}\n"
-	"tr.family>td{background:#f6f8fa}summary{cursor:pointer;white-space:nowrap}\n"
+	"th,td{border-bottom:1px solid #eaeef2;padding:3px 6px;text-align:left;vertical-align:top}\n"
+	"td{overflow-wrap:anywhere}\n"
+	"tr.region{cursor:pointer}tr.region:hover td{background:#f6f8fa}\n"
+	"tr.family>td{background:#f6f8fa}summary{cursor:pointer}\n"
 	"table.members{width:auto;margin:6px 0;font-size:12px;background:#fff}table.members th{cursor:default}\n"
-	"td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
-	"th{background:#f6f8fa;cursor:pointer;user-select:none;white-space:nowrap}\n"
+	"td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;overflow-wrap:normal}\n"
+	"th{background:#f6f8fa;cursor:pointer;user-select:none;font-size:12px}\n"
 	"th.asc:after{content:' \\25b2'}th.desc:after{content:' \\25bc'}\n"
 	"span[title]{border-bottom:1px dotted #8c959f}\n"
 	".cap{color:#57606a;font-size:12px;margin:4px 0}\n"
-	".legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 14px;vertical-align:middle}\n"
-	"pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;max-height:420px}\n"
-	"svg text{font:11px sans-serif;fill:#1b1f24}\n";
+	".legend{font-size:12px}.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 14px;vertical-align:middle}\n"
+	"pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;max-height:420px;white-space:pre-wrap;overflow-wrap:anywhere}\n"
+	"svg text{font:11px sans-serif;fill:#1b1f24}svg text.small{font-size:9px;fill:#57606a}\n"
+	".chart-svg{width:100%;height:auto;max-width:900px;display:block}\n"
+	".crow{display:grid;grid-template-columns:180px minmax(0,1fr) 130px;gap:8px;align-items:center;margin:3px 0;font-size:12px}\n"
+	".clab{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}.cval{font-variant-numeric:tabular-nums}\n"
+	".bar{display:flex;height:12px;background:#f6f8fa;margin:1px 0;overflow:hidden}.bar span{display:block;height:100%;flex:none}\n"
+	".card{border:1px solid #d0d7de;border-radius:6px;padding:10px 14px;margin:14px 0}\n"
+	".swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}\n"
+	".cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:18px}\n"
+	"@media (max-width:900px){.cols{grid-template-columns:minmax(0,1fr)}}\n"
+	"ul.blockers{padding-left:18px;margin:4px 0;font-size:13px}.where{color:#0a3069}\n"
+	"code{overflow-wrap:anywhere}\n"
+	".tlbar{margin:6px 0}.tlbar button,button.tl-go{font:12px sans-serif;margin-right:4px;padding:2px 8px;cursor:pointer}\n"
+	"#tl-canvas{display:block;width:100%;height:120px;border:1px solid #d0d7de;cursor:grab;touch-action:none}\n"
+	".detail{background:#f6f8fa;border:1px solid #d0d7de;border-top:0;padding:6px 10px;font-size:12px;min-height:2.5em;overflow-wrap:anywhere}\n"
+	".detail b{font-size:13px}\n"
+	"@media print{body{max-width:none;margin:0;padding:0;font-size:11px}.noprint,.tlbar{display:none}"
+	"h2{break-after:avoid}tr,.card,.crow,svg{break-inside:avoid}.tw{overflow:visible}"
+	"*{-webkit-print-color-adjust:exact;print-color-adjust:exact}details>*{display:block}"
+	"#tl-canvas{border:0}table{font-size:10px}}\n";
 
 /*
  * Click a header: sort that table's rows by data-v (numbers) or text. Only
@@ -171,14 +213,65 @@ void kp_html_begin(FILE *f, const char *title)
 
 void kp_html_end(FILE *f)
 {
-	fprintf(f, "<script>\n%s</script>\n</body></html>\n", js);
+	kp_html_script_begin(f);
+	kp_html_script_end(f);
+}
+
+void kp_html_script_begin(FILE *f)
+{
+	fprintf(f, "<script>\n%s", js);
+}
+
+void kp_html_script_end(FILE *f)
+{
+	fputs("</script>\n</body></html>\n", f);
+}
+
+void kp_html_js_str(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n, i = 0, l;
+
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	n = strlen(str);
+	fputc('"', f);
+	while (i < n) {
+		unsigned c = s[i];
+
+		if (c == '"' || c == '\\') {
+			fputc('\\', f);
+			fputc((int)c, f);
+			i++;
+			continue;
+		}
+		if (c < 0x20 || c == 0x7f || c == '<' || c == '>' || c == '&') {
+			fprintf(f, "\\u%04x", c);
+			i++;
+			continue;
+		}
+		l = utf8_len(s + i, n - i);
+		if (!l) {
+			fputs("\\ufffd", f);
+			i++;
+			continue;
+		}
+		if (l == 3 && c == 0xe2 && s[i + 1] == 0x80 && (s[i + 2] == 0xa8 || s[i + 2] == 0xa9))
+			fprintf(f, "\\u%04x", s[i + 2] == 0xa8 ? 0x2028 : 0x2029);
+		else
+			fwrite(s + i, 1, l, f);
+		i += l;
+	}
+	fputc('"', f);
 }
 
 void kp_html_table_begin(FILE *f, const char *id, const char *const *cols, int n)
 {
 	int i;
 
-	fputs("<table class=\"sortable\"", f);
+	fputs("<div class=\"tw\"><table class=\"sortable\"", f);
 	if (id) {
 		fputs(" id=\"", f);
 		kp_html_esc(f, id);
@@ -199,7 +292,7 @@ void kp_html_table_begin(FILE *f, const char *id, const char *const *cols, int n
 
 void kp_html_table_end(FILE *f, long shown, long total, const char *what)
 {
-	fputs("</tbody></table>\n", f);
+	fputs("</tbody></table></div>\n", f);
 	if (total > shown)
 		fprintf(f, "<p class=\"cap\">showing the first %ld of %ld %s; the CSV files hold all of them.</p>\n",
 			shown, total, what);

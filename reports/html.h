@@ -26,9 +26,31 @@ void kp_html_escn(FILE *f, const char *s, size_t n);
  */
 void kp_html_name(FILE *f, const char *name, const char *short_name, int max);
 
+/*
+ * Write a kernel's label (kp_kernel_label, cut to max code points) with
+ * the full name in a title attribute when they differ.
+ */
+void kp_html_kname(FILE *f, const char *name, const char *label, int max);
+
 /* The page's <head> (inline CSS, sort script) and <body> opening. */
 void kp_html_begin(FILE *f, const char *title);
+/* The page's one script (the table sorter) and the document's end. */
 void kp_html_end(FILE *f);
+/*
+ * The same in two halves, for a page with more script: kp_html_script_begin
+ * opens the script and writes the table sorter; the caller writes more
+ * JavaScript; kp_html_script_end closes it and the document.
+ */
+void kp_html_script_begin(FILE *f);
+void kp_html_script_end(FILE *f);
+
+/*
+ * Write s (NULL: null) as a JavaScript string literal that is safe inside
+ * a <script> element: quotes, backslashes and control characters escaped,
+ * < > & as \u003c \u003e \u0026 (so "</script>" cannot end the element),
+ * U+2028/2029 escaped, bytes that are not valid UTF-8 as \ufffd.
+ */
+void kp_html_js_str(FILE *f, const char *s);
 
 /*
  * Table helpers. Columns are described by "label|kind" strings where kind

@@ -5,6 +5,7 @@
 #include "report_int.h"
 
 #include <stdlib.h>
+#include "../common/kname.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/strbuf.h"
@@ -96,7 +97,7 @@ static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *
 
 	/* group by the interned id first (cheap), then resolve the names */
 	rc = prep(db, rep,
-		"SELECT n.value, s.value, g.c, g.t, g.mn, g.mx FROM"
+		"SELECT n.value, s.value, g.c, g.t, g.mn, g.mx, g.d FROM"
 		" (SELECT demangledName AS d, min(shortName) AS sh, count(*) AS c,"
 		"   sum(end - start) AS t, min(end - start) AS mn, max(end - start) AS mx"
 		"  FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 GROUP BY demangledName) g"
@@ -109,8 +110,12 @@ static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *
 			.name = col_str(rep, st, 0), .short_name = col_str(rep, st, 1),
 			.count = sqlite3_column_int64(st, 2), .total_ns = sqlite3_column_int64(st, 3),
 			.min_ns = sqlite3_column_int64(st, 4), .max_ns = sqlite3_column_int64(st, 5),
+			.name_id = sqlite3_column_int64(st, 6),
 		};
-		if (kp_vec_push(&rep->kernels, k)) {
+		char label[KP_KNAME_LABEL_MAX];
+
+		k.label = kp_arena_strdup(&rep->arena, kp_kernel_label(k.name, label, sizeof(label)));
+		if (!k.label || kp_vec_push(&rep->kernels, k)) {
 			sqlite3_finalize(st);
 			return nomem(err);
 		}
@@ -162,9 +167,7 @@ static int load_gaps(struct kp_db *db, struct kp_report *rep, struct kp_err *err
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		rep->n_gaps = sqlite3_column_int64(st, 0);
 	rep->has_gaps = rep->n_gaps > 0;
-	if ((rc = done(db, st, rc, err)))
-		return rc;
-	return kp__report_gap_totals(db, rep, err);
+	return done(db, st, rc, err);
 }
 
 /*
@@ -226,6 +229,153 @@ static int load_blocker_apis(struct kp_db *db, struct kp_report *rep, struct kp_
 			kp_strbuf_addf(&sb, " x%lld", (long long)sqlite3_column_int64(st, 3));
 	}
 	kp_strbuf_release(&sb);
+	kp_u64map_release(&ids);
+	return done(db, st, rc, err);
+}
+
+/* 1 when table has column col (a newer schema's), else 0. */
+static int has_column(struct kp_db *db, const char *table, const char *col)
+{
+	char sql[128];
+	sqlite3_stmt *st;
+	int found = 0;
+
+	snprintf(sql, sizeof(sql), "PRAGMA table_info(%s)", table);
+	if (kp_db_prepare(db, sql, &st, NULL))
+		return 0;
+	while (!found && sqlite3_step(st) == SQLITE_ROW)
+		found = sqlite3_column_text(st, 1) && !strcmp((const char *)sqlite3_column_text(st, 1), col);
+	sqlite3_finalize(st);
+	return found;
+}
+
+/*
+ * The user-level code around time t on the thread that made call corr:
+ * the innermost PyTorch CPU op, Python frame and NVTX range holding it
+ * ("aten::item in model.py(42): forward, in NVTX step"), from the ranges
+ * an imported profiler trace stores in NVTX_EVENTS. NULL when none.
+ */
+static const char *where_from_nvtx(struct kp_db *db, struct kp_report *rep, int64_t t,
+				   int64_t corr, const char *cpu_op, const char *py_frame)
+{
+	sqlite3_stmt *st;
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	const char *nvtx = NULL, *out;
+	char *own[3] = { NULL, NULL, NULL };
+
+	if (t && (!cpu_op || !py_frame) &&
+	    !kp_db_prepare(db,
+		"SELECT coalesce(n.text, s.value), coalesce(d.text, '') FROM NVTX_EVENTS n"
+		" LEFT JOIN StringIds s ON s.id = n.textId"
+		" LEFT JOIN NVTX_EVENTS d ON d.runId = n.runId AND d.eventType = 75 AND d.domainId = n.domainId"
+		" WHERE n.runId = ?1 AND n.start <= ?2 AND n.end >= ?2 AND n.eventType IN (59, 60)"
+		" AND (n.globalTid IS NULL OR ?3 IS NULL OR n.globalTid = ?3)"
+		" ORDER BY n.start DESC LIMIT 16", &st, NULL)) {
+		sqlite3_bind_int64(st, 1, rep->run_id);
+		sqlite3_bind_int64(st, 2, t);
+		if (corr > 0) {
+			sqlite3_stmt *q;
+
+			if (!kp_db_prepare(db, "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+					   " WHERE runId = ?1 AND correlationId = ?2 LIMIT 1", &q, NULL)) {
+				sqlite3_bind_int64(q, 1, rep->run_id);
+				sqlite3_bind_int64(q, 2, corr);
+				if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
+					sqlite3_bind_int64(st, 3, sqlite3_column_int64(q, 0));
+				sqlite3_finalize(q);
+			}
+		}
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const char *text = (const char *)sqlite3_column_text(st, 0);
+			const char *dom = (const char *)sqlite3_column_text(st, 1);
+			int k = dom && !strcmp(dom, "pytorch.cpu_op") ? 0
+				: dom && !strcmp(dom, "pytorch.python") ? 1 : 2;
+
+			if (text && !own[k])
+				own[k] = kp_strdup(text);
+		}
+		sqlite3_finalize(st);
+		if (!cpu_op)
+			cpu_op = own[0];
+		if (!py_frame)
+			py_frame = own[1];
+		nvtx = own[2];
+	}
+	if (cpu_op)
+		kp_strbuf_addf(&sb, "%s", cpu_op);
+	if (py_frame)
+		kp_strbuf_addf(&sb, "%s%s", sb.len ? " in " : "", py_frame);
+	if (nvtx)
+		kp_strbuf_addf(&sb, "%sNVTX %s", sb.len ? ", inside " : "inside ", nvtx);
+	out = sb.len ? kp_arena_strdup(&rep->arena, sb.buf) : NULL;
+	kp_strbuf_release(&sb);
+	free(own[0]);
+	free(own[1]);
+	free(own[2]);
+	return out;
+}
+
+/*
+ * Each region's blockers grouped by kind, fatality and call, with the
+ * first instance (occurrence, position, detail) and, for the regions with
+ * a section of their own, where in the user's code it was.
+ */
+static int load_blockers(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	struct kp_u64map ids;
+	sqlite3_stmt *st;
+	int cols = has_column(db, "kp_blockers", "cpu_op") && has_column(db, "kp_blockers", "py_frame");
+	int rc, lookups = 0;
+	char sql[1024];
+	size_t i;
+
+	if (!rep->has_regions || rep->opts.summary_only)
+		return 0;
+	kp_u64map_init(&ids);
+	for (i = 0; i < rep->regions.len; i++) {
+		if (kp_u64map_put(&ids, (uint64_t)rep->regions.data[i].id, (uint32_t)i)) {
+			kp_u64map_release(&ids);
+			return nomem(err);
+		}
+	}
+	/* bare columns next to min() come from the row holding the minimum */
+	snprintf(sql, sizeof(sql),
+		"SELECT regionId, kind, fatal, api_name, count(*), count(DISTINCT occIndex),"
+		" min(coalesce(occIndex, 0) * 4294967296 + coalesce(position, 0)), occIndex, position,"
+		" detail, start, correlationId, %s FROM kp_blockers WHERE runId = ?1"
+		" GROUP BY regionId, kind, fatal, api_name"
+		" ORDER BY regionId, fatal = 1 DESC, fatal DESC, count(*) DESC, kind, api_name",
+		cols ? "cpu_op, py_frame" : "NULL, NULL");
+	rc = prep(db, rep, sql, &st, err);
+	if (rc) {
+		kp_u64map_release(&ids);
+		return rc;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_rep_blocker b = {
+			.kind = col_str(rep, st, 1), .fatal = sqlite3_column_int(st, 2),
+			.api = col_str(rep, st, 3), .count = sqlite3_column_int64(st, 4),
+			.occurrences = sqlite3_column_int64(st, 5),
+			.first_occ = col_i64(st, 7, -1), .position = col_i64(st, 8, -1),
+			.detail = col_str(rep, st, 9),
+		};
+		uint32_t ix;
+
+		if (!kp_u64map_get(&ids, (uint64_t)sqlite3_column_int64(st, 0), &ix))
+			continue;
+		b.region = (int32_t)ix;
+		if (ix < KP_REP_CARDS && lookups < 4 * KP_REP_CARDS) {
+			lookups++;
+			b.where = where_from_nvtx(db, rep, col_i64(st, 10, 0), col_i64(st, 11, 0),
+						  (const char *)sqlite3_column_text(st, 12),
+						  (const char *)sqlite3_column_text(st, 13));
+		}
+		if (kp_vec_push(&rep->blockers, b)) {
+			sqlite3_finalize(st);
+			kp_u64map_release(&ids);
+			return nomem(err);
+		}
+	}
 	kp_u64map_release(&ids);
 	return done(db, st, rc, err);
 }
@@ -382,17 +532,18 @@ static int load_cost(struct kp_db *db, struct kp_report *rep, struct kp_err *err
 }
 
 /*
- * In order: the timeline needs the regions, the gap scan the API count,
- * the families the regions and the plan.
+ * In order: the timeline (with the gap scan) needs the kernels, the
+ * regions and the API count, the families the regions and the plan.
  */
 static const struct {
 	const char *what;
 	int (*fn)(struct kp_db *db, struct kp_report *rep, struct kp_err *err);
 } steps[] = {
 	{ "run", load_run }, { "kernel summary", load_kernels }, { "api summary", load_apis },
-	{ "gap scan", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
+	{ "gaps", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
 	{ "plans", load_plans }, { "families", kp__report_families }, { "cost model", load_cost },
-	{ "overhead", load_overhead }, { "timeline", kp__report_timeline },
+	{ "overhead", load_overhead }, { "timeline and gap scan", kp__report_timeline },
+	{ "blockers", load_blockers },
 };
 
 int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
@@ -436,13 +587,10 @@ out_free:
 
 void kp_report_free(struct kp_report *rep)
 {
-	size_t i;
-
 	if (!rep)
 		return;
-	for (i = 0; i < rep->streams.len; i++)
-		kp_vec_release(&rep->streams.data[i].items);
-	kp_vec_release(&rep->streams);
+	kp__report_tl_release(rep);
+	kp_vec_release(&rep->blockers);
 	kp_vec_release(&rep->kernels);
 	kp_vec_release(&rep->apis);
 	kp_vec_release(&rep->regions);

@@ -9,6 +9,9 @@
 LAYERED += reports
 reports_USES := analyzer plan db common
 
+# the page's script is embedded with .incbin
+$(BUILD)/obj/reports/page_js.o: reports/page.js
+
 .PHONY: test-browser
 $(BUILD)/bin/pngcolors: tests/browser/pngcolors.c
 	@mkdir -p $(dir $@)

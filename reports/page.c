@@ -1,10 +1,11 @@
 /*
- * page.c - the report's HTML page: verdict, timeline strip (inline SVG),
- * regions, top kernels, fusion candidates, plan, calibration, collection
- * quality. One file, no external resources; every database string is
- * escaped through html.h.
+ * page.c - the report's HTML page: verdict, where the time goes, the
+ * timeline (tlpage.c, drawn by page.js), regions and a section per region
+ * (sections.c), the gap distribution, top kernels, fusion candidates,
+ * plan, calibration, collection quality. One file, no external resources;
+ * every database string is escaped through html.h.
  */
-#include "report.h"
+#include "report_int.h"
 #include "html.h"
 
 #include <inttypes.h>
@@ -12,6 +13,8 @@
 #include "../common/version.h"
 #define KP_REPORT_VERSION KP_VERSION
 #include <string.h>
+
+#include "../common/kname.h"
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
 #define NAME_MAX_CP 60
@@ -182,75 +185,6 @@ static void header(FILE *f, const struct kp_report *rep)
 		kp_html_esc(f, rep->missing);
 		fputs(".</p>\n", f);
 	}
-}
-
-/* colours of the timeline classes, shared by the strip and its legend */
-static const char *const tl_color[] = {
-	[KP_TL_KERNEL] = "#2f6fde", [KP_TL_HOST_GAP] = "#e5532d",
-	[KP_TL_DEVICE_GAP] = "#9aa4ae", [KP_TL_UNKNOWN_GAP] = "#e8d36a",
-};
-static const char *const tl_label[] = {
-	[KP_TL_KERNEL] = "kernel", [KP_TL_HOST_GAP] = "idle, host-bound (GPU waited for the CPU)",
-	[KP_TL_DEVICE_GAP] = "idle, device-side",
-	[KP_TL_UNKNOWN_GAP] = "idle, no launch record",
-};
-
-static void timeline(FILE *f, const struct kp_report *rep)
-{
-	const int left = 150, width = 1000, row = 28, bar = 18;
-	double span = (double)(rep->tl_end - rep->tl_begin);
-	char a[32], b[32];
-	size_t i, j;
-	int k;
-
-	h2(f, "timeline", "Timeline");
-	if (!rep->streams.len || span <= 0) {
-		fputs("<p class=\"cap\">no kernels to draw.</p>\n", f);
-		return;
-	}
-	fputs("<p class=\"cap\">window: ", f);
-	kp_html_esc(f, rep->tl_what);
-	fprintf(f, ", %s long; one row per stream (busiest %zu)%s.</p>\n",
-		kp_fmt_dur(rep->tl_end - rep->tl_begin, a, sizeof(a)), rep->streams.len,
-		rep->tl_capped ? "; rows with more kernels than the cap stop early" : "");
-	fputs("<p class=\"legend\">", f);
-	for (k = 0; k <= KP_TL_UNKNOWN_GAP; k++)
-		fprintf(f, "<span style=\"background:%s\"></span>%s", tl_color[k], tl_label[k]);
-	fputs("</p>\n", f);
-	fprintf(f, "<svg id=\"timeline-svg\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%zu\""
-		" viewBox=\"0 0 %d %zu\" role=\"img\">\n", left + width + 10, rep->streams.len * row + 24,
-		left + width + 10, rep->streams.len * row + 24);
-	for (i = 0; i < rep->streams.len; i++) {
-		const struct kp_tl_stream *s = &rep->streams.data[i];
-		int y = (int)i * row;
-
-		fprintf(f, "<text x=\"0\" y=\"%d\">dev %lld stream %lld</text>\n", y + 14,
-			(long long)s->device_id, (long long)s->stream_id);
-		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f6f8fa\"/>\n",
-			left, y, width, bar);
-		for (j = 0; j < s->items.len; j++) {
-			const struct kp_tl_item *it = &s->items.data[j];
-			int64_t t0 = it->start < rep->tl_begin ? rep->tl_begin : it->start;
-			int64_t t1 = it->end > rep->tl_end ? rep->tl_end : it->end;
-			double x = left + (t0 - rep->tl_begin) / span * width;
-			double w = (t1 - t0) / span * width;
-
-			if (w < 0.4)
-				w = 0.4;
-			fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
-				x, y + (it->kind == KP_TL_KERNEL ? 0 : 4), w,
-				it->kind == KP_TL_KERNEL ? bar : bar - 8, tl_color[it->kind]);
-			if (it->kind == KP_TL_KERNEL)
-				kp_html_name(f, it->name, NULL, 80);
-			else
-				fputs(tl_label[it->kind], f);
-			fprintf(f, " %s</title></rect>\n", kp_fmt_dur(it->end - it->start, b, sizeof(b)));
-		}
-	}
-	fprintf(f, "<text x=\"%d\" y=\"%zu\">0</text><text x=\"%d\" y=\"%zu\" text-anchor=\"end\">%s</text>\n",
-		left, rep->streams.len * row + 14, left + width, rep->streams.len * row + 14,
-		kp_fmt_dur(rep->tl_end - rep->tl_begin, a, sizeof(a)));
-	fputs("</svg>\n", f);
 }
 
 static void td_dash(FILE *f)
@@ -470,8 +404,9 @@ static void kernel_table(FILE *f, const char *id, const struct kp_report *rep,
 	for (i = 0; i < n; i++) {
 		const struct kp_rep_kernel *k = ks[i];
 
-		fputs("<tr>", f);
-		td_name(f, k->name, k->short_name);
+		fputs("<tr><td>", f);
+		kp_html_kname(f, k->name, k->label, 70);
+		fputs("</td>", f);
 		td_int(f, k->count);
 		td_dur(f, k->total_ns);
 		kp_html_td_num(f, rep->kernel_ns ? 100.0 * k->total_ns / rep->kernel_ns : 0, "%.1f");
@@ -501,6 +436,25 @@ static int kernels(FILE *f, const struct kp_report *rep)
 	return 0;
 }
 
+/* A fusion chain by its kernels' labels, the full names on hover. */
+static void chain(FILE *f, const char *names)
+{
+	char buf[1024];
+
+	fputs("<span title=\"", f);
+	kp_html_esc(f, names);
+	fputs("\">", f);
+	kp_html_esc(f, kp_kernel_chain_label(names, buf, sizeof(buf)));
+	fputs("</span>", f);
+}
+
+static void td_chain(FILE *f, const char *names)
+{
+	fputs("<td>", f);
+	chain(f, names);
+	fputs("</td>", f);
+}
+
 static void fusion(FILE *f, const struct kp_report *rep)
 {
 	static const char *const cols[] = {
@@ -523,7 +477,7 @@ static void fusion(FILE *f, const struct kp_report *rep)
 		td_int(f, c->id);
 		td_int(f, c->region_id);
 		td_int(f, c->n_kernels);
-		td_name(f, c->kernel_names, NULL);
+		td_chain(f, c->kernel_names);
 		td_dur(f, c->dur_ns);
 		td_int(f, c->saved_bytes);
 		td_int(f, c->saved_nodes);
@@ -574,7 +528,7 @@ static void plan_decisions(FILE *f, const struct kp_plan *pl)
 		kp_html_esc(f, u->region);
 		fprintf(f, " (saves %s per occurrence, score %.3g): ", kp_fmt_dur(u->gain_ns, a, sizeof(a)),
 			u->score);
-		kp_html_name(f, u->names, NULL, 120);
+		chain(f, u->names);
 		fputs("</li>\n", f);
 		if (i + 1 == pl->n_fusions)
 			fputs("</ul>\n", f);
@@ -711,8 +665,11 @@ int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err)
 {
 	kp_html_begin(f, "kplan report");
 	header(f, rep);
-	timeline(f, rep);
+	kp__page_time_chart(f, rep);
+	kp__page_timeline(f, rep);
 	regions(f, rep);
+	kp__page_region_cards(f, rep);
+	kp__page_gap_chart(f, rep);
 	if (kernels(f, rep))
 		return kp_err_set(err, KP_ENOMEM, "out of memory while writing the report");
 	fusion(f, rep);
@@ -720,9 +677,13 @@ int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err)
 	api_table(f, rep);
 	calibration(f, rep);
 	quality(f, rep);
-	fprintf(f, "<p class=\"meta\">kplan %s. Tables sort when a header is clicked; names cut short show"
-		" the full name on hover.</p>\n", KP_REPORT_VERSION);
-	kp_html_end(f);
+	fprintf(f, "<p class=\"meta\">kplan %s. Tables sort when a header is clicked; a region's row"
+		" leads to its section; names cut short show the full name on hover.</p>\n",
+		KP_REPORT_VERSION);
+	kp_html_script_begin(f);
+	kp__page_timeline_data(f, rep);
+	fputs(kp__page_js, f);
+	kp_html_script_end(f);
 	if (ferror(f))
 		return kp_err_set(err, KP_EIO, "write error while writing the html report");
 	return 0;

@@ -40,12 +40,17 @@ struct kp_report_opts {
 	int64_t run_id;        /* 0: the newest run */
 	int max_rows;          /* rows per HTML table (and members per family); 0: 200 */
 	int top_kernels;       /* rows of the top-kernel tables; 0: 25 */
-	int timeline_kernels;  /* kernels per stream in the timeline; 0: 400 */
+	int timeline_kernels;  /* kernels of the typical stretch without regions; 0: 400 */
 	int max_streams;       /* streams in the timeline; 0: 8 */
+	int detail;            /* intervals drawn one by one; 0: KP_TL_DETAIL */
+	int summary_only;      /* totals only: no timeline rows, region kernels or
+				* blocker sources (kplan diff) */
 };
 
 struct kp_rep_kernel {
 	const char *name, *short_name;
+	const char *label;                 /* kp_kernel_label: what the page shows */
+	int64_t name_id;                   /* StringIds id of name */
 	int64_t count, total_ns, min_ns, max_ns;
 };
 
@@ -65,6 +70,7 @@ struct kp_rep_region {
 	double speedup_pred;               /* 0: not predicted */
 	int capturable;
 	int64_t one_time_ns, break_even, extra_mem_bytes, shape_keys, patch_slots;  /* -1: NULL */
+	int64_t mid_start, mid_end;        /* its middle occurrence (0, 0: none) */
 	int family;                        /* index in rep->families; -1: in none */
 	int decision;                      /* enum kp_plan_decision in rep->plan; -1: not planned */
 };
@@ -101,17 +107,76 @@ struct kp_rep_plan {
 };
 
 
+/* What a stretch of a stream is: a kernel (or copy), or the idle gap before one, by cause. */
 enum kp_tl_kind { KP_TL_KERNEL, KP_TL_HOST_GAP, KP_TL_DEVICE_GAP, KP_TL_UNKNOWN_GAP };
+/* Rows of the timeline, top to bottom. */
+enum kp_tl_row_kind { KP_TL_ROW_REGIONS, KP_TL_ROW_NVTX, KP_TL_ROW_CPU, KP_TL_ROW_API,
+		      KP_TL_ROW_STREAM };
+/* Classes of the launch-call row. */
+enum kp_tl_api { KP_TL_API_LAUNCH, KP_TL_API_SYNC, KP_TL_API_COPY, KP_TL_API_OTHER };
 
+#define KP_TL_CLS 4                    /* classes per bin */
+#define KP_TL_BINS 1024                /* bins of the coarsest level, over the whole run */
+#define KP_TL_DETAIL 60000             /* intervals drawn one by one, over all rows */
+#define KP_REP_CARDS 12                /* regions with a section of their own */
+
+/*
+ * One interval drawn one by one. Stream rows: a = kernel index in
+ * rep->kernels (-1 memcpy, -2 memset), b = region index in rep->regions
+ * (-1 none), cls = the gap before it (enum kp_tl_kind; KP_TL_KERNEL: none).
+ * Region row: a = region index, b = occurrence index. NVTX and CPU rows:
+ * a = text index in tl.strs. Launch-call row: a = name index, cls = enum kp_tl_api.
+ */
 struct kp_tl_item {
 	int64_t start, end;
-	int kind;                          /* enum kp_tl_kind */
-	const char *name;                  /* kernels: short name */
+	int32_t a, b, cls;
 };
 
-struct kp_tl_stream {
-	int64_t device_id, stream_id, n_kernels;
-	KP_VEC(struct kp_tl_item) items;
+/*
+ * A row: for each bin of the finest level, the time covered per class
+ * (streams: enum kp_tl_kind; launch calls: enum kp_tl_api; others: class 0),
+ * the intervals starting in it and the key that covers most of it
+ * (streams and regions: region index; NVTX, CPU, launch calls: text
+ * index); and the intervals inside the detail windows.
+ */
+struct kp_tl_row {
+	int kind;                          /* enum kp_tl_row_kind */
+	int64_t device_id, stream_id;      /* stream rows */
+	int64_t n_items;                   /* intervals in the whole run */
+	int64_t *ns;                       /* n_bins x KP_TL_CLS */
+	int32_t *count, *key;              /* n_bins; key -1: none */
+	int64_t *key_ns;                   /* n_bins: time of key in the bin */
+	KP_VEC(struct kp_tl_item) items;   /* by start */
+	int capped;                        /* more intervals in the windows than kept */
+};
+
+/* Kernels of a region over the whole run (timeline.c, from the same scan). */
+struct kp_rep_rkernel {
+	int32_t region, kernel;            /* indexes in rep->regions, rep->kernels */
+	int64_t count, total_ns;
+};
+
+/* A region's blockers of one kind and call, with where the first one was. */
+struct kp_rep_blocker {
+	int32_t region;                    /* index in rep->regions */
+	int fatal;                         /* kp_blockers.fatal */
+	const char *kind, *api, *detail;
+	const char *where;                 /* user-level source: CPU op, Python frame; NULL unknown */
+	int64_t count, occurrences, first_occ, position;
+};
+
+/* log2 buckets of gap lengths: [0] < 1 us, [i] 2^(i-1) .. 2^i us */
+#define KP_GAP_BUCKETS 24
+
+struct kp_tl {
+	int64_t t0, t1;                    /* the run: first to last interval drawn */
+	int n_levels;                      /* levels of KP_TL_BINS << 2i bins */
+	int n_bins;                        /* bins of the finest level */
+	int full;                          /* the windows cover the whole run */
+	KP_VEC(int64_t) win;               /* detail windows: start, end, ... by start */
+	KP_VEC(struct kp_tl_row) rows;     /* regions, NVTX, CPU ops, launch calls, streams */
+	KP_VEC(const char *) strs;         /* NVTX texts and API names */
+	int64_t n_streams;                 /* streams with GPU work (rows: the busiest) */
 };
 
 struct kp_report {
@@ -142,11 +207,14 @@ struct kp_report {
 	struct kp_plan *plan;              /* plans.data[0] parsed; NULL when none or bad */
 	char plan_error[512];              /* why plans.data[0] did not parse */
 	struct kp_cost cost;               /* the cost model's constants for this GPU */
-	/* timeline window */
+	/* the typical stretch the timeline opens on */
 	int64_t tl_begin, tl_end;
-	const char *tl_what;               /* how the window was chosen */
-	int tl_capped;                     /* a stream had more kernels than shown */
-	KP_VEC(struct kp_tl_stream) streams;
+	const char *tl_what;               /* how it was chosen */
+	struct kp_tl tl;                   /* the whole run's timeline */
+	KP_VEC(struct kp_rep_rkernel) rkernels;  /* by region, then total time */
+	KP_VEC(struct kp_rep_blocker) blockers;  /* by region, fatal first */
+	int64_t gap_n[3][KP_GAP_BUCKETS];  /* gaps per cause (host, device, unknown) and length */
+	int64_t gap_ns[3][KP_GAP_BUCKETS];
 	struct kp_report_opts opts;
 	struct corr_map *corr;             /* internal, only while loading */
 };

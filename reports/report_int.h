@@ -4,10 +4,14 @@
 
 #include "report.h"
 
-/* timeline.c: fill rep->streams for the chosen window (needs rep->regions). */
+/*
+ * timeline.c: one pass over the run's GPU ops: idle totals and stream
+ * spans, the gap distribution, rep->rkernels and rep->tl (needs
+ * rep->kernels and rep->regions).
+ */
 int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *err);
-/* timeline.c: whole-run idle totals and stream spans from the trace. */
-int kp__report_gap_totals(struct kp_db *db, struct kp_report *rep, struct kp_err *err);
+/* timeline.c: free rep->tl and rep->rkernels. */
+void kp__report_tl_release(struct kp_report *rep);
 
 /*
  * families.c: each region's plan decision (needs rep->plan), then
@@ -17,5 +21,20 @@ int kp__report_families(struct kp_db *db, struct kp_report *rep, struct kp_err *
 
 /* timeline.c: free the correlation-id map the scans share. */
 void kp__report_corr_free(struct kp_report *rep);
+
+/* tlpage.c: the timeline section, and its data (inside the page's script). */
+void kp__page_timeline(FILE *f, const struct kp_report *rep);
+void kp__page_timeline_data(FILE *f, const struct kp_report *rep);
+/* tlpage.c: region i's colour (i < 0: outside any region), the gap colours. */
+const char *kp__region_color(int i);
+extern const char *const kp__tl_gap_color[];
+
+/* sections.c: where the time goes per region, the region sections, the gap chart. */
+void kp__page_time_chart(FILE *f, const struct kp_report *rep);
+void kp__page_region_cards(FILE *f, const struct kp_report *rep);
+void kp__page_gap_chart(FILE *f, const struct kp_report *rep);
+
+/* page.js, embedded by page_js.S (NUL-terminated). */
+extern const char kp__page_js[];
 
 #endif

@@ -1,10 +1,14 @@
 /*
- * timeline.c - the timeline window of the report: which stretch of the run
- * to draw, and per stream its kernels and the gaps between them, each gap
- * told host-bound (the launch call began after the previous kernel ended:
- * the GPU waited for the CPU) or device-side. The classification is made
- * here from the trace, with the analyzer's definition, so the strip also
- * works on a database that has not been analyzed.
+ * timeline.c - the report's evidence from the trace itself: one pass over
+ * every GPU op of the run (kernels, memcpys, memsets, in stream order)
+ * that classifies the idle gap before each op as host-bound (the launch
+ * call began after the previous op on the stream ended: the GPU waited for
+ * the CPU) or device-side, as the analyzer does, so it also works on a
+ * database that was not analyzed. The same pass fills the whole run's
+ * timeline (per stream, bins of time at a few zoom levels plus the
+ * intervals of a few detail windows), the distribution of gaps, and each
+ * region's kernels; the launch calls, NVTX ranges, CPU ops and region
+ * occurrences get rows of their own from one query each.
  */
 #include "report_int.h"
 
@@ -13,6 +17,8 @@
 #include <string.h>
 
 #include "../common/hash.h"
+#include "../common/kname.h"
+#include "../common/u64map.h"
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
 
@@ -81,17 +87,6 @@ static int choose_window(struct kp_db *db, struct kp_report *rep, struct kp_err 
 		rep->tl_what = "a stretch from the middle of the run (no regions to pick from)";
 	}
 	return 0;
-}
-
-static int by_kernels_desc(const void *a, const void *b)
-{
-	const struct kp_tl_stream *x = a, *y = b;
-
-	if (x->n_kernels != y->n_kernels)
-		return x->n_kernels < y->n_kernels ? 1 : -1;
-	if (x->device_id != y->device_id)
-		return x->device_id < y->device_id ? -1 : 1;
-	return x->stream_id < y->stream_id ? -1 : x->stream_id > y->stream_id;
 }
 
 /*
@@ -174,10 +169,10 @@ static int64_t corr_get(const struct corr_map *m, int64_t corr)
  * GPU ops (kernels, memcpys, memsets) overlapping [?2, ?3), each table in
  * (device, stream, start) order; kernels through the (runId, deviceId,
  * streamId, start) index, so the big table is never sorted. The three are
- * merged in C. Kernel rows carry their short name id; copies -1, memsets -2.
+ * merged in C. Kernel rows carry their name id; copies -1, memsets -2.
  */
 static const char *const sql_ops[] = {
-	"SELECT deviceId, streamId, start, end, shortName, correlationId"
+	"SELECT deviceId, streamId, start, end, demangledName, correlationId"
 	" FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 AND start < ?3 AND end > ?2"
 	" ORDER BY deviceId, streamId, start",
 	"SELECT deviceId, streamId, start, end, -1, correlationId"
@@ -315,98 +310,707 @@ static int add_gap_totals(struct kp_report *rep, const struct scan_op *op, void 
 	return 0;
 }
 
-/*
- * The whole run's host-bound / device-side idle time and the summed stream
- * spans (first op start to last op end per stream), from the trace.
- */
-int kp__report_gap_totals(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
-{
-	struct span_state sp = {0};
-	int rc;
+/* ---- the whole run's timeline ---- */
 
-	if (!rep->corr) {
-		rep->corr = calloc(1, sizeof(struct corr_map));
-		if (!rep->corr)
-			return kp_err_set(err, KP_ENOMEM, "out of memory");
-		if ((rc = corr_load(db, rep, rep->corr, err)))
-			return rc;
-	}
-	rep->stream_span_ns = 0;
-	rc = scan_ops(db, rep, INT64_MIN, INT64_MAX, add_gap_totals, &sp, err);
-	if (!rc && rep->n_ops)
-		rep->stream_span_ns += sp.last_end - sp.first_start;
-	return rc;
-}
-
-struct tl_state {
-	struct kp_tl_stream *s;
-	int64_t cap;
-	sqlite3_stmt *name;
+/* A region occurrence, to find the regions a launch call falls in. */
+struct occ {
+	int64_t start, end, stream;        /* stream -1: any (annotated regions) */
+	int32_t region, index;
 };
 
-static int add_tl_op(struct kp_report *rep, const struct scan_op *op, void *arg)
+#define MAX_STREAM_ROWS 32             /* streams accumulated; the busiest are drawn */
+#define MAX_STRS 4000                  /* distinct NVTX texts and API names */
+#define OCC_WALK 64                    /* earlier occurrences looked at per launch */
+
+struct tl_build {
+	struct kp_report *rep;
+	struct kp_tl *tl;
+	double bw;                         /* ns per bin of the finest level */
+	struct occ *occ;
+	int64_t *occ_maxend;               /* max end of occ[0..i] */
+	size_t n_occ;
+	struct kp_u64map kidx;             /* kernel name id -> index in rep->kernels */
+	struct kp_u64map rk;               /* region << 32 | kernel -> index in rep->rkernels */
+	struct kp_u64map srow;             /* device << 32 ^ stream -> row index */
+	struct kp_strmap strs;             /* text -> index in tl->strs */
+	int n_stream_rows;
+	int64_t row_cap, total_cap, n_detail;
+	struct span_state sp;
+	int nvtx_row, cpu_row;             /* row index, -1: none yet */
+};
+
+static void row_release(struct kp_tl_row *r)
 {
-	struct tl_state *ts = arg;
-	struct kp_tl_item k = { .start = op->start, .end = op->end, .kind = KP_TL_KERNEL };
-
-	if (op->first) {
-		struct kp_tl_stream s = { .device_id = op->dev, .stream_id = op->sid };
-
-		if (kp_vec_push(&rep->streams, s))
-			return KP_ENOMEM;
-		ts->s = &rep->streams.data[rep->streams.len - 1];
-	}
-	ts->s->n_kernels++;
-	if (ts->s->n_kernels > ts->cap) {
-		rep->tl_capped = 1;
-		return 0;
-	}
-	if (op->gap_ns > 0) {
-		struct kp_tl_item g = { .start = op->start - op->gap_ns, .end = op->start,
-					.kind = op->gap_kind };
-
-		if (kp_vec_push(&ts->s->items, g))
-			return KP_ENOMEM;
-	}
-	if (op->name_id == -1) {
-		k.name = "[memcpy]";
-	} else if (op->name_id == -2) {
-		k.name = "[memset]";
-	} else {
-		sqlite3_reset(ts->name);
-		sqlite3_bind_int64(ts->name, 1, op->name_id);
-		if (sqlite3_step(ts->name) == SQLITE_ROW && sqlite3_column_text(ts->name, 0))
-			k.name = kp_arena_strdup(&rep->arena, (const char *)sqlite3_column_text(ts->name, 0));
-	}
-	return kp_vec_push(&ts->s->items, k) ? KP_ENOMEM : 0;
+	free(r->ns);
+	free(r->count);
+	free(r->key);
+	free(r->key_ns);
+	kp_vec_release(&r->items);
+	memset(r, 0, sizeof(*r));
 }
 
-int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+/* A new empty row; its index, or -1 when out of memory. */
+static int row_new(struct tl_build *tb, int kind, int64_t dev, int64_t sid)
 {
-	struct tl_state ts = { .cap = DEF(rep->opts.timeline_kernels, 400) * 2 };
-	int64_t max_streams = DEF(rep->opts.max_streams, 8);
+	struct kp_tl_row r = { .kind = kind, .device_id = dev, .stream_id = sid };
+	size_t n = (size_t)tb->tl->n_bins, i;
+
+	r.ns = calloc(n * KP_TL_CLS, sizeof(*r.ns));
+	r.count = calloc(n, sizeof(*r.count));
+	r.key = malloc(n * sizeof(*r.key));
+	r.key_ns = calloc(n, sizeof(*r.key_ns));
+	if (!r.ns || !r.count || !r.key || !r.key_ns || kp_vec_push(&tb->tl->rows, r)) {
+		row_release(&r);
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		r.key[i] = -1;
+	return (int)tb->tl->rows.len - 1;
+}
+
+/* Start of finest bin b: the same integer for the same b, so overlaps add up exactly. */
+static int64_t bin_edge(const struct tl_build *tb, int64_t b)
+{
+	return tb->tl->t0 + (int64_t)((double)b * tb->bw);
+}
+
+/*
+ * Add [s, e) of class cls and key to the finest bins of row r; counted:
+ * it is an interval of the row (a gap is not).
+ */
+static void bin_add(struct tl_build *tb, struct kp_tl_row *r, int64_t s, int64_t e, int cls,
+		    int32_t key, int counted)
+{
+	const struct kp_tl *tl = tb->tl;
+	int64_t b, n = tl->n_bins;
+
+	if (s < tl->t0)
+		s = tl->t0;
+	if (e > tl->t1)
+		e = tl->t1;
+	if (e < s)
+		return;
+	b = (int64_t)((double)(s - tl->t0) / tb->bw);
+	b = b < 0 ? 0 : b >= n ? n - 1 : b;
+	while (b > 0 && bin_edge(tb, b) > s)
+		b--;
+	while (b + 1 < n && bin_edge(tb, b + 1) <= s)
+		b++;
+	if (counted)
+		r->count[b]++;
+	for (; b < n; b++) {
+		int64_t lo = bin_edge(tb, b), hi = b + 1 < n ? bin_edge(tb, b + 1) : tl->t1;
+		int64_t ov = (e < hi ? e : hi) - (s > lo ? s : lo);
+
+		if (lo >= e)
+			break;
+		if (ov <= 0)
+			continue;
+		r->ns[b * KP_TL_CLS + cls] += ov;
+		if (key < 0)
+			continue;
+		if (r->key[b] == key) {
+			r->key_ns[b] += ov;
+		} else if (ov > r->key_ns[b]) {
+			r->key[b] = key;
+			r->key_ns[b] = ov;
+		}
+	}
+}
+
+/* Keep [s, e) for drawing one by one when it meets a detail window. */
+static int item_add(struct tl_build *tb, struct kp_tl_row *r, const struct kp_tl_item *it)
+{
+	const struct kp_tl *tl = tb->tl;
+	size_t i;
+
+	for (i = 0; i < tl->win.len; i += 2)
+		if (it->start <= tl->win.data[i + 1] && it->end >= tl->win.data[i])
+			break;
+	if (i >= tl->win.len)
+		return 0;
+	if ((int64_t)r->items.len >= tb->row_cap || tb->n_detail >= tb->total_cap) {
+		r->capped = 1;
+		return 0;
+	}
+	tb->n_detail++;
+	return kp_vec_push(&r->items, *it) ? KP_ENOMEM : 0;
+}
+
+/* Index of text in tl->strs (added when new; the last slot takes the overflow). */
+static int32_t str_index(struct tl_build *tb, const char *text)
+{
+	int64_t v;
+	const char *copy;
+
+	if (!text)
+		text = "";
+	if (kp_strmap_get(&tb->strs, text, &v))
+		return (int32_t)v;
+	if (tb->tl->strs.len >= MAX_STRS)
+		text = "(other names)";
+	if (kp_strmap_get(&tb->strs, text, &v))
+		return (int32_t)v;
+	copy = kp_arena_strdup(&tb->rep->arena, text);
+	if (!copy || kp_vec_push(&tb->tl->strs, copy) ||
+	    kp_strmap_put(&tb->strs, text, (int64_t)tb->tl->strs.len - 1))
+		return -1;
+	return (int32_t)tb->tl->strs.len - 1;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct occ *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Every occurrence of the report's regions, by start. */
+static int occ_load(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
+{
+	struct kp_report *rep = tb->rep;
+	struct kp_u64map ridx;
+	KP_VEC(struct occ) v = KP_VEC_INIT;
+	sqlite3_stmt *st;
+	uint32_t ix;
 	size_t i;
 	int rc;
 
-	if ((rc = choose_window(db, rep, err)) || !rep->tl_what)
+	kp_u64map_init(&ridx);
+	for (i = 0; i < rep->regions.len; i++)
+		if (kp_u64map_put(&ridx, (uint64_t)rep->regions.data[i].id, (uint32_t)i))
+			goto out_nomem;
+	rc = kp_db_prepare(db, "SELECT regionId, occIndex, start, end FROM kp_region_occurrences"
+			   " WHERE runId = ?1", &st, err);
+	if (rc) {
+		kp_u64map_release(&ridx);
 		return rc;
-	rc = kp_db_prepare(db, "SELECT value FROM StringIds WHERE id = ?1", &ts.name, err);
-	if (rc)
-		return rc;
-	rc = scan_ops(db, rep, rep->tl_begin, rep->tl_end, add_tl_op, &ts, err);
-	sqlite3_finalize(ts.name);
-	if (rc)
-		return rc;
-	/* keep the busiest streams (a window with no GPU work has none: no
-	 * qsort of a NULL array) */
-	if (rep->streams.len)
-		qsort(rep->streams.data, rep->streams.len, sizeof(*rep->streams.data),
-		      by_kernels_desc);
-	for (i = (size_t)max_streams; i < rep->streams.len; i++)
-		kp_vec_release(&rep->streams.data[i].items);
-	if (rep->streams.len > (size_t)max_streams)
-		rep->streams.len = (size_t)max_streams;
+	}
+	sqlite3_bind_int64(st, 1, rep->run_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct occ o = {
+			.index = (int32_t)sqlite3_column_int64(st, 1),
+			.start = sqlite3_column_int64(st, 2), .end = sqlite3_column_int64(st, 3),
+		};
+
+		if (!kp_u64map_get(&ridx, (uint64_t)sqlite3_column_int64(st, 0), &ix))
+			continue;
+		o.region = (int32_t)ix;
+		o.stream = rep->regions.data[ix].stream_id;
+		if (kp_vec_push(&v, o)) {
+			sqlite3_finalize(st);
+			goto out_nomem;
+		}
+	}
+	sqlite3_finalize(st);
+	kp_u64map_release(&ridx);
+	if (rc != SQLITE_DONE) {
+		kp_vec_release(&v);
+		return kp_db_error(db, err, "reading region occurrences");
+	}
+	if (v.len)
+		qsort(v.data, v.len, sizeof(*v.data), by_start);
+	tb->occ = v.data;
+	tb->n_occ = v.len;
+	tb->occ_maxend = malloc((v.len ? v.len : 1) * sizeof(*tb->occ_maxend));
+	if (!tb->occ_maxend)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for region occurrences");
+	for (i = 0; i < v.len; i++)
+		tb->occ_maxend[i] = i && tb->occ_maxend[i - 1] > v.data[i].end
+				    ? tb->occ_maxend[i - 1] : v.data[i].end;
 	return 0;
+out_nomem:
+	kp_u64map_release(&ridx);
+	kp_vec_release(&v);
+	return kp_err_set(err, KP_ENOMEM, "out of memory for region occurrences");
+}
+
+/*
+ * The regions whose occurrences hold time t on stream sid, innermost
+ * (latest start) first, at most 3 (the walk back stops at OCC_WALK
+ * occurrences or where no earlier one reaches t). Returns how many.
+ */
+static int occ_find(const struct tl_build *tb, int64_t t, int64_t sid, int32_t out[3])
+{
+	size_t lo = 0, hi = tb->n_occ, steps = 0;
+	int n = 0, j;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (tb->occ[mid].start <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo > 0 && n < 3 && steps < OCC_WALK; lo--, steps++) {
+		const struct occ *o = &tb->occ[lo - 1];
+
+		if (tb->occ_maxend[lo - 1] < t)
+			break;
+		if (o->end < t || (o->stream >= 0 && o->stream != sid))
+			continue;
+		for (j = 0; j < n && out[j] != o->region; j++)
+			;
+		if (j == n)
+			out[n++] = o->region;
+	}
+	return n;
+}
+
+static int gap_bucket(int64_t ns)
+{
+	int b = 0;
+	int64_t us = ns / 1000;
+
+	while (us > 0 && b < KP_GAP_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* A region's kernel: count it (region << 32 | kernel keys rep->rkernels). */
+static int rk_add(struct tl_build *tb, int32_t region, int32_t kernel, int64_t ns)
+{
+	uint64_t key = (uint64_t)region << 32 | (uint32_t)kernel;
+	uint32_t ix;
+
+	if (!kp_u64map_get(&tb->rk, key, &ix)) {
+		struct kp_rep_rkernel k = { .region = region, .kernel = kernel };
+
+		if (kp_vec_push(&tb->rep->rkernels, k) ||
+		    kp_u64map_put(&tb->rk, key, (uint32_t)tb->rep->rkernels.len - 1))
+			return KP_ENOMEM;
+		ix = (uint32_t)tb->rep->rkernels.len - 1;
+	}
+	tb->rep->rkernels.data[ix].count++;
+	tb->rep->rkernels.data[ix].total_ns += ns;
+	return 0;
+}
+
+/* Each GPU op of the run: idle totals, gap lengths, its stream's row, its regions. */
+static int on_op(struct kp_report *rep, const struct scan_op *op, void *arg)
+{
+	struct tl_build *tb = arg;
+	uint64_t skey = (uint64_t)op->dev << 32 ^ (uint64_t)op->sid;
+	struct kp_tl_item it = { .start = op->start, .end = op->end, .a = (int32_t)op->name_id,
+				 .b = -1, .cls = KP_TL_KERNEL };
+	struct kp_tl_row *r;
+	int32_t regs[3];
+	uint32_t row, k;
+	int n, i, c;
+
+	add_gap_totals(rep, op, &tb->sp);
+	if (op->gap_ns > 0) {
+		c = op->gap_kind == KP_TL_HOST_GAP ? 0 : op->gap_kind == KP_TL_DEVICE_GAP ? 1 : 2;
+		rep->gap_n[c][gap_bucket(op->gap_ns)]++;
+		rep->gap_ns[c][gap_bucket(op->gap_ns)] += op->gap_ns;
+	}
+	if (op->first)
+		tb->tl->n_streams++;
+	if (rep->opts.summary_only)
+		return 0;
+	if (!kp_u64map_get(&tb->srow, skey, &row)) {
+		int nr;
+
+		if (tb->n_stream_rows >= MAX_STREAM_ROWS)
+			return 0;
+		nr = row_new(tb, KP_TL_ROW_STREAM, op->dev, op->sid);
+		if (nr < 0 || kp_u64map_put(&tb->srow, skey, (uint32_t)nr))
+			return KP_ENOMEM;
+		tb->n_stream_rows++;
+		row = (uint32_t)nr;
+	}
+	r = &tb->tl->rows.data[row];
+	r->n_items++;
+	if (op->gap_ns > 0) {
+		bin_add(tb, r, op->start - op->gap_ns, op->start, op->gap_kind, -1, 0);
+		it.cls = op->gap_kind;
+	}
+	n = occ_find(tb, op->api_start >= 0 ? op->api_start : op->start, op->sid, regs);
+	it.b = n ? regs[0] : -1;
+	if (op->name_id >= 0) {
+		it.a = kp_u64map_get(&tb->kidx, (uint64_t)op->name_id, &k) ? (int32_t)k : -1;
+		for (i = 0; i < n && it.a >= 0; i++)
+			if (rk_add(tb, regs[i], it.a, op->end - op->start))
+				return KP_ENOMEM;
+	}
+	bin_add(tb, r, op->start, op->end, KP_TL_KERNEL, it.b, 1);
+	return item_add(tb, r, &it);
+}
+
+static int api_class(const char *name)
+{
+	if (strstr(name, "aunch"))
+		return KP_TL_API_LAUNCH;
+	if (strstr(name, "Synchronize") || strstr(name, "Sync") || strstr(name, "Query") ||
+	    strstr(name, "Wait"))
+		return KP_TL_API_SYNC;
+	if (strstr(name, "emcpy") || strstr(name, "emset") || strstr(name, "Copy"))
+		return KP_TL_API_COPY;
+	return KP_TL_API_OTHER;
+}
+
+/* The launch-call row: every CUDA API call, by class. */
+static int api_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
+{
+	struct kp_u64map names;
+	sqlite3_stmt *st;
+	int row, rc;
+
+	if (!tb->rep->n_api)
+		return 0;
+	if ((row = row_new(tb, KP_TL_ROW_API, -1, -1)) < 0)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
+	rc = kp_db_prepare(db, "SELECT r.start, r.end, r.nameId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
+			   " LEFT JOIN StringIds s ON s.id = r.nameId WHERE r.runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	kp_u64map_init(&names);
+	sqlite3_bind_int64(st, 1, tb->rep->run_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_tl_row *r = &tb->tl->rows.data[row];
+		struct kp_tl_item it = { .start = sqlite3_column_int64(st, 0),
+					 .end = sqlite3_column_int64(st, 1), .b = -1 };
+		uint64_t id = (uint64_t)sqlite3_column_int64(st, 2);
+		uint32_t v;
+
+		if (!kp_u64map_get(&names, id, &v)) {
+			const char *name = (const char *)sqlite3_column_text(st, 3);
+			int32_t si = str_index(tb, name);
+
+			if (si < 0 || kp_u64map_put(&names, id, v = (uint32_t)si << 2 | (uint32_t)api_class(name ? name : "")))
+				break;
+		}
+		it.a = (int32_t)(v >> 2);
+		it.cls = (int32_t)(v & 3);
+		r->n_items++;
+		bin_add(tb, r, it.start, it.end, it.cls, it.a, 1);
+		if (item_add(tb, r, &it))
+			break;
+	}
+	sqlite3_finalize(st);
+	kp_u64map_release(&names);
+	if (rc == SQLITE_ROW)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
+	return rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading API calls for the timeline");
+}
+
+/*
+ * NVTX ranges: the program's own on one row, PyTorch's CPU ops and Python
+ * frames (imported from a profiler trace into their own domains) on another.
+ */
+static int nvtx_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int64_t cpu_dom[2] = { -2, -2 };
+	int rc, n = 0;
+
+	rc = kp_db_prepare(db, "SELECT domainId FROM NVTX_EVENTS WHERE runId = ?1 AND eventType = 75"
+			   " AND text IN ('pytorch.cpu_op', 'pytorch.python') LIMIT 2", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, tb->rep->run_id);
+	while (n < 2 && sqlite3_step(st) == SQLITE_ROW)
+		cpu_dom[n++] = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	rc = kp_db_prepare(db, "SELECT n.start, n.end, coalesce(n.text, s.value), coalesce(n.domainId, -1)"
+			   " FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+			   " WHERE n.runId = ?1 AND n.eventType IN (59, 60) AND n.end >= n.start", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, tb->rep->run_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t dom = sqlite3_column_int64(st, 3);
+		int cpu = dom == cpu_dom[0] || dom == cpu_dom[1];
+		int *row = cpu ? &tb->cpu_row : &tb->nvtx_row;
+		struct kp_tl_item it = { .start = sqlite3_column_int64(st, 0),
+					 .end = sqlite3_column_int64(st, 1), .b = -1 };
+		struct kp_tl_row *r;
+
+		if (*row < 0 && (*row = row_new(tb, cpu ? KP_TL_ROW_CPU : KP_TL_ROW_NVTX, -1, -1)) < 0)
+			break;
+		it.a = str_index(tb, (const char *)sqlite3_column_text(st, 2));
+		if (it.a < 0)
+			break;
+		r = &tb->tl->rows.data[*row];
+		r->n_items++;
+		bin_add(tb, r, it.start, it.end, 0, it.a, 1);
+		if (item_add(tb, r, &it))
+			break;
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
+	return rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading NVTX ranges for the timeline");
+}
+
+/* The region row: each occurrence of each region. */
+static int region_pass(struct tl_build *tb, struct kp_err *err)
+{
+	size_t i;
+	int row;
+
+	if (!tb->n_occ)
+		return 0;
+	if ((row = row_new(tb, KP_TL_ROW_REGIONS, -1, -1)) < 0)
+		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
+	for (i = 0; i < tb->n_occ; i++) {
+		const struct occ *o = &tb->occ[i];
+		struct kp_tl_item it = { .start = o->start, .end = o->end, .a = o->region,
+					 .b = o->index };
+		struct kp_tl_row *r = &tb->tl->rows.data[row];
+
+		struct kp_rep_region *rg = &tb->rep->regions.data[o->region];
+
+		if (o->index == rg->occurrences / 2) {
+			rg->mid_start = o->start;
+			rg->mid_end = o->end;
+		}
+		r->n_items++;
+		bin_add(tb, r, o->start, o->end, 0, o->region, 1);
+		if (item_add(tb, r, &it))
+			return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
+	}
+	return 0;
+}
+
+/* One int64 pair from a query (NULLs keep the defaults); how many rows it counted in *n. */
+static int query_range(struct kp_db *db, int64_t run, const char *sql, int64_t *lo, int64_t *hi,
+		       int64_t *n, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = kp_db_prepare(db, sql, &st, err);
+
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, run);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		if (sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int64(st, 0) < *lo)
+			*lo = sqlite3_column_int64(st, 0);
+		if (sqlite3_column_type(st, 1) != SQLITE_NULL && sqlite3_column_int64(st, 1) > *hi)
+			*hi = sqlite3_column_int64(st, 1);
+		if (n)
+			*n += sqlite3_column_int64(st, 2);
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The run's extent, and the detail windows: the whole run when its
+ * intervals fit the budget, else 8 windows that together hold about the
+ * budget at the run's average density, the first around the typical
+ * occurrence the page opens on, the rest spread over the run.
+ */
+static int plan_windows(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
+{
+	struct kp_report *rep = tb->rep;
+	struct kp_tl *tl = tb->tl;
+	int64_t lo = INT64_MAX, hi = INT64_MIN, n = rep->n_kernels + rep->n_api;
+	int64_t budget = rep->opts.detail > 0 ? rep->opts.detail : KP_TL_DETAIL, w, c;
+	int64_t pairs[16][2];
+	int k = 8, i, m, rc;
+
+	if (rep->t_end_ns > rep->t_begin_ns) {
+		lo = rep->t_begin_ns;
+		hi = rep->t_end_ns;
+	}
+	if ((lo == INT64_MAX &&
+	     (rc = query_range(db, rep->run_id, "SELECT min(start), max(end), 0 FROM CUPTI_ACTIVITY_KIND_KERNEL"
+			       " WHERE runId = ?1", &lo, &hi, NULL, err))) ||
+	    (rc = query_range(db, rep->run_id, "SELECT min(start), max(end), count(*) FROM NVTX_EVENTS"
+			      " WHERE runId = ?1 AND eventType IN (59, 60) AND end >= start", &lo, &hi, &n, err)) ||
+	    (rc = query_range(db, rep->run_id, "SELECT NULL, NULL, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+			      " WHERE runId = ?1", &lo, &hi, &n, err)) ||
+	    (rc = query_range(db, rep->run_id, "SELECT NULL, NULL, count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET"
+			      " WHERE runId = ?1", &lo, &hi, &n, err)))
+		return rc;
+	if (tb->n_occ && tb->occ[0].start < lo)
+		lo = tb->occ[0].start;
+	if (tb->n_occ && tb->occ_maxend[tb->n_occ - 1] > hi)
+		hi = tb->occ_maxend[tb->n_occ - 1];
+	if (lo == INT64_MAX)
+		lo = hi = 0;
+	tl->t0 = lo;
+	tl->t1 = hi > lo ? hi : lo + 1;
+	n += (int64_t)tb->n_occ;
+	tb->row_cap = budget;
+	tb->total_cap = budget + budget / 2;
+	if (n <= budget) {
+		tl->full = 1;
+		tl->n_levels = 1;
+		pairs[0][0] = tl->t0;
+		pairs[0][1] = tl->t1;
+		m = 1;
+	} else {
+		tl->n_levels = 3;
+		w = (int64_t)((double)(tl->t1 - tl->t0) * ((double)budget / (double)n) / k);
+		if (w < 1)
+			w = 1;
+		m = 0;
+		if (rep->tl_what) {
+			c = rep->tl_begin + (rep->tl_end - rep->tl_begin) / 2;
+			pairs[m][0] = rep->tl_begin < c - w / 2 ? rep->tl_begin : c - w / 2;
+			pairs[m][1] = rep->tl_end > c + w / 2 ? rep->tl_end : c + w / 2;
+			m++;
+		}
+		for (i = 0; m < k; i++, m++) {
+			c = tl->t0 + (int64_t)((double)(tl->t1 - tl->t0) * (i + 0.5) / (k - (rep->tl_what ? 1 : 0)));
+			pairs[m][0] = c - w / 2;
+			pairs[m][1] = c + w / 2;
+		}
+		qsort(pairs, (size_t)m, sizeof(pairs[0]), cmp_i64);
+	}
+	for (i = 0; i < m; i++) {
+		int64_t s = pairs[i][0] < tl->t0 ? tl->t0 : pairs[i][0];
+		int64_t e = pairs[i][1] > tl->t1 ? tl->t1 : pairs[i][1];
+
+		if (e <= s)
+			continue;
+		if (tl->win.len && s <= tl->win.data[tl->win.len - 1]) {
+			if (e > tl->win.data[tl->win.len - 1])
+				tl->win.data[tl->win.len - 1] = e;
+			continue;
+		}
+		if (kp_vec_push(&tl->win, s) || kp_vec_push(&tl->win, e))
+			return kp_err_set(err, KP_ENOMEM, "out of memory");
+	}
+	tl->n_bins = KP_TL_BINS << (2 * (tl->n_levels - 1));
+	tb->bw = (double)(tl->t1 - tl->t0) / tl->n_bins;
+	return 0;
+}
+
+static int by_item_start(const void *a, const void *b)
+{
+	const struct kp_tl_item *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Row order: regions, NVTX, CPU ops, launch calls, then streams by intervals. */
+static int by_row(const void *a, const void *b)
+{
+	const struct kp_tl_row *x = a, *y = b;
+
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->n_items != y->n_items)
+		return x->n_items < y->n_items ? 1 : -1;
+	if (x->device_id != y->device_id)
+		return x->device_id < y->device_id ? -1 : 1;
+	return x->stream_id < y->stream_id ? -1 : x->stream_id > y->stream_id;
+}
+
+static int by_rkernel(const void *a, const void *b)
+{
+	const struct kp_rep_rkernel *x = a, *y = b;
+
+	if (x->region != y->region)
+		return x->region < y->region ? -1 : 1;
+	if (x->total_ns != y->total_ns)
+		return x->total_ns < y->total_ns ? 1 : -1;
+	return x->kernel < y->kernel ? -1 : x->kernel > y->kernel;
+}
+
+/* Keep the busiest streams, drop empty rows, sort each row's intervals. */
+static void finish_rows(struct kp_report *rep)
+{
+	struct kp_tl *tl = &rep->tl;
+	int64_t max_streams = DEF(rep->opts.max_streams, 8), kept = 0;
+	size_t i, o = 0;
+
+	if (tl->rows.len)
+		qsort(tl->rows.data, tl->rows.len, sizeof(*tl->rows.data), by_row);
+	for (i = 0; i < tl->rows.len; i++) {
+		struct kp_tl_row *r = &tl->rows.data[i];
+
+		if (!r->n_items || (r->kind == KP_TL_ROW_STREAM && kept++ >= max_streams)) {
+			row_release(r);
+			continue;
+		}
+		if (r->kind != KP_TL_ROW_STREAM && r->items.len > 1)
+			qsort(r->items.data, r->items.len, sizeof(*r->items.data), by_item_start);
+		tl->rows.data[o++] = *r;
+	}
+	tl->rows.len = o;
+	if (rep->rkernels.len)
+		qsort(rep->rkernels.data, rep->rkernels.len, sizeof(*rep->rkernels.data), by_rkernel);
+}
+
+/*
+ * The whole run: idle totals and stream spans, the distribution of gaps,
+ * each region's kernels and the timeline (see the file's comment).
+ */
+int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
+{
+	struct tl_build tb = { .rep = rep, .tl = &rep->tl, .nvtx_row = -1, .cpu_row = -1 };
+	size_t i;
+	int rc;
+
+	kp_u64map_init(&tb.kidx);
+	kp_u64map_init(&tb.rk);
+	kp_u64map_init(&tb.srow);
+	kp_strmap_init(&tb.strs);
+	if (!rep->corr) {
+		rep->corr = calloc(1, sizeof(struct corr_map));
+		if (!rep->corr) {
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+			goto out;
+		}
+		if ((rc = corr_load(db, rep, rep->corr, err)))
+			goto out;
+	}
+	for (i = 0; i < rep->kernels.len; i++) {
+		if (kp_u64map_put(&tb.kidx, (uint64_t)rep->kernels.data[i].name_id, (uint32_t)i)) {
+			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if ((rc = choose_window(db, rep, err)) || (rc = occ_load(db, &tb, err)) ||
+	    (rc = plan_windows(db, &tb, err)))
+		goto out;
+	rep->stream_span_ns = 0;
+	rc = scan_ops(db, rep, INT64_MIN, INT64_MAX, on_op, &tb, err);
+	if (rc)
+		goto out;
+	if (rep->n_ops)
+		rep->stream_span_ns += tb.sp.last_end - tb.sp.first_start;
+	if (!rep->opts.summary_only &&
+	    ((rc = region_pass(&tb, err)) || (rc = nvtx_pass(db, &tb, err)) ||
+	     (rc = api_pass(db, &tb, err))))
+		goto out;
+	finish_rows(rep);
+out:
+	free(tb.occ);
+	free(tb.occ_maxend);
+	kp_u64map_release(&tb.kidx);
+	kp_u64map_release(&tb.rk);
+	kp_u64map_release(&tb.srow);
+	kp_strmap_release(&tb.strs);
+	return rc;
+}
+
+void kp__report_tl_release(struct kp_report *rep)
+{
+	size_t i;
+
+	for (i = 0; i < rep->tl.rows.len; i++)
+		row_release(&rep->tl.rows.data[i]);
+	kp_vec_release(&rep->tl.rows);
+	kp_vec_release(&rep->tl.win);
+	kp_vec_release(&rep->tl.strs);
+	kp_vec_release(&rep->rkernels);
 }
 
 void kp__report_corr_free(struct kp_report *rep)

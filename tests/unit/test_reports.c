@@ -13,6 +13,7 @@
 #include <string.h>
 #include <CUnit/CUnit.h>
 
+#include "common/kname.h"
 #include "common/strbuf.h"
 
 #include "db/db.h"
@@ -402,10 +403,25 @@ static void test_report_page(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "host-bound idle 55% of the occurrence"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td>launch_host_ns</td><td class=\"n\" data-v=\"3700\">3700</td><td>calibrated</td>"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "dropped records: 2 (2 kernel records: buffer full)"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<svg id=\"timeline-svg\""));
-	CU_ASSERT_PTR_NOT_NULL(strstr(h, "fill=\"#e5532d\""));   /* a host-bound gap drawn */
-	CU_ASSERT_PTR_NOT_NULL(strstr(h, "fill=\"#9aa4ae\""));   /* a device-side gap drawn */
-	CU_ASSERT_PTR_NOT_NULL(strstr(h, "occurrence 2 of 3 of region 1"));
+	/* the timeline: canvas, data, the typical occurrence it opens on */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<canvas id=\"tl-canvas\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "var KP_TL={"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "viewWhat:\"occurrence 2 of 3 of region 1\""));
+	CU_ASSERT_EQUAL(count(h, "</script>"), 1);
+	/* the kernel's label, its full name on hover */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<span title=\"void gemm_kernel&lt;128, 64&gt;(float const*, float*, int)\">"
+				      "gemm_kernel&lt;128,64&gt;</span>"));
+	/* charts and a section per region, with its blockers, kernels and plan */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"time-chart\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<svg id=\"gap-chart\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "fill=\"#e5532d\""));   /* host-bound gaps in the chart */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<section class=\"card\" id=\"region-1\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<section class=\"card\" id=\"region-2\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"region-1-kernels\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<b>graph</b> (launch-bound): host-bound idle 55% of the occurrence"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "shape_key: <code>cudaLaunchKernel</code> &times;1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<span class=\"where\">where: inside NVTX step</span>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<b>fatal</b> sync: <code>cudaStreamSynchronize</code>"));
 	free(h);
 	kp_report_free(rep);
 	kp_db_close(db);
@@ -414,6 +430,202 @@ static void test_report_page(void)
 static const char *const csv_names[] = {
 	"kern_sum.csv", "api_sum.csv", "gaps.csv", "regions.csv", "fusion.csv", "plan.csv",
 };
+
+static void test_kernel_labels(void)
+{
+	static const struct { const char *in, *label; } cases[] = {
+		{ "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+		  "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
+		  "vectorized_elementwise_kernel<CUDAFunctor_add<float>>" },
+		{ "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<c10::Half>, "
+		  "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<c10::Half>, at::detail::Array<char*, 3>)",
+		  "vectorized_elementwise_kernel<AddFunctor<Half>>" },
+		/* a lambda stands for the function it is in */
+		{ "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+		  "launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+		  "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::"
+		  "operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int)",
+		  "vectorized_elementwise_kernel<launch_clamp_scalar::lambda>" },
+		/* a wrapper of one functor is the functor */
+		{ "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<"
+		  "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >"
+		  "(at::TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, "
+		  "at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>(int)",
+		  "elementwise_kernel<MulFunctor<float>>" },
+		{ "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+		  "float, float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, "
+		  "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4>)",
+		  "reduce_kernel<MeanOps<float>>" },
+		/* without functors, the element types and sizes; parameter structs left out */
+		{ "void gemv2T_kernel_val<int, int, __half, __half, float, 128, 16, 4, 4, false, false, "
+		  "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<__half const>, "
+		  "cublasGemvTensorStridedBatched<__half>, float> >(cublasGemvParamsEx<int>, float, float)",
+		  "gemv2T_kernel_val<int,__half,float,128,16,4,4,false,false>" },
+		{ "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, "
+		  "float, false, true, true, false, 7, false, cublasGemvParamsEx<int, float> >(cublasGemvParamsEx<int, float>)",
+		  "gemvx::kernel<int,float,false,true,true,false,7,false>" },
+		{ "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true, "
+		  "(cudnnKernelDataType_t)2>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, float const*, float*)",
+		  "nchwToNhwcKernel<float,false,true,2>" },
+		{ "void gemm_kernel<128, 64>(float const*, float*, int)", "gemm_kernel<128,64>" },
+		{ "add_kernel(float*, float const*, int)", "add_kernel" },
+		{ "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize64x64x64",
+		  "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize64x64x64" },
+		{ "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+		  "vectorized_elementwise_kernel" },
+		{ EVIL, EVIL },
+		{ "", "" },
+	};
+	char out[KP_KNAME_LABEL_MAX], small[24], deep[4096];
+	size_t i;
+	int d;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		kp_kernel_label(cases[i].in, out, sizeof(out));
+		if (strcmp(out, cases[i].label))
+			fprintf(stderr, "\nlabel of '%.60s...': got '%s', want '%s'\n", cases[i].in, out,
+				cases[i].label);
+		CU_ASSERT_STRING_EQUAL(out, cases[i].label);
+	}
+	/* too long: the last template arguments go, or a plain name's middle */
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label("void k<Alpha<float>, Beta<float>, Gamma<float> >(int)",
+					       small, sizeof(small)), "k<Alpha<float>,...>");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label("abcdefghijklmnopqrstuvwxyz0123456789", small, sizeof(small)),
+			       "abcdefghij...0123456789");
+	/* nesting past the bound is cut, not followed */
+	strcpy(deep, "void f");
+	for (d = 0; d < 500; d++)
+		strcat(deep, "<a");
+	for (d = 0; d < 500; d++)
+		strcat(deep, ">");
+	strcat(deep, "(int)");
+	kp_kernel_label(deep, out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "..."));
+	/* fusion chains label each name */
+	CU_ASSERT_STRING_EQUAL(kp_kernel_chain_label("void gemm_kernel<128, 64>(float const*, float*, int) -> "
+						     "add_kernel(float*, float const*, int)", deep, 200),
+			       "gemm_kernel<128,64> -> add_kernel");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_chain_label("aaaaaaaaaa -> bbbbbbbbbb -> cccccccccc", small,
+						     sizeof(small)), "aaaaaaaaaa...");
+}
+
+static void js_str(FILE *f, const char *s, const char *t)
+{
+	(void)t;
+	kp_html_js_str(f, s);
+}
+
+static void test_js_string(void)
+{
+	char *o = html_of(js_str, EVIL "\n\"\\\xe2\x80\xa8\xc3\xa9", NULL);
+
+	CU_ASSERT_STRING_EQUAL(o, "\"\\u003cscript\\u003ealert(\\\"x\\u0026y\\\")\\u003c/script\\u003e"
+			       "\\ufffd\\u000a\\\"\\\\\\u2028\xc3\xa9\"");
+	free(o);
+	o = html_of(js_str, NULL, NULL);
+	CU_ASSERT_STRING_EQUAL(o, "null");
+	free(o);
+}
+
+/* Sum of class cls over a row's finest bins. */
+static int64_t bins_sum(const struct kp_tl *tl, const struct kp_tl_row *r, int cls)
+{
+	int64_t sum = 0;
+	int b;
+
+	for (b = 0; b < tl->n_bins; b++)
+		sum += r->ns[b * KP_TL_CLS + cls];
+	return sum;
+}
+
+static const struct kp_tl_row *tl_row(const struct kp_report *rep, int kind)
+{
+	size_t i;
+
+	for (i = 0; i < rep->tl.rows.len; i++)
+		if (rep->tl.rows.data[i].kind == kind)
+			return &rep->tl.rows.data[i];
+	return NULL;
+}
+
+static void test_timeline_data(void)
+{
+	struct kp_db *db = fixture("tl.db", 1, 1.0);
+	struct kp_report_opts o = { .detail = 5 };
+	struct kp_report *rep = NULL;
+	struct kp_err err = {0};
+	const struct kp_tl_row *s, *r;
+	int64_t n = 0;
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	/* small: every interval in the page, one level of bins */
+	CU_ASSERT_TRUE(rep->tl.full);
+	CU_ASSERT_EQUAL(rep->tl.n_levels, 1);
+	CU_ASSERT_EQUAL(rep->tl.rows.len, 4);   /* regions, NVTX, API calls, stream 7 */
+	s = tl_row(rep, KP_TL_ROW_STREAM);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL(s->stream_id, 7);
+	CU_ASSERT_EQUAL(s->n_items, 9);
+	CU_ASSERT_EQUAL(s->items.len, 9);
+	/* the bins hold the kernels' time and the idle time the verdict counts */
+	CU_ASSERT_EQUAL(bins_sum(&rep->tl, s, KP_TL_KERNEL), rep->kernel_ns);
+	CU_ASSERT_EQUAL(bins_sum(&rep->tl, s, KP_TL_HOST_GAP), rep->host_gap_ns);
+	CU_ASSERT_EQUAL(bins_sum(&rep->tl, s, KP_TL_DEVICE_GAP), rep->device_gap_ns);
+	for (i = 0; i < (size_t)rep->tl.n_bins; i++)
+		n += s->count[i];
+	CU_ASSERT_EQUAL(n, 9);
+	/*
+	 * each kernel launched inside an occurrence of 'step' (index 0) is in
+	 * it (the last one's launch call comes after the last occurrence
+	 * ends), with its gap's cause
+	 */
+	for (i = 0; i < s->items.len; i++) {
+		CU_ASSERT_EQUAL(s->items.data[i].b, i < 8 ? 0 : -1);
+		CU_ASSERT(s->items.data[i].a >= 0);
+		CU_ASSERT_EQUAL(s->items.data[i].cls, i == 0 ? KP_TL_KERNEL : i % 3 == 0 ? KP_TL_HOST_GAP
+				: KP_TL_DEVICE_GAP);
+	}
+	r = tl_row(rep, KP_TL_ROW_REGIONS);
+	CU_ASSERT(r && r->n_items == 3 && r->items.len == 3);
+	r = tl_row(rep, KP_TL_ROW_API);
+	CU_ASSERT(r && r->n_items == 10);
+	CU_ASSERT(rep->regions.data[0].mid_start == 117000 && rep->regions.data[0].mid_end == 132500);
+	/* the region's kernels: three names, 8 launches, by time */
+	for (i = 0, n = 0; i < rep->rkernels.len; i++) {
+		if (rep->rkernels.data[i].region != 0)
+			continue;
+		CU_ASSERT_EQUAL(rep->rkernels.data[i].count, rep->rkernels.data[i].kernel == 2 ? 2 : 3);
+		n += rep->rkernels.data[i].count;
+	}
+	CU_ASSERT_EQUAL(n, 8);
+	CU_ASSERT_EQUAL(rep->rkernels.data[0].total_ns, 12000);   /* 3 x 4 us first */
+	/* the gap distribution: two host-bound gaps of 9 us in [8, 16) us, four of 1 us */
+	CU_ASSERT_EQUAL(rep->gap_n[0][4], 2);
+	CU_ASSERT_EQUAL(rep->gap_ns[0][4], 18000);
+	CU_ASSERT_EQUAL(rep->gap_n[1][1], 6);
+	/* blockers with where they were */
+	CU_ASSERT_EQUAL(rep->blockers.len, 2);
+	kp_report_free(rep);
+	rep = NULL;
+
+	/* a detail budget of 5: windows, three levels, no row past the budget */
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, &o, &rep, &err), 0);
+	CU_ASSERT_FALSE(rep->tl.full);
+	CU_ASSERT_EQUAL(rep->tl.n_levels, 3);
+	CU_ASSERT_EQUAL(rep->tl.n_bins, KP_TL_BINS * 16);
+	CU_ASSERT(rep->tl.win.len >= 2 && rep->tl.win.len % 2 == 0);
+	for (i = 0, n = 0; i < rep->tl.rows.len; i++) {
+		CU_ASSERT(rep->tl.rows.data[i].items.len <= 5);
+		n += (int64_t)rep->tl.rows.data[i].items.len;
+	}
+	CU_ASSERT(n <= 7);
+	s = tl_row(rep, KP_TL_ROW_STREAM);
+	CU_ASSERT(s && bins_sum(&rep->tl, s, KP_TL_KERNEL) == rep->kernel_ns);
+	kp_report_free(rep);
+	kp_db_close(db);
+}
 
 static void test_csv_golden(void)
 {
@@ -466,9 +678,10 @@ static void test_no_analysis(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"missing\""));
 	/* the trace parts are still there */
 	CU_ASSERT_EQUAL(rep->host_gap_ns, 18000);
-	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<svg id=\"timeline-svg\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<canvas id=\"tl-canvas\""));
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "a stretch from the middle of the run") ||
 			       strstr(h, "the whole run"));
+	CU_ASSERT_PTR_NULL(strstr(h, "<section class=\"card\""));
 	free(h);
 	kp_report_free(rep);
 	kp_db_close(db);
@@ -853,6 +1066,9 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "html escaping and invalid utf-8", test_escape },
 	{ "long names shortened with a title", test_shorten },
 	{ "report page: verdict, sections, escaping", test_report_page },
+	{ "kernel labels and fusion chains", test_kernel_labels },
+	{ "javascript string literals", test_js_string },
+	{ "timeline data, region kernels, gap distribution", test_timeline_data },
 	{ "golden csv files", test_csv_golden },
 	{ "database without analysis", test_no_analysis },
 	{ "kplan report cli", test_cli_report },
