@@ -49,7 +49,7 @@ CUDA_LIBDIR := $(CUDA_HOME)/lib64
 all: $(BUILD)/bin/kplan
 
 deps:
-	@sh scripts/deps.sh
+	@sh scripts/deps.sh $(DEPS_GROUPS)
 
 # ---------------------------------------------------------------------------
 # Host libraries, one static archive per module, in dependency order

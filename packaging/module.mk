@@ -3,7 +3,8 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]   install the tree below
 #   make uninstall [PREFIX=...] [DESTDIR=]        remove exactly those files
 #   make deb                                      $(BUILD)/kplan_VERSION_ARCH.deb
-#   make install-test                             (part of `make test`)
+#   make deb-check                                dpkg -c and lintian on it
+#   make install-test                             (part of `make test`: both)
 #
 # Installed tree (PREFIX):
 #   bin/kplan
@@ -40,9 +41,13 @@ $(MAN_STAMP): $(BUILD)/bin/kplan scripts/mkman.sh
 	$(Q)rm -rf $(MAN_DIR) && sh scripts/mkman.sh $(BUILD)/bin/kplan $(KP_VERSION) $(MAN_DIR)
 	@touch $@
 
+# installing for real (no DESTDIR) as root: refresh the loader's cache, so
+# that programs find lib/libkplanrt.so.0 under /usr/local (ld.so.conf) at once
+LDCONFIG = if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
 PKG_GEN := $(PKG_DIR)/kplan.pc $(PKG_DIR)/kplanConfig.cmake $(PKG_DIR)/kplanConfigVersion.cmake
 
-.PHONY: install uninstall install-test check-exports deb
+.PHONY: install uninstall install-test check-exports deb deb-check
 # what install puts down, relative to PREFIX (uninstall removes these)
 INSTALL_FILES = bin/kplan lib/libkplanrt.so.$(RT_VERSION) lib/libkplanrt.so.$(RT_SOVERSION) \
 	lib/libkplanrt.so lib/libkplanrt.a lib/kplan/libkplan_collect.so \
@@ -57,17 +62,18 @@ install: $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/l
 		"$$D/lib/cmake/kplan" "$$D/share/bash-completion/completions" \
 		"$$D/share/man/man1" "$$D/$(PY_DEST)/kplan"; \
 	install -m 755 $(BUILD)/bin/kplan "$$D/bin/kplan"; \
-	install -m 755 $(RT_REAL) "$$D/lib/libkplanrt.so.$(RT_VERSION)"; \
+	install -m 644 $(RT_REAL) "$$D/lib/libkplanrt.so.$(RT_VERSION)"; \
 	ln -sfn libkplanrt.so.$(RT_VERSION) "$$D/lib/libkplanrt.so.$(RT_SOVERSION)"; \
 	ln -sfn libkplanrt.so.$(RT_VERSION) "$$D/lib/libkplanrt.so"; \
 	install -m 644 $(BUILD)/lib/libkplanrt.a "$$D/lib/libkplanrt.a"; \
-	install -m 755 $(COLLECTOR_LIB) "$$D/lib/kplan/libkplan_collect.so"; \
+	install -m 644 $(COLLECTOR_LIB) "$$D/lib/kplan/libkplan_collect.so"; \
 	install -m 644 include/kplan/runtime.h "$$D/include/kplan/runtime.h"; \
 	install -m 644 $(PKG_DIR)/kplan.pc "$$D/lib/pkgconfig/kplan.pc"; \
 	install -m 644 $(PKG_DIR)/kplanConfig.cmake $(PKG_DIR)/kplanConfigVersion.cmake "$$D/lib/cmake/kplan/"; \
 	install -m 644 packaging/kplan.bash-completion "$$D/share/bash-completion/completions/kplan"; \
 	install -m 644 $(MAN_DIR)/*.1 "$$D/share/man/man1/"; \
 	install -m 644 python/kplan/*.py "$$D/$(PY_DEST)/kplan/"
+	$(Q)$(LDCONFIG)
 
 uninstall:
 	$(quiet) UNINSTALL $(DESTDIR)$(PREFIX)
@@ -78,42 +84,43 @@ uninstall:
 	rm -rf "$$D/$(PY_DEST)/kplan/__pycache__"; \
 	for d in $(PY_DEST)/kplan lib/cmake/kplan include/kplan lib/kplan; do \
 		rmdir "$$D/$$d" 2>/dev/null || true; done
+	$(Q)$(LDCONFIG)
 
 # libkplanrt exports exactly the functions include/kplan/runtime.h declares
 check-exports: $(BUILD)/lib/libkplanrt.so
 	@sh scripts/check_exports.sh $(BUILD)/lib/libkplanrt.so include/kplan/runtime.h $(RT_SONAME)
 
-# install into a scratch DESTDIR, build and run programs against it
-# (scripts/install_test.sh)
-install-test: $(BUILD)/bin/kplan $(BUILD)/lib/libkplanrt.so $(COLLECTOR_LIB)
-	@sh scripts/install_test.sh '$(MAKE)' $(BUILD) '$(SANITIZER)'
+# `make test` installs dpkg-dev and lintian with the other packages (one
+# apt-get), for the package check below; a plain build does not need them
+test: DEPS_GROUPS += package
 
-# A Debian package from the tree (dpkg-deb; no debhelper needed). PREFIX=/usr.
+# install into a scratch DESTDIR, build and run programs and examples/mlp
+# against it, and check `make deb`'s package (scripts/install_test.sh,
+# tests/install/). Everything install and deb need is built first, here.
+install-test: $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a \
+		$(COLLECTOR_LIB) $(PKG_GEN) $(MAN_STAMP) $(PKG_DIR)/kplan.lintian-overrides
+	@NVCC='$(NVCC)' CUDA_HOME='$(CUDA_HOME)' sh scripts/install_test.sh '$(MAKE)' $(BUILD) '$(SANITIZER)'
+
+# A Debian package from the tree, PREFIX=/usr, without debhelper:
+# packaging/mkdeb.sh strips, adds the copyright file, changelog and lintian
+# overrides, takes Depends from dpkg-shlibdeps (libc6, libsqlite3-0, zlib1g:
+# libcsv, yajl and libsodium are static, the CUDA libraries found at run
+# time) and runs dpkg-deb. DEB_MAINTAINER='Name <address>' sets Maintainer.
+# `make deb-check` (part of install-test) checks it with dpkg -c and lintian.
 DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB := $(BUILD)/kplan_$(KP_VERSION)_$(DEB_ARCH).deb
 DEB_ROOT := $(PKG_DIR)/deb
-# the Debian packages of what build/bin/kplan and the libraries link
-# dynamically (ldd): libsqlite3 and zlib; libcsv, yajl, libsodium are static
-DEB_DEPENDS := libc6 (>= 2.34), libsqlite3-0, zlib1g
 
 deb: $(DEB)
 $(DEB): $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.a $(COLLECTOR_LIB) $(PKG_GEN) \
-		$(MAN_STAMP) packaging/module.mk
+		$(MAN_STAMP) $(PKG_DIR)/kplan.lintian-overrides packaging/module.mk packaging/mkdeb.sh \
+		packaging/copyright packaging/changelog packaging/kplan.bash-completion \
+		include/kplan/runtime.h $(wildcard python/kplan/*.py)
 	$(Q)rm -rf $(DEB_ROOT)
 	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(abspath $(DEB_ROOT))
-	$(Q)gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1
-	@mkdir -p $(DEB_ROOT)/DEBIAN
-	$(Q){ echo 'Package: kplan'; echo 'Version: $(KP_VERSION)'; \
-	echo 'Architecture: $(DEB_ARCH)'; echo 'Maintainer: kplan developers <kplan@localhost>'; \
-	echo 'Section: devel'; echo 'Priority: optional'; \
-	echo 'Depends: $(DEB_DEPENDS)'; \
-	echo 'Suggests: python3'; \
-	echo "Installed-Size: $$(du -sk $(DEB_ROOT)/usr | cut -f1)"; \
-	echo 'Description: CUDA kernel-launch profiler and CUDA-graph planner'; \
-	echo ' kplan records CUDA workloads, finds where the GPU waits for the CPU to'; \
-	echo ' launch work, and writes a plan that runs those regions as CUDA graphs;'; \
-	echo ' libkplanrt applies the plan. The CUDA toolkit is found at run time.'; \
-	} > $(DEB_ROOT)/DEBIAN/control
-	$(Q)printf 'activate-noawait ldconfig\n' > $(DEB_ROOT)/DEBIAN/triggers
 	$(quiet) DEB $@
-	$(Q)dpkg-deb --root-owner-group -Zxz --build $(DEB_ROOT) $@ >/dev/null
+	$(Q)sh packaging/mkdeb.sh $(DEB_ROOT) $@ $(KP_VERSION) $(DEB_ARCH) $(RT_SOVERSION) \
+		$(CUDA_LIBDIR) $(PKG_DIR)/kplan.lintian-overrides
+
+deb-check: $(DEB)
+	@sh tests/install/deb_check.sh $(BUILD) $(DEB)

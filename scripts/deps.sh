@@ -4,7 +4,9 @@
 # Checks for each package's header (or tool); when something is missing and
 # we are root, installs it with apt-get; otherwise prints the exact command
 # and fails. Extra package groups: "deps.sh chromium" adds the browser used
-# by the report's rendering test.
+# by the report's rendering test; "deps.sh package" adds what makes and
+# checks the Debian package (dpkg-shlibdeps, lintian), which `make test`
+# asks for (packaging/module.mk).
 set -eu
 
 # header-or-command  package
@@ -26,6 +28,9 @@ for extra in "$@"; do
 	case "$extra" in
 	chromium) need="$need
 /usr/bin/chromium chromium" ;;
+	package) need="$need
+/usr/bin/dpkg-shlibdeps dpkg-dev
+/usr/bin/lintian lintian" ;;
 	clang) need="$need
 /usr/bin/clang clang
 /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev" ;;
