@@ -722,6 +722,38 @@ static void test_cli_report(void)
 				   kp_test_path("nope.db")), 2);
 }
 
+/* The same labels in `kplan analyze`, `kplan show` and the page, on the bundled trace. */
+static void test_cli_labels(void)
+{
+	const char *db = kp_test_path("r18.db");
+	char *out;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s >/dev/null && %s analyze %s >%s",
+					 kp_test_kplan(), kp_test_src("tests/fixtures/resnet18_b1.json.gz"),
+					 db, kp_test_kplan(), db, kp_test_path("r18.analyze")), 0);
+	out = kp_test_read(kp_test_path("r18.analyze"), NULL);
+	CU_ASSERT(out && strstr(out, "best fusion candidates"));
+	CU_ASSERT(out && strstr(out, "vectorized_elementwise_kernel<CUDAFunctor_add<float>> -> "
+				"vectorized_elementwise_kernel<launch_clamp_scalar::lambda>"));
+	CU_ASSERT(out && !strstr(out, "at::native::"));
+	free(out);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s plan %s -o %s >/dev/null 2>&1 && %s show %s >%s && %s report %s -o %s >/dev/null",
+					 kp_test_kplan(), db, kp_test_path("r18.kplan"), kp_test_kplan(),
+					 kp_test_path("r18.kplan"), kp_test_path("r18.show"), kp_test_kplan(), db,
+					 kp_test_path("r18.html")), 0);
+	out = kp_test_read(kp_test_path("r18.show"), NULL);
+	CU_ASSERT(out && strstr(out, "     vectorized_elementwise_kernel<CUDAFunctor_add<float>> -> "));
+	CU_ASSERT(out && !strstr(out, "at::native::"));
+	free(out);
+	out = kp_test_read(kp_test_path("r18.html"), NULL);
+	CU_ASSERT(out && strstr(out, ">vectorized_elementwise_kernel&lt;CUDAFunctor_add&lt;float&gt;&gt;</span>"));
+	CU_ASSERT(out && strstr(out, "reduce_kernel&lt;MeanOps&lt;float&gt;&gt;"));
+	/* the region's section: its kernels and the plan's decision */
+	CU_ASSERT(out && strstr(out, "id=\"region-1-kernels\""));
+	CU_ASSERT(out && strstr(out, "<b>graph</b> (launch-bound)"));
+	free(out);
+}
+
 static void test_diff(void)
 {
 	struct kp_db *a = fixture("diff-a.db", 1, 1.0), *b = fixture("diff-b.db", 1, 2.0);
@@ -780,6 +812,11 @@ static void test_diff(void)
 	free(out);
 	out = kp_test_read(kp_test_path("diff.html"), NULL);
 	CU_ASSERT(out && strstr(out, "id=\"diff-table\"") && !strstr(out, "<script>alert"));
+	/* before/after bars: the region 'step' doubled, regressed */
+	CU_ASSERT(out && strstr(out, "id=\"diff-chart\""));
+	CU_ASSERT(out && strstr(out, "<div class=\"crow region\"><div class=\"clab\">step</div>"));
+	CU_ASSERT(out && strstr(out, "width:50.000%;background:#8c959f"));
+	CU_ASSERT(out && strstr(out, "width:100.000%;background:#cf222e"));
 	free(out);
 	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s 2>/dev/null", kp_test_kplan(), kp_test_path("diff-a.db")), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression x 2>/dev/null", kp_test_kplan(),
@@ -1072,6 +1109,7 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "golden csv files", test_csv_golden },
 	{ "database without analysis", test_no_analysis },
 	{ "kplan report cli", test_cli_report },
+	{ "kernel labels in analyze, show and the page", test_cli_labels },
 	{ "diff: regression and exit codes", test_diff },
 	{ "diff: comparability check", test_diff_not_comparable },
 	{ "region families: one row, csv column", test_families },
