@@ -426,10 +426,12 @@ function selftest() {
 		r.modes_all = st.modes.join(',');
 		/* zoom with the wheel towards the typical occurrence until it fills the view */
 		var c = (D.view[0] + D.view[1]) / 2, want = Math.max(D.view[1] - D.view[0], 1000), n = 0;
+		var tz = performance.now();
 		while (st.v1 - st.v0 > want && n < 300) {
 			ev('wheel', LEFT + (c - st.v0) / st.px, TOP + 5, { deltaY: -100 });
 			n++;
 		}
+		r.redraw_ms = Math.round(10 * (performance.now() - tz) / Math.max(n, 1)) / 10;
 		r.zoom_steps = n;
 		r.zoom_span = st.v1 - st.v0;
 		r.zoom_has_c = st.v0 <= c && c <= st.v1;

@@ -4,7 +4,8 @@
  * draws. Times are ns from the run's start. Bins are packed as base-64
  * text, 9 characters a bin (4 classes in 64ths of the bin, 3 for the
  * count, 2 for the key + 1), so a level of 16384 bins costs 147 KB a row
- * whatever the run's size; intervals are numbers, starts as deltas.
+ * whatever the run's size (the finest levels are left out when the rows'
+ * bins would pass BIN_BYTES); intervals are numbers, starts as deltas.
  */
 #include "report_int.h"
 #include "html.h"
@@ -14,7 +15,8 @@
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-#define FULL_NAME_BYTES (1536 * 1024)  /* full kernel names in the data, at most */
+#define FULL_NAME_BYTES (512 * 1024)   /* full kernel names in the data, at most */
+#define BIN_BYTES (1600 * 1024)        /* bins in the data, at most: finer levels dropped */
 
 static const char *row_name(const struct kp_tl_row *r, int many_devices, char *buf, size_t n)
 {
@@ -109,9 +111,9 @@ static void write_items(FILE *f, const struct kp_tl *tl, const struct kp_tl_row 
 void kp__page_timeline_data(FILE *f, const struct kp_report *rep)
 {
 	const struct kp_tl *tl = &rep->tl;
-	size_t i, full_bytes = 0;
+	size_t i, full_bytes = 0, bytes;
 	int64_t dev0 = INT64_MIN;
-	int many_devices = 0, l;
+	int many_devices = 0, l, levels;
 	char buf[96];
 
 	for (i = 0; i < tl->rows.len; i++) {
@@ -123,8 +125,15 @@ void kp__page_timeline_data(FILE *f, const struct kp_report *rep)
 			dev0 = r->device_id;
 		many_devices |= r->device_id != dev0;
 	}
+	/* the finer levels only while the bins of every row fit BIN_BYTES */
+	for (levels = 1, bytes = 0; levels <= tl->n_levels; levels++) {
+		bytes += (size_t)9 * (KP_TL_BINS << (2 * (levels - 1))) * tl->rows.len;
+		if (bytes > BIN_BYTES)
+			break;
+	}
+	levels = levels > 1 ? levels - 1 : 1;
 	fprintf(f, "var KP_TL={span:%" PRId64 ",levels:%d,full:%d,streams:%" PRId64 ",detail:%d,\n",
-		tl->t1 - tl->t0, tl->n_levels, tl->full, tl->n_streams,
+		tl->t1 - tl->t0, levels, tl->full, tl->n_streams,
 		rep->opts.detail > 0 ? rep->opts.detail : KP_TL_DETAIL);
 	fprintf(f, "view:[%" PRId64 ",%" PRId64 "],viewWhat:", rep->tl_what ? rep->tl_begin - tl->t0 : 0,
 		rep->tl_what ? rep->tl_end - tl->t0 : tl->t1 - tl->t0);
@@ -173,7 +182,7 @@ void kp__page_timeline_data(FILE *f, const struct kp_report *rep)
 			r->capped);
 		kp_html_js_str(f, row_name(r, many_devices, buf, sizeof(buf)));
 		fputs(",lv:[", f);
-		for (l = 0; l < tl->n_levels; l++) {
+		for (l = 0; l < levels; l++) {
 			if (l)
 				fputc(',', f);
 			write_level(f, tl, r, KP_TL_BINS << (2 * l));

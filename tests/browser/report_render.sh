@@ -127,7 +127,7 @@ selftest() {
 	# bounds the first paint either way
 	check "$name: parsed and the timeline drawn in ${ready:-?} ms <= 2000 ms" le "$ready" 2000
 	[ -z "$fcp" ] || check "$name: first contentful paint $fcp ms <= 2000 ms" le "$fcp" 2000
-	echo "figure: $name page_bytes=$size first_contentful_paint_ms=${fcp:-?} timeline_drawn_ms=${ready:-?} rows=$(num "$j" rows)"
+	echo "figure: $name page_bytes=$size first_contentful_paint_ms=${fcp:-?} timeline_drawn_ms=${ready:-?} redraw_per_zoom_step_ms=$(num "$j" redraw_ms) rows=$(num "$j" rows)"
 }
 
 # 1. the bundled trace
