@@ -320,7 +320,7 @@ void kp__page_region_cards(FILE *f, const struct kp_report *rep)
 			fprintf(f, " &middot; <button type=\"button\" class=\"tl-go noprint\" data-t0=\"%lld\""
 				" data-t1=\"%lld\">show occurrence %lld in the timeline</button>",
 				(long long)(r->mid_start - rep->tl.t0), (long long)(r->mid_end - rep->tl.t0),
-				(long long)(r->occurrences / 2));
+				(long long)(r->occurrences / 2 + 1));
 		fputs("</p>\n<div class=\"cols\"><div>\n", f);
 		card_kernels(f, rep, (int)i);
 		fputs("</div><div>\n", f);

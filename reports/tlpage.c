@@ -241,8 +241,9 @@ void kp__page_timeline(FILE *f, const struct kp_report *rep)
 	      "<button type=\"button\" id=\"tl-all\">whole run</button>"
 	      "<button type=\"button\" id=\"tl-typical\">typical occurrence</button>"
 	      " <span id=\"tl-status\" class=\"cap\"></span></div>\n"
-	      "<div id=\"tl\"><canvas id=\"tl-canvas\" tabindex=\"0\" width=\"1000\" height=\"120\">"
-	      "</canvas></div>\n<p class=\"legend\">", f);
+	      "<div id=\"tl\"><canvas id=\"tl-canvas\" tabindex=\"0\" width=\"1000\" height=\"120\""
+	      " role=\"img\" aria-label=\"timeline of the run: scroll to zoom, drag to pan, click for"
+	      " details; + and - zoom, arrows pan\"></canvas></div>\n<p class=\"legend\">", f);
 	fprintf(f, "<span style=\"background:%s\"></span>idle, host-bound (GPU waited for the CPU)"
 		"<span style=\"background:%s\"></span>idle, device-side"
 		"<span style=\"background:%s\"></span>idle, no launch record"
