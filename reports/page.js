@@ -28,7 +28,7 @@ var GAPC = ['', '#e5532d', '#9aa4ae', '#e8d36a'];
 var GAPN = ['', 'idle, host-bound: the launch call began after the previous op ended, so the GPU waited for the CPU',
 	    'idle, device-side: the op was queued in time; the GPU waited on something else',
 	    'idle, no launch record for this op'];
-var APIC = ['#6f42c1', '#e5532d', '#0e8a9a', '#8c959f'];
+var APIC = ['#6f42c1', '#24292f', '#0e8a9a', '#8c959f'];
 var APIN = ['launch', 'synchronize or wait', 'copy or set', 'other'];
 var ROWK = { REGIONS: 0, NVTX: 1, CPU: 2, API: 3, STREAM: 4 };
 var LEFT = 150, TOP = 20, RH = 22, MAXDRAW = 40000;

@@ -497,6 +497,10 @@ static int occ_load(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 			continue;
 		o.region = (int32_t)ix;
 		o.stream = rep->regions.data[ix].stream_id;
+		if (o.index == rep->regions.data[ix].occurrences / 2) {
+			rep->regions.data[ix].mid_start = o.start;
+			rep->regions.data[ix].mid_end = o.end;
+		}
 		if (kp_vec_push(&v, o)) {
 			sqlite3_finalize(st);
 			goto out_nomem;
@@ -762,12 +766,6 @@ static int region_pass(struct tl_build *tb, struct kp_err *err)
 					 .b = o->index };
 		struct kp_tl_row *r = &tb->tl->rows.data[row];
 
-		struct kp_rep_region *rg = &tb->rep->regions.data[o->region];
-
-		if (o->index == rg->occurrences / 2) {
-			rg->mid_start = o->start;
-			rg->mid_end = o->end;
-		}
 		r->n_items++;
 		bin_add(tb, r, o->start, o->end, 0, o->region, 1);
 		if (item_add(tb, r, &it))
@@ -809,7 +807,8 @@ static int cmp_i64(const void *a, const void *b)
  * The run's extent, and the detail windows: the whole run when its
  * intervals fit the budget, else 8 windows that together hold about the
  * budget at the run's average density, the first around the typical
- * occurrence the page opens on, the rest spread over the run.
+ * occurrence the page opens on, the rest spread over the run, plus the
+ * middle occurrence of each region with a section of its own.
  */
 static int plan_windows(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 {
@@ -817,7 +816,7 @@ static int plan_windows(struct kp_db *db, struct tl_build *tb, struct kp_err *er
 	struct kp_tl *tl = tb->tl;
 	int64_t lo = INT64_MAX, hi = INT64_MIN, n = rep->n_kernels + rep->n_api;
 	int64_t budget = rep->opts.detail > 0 ? rep->opts.detail : KP_TL_DETAIL, w, c;
-	int64_t pairs[16][2];
+	int64_t pairs[8 + KP_REP_CARDS][2];
 	int k = 8, i, m, rc;
 
 	if (rep->t_end_ns > rep->t_begin_ns) {
@@ -867,6 +866,20 @@ static int plan_windows(struct kp_db *db, struct tl_build *tb, struct kp_err *er
 			c = tl->t0 + (int64_t)((double)(tl->t1 - tl->t0) * (i + 0.5) / (k - (rep->tl_what ? 1 : 0)));
 			pairs[m][0] = c - w / 2;
 			pairs[m][1] = c + w / 2;
+		}
+		/*
+		 * the middle occurrence of each region with a section (its button
+		 * shows it), when it holds at most 1/16 of the budget
+		 */
+		for (i = 0; i < KP_REP_CARDS && (size_t)i < rep->regions.len; i++) {
+			const struct kp_rep_region *r = &rep->regions.data[i];
+			int64_t len = r->mid_end - r->mid_start;
+
+			if (len <= 0 || (double)n * len / (double)(tl->t1 - tl->t0) > budget / 16.0)
+				continue;
+			pairs[m][0] = r->mid_start - len / 50 - 1;
+			pairs[m][1] = r->mid_end + len / 50 + 1;
+			m++;
 		}
 		qsort(pairs, (size_t)m, sizeof(pairs[0]), cmp_i64);
 	}

@@ -254,6 +254,11 @@ void kp__page_timeline(FILE *f, const struct kp_report *rep)
 		fprintf(f, "<span style=\"background:%s\"></span>", kp__region_color((int)i));
 		kp_html_name(f, rep->regions.data[i].label, NULL, 30);
 	}
+	/* page.js APIC */
+	fputs("<br>CUDA API calls: <span style=\"background:#6f42c1\"></span>launch"
+	      "<span style=\"background:#24292f\"></span>synchronize or wait"
+	      "<span style=\"background:#0e8a9a\"></span>copy or set"
+	      "<span style=\"background:#8c959f\"></span>other", f);
 	fputs("</p>\n<div id=\"tl-detail\" class=\"detail\">Click a kernel, a gap or a bin for its"
 	      " details.</div>\n", f);
 }
