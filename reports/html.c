@@ -161,7 +161,7 @@ static const char css[] =
 	".legend{font-size:12px}.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 14px;vertical-align:middle}\n"
 	"pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;max-height:420px;white-space:pre-wrap;overflow-wrap:anywhere}\n"
 	"svg text{font:11px sans-serif;fill:#1b1f24}svg text.small{font-size:9px;fill:#57606a}\n"
-	".chart-svg{width:100%;height:auto;max-width:900px;display:block}\n"
+	".chart-svg{width:100%;height:auto;max-width:900px;display:block}.chart{margin:6px 0 16px}\n"
 	".crow{display:grid;grid-template-columns:180px minmax(0,1fr) 130px;gap:8px;align-items:center;margin:3px 0;font-size:12px}\n"
 	".clab{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}.cval{font-variant-numeric:tabular-nums}\n"
 	".bar{display:flex;height:12px;background:#f6f8fa;margin:1px 0;overflow:hidden}.bar span{display:block;height:100%;flex:none}\n"
