@@ -501,6 +501,27 @@ static void test_kernel_labels(void)
 	strcat(deep, "(int)");
 	kp_kernel_label(deep, out, sizeof(out));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "..."));
+	/* any bytes: a bounded, terminated label (ASan checks the reads) */
+	{
+		static const char alpha[] = "<>(),: {}[]ab_1#&*-\xff";
+		uint32_t x = 12345;
+		char in[80];
+		int k, ok = 1;
+
+		for (d = 0; d < 20000; d++) {
+			int len = (int)(x % 70);
+
+			for (k = 0; k < len; k++) {
+				x = x * 1103515245u + 12345u;
+				in[k] = alpha[(x >> 16) % (sizeof(alpha) - 1)];
+			}
+			in[len] = '\0';
+			kp_kernel_label(in, small, sizeof(small));
+			ok &= strlen(small) < sizeof(small);
+			x = x * 1103515245u + 12345u;
+		}
+		CU_ASSERT_TRUE(ok);
+	}
 	/* fusion chains label each name */
 	CU_ASSERT_STRING_EQUAL(kp_kernel_chain_label("void gemm_kernel<128, 64>(float const*, float*, int) -> "
 						     "add_kernel(float*, float const*, int)", deep, 200),
