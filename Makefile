@@ -147,6 +147,20 @@ test: deps
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory check-exports
 	@$(MAKE) --no-print-directory install-test
+	@$(MAKE) --no-print-directory validate-corpus
+
+# The cost model against the graph times measured on each GPU of the
+# validation corpus (bench/cost_corpus/<gpu>/, bench/cost_corpus.py): CPU
+# only, the traces and the measurements are in the repository.
+VALIDATE_LIMITS ?= --max-median 10 --max-error 20
+.PHONY: validate-corpus
+validate-corpus: $(BUILD)/bin/kplan
+	@for d in bench/cost_corpus/*/; do \
+		g=$$(basename $$d); \
+		$(BUILD)/bin/kplan validate $$d $(VALIDATE_LIMITS) > $(BUILD)/validate-$$g.log 2>&1 \
+			|| { cat $(BUILD)/validate-$$g.log; echo "validate-corpus: $$g failed"; exit 1; }; \
+		echo "validate-corpus: $$g: $$(tail -1 $(BUILD)/validate-$$g.log)"; \
+	done
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined OPT=-O1 test

@@ -87,10 +87,12 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 /*
  * The cost model for one region occurrence (docs/DESIGN.md): graph replay
  * overlaps each node's launch processing with the previous node's work, so
- * a node costs max(dur + graph_dep_gap_ns, graph_node_ns) on the device
- * (graph_memop_node_ns for memset/memcpy nodes); the host side is
- * cudaGraphLaunch (base + per node) plus set_params_ns per patched node;
- * the graphed time is the larger of the two.
+ * a node costs max(dur + gap, floor) on the device, where dur is the
+ * kernel's duration as the trace recorded it, gap graph_traced_gap_ns
+ * (graph_traced_gap_gemm_ns for GEMM library kernels) and floor
+ * graph_node_ns (graph_memop_node_ns for memset/memcpy nodes); the host
+ * side is cudaGraphLaunch (base + per node) plus set_params_ns per patched
+ * node; the graphed time is the larger of the two.
  */
 struct kp_region_pred {
 	int64_t device_ns, host_ns, graph_ns;
@@ -100,13 +102,23 @@ struct kp_region_pred {
 	int64_t extra_mem_bytes;
 };
 
+/* Node classes for kp_cost_predict. */
+enum { KP_NODE_KERNEL = 0, KP_NODE_MEMOP = 1, KP_NODE_GEMM = 2 };
+
+/* Whether a kernel name is a GEMM library kernel (cuBLAS, cuBLASLt,
+ * CUTLASS, cuDNN's xmma GEMMs): KP_NODE_GEMM. */
+int kp_kernel_is_gemm(const char *name);
+
+/* The gap kp_cost_predict adds to a node of class cls. */
+double kp_cost_node_gap(const struct kp_cost *c, int cls);
+
 /*
- * dur_ns[i]: device time of node i; is_memop[i] (may be NULL): 1 for
- * memset/memcpy nodes. patched_nodes: nodes needing parameter updates per
+ * dur_ns[i]: traced device time of node i; cls[i] (may be NULL: all
+ * kernels): KP_NODE_*. patched_nodes: nodes needing parameter updates per
  * replay; shape_keys >= 1 graphs are instantiated.
  */
 void kp_cost_predict(const struct kp_cost *c, const int64_t *dur_ns,
-		     const uint8_t *is_memop, size_t n_nodes, int64_t eager_ns,
+		     const uint8_t *cls, size_t n_nodes, int64_t eager_ns,
 		     int64_t patched_nodes, int64_t shape_keys,
 		     struct kp_region_pred *out);
 

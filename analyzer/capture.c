@@ -1031,24 +1031,34 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
  * it overlaps the op before it on the same stream (programmatic dependent
  * launch lets a kernel start while its predecessor finishes): then only the
  * time past the predecessor's end counts, and no dependency gap is added on
- * top (kp_cost_predict adds graph_dep_gap_ns to every duration, so it is
+ * top (kp_cost_predict adds the class's gap to every duration, so it is
  * taken off here; the node cost stays the floor). A kernel recorded as
  * launched with programmatic dependent launch (kp_launch_attrs) after an op
  * on its stream pays no dependency gap either: in a graph its blocks are
  * resident before its predecessor ends (measured on decode, H200: the PDL
  * graph runs at the sum of its kernels' durations).
  */
-static void node_durations(const struct kp__ana *a, const struct kp_cost *c,
+static int node_cls(struct kp__ana *a, const struct kp__op *op)
+{
+	struct kp__sig *s = &a->sigs.data[op->sig];
+
+	if (op->kind != KP__OP_KERNEL)
+		return KP_NODE_MEMOP;
+	if (!s->node_cls)
+		s->node_cls = 1 + (kp_kernel_is_gemm(s->name) ? KP_NODE_GEMM : KP_NODE_KERNEL);
+	return s->node_cls - 1;
+}
+
+static void node_durations(struct kp__ana *a, const struct kp_cost *c,
 			   const struct kp__occ *o, int64_t *dur, uint8_t *mem)
 {
-	int64_t gap = llround(c->v[KP_COST_GRAPH_DEP_GAP]);
-
 	for (uint32_t i = 0; i < o->n; i++) {
 		const struct kp__op *op = &a->ops[o->ops[i]];
 		const struct kp__op *prev = i ? &a->ops[o->ops[i - 1]] : NULL;
 
 		dur[i] = op->end - op->start;
-		mem[i] = op->kind != KP__OP_KERNEL;
+		mem[i] = (uint8_t)node_cls(a, op);
+		int64_t gap = llround(kp_cost_node_gap(c, mem[i]));
 		if (prev && prev->stream == op->stream && op->start < prev->end)
 			dur[i] = (op->end > prev->end ? op->end - prev->end : 0) - gap;
 		else if (prev && prev->stream == op->stream && (op->flags & KP__F_PDL))

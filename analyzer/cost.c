@@ -2,6 +2,7 @@
  * cost.c - cost-model constants: names, documented defaults, loading from
  * kp_calibration. See cost.h and docs/DESIGN.md "Analyzer".
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ struct qdef {
  * (10 nodes, 1.4 us) and (1000 nodes, 20 us). eager_gpu_gap_ns: the
  * queued back-to-back gaps of the bundled H200 trace (0.77-0.93 us).
  * graph_dep_gap_ns: graph_node_ns minus a tiny kernel's own ~0.6 us.
+ * graph_traced_gap_ns, _gemm_ns: kplan-calibrate on an H100 (2026-11-25:
+ * 101 and 347 ns).
  * Memory figures are estimates (kernel-node parameter buffers and the
  * executable graph's bookkeeping); dram bandwidth is ~90% of H100 SXM.
  */
@@ -55,6 +58,10 @@ static const struct qdef qdefs[KP_COST__N] = {
 		"kernels shorter than this count as short" },
 	[KP_COST_GRAPH_DEP_GAP] = { "graph_dep_gap_ns", 400,
 		"graph replay, device gap between dependent kernel nodes" },
+	[KP_COST_TRACED_GAP] = { "graph_traced_gap_ns", 100,
+		"graph replay, time per dependent node beyond its traced duration" },
+	[KP_COST_TRACED_GAP_GEMM] = { "graph_traced_gap_gemm_ns", 350,
+		"the same for GEMM library kernels (cuBLAS, CUTLASS)" },
 };
 
 const char *kp_cost_name(int q)
@@ -196,5 +203,90 @@ int kp_cost_store(struct kp_db *db, const char *gpu_name, int driver_version,
 	rc = sqlite3_step(st) == SQLITE_DONE ? 0
 		: kp_db_error(db, err, "writing kp_calibration");
 	sqlite3_finalize(st);
+	return rc;
+}
+
+int kp_cost_read(FILE *f, const char *what, struct kp_cost_file *cf, struct kp_err *err)
+{
+	char line[512];
+
+	memset(cf, 0, sizeof(*cf));
+	cf->driver = -1;
+	while (fgets(line, sizeof(line), f)) {
+		char name[64];
+		double v;
+		long long n;
+		size_t len = strlen(line);
+		int q;
+
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = 0;
+		if (!strncmp(line, "gpu ", 4)) {
+			snprintf(cf->gpu, sizeof(cf->gpu), "%s", line + 4);
+		} else if (!strncmp(line, "driver ", 7)) {
+			cf->driver = atoi(line + 7);
+		} else if (sscanf(line, "%63s %lf %lld", name, &v, &n) == 3) {
+			q = kp_cost_from_name(name);
+			if (q < 0) {
+				fprintf(stderr, "kplan: %s: ignoring unknown quantity '%s'\n", what, name);
+				continue;
+			}
+			int i;
+			for (i = 0; i < cf->n && cf->row[i].q != q; i++)
+				;
+			if (i == cf->n)
+				cf->n++;
+			cf->row[i].q = q;
+			cf->row[i].value = v;
+			cf->row[i].n_samples = n;
+		} else if (len) {
+			fprintf(stderr, "kplan: %s: ignoring line '%.80s'\n", what, line);
+		}
+	}
+	if (ferror(f))
+		return kp_err_set(err, KP_EIO, "%s: read error", what);
+	if (!cf->gpu[0] || cf->driver < 0 || !cf->n)
+		return kp_err_set(err, KP_EFORMAT, "%s: expected 'gpu', 'driver' and quantity lines, "
+				  "found %s%s%d quantities", what, cf->gpu[0] ? "" : "no gpu line, ",
+				  cf->driver < 0 ? "no driver line, " : "", cf->n);
+	return 0;
+}
+
+int kp_cost_store_file(struct kp_db *db, const struct kp_cost_file *cf, struct kp_err *err)
+{
+	for (int i = 0; i < cf->n; i++) {
+		int rc = kp_cost_store(db, cf->gpu, cf->driver, cf->row[i].q, cf->row[i].value,
+				       cf->row[i].n_samples, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int kp_cost_read_path(const char *path, struct kp_cost_file *cf, struct kp_err *err)
+{
+	FILE *f = fopen(path, "r");
+	int rc;
+
+	if (!f)
+		return kp_err_set(err, KP_EIO, "%s: %s", path, strerror(errno));
+	rc = kp_cost_read(f, path, cf, err);
+	fclose(f);
+	return rc;
+}
+
+int kp_cost_store_at(const char *db_path, const struct kp_cost_file *cf, struct kp_err *err)
+{
+	struct kp_db *db = kp_db_open(db_path, KP_DB_CREATE, err);
+	int rc;
+
+	if (!db)
+		return err->code ? err->code : KP_EIO;
+	rc = kp_db_begin(db, err);
+	if (!rc && (rc = kp_cost_store_file(db, cf, err)) != 0)
+		kp_db_rollback(db);
+	else if (!rc)
+		rc = kp_db_commit(db, err);
+	kp_db_close(db);
 	return rc;
 }

@@ -18,6 +18,7 @@
 #define KP_ANALYZER_COST_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "../db/db.h"
 
 enum kp_cost_q {
@@ -54,6 +55,13 @@ enum kp_cost_q {
 	 * successor once the predecessor is long enough to hide the node's
 	 * launch processing: node period = max(dur + dep_gap, graph_node_ns) */
 	KP_COST_GRAPH_DEP_GAP,        /* "graph_dep_gap_ns" */
+	/* what the model adds to a kernel's *traced* duration (the durations
+	 * in traces come from CUPTI and are longer than the kernel's own time):
+	 * graph replay period per dependent node minus the traced eager
+	 * duration of the same kernel; plain kernels and GEMM library kernels
+	 * (cuBLAS, CUTLASS), which cost more per node */
+	KP_COST_TRACED_GAP,           /* "graph_traced_gap_ns" */
+	KP_COST_TRACED_GAP_GEMM,      /* "graph_traced_gap_gemm_ns" */
 	KP_COST__N
 };
 
@@ -106,5 +114,35 @@ int kp_cost_load_run(struct kp_db *db, int64_t run_id, struct kp_cost *c,
  */
 int kp_cost_store(struct kp_db *db, const char *gpu_name, int driver_version,
 		  int q, double value, int64_t n_samples, struct kp_err *err);
+
+/*
+ * The text kplan-calibrate prints (and that a calibration file keeps):
+ * "gpu NAME", "driver VERSION", then "QUANTITY VALUE N_SAMPLES" lines with
+ * the names above. Unknown quantities and other lines are skipped with a
+ * warning on stderr naming `what` (the program or file).
+ */
+struct kp_cost_file {
+	char gpu[512];
+	int driver;                   /* -1 until read */
+	int n;                        /* rows */
+	struct {
+		int q;
+		double value;
+		long long n_samples;
+	} row[KP_COST__N];
+};
+
+/* Read f to its end into cf. KP_EFORMAT when the gpu or driver line or
+ * every quantity is missing. */
+int kp_cost_read(FILE *f, const char *what, struct kp_cost_file *cf, struct kp_err *err);
+
+/* kp_cost_read of the file at path. */
+int kp_cost_read_path(const char *path, struct kp_cost_file *cf, struct kp_err *err);
+
+/* Store every row of cf (kp_cost_store; the caller owns the transaction). */
+int kp_cost_store_file(struct kp_db *db, const struct kp_cost_file *cf, struct kp_err *err);
+
+/* Store cf in the database at db_path (created if missing), one transaction. */
+int kp_cost_store_at(const char *db_path, const struct kp_cost_file *cf, struct kp_err *err);
 
 #endif

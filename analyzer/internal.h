@@ -48,6 +48,7 @@ struct kp__sig {
 	uint8_t kind;
 	uint8_t mem_class;       /* fusion: 0 unknown, 1 memory-bound, 2 compute-bound */
 	uint8_t reduction;       /* fusion: reduces rows */
+	uint8_t node_cls;        /* cost model: KP_NODE_* + 1, 0 until known */
 };
 
 struct kp__stream {

@@ -8,23 +8,51 @@
  * when the kernel is shorter than that (then the executor is the limit).
  */
 #include <math.h>
+#include <string.h>
 
 #include "analyzer.h"
 
+/*
+ * The kernel durations the model reads come from CUPTI traces, which record
+ * each kernel somewhat longer than it runs; graph_traced_gap_ns is measured
+ * against traced durations (kplan calibrate), so it carries that excess and
+ * no separate correction is applied. GEMM library kernels pay more per node
+ * (their own gap, also calibrated).
+ */
+int kp_kernel_is_gemm(const char *name)
+{
+	static const char *const marks[] = { "gemm", "gemv", "cutlass", "xmma", "cublas" };
+
+	if (!name)
+		return 0;
+	for (size_t i = 0; i < sizeof(marks) / sizeof(*marks); i++) {
+		size_t n = strlen(marks[i]);
+		for (const char *p = name; *p; p++)
+			if (strncasecmp(p, marks[i], n) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+double kp_cost_node_gap(const struct kp_cost *c, int cls)
+{
+	return c->v[cls == KP_NODE_GEMM ? KP_COST_TRACED_GAP_GEMM : KP_COST_TRACED_GAP];
+}
+
 void kp_cost_predict(const struct kp_cost *c, const int64_t *dur_ns,
-		     const uint8_t *is_memop, size_t n_nodes, int64_t eager_ns,
+		     const uint8_t *cls, size_t n_nodes, int64_t eager_ns,
 		     int64_t patched_nodes, int64_t shape_keys,
 		     struct kp_region_pred *out)
 {
 	double dev = 0, host;
-	double gap = c->v[KP_COST_GRAPH_DEP_GAP];
 
 	if (shape_keys < 1)
 		shape_keys = 1;
 	for (size_t i = 0; i < n_nodes; i++) {
-		double node = c->v[is_memop && is_memop[i] ? KP_COST_GRAPH_MEMOP_NODE
-						   : KP_COST_GRAPH_NODE];
-		double t = (double)dur_ns[i] + gap;
+		int k = cls ? cls[i] : KP_NODE_KERNEL;
+		double node = c->v[k == KP_NODE_MEMOP ? KP_COST_GRAPH_MEMOP_NODE
+						       : KP_COST_GRAPH_NODE];
+		double t = (double)dur_ns[i] + kp_cost_node_gap(c, k);
 		dev += t > node ? t : node;
 	}
 	host = c->v[KP_COST_GRAPH_LAUNCH_BASE] +

@@ -32,7 +32,12 @@ Variants:
 
 Without --record kplan runs with policy "graph" (every region captured, no
 plan needed). Each step is synchronised (torch.cuda.synchronize()), the
-median over --iters steps is reported, after --warm steps. "first fast" is
+median over --iters steps is reported, after --warm steps. The variants of
+one process are timed interleaved (each step runs every variant once, in a
+random order drawn anew for every step), so drift of the GPU's clock or the
+machine's load falls on all of them alike; kplan-plan is timed in a second
+round beside eager and graph again, and its ratio to that round's graph is
+reported. "first fast" is
 the time from the variant's first call (its set-up included: the graph's
 warm-up and capture, compile) to the end of the first step within 1.25x of
 its median. Outputs are compared with eager's on an input no variant saw
@@ -48,6 +53,7 @@ import csv
 import json
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -150,7 +156,8 @@ def build(name, a):
 
 
 def make_variant(variant, w, a, plan_path):
-    """(step function, kplan stats function or None)."""
+    """(step function, kplan region name or None). The kplan variants of one
+    group share one runtime (opened by the first of them)."""
     import torch
     if variant == "eager":
         return w.fn, None
@@ -188,58 +195,85 @@ def make_variant(variant, w, a, plan_path):
             kt.open(None)
         elif variant == "kplan-plan":
             kt.open(plan_path)
-        else:
+        elif kt._current is None:
             kt.open(None, policy="graph")
-        step = kt.region(w.name, static_outputs=(variant == "kplan"))(w.fn)
-        return step, kt.stats
+        # the plan names the region after the workload; the two graph-policy
+        # variants share a runtime, so the clone variant has a name of its own
+        name = w.name + "_clone" if variant == "kplan-clone" else w.name
+        step = kt.region(name, static_outputs=(variant == "kplan"))(w.fn)
+        return step, name
     raise SystemExit("unknown variant %r" % variant)
 
 
-def run_variant(variant, w, a, plan_path, ref):
+def run_group(variants, w, a, plan_path, ref):
+    """Set the variants up, then time them interleaved: step i runs every
+    variant once, in an order shuffled from step to step, so that the GPU's
+    clock and the machine's load drift over all of them alike."""
     import torch
-    res = {"workload": w.name, "variant": variant, "status": "ok"}
-    t0 = time.perf_counter()
-    step, stats = make_variant(variant, w, a, plan_path)
-    setup = time.perf_counter() - t0
-    times = []
+    res, steps, times = {}, {}, {}
+    for v in variants:
+        res[v] = {"workload": w.name, "variant": v, "status": "ok"}
+        t0 = time.perf_counter()
+        try:
+            steps[v] = make_variant(v, w, a, plan_path)
+        except Exception as exc:  # report it and time the others
+            lines = str(exc).strip().splitlines()
+            res[v] = {"workload": w.name, "variant": v, "status": "n/a",
+                      "reason": "%s: %s" % (type(exc).__name__, lines[0] if lines else "")}
+            torch.cuda.synchronize()
+            continue
+        res[v]["setup_s"] = time.perf_counter() - t0
+        times[v] = []
+    live = [v for v in variants if v in steps]
     n = a.warm + a.iters
+    order = random.Random(0)
     for i in range(n):
-        s = time.perf_counter()
-        step(*w.inputs[i % 2])
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - s)
-    steady = times[a.warm:]
-    med = statistics.median(steady)
-    q = sorted(steady)
-    res.update(median_ms=med * 1e3, p10_ms=q[len(q) // 10] * 1e3,
-               p90_ms=q[(len(q) * 9) // 10] * 1e3, setup_s=setup)
-    acc = setup
-    for i, t in enumerate(times):
-        acc += t
-        if t <= FAST * med:
-            res.update(first_fast_s=acc, first_fast_step=i + 1)
-            break
-    # outputs against eager's
-    if variant != "record":
-        got = outputs(step, w)
-        res["equal"] = all(bool(torch.equal(x, y)) for x, y in zip(got, ref))
-        res["max_abs_diff"] = max(float((x.float() - y.float()).abs().max())
-                                  if x.shape == y.shape else float("inf")
-                                  for x, y in zip(got, ref))
-    if stats is not None:
-        s = stats()
-        res["kplan"] = {k: s[k] for k in ("calls", "replays", "captures", "eager",
-                                          "eager_by_reason", "failures", "watched",
-                                          "unwatched")}
-        rt = s.get("rt") or {}
-        res["kplan"]["rt_watched"] = rt.get("watched")
+        # a new random order every step: no variant always follows the same
+        # one (right after an eager step the GPU has idled for milliseconds)
+        step_order = list(live)
+        order.shuffle(step_order)
+        for v in step_order:
+            s = time.perf_counter()
+            steps[v][0](*w.inputs[i % 2])
+            torch.cuda.synchronize()
+            times[v].append(time.perf_counter() - s)
+    for v in live:
+        r = res[v]
+        steady = times[v][a.warm:]
+        med = statistics.median(steady)
+        q = sorted(steady)
+        r.update(median_ms=med * 1e3, p10_ms=q[len(q) // 10] * 1e3,
+                 p90_ms=q[(len(q) * 9) // 10] * 1e3)
+        acc = r["setup_s"]
+        for j, t in enumerate(times[v]):
+            acc += t
+            if t <= FAST * med:
+                r.update(first_fast_s=acc, first_fast_step=j + 1)
+                break
+        if v != "record":
+            got = outputs(steps[v][0], w)
+            r["equal"] = all(bool(torch.equal(x, y)) for x, y in zip(got, ref))
+            r["max_abs_diff"] = max(float((x.float() - y.float()).abs().max())
+                                    if x.shape == y.shape else float("inf")
+                                    for x, y in zip(got, ref))
+    kp = [v for v in live if steps[v][1] is not None]
+    if kp:
         import kplan.torch as kt
-        info = kt.current().region_plan(w.name) if plan_path and variant == "kplan-plan" else None
-        if info is not None:
-            res["plan"] = "%s (%s), warmup %d, %d kernels" % (
-                info["decision"], info["reason"], info["warmup"], info["kernels"])
-        elif variant == "kplan-plan":
-            res["plan"] = "the plan has no region %r" % w.name
+        s = kt.stats()
+        rt = s.get("rt") or {}
+        for v in kp:
+            reg = s["regions"].get(steps[v][1], {})
+            res[v]["kplan"] = {k: reg.get(k) for k in ("calls", "replays", "captures", "eager")}
+            res[v]["kplan"].update(eager_by_reason=s["eager_by_reason"], failures=s["failures"],
+                                   watched=s["watched"], unwatched=s["unwatched"],
+                                   rt_watched=rt.get("watched"))
+            if v == "kplan-plan":
+                info = kt.current().region_plan(w.name) if plan_path else None
+                if info is not None:
+                    res[v]["plan"] = "%s (%s), warmup %d, %d kernels" % (
+                        info["decision"], info["reason"], info["warmup"], info["kernels"])
+                else:
+                    res[v]["plan"] = "the plan has no region %r" % w.name
         kt.close()
     return res
 
@@ -270,20 +304,35 @@ def child(a):
     torch.cuda.synchronize()
     ref = outputs(w.fn, w)
     dev = torch.cuda.get_device_name()
-    for v in a.variants.split(","):
-        try:
-            res = run_variant(v, w, a, a.plan, ref)
-        except Exception as exc:  # report and go on with the next variant
-            lines = str(exc).strip().splitlines()
-            res = {"workload": w.name, "variant": v, "status": "n/a",
-                   "reason": "%s: %s" % (type(exc).__name__, lines[0] if lines else "")}
-            try:
-                torch.cuda.synchronize()
-            except Exception:
-                pass
-        res["device"] = dev
-        res["torch"] = torch.__version__
-        print("RESULT " + json.dumps(res), flush=True)
+    # groups timed together: the graph-policy kplan variants share a runtime;
+    # kplan-plan opens its own, so it is timed in a second group, again
+    # beside eager and graph (their figures from the first group are kept)
+    want = a.variants.split(",")
+    groups = [[v for v in want if v != "kplan-plan"]]
+    if "kplan-plan" in want:
+        groups.append(["eager", "graph", "kplan-plan"])
+    done = {}
+    for gi, group in enumerate(groups):
+        res = run_group(group, w, a, a.plan, ref)
+        for v, r in res.items():
+            if gi and v in done:
+                done[v].setdefault("other_group_ms", r.get("median_ms"))
+                continue
+            if gi:
+                # kplan-plan over the graph of its own group
+                g = res.get("graph", {}).get("median_ms")
+                e = res.get("eager", {}).get("median_ms")
+                if g and r.get("median_ms"):
+                    r["vs_graph_same_group"] = r["median_ms"] / g
+                if e and r.get("median_ms"):
+                    r["vs_eager_same_group"] = e / r["median_ms"]
+            done[v] = r
+    for v in want:
+        r = done.get(v, {"workload": w.name, "variant": v, "status": "n/a",
+                         "reason": "not run"})
+        r["device"] = dev
+        r["torch"] = torch.__version__
+        print("RESULT " + json.dumps(r), flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -388,6 +437,7 @@ def report(a, results, elapsed):
                 "eager_calls": k.get("eager"),
                 "eager_reasons": " ".join("%s=%d" % kv for kv in
                                           sorted((k.get("eager_by_reason") or {}).items())),
+                "vs_graph_same_round": x.get("vs_graph_same_group"),
                 "note": x.get("reason") or x.get("plan") or "",
                 "device": x.get("device", ""), "torch": x.get("torch", ""),
             })
@@ -420,6 +470,9 @@ def report(a, results, elapsed):
                 line += "%19s" % ("%.3f (%.2fx)" % (row["median_ms"], row["speedup_vs_eager"] or 0))
         kp = next(r for r in rows if r["workload"] == wname and r["variant"] == "kplan")
         line += "%13s" % fmt(kp["vs_graph"])
+        pp = [r for r in rows if r["workload"] == wname and r["variant"] == "kplan-plan"]
+        if pp and pp[0]["vs_graph_same_round"]:
+            line += "  (kplan-plan/graph %s)" % fmt(pp[0]["vs_graph_same_round"])
         print(line)
     print()
     print("time from the first call to the first fast step, s (step number); "

@@ -48,7 +48,7 @@ int kp_cli_wants_help(int argc, char **argv);
 #define KP_DECLARE_CMD(name) KP_CMD(name); extern const char kp_usage_##name[];
 KP_DECLARE_CMD(record) KP_DECLARE_CMD(import) KP_DECLARE_CMD(analyze)
 KP_DECLARE_CMD(plan) KP_DECLARE_CMD(report) KP_DECLARE_CMD(diff)
-KP_DECLARE_CMD(show) KP_DECLARE_CMD(check) KP_DECLARE_CMD(calibrate)
+KP_DECLARE_CMD(show) KP_DECLARE_CMD(check) KP_DECLARE_CMD(calibrate) KP_DECLARE_CMD(validate)
 KP_DECLARE_CMD(export) KP_DECLARE_CMD(info) KP_DECLARE_CMD(version)
 KP_DECLARE_CMD(help) KP_DECLARE_CMD(keygen) KP_DECLARE_CMD(sign)
 

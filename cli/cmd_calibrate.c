@@ -21,7 +21,7 @@
 #include "../db/db.h"
 
 const char kp_usage_calibrate[] =
-	"usage: kplan calibrate [-o DB]\n"
+	"usage: kplan calibrate [-o DB] [--from FILE]\n"
 	"\n"
 	"Measures this GPU's launch-cost constants (eager launch host cost, graph node\n"
 	"device cost, capture, instantiate, exec update, node parameter update, graph\n"
@@ -32,7 +32,10 @@ const char kp_usage_calibrate[] =
 	"calibrated keep their documented defaults).\n"
 	"\n"
 	"options:\n"
-	"  -o DB     store the results in DB (created if missing)\n"
+	"  -o DB        store the results in DB (created if missing)\n"
+	"  --from FILE  take the values from FILE, the saved output of kplan-calibrate\n"
+	"               (`kplan-calibrate > h100.calib` on the GPU), instead of\n"
+	"               measuring: no GPU needed\n"
 	"\n"
 	"environment:\n"
 	"  KPLAN_CALIBRATE   path of the measuring program (default: kplan-calibrate\n"
@@ -43,13 +46,8 @@ const char kp_usage_calibrate[] =
 	"\n"
 	"examples:\n"
 	"  kplan calibrate\n"
-	"  kplan calibrate -o run.db\n";
-
-struct row {
-	char name[64];
-	double value;
-	long long n;
-};
+	"  kplan calibrate -o run.db\n"
+	"  kplan calibrate --from bench/cost_corpus/h100/calib.txt -o run.db\n";
 
 static void find_program(char *out, size_t n)
 {
@@ -77,90 +75,56 @@ static void find_program(char *out, size_t n)
 KP_CMD(calibrate)
 {
 	struct kp_err err = {0};
-	const char *dbpath = NULL;
-	char prog[PATH_MAX + 16], line[512], gpu[512] = "";
-	struct row rows[KP_COST__N];
-	int driver = -1, n_rows = 0, i, status;
-	struct kp_db *db;
+	const char *dbpath = NULL, *from = NULL;
+	char prog[PATH_MAX + 16];
+	struct kp_cost_file cf;
+	int i, rc, status;
 	FILE *p;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-o") && i + 1 < argc)
 			dbpath = argv[++i];
-		else if (!strcmp(argv[i], "-o"))
-			return kp_cli_usage("calibrate", "-o needs a database path");
+		else if (!strcmp(argv[i], "--from") && i + 1 < argc)
+			from = argv[++i];
+		else if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--from"))
+			return kp_cli_usage("calibrate", "%s needs a path", argv[i]);
 		else
 			return kp_cli_usage("calibrate", "unexpected argument '%s'", argv[i]);
 	}
-	find_program(prog, sizeof(prog));
-	if (access(prog, X_OK)) {
-		kp_err_set(&err, KP_ENOTFOUND, "%s: calibration program not found or not executable "
-			   "(build it with `make runtime`, or set KPLAN_CALIBRATE)", prog);
-		return kp_cli_error(&err);
-	}
-	fflush(stdout);
-	p = popen(prog, "r");
-	if (!p) {
-		kp_err_set(&err, KP_EIO, "%s: cannot run", prog);
-		return kp_cli_error(&err);
-	}
-	while (fgets(line, sizeof(line), p)) {
-		char name[64];
-		double v;
-		long long n;
-		size_t len = strlen(line);
-
-		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = 0;
-		if (!strncmp(line, "gpu ", 4)) {
-			snprintf(gpu, sizeof(gpu), "%s", line + 4);
-		} else if (!strncmp(line, "driver ", 7)) {
-			driver = atoi(line + 7);
-		} else if (sscanf(line, "%63s %lf %lld", name, &v, &n) == 3) {
-			if (kp_cost_from_name(name) < 0) {
-				fprintf(stderr, "kplan calibrate: ignoring unknown quantity '%s'\n", name);
-				continue;
-			}
-			if (n_rows < KP_COST__N) {
-				snprintf(rows[n_rows].name, sizeof(rows[n_rows].name), "%s", name);
-				rows[n_rows].value = v;
-				rows[n_rows].n = n;
-				n_rows++;
-			}
-		} else if (len) {
-			fprintf(stderr, "kplan calibrate: ignoring line '%s'\n", line);
+	if (from) {
+		if (kp_cost_read_path(from, &cf, &err))
+			return kp_cli_error(&err);
+	} else {
+		find_program(prog, sizeof(prog));
+		if (access(prog, X_OK)) {
+			kp_err_set(&err, KP_ENOTFOUND, "%s: calibration program not found or not "
+				   "executable (build it with `make runtime`, or set KPLAN_CALIBRATE)",
+				   prog);
+			return kp_cli_error(&err);
+		}
+		fflush(stdout);
+		p = popen(prog, "r");
+		if (!p) {
+			kp_err_set(&err, KP_EIO, "%s: cannot run", prog);
+			return kp_cli_error(&err);
+		}
+		rc = kp_cost_read(p, prog, &cf, &err);
+		status = pclose(p);
+		if (rc || status != 0) {
+			kp_err_set(&err, KP_ECUDA, "%s failed (exit status %d): %s", prog,
+				   WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+				   rc ? err.msg : "see its message above");
+			return kp_cli_error(&err);
 		}
 	}
-	status = pclose(p);
-	if (status != 0 || !gpu[0] || driver < 0 || !n_rows) {
-		kp_err_set(&err, KP_ECUDA, "%s failed (exit status %d): expected 'gpu', 'driver' and "
-			   "quantity lines, found %d quantities", prog,
-			   WIFEXITED(status) ? WEXITSTATUS(status) : -1, n_rows);
-		return kp_cli_error(&err);
-	}
-	printf("gpu %s, driver %d\n", gpu, driver);
-	for (i = 0; i < n_rows; i++)
-		printf("  %-22s %12.1f  (%lld samples)\n", rows[i].name, rows[i].value, rows[i].n);
+	printf("gpu %s, driver %d\n", cf.gpu, cf.driver);
+	for (i = 0; i < cf.n; i++)
+		printf("  %-26s %12.1f  (%lld samples)\n", kp_cost_name(cf.row[i].q),
+		       cf.row[i].value, cf.row[i].n_samples);
 	if (!dbpath)
 		return KP_EXIT_OK;
-	db = kp_db_open(dbpath, KP_DB_CREATE, &err);
-	if (!db)
+	if (kp_cost_store_at(dbpath, &cf, &err))
 		return kp_cli_error(&err);
-	if (kp_db_begin(db, &err))
-		goto out_err;
-	for (i = 0; i < n_rows; i++) {
-		if (kp_cost_store(db, gpu, driver, kp_cost_from_name(rows[i].name), rows[i].value,
-				  rows[i].n, &err)) {
-			kp_db_rollback(db);
-			goto out_err;
-		}
-	}
-	if (kp_db_commit(db, &err))
-		goto out_err;
-	kp_db_close(db);
-	printf("stored %d quantities in %s\n", n_rows, dbpath);
+	printf("stored %d quantities in %s\n", cf.n, dbpath);
 	return KP_EXIT_OK;
-out_err:
-	kp_db_close(db);
-	return kp_cli_error(&err);
 }

@@ -21,6 +21,7 @@ const struct kp_cmd kp_cmds[] = {
 	{ "keygen", cmd_keygen, "make an Ed25519 key pair for signing plans", kp_usage_keygen },
 	{ "sign", cmd_sign, "sign a plan and the sources it references", kp_usage_sign },
 	{ "calibrate", cmd_calibrate, "measure this GPU's launch and graph costs", kp_usage_calibrate },
+	{ "validate", cmd_validate, "check the cost model against measured graph times", kp_usage_validate },
 	{ "export", cmd_export, "write a table or query as CSV, or a Chrome trace", kp_usage_export },
 	{ "info", cmd_info, "print runs, GPU, versions, row counts and dropped records", kp_usage_info },
 	{ "version", cmd_version, "print kplan's version", kp_usage_version },

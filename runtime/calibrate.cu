@@ -23,6 +23,9 @@
 #define BIG 1000
 #define SMALL 10
 
+#include <cublas_v2.h>
+#include <cupti.h>
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
 	fprintf(stderr, "kplan-calibrate: %s: %s\n", #x, cudaGetErrorString(e_)); \
 	exit(2); } } while (0)
@@ -355,6 +358,265 @@ static void measure_dram(const struct cudaDeviceProp *prop)
 	cudaFree(b);
 }
 
+/*
+ * graph_traced_gap_ns, graph_traced_gap_gemm_ns: what a dependent graph node
+ * costs beyond the kernel's duration *as a CUPTI trace records it* (the
+ * durations the analyzer reads from kplan record, nsys and PyTorch profiler
+ * traces). For a sequence of kernels: the graph replay period per kernel
+ * node, measured with events and no tracing, minus the mean duration CUPTI
+ * reports for the same kernels run eagerly. Plain kernels: 64 kernels with
+ * code of their own, large parameter blocks and varied grids, each reading
+ * what the one before wrote, as a model's graph runs (chains of one kernel
+ * repeated cost less per node: 20-60 ns against ~100 ns on an H100, printed
+ * to stderr for reference); GEMM: cuBLAS SGEMMs (cuBLAS and CUTLASS nodes
+ * cost more per node, ~350 ns). Run last: tracing stays on once enabled.
+ */
+enum { C_SPIN, C_COPY, C_PARAM, C_MIX, C_MANY, C_GEMM, C__N };
+static const char *const case_name[C__N] = { "spin", "copy", "param", "mix", "many", "gemm" };
+static std::vector<double> traced[C__N];
+static int cur_case = -1;
+
+static void CUPTIAPI buf_req(uint8_t **buf, size_t *size, size_t *max_records)
+{
+	*size = 1 << 22;
+	*buf = (uint8_t *)aligned_alloc(8, *size);
+	*max_records = 0;
+}
+
+static void CUPTIAPI buf_done(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+			      size_t valid)
+{
+	CUpti_Activity *rec = NULL;
+
+	(void)ctx;
+	(void)stream;
+	(void)size;
+	while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+		if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || cur_case < 0)
+			continue;
+		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+		traced[cur_case].push_back((double)(k->end - k->start));
+	}
+	free(buf);
+}
+
+__global__ void smem_kernel(float *out, int n)
+{
+	extern __shared__ float sh[];
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	sh[threadIdx.x] = (float)i;
+	__syncthreads();
+	if (i < n)
+		out[i] = sh[(threadIdx.x + 1) % blockDim.x] * 0.5f;
+}
+
+/* a kernel with a large parameter block, as TensorIterator kernels have
+ * (offset calculators, strides of every operand) */
+struct big_params {
+	int v[192];
+};
+
+__global__ void param_kernel(big_params p, const float *in, float *out, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		out[i] = in[i] * (float)p.v[i % 192] + 1.0f;
+}
+
+/* 64 kernels with code of their own (a model's graph runs hundreds of
+ * different kernels, not one repeated) */
+template <int K>
+__global__ void many_kernel(big_params p, const float *in, float *out, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	float v = i < n ? in[i] : 0.0f;
+
+#pragma unroll
+	for (int r = 0; r < (K % 8) + 1; r++)
+		v = v * (1.0f + K * 0.001f) + (float)p.v[(i + K * 7 + r) % 192];
+	if (i < n)
+		out[i] = v;
+}
+
+typedef void (*many_fn)(big_params, const float *, float *, int);
+template <int K>
+struct many_table {
+	static void fill(many_fn *t)
+	{
+		t[K - 1] = many_kernel<K - 1>;
+		many_table<K - 1>::fill(t);
+	}
+};
+template <>
+struct many_table<0> {
+	static void fill(many_fn *) {}
+};
+static many_fn many_fns[64];
+
+__global__ void scale_kernel(float *x, int n, float a)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		x[i] = x[i] * a + 1.0f;
+}
+
+struct bufs {
+	cublasHandle_t h;
+	float *a, *b, *c;
+	big_params p;
+};
+
+/* one unit of case k: the kernels a trace of it would show */
+static void launch_case(int k, const bufs &m)
+{
+	const float one = 1.0f, zero = 0.0f;
+
+	switch (k) {
+	case C_SPIN:
+		spin_kernel<<<1, 1, 0, s>>>(2000, NULL);
+		break;
+	case C_COPY:
+		copy_kernel<<<264, 256, 0, s>>>((const float4 *)m.a, (float4 *)m.b, (size_t)1 << 17);
+		break;
+	case C_PARAM:
+		param_kernel<<<512, 256, 0, s>>>(m.p, m.a, m.b, 1 << 17);
+		param_kernel<<<512, 256, 0, s>>>(m.p, m.b, m.a, 1 << 17);
+		break;
+	case C_MIX:
+		spin_kernel<<<1, 1, 0, s>>>(1000, NULL);
+		copy_kernel<<<264, 256, 0, s>>>((const float4 *)m.a, (float4 *)m.b, (size_t)1 << 16);
+		param_kernel<<<512, 256, 0, s>>>(m.p, m.b, m.c, 1 << 17);
+		smem_kernel<<<132, 128, 64 << 10, s>>>(m.c, 132 * 128);
+		scale_kernel<<<1024, 1024, 0, s>>>(m.b, 1 << 20, 0.5f);
+		param_kernel<<<64, 256, 0, s>>>(m.p, m.c, m.a, 1 << 14);
+		empty_kernel<<<1, 32, 0, s>>>(NULL);
+		break;
+	case C_MANY:
+		for (int j = 0; j < 64; j++)
+			many_fns[j]<<<(j % 4 + 1) * 16, 256, 0, s>>>(m.p, j & 1 ? m.b : m.a,
+								   j & 1 ? m.a : m.b, 1 << 14);
+		break;
+	default:
+		if (cublasSgemm(m.h, CUBLAS_OP_N, CUBLAS_OP_N, 1024, 32, 1024, &one, m.a, 1024,
+				m.b, 1024, &zero, m.c, 1024) != CUBLAS_STATUS_SUCCESS) {
+			fprintf(stderr, "kplan-calibrate: cublasSgemm failed\n");
+			exit(2);
+		}
+	}
+}
+
+/* replay period per unit of case k (5 and 25 units); *knodes: kernel
+ * nodes per unit in the graph */
+static double case_period(int k, const bufs &m, double *knodes)
+{
+	int units[2] = { 5, 25 }, i, j;
+	double t[2];
+	size_t kn[2];
+
+	for (j = 0; j < 2; j++) {
+		cudaGraph_t g;
+		cudaGraphExec_t x;
+		size_t n = 0;
+
+		CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+		for (i = 0; i < units[j]; i++)
+			launch_case(k, m);
+		CK(cudaStreamEndCapture(s, &g));
+		CK(cudaGraphGetNodes(g, NULL, &n));
+		std::vector<cudaGraphNode_t> nodes(n);
+		CK(cudaGraphGetNodes(g, nodes.data(), &n));
+		kn[j] = 0;
+		for (size_t q = 0; q < n; q++) {
+			cudaGraphNodeType ty;
+			CK(cudaGraphNodeGetType(nodes[q], &ty));
+			kn[j] += ty == cudaGraphNodeTypeKernel;
+		}
+		x = inst(g);
+		t[j] = graph_device_ns(x);
+		cudaGraphExecDestroy(x);
+		cudaGraphDestroy(g);
+	}
+	*knodes = (double)(kn[1] - kn[0]) / (units[1] - units[0]);
+	return (t[1] - t[0]) / (units[1] - units[0]);
+}
+
+static double mean(const std::vector<double> &v)
+{
+	double sum = 0;
+
+	for (double x : v)
+		sum += x;
+	return v.empty() ? 0 : sum / (double)v.size();
+}
+
+static void measure_traced_gap(void)
+{
+	bufs m;
+	double per[C__N], kn[C__N], gap[C__N];
+	const int runs = 40;
+	int k, i;
+
+	for (i = 0; i < 192; i++)
+		m.p.v[i] = i;
+	many_table<64>::fill(many_fns);
+	CK(cudaMalloc(&m.a, 4 << 20));
+	CK(cudaMalloc(&m.b, 4 << 20));
+	CK(cudaMalloc(&m.c, 4 << 20));
+	CK(cudaMemset(m.a, 0, 4 << 20));
+	CK(cudaMemset(m.b, 0, 4 << 20));
+	CK(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10));
+	if (cublasCreate(&m.h) != CUBLAS_STATUS_SUCCESS ||
+	    cublasSetStream(m.h, s) != CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "kplan-calibrate: cuBLAS cannot start\n");
+		exit(2);
+	}
+	for (k = 0; k < C__N; k++) {
+		for (i = 0; i < 5; i++)      /* warm: module loads, cuBLAS workspace */
+			launch_case(k, m);
+		CK(cudaStreamSynchronize(s));
+		per[k] = case_period(k, m, &kn[k]);
+	}
+	if (cuptiActivityRegisterCallbacks(buf_req, buf_done) != CUPTI_SUCCESS ||
+	    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+		fprintf(stderr, "kplan-calibrate: CUPTI activity tracing unavailable; "
+			"graph_traced_gap_* not measured\n");
+		cublasDestroy(m.h);
+		return;
+	}
+	for (k = 0; k < C__N; k++) {
+		cur_case = k;
+		for (i = 0; i < runs; i++)
+			launch_case(k, m);
+		CK(cudaStreamSynchronize(s));
+		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	}
+	cur_case = -1;
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	for (k = 0; k < C__N; k++) {
+		if (traced[k].size() < 20) {
+			fprintf(stderr, "kplan-calibrate: CUPTI recorded %zu kernels of case %s; "
+				"graph_traced_gap_* not measured\n", traced[k].size(), case_name[k]);
+			cublasDestroy(m.h);
+			return;
+		}
+		/* per unit: period minus everything traced, over its kernel nodes */
+		double tr_unit = mean(traced[k]) * (double)traced[k].size() / runs;
+		gap[k] = (per[k] - tr_unit) / kn[k];
+		fprintf(stderr, "kplan-calibrate: traced gap %s: %.0f ns per kernel node (period "
+			"%.0f and traced %.0f ns per unit of %.1f kernel nodes)\n", case_name[k],
+			gap[k], per[k], tr_unit, kn[k]);
+	}
+	printf("graph_traced_gap_ns %.1f %zu\n", gap[C_MANY], traced[C_MANY].size());
+	printf("graph_traced_gap_gemm_ns %.1f %zu\n", gap[C_GEMM], traced[C_GEMM].size());
+	cublasDestroy(m.h);
+	cudaFree(m.a);
+	cudaFree(m.b);
+	cudaFree(m.c);
+}
+
 int main(void)
 {
 	struct cudaDeviceProp prop;
@@ -376,6 +638,7 @@ int main(void)
 	measure_dep_gap();
 	measure_graph_memory(buf);
 	measure_dram(&prop);
+	measure_traced_gap();
 	CK(cudaGetLastError());
 	return 0;
 }

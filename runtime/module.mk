@@ -78,7 +78,7 @@ $(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu analyzer/cost.h
 	@mkdir -p $(dir $@)
 	$(quiet) NVCC $@
 	$(Q)$(NVCC) -O2 -std=c++17 -arch=sm_90 -o $@ runtime/calibrate.cu \
-		-Xlinker -rpath,$(CUDA_LIBDIR)
+		-L$(CUDA_LIBDIR) -lcublas -lcupti -Xlinker -rpath,$(CUDA_LIBDIR)
 
 .PHONY: runtime
 runtime: $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a $(BUILD)/bin/kplan-calibrate

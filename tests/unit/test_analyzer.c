@@ -16,6 +16,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/internal.h"
+#include "analyzer/validate.h"
 #include "common/hash.h"
 #include "db/writer.h"
 #include "importers/import.h"
@@ -268,8 +269,9 @@ static void test_nvtx_region(void)
 	snprintf(want, sizeof(want), "%016llx", (unsigned long long)fp);
 	CU_ASSERT_STRING_EQUAL(qtext(&t, "SELECT fingerprint FROM kp_regions WHERE label = 'r'"), want);
 	CU_ASSERT_STRING_EQUAL(qtext(&t, "SELECT signature FROM kp_region_occurrences WHERE occIndex = 2"), want);
-	/* graphed: 4 x (1500 + 400) = 7600 */
-	CU_ASSERT_EQUAL(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'r'"), 7600);
+	/* graphed: 4 x max(1500 + traced gap, node floor) (defaults: 1600) */
+	CU_ASSERT_EQUAL(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'r'"),
+			4 * (1500 + 100));
 	tl_close(&t);
 }
 
@@ -430,7 +432,7 @@ static void test_model_overlap(void)
 	double gap, node;
 
 	kp_cost_defaults(&c);
-	gap = c.v[KP_COST_GRAPH_DEP_GAP];
+	gap = kp_cost_node_gap(&c, KP_NODE_KERNEL);
 	node = c.v[KP_COST_GRAPH_NODE];
 	tl_open(&t, "overlap.db");
 	for (int k = 0; k < 3; k++) {
@@ -495,7 +497,7 @@ static void test_model_pdl(void)
 	double gap;
 
 	kp_cost_defaults(&c);
-	gap = c.v[KP_COST_GRAPH_DEP_GAP];
+	gap = kp_cost_node_gap(&c, KP_NODE_KERNEL);
 	model_pdl(0, &none);
 	model_pdl(1, &pdl);
 	CU_ASSERT_EQUAL(none, llround(4 * (5000 + gap)));
@@ -734,11 +736,11 @@ static void test_cost_model(void)
 	kp_cost_defaults(&c);
 	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_GRAPH_NODE], 1000, 1e-9);
 	kp_cost_predict(&c, dur, mem, 3, 20000, 0, 1, &p);
-	/* max(100+400, 1000) + (5000+400) + max(300+400, 1000 memop) */
-	CU_ASSERT_EQUAL(p.device_ns, 1000 + 5400 + 1000);
+	/* max(100+100, 1000) + (5000+100) + max(300+100, 1000 memop) */
+	CU_ASSERT_EQUAL(p.device_ns, 1000 + 5100 + 1000);
 	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19);
-	CU_ASSERT_EQUAL(p.graph_ns, 7400);
-	CU_ASSERT_DOUBLE_EQUAL(p.speedup, 20000.0 / 7400.0, 1e-9);
+	CU_ASSERT_EQUAL(p.graph_ns, 7100);
+	CU_ASSERT_DOUBLE_EQUAL(p.speedup, 20000.0 / 7100.0, 1e-9);
 	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3);
 	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12600 rounded up */
 	CU_ASSERT_EQUAL(p.extra_mem_bytes, 65536 + 3 * 4096);
@@ -750,6 +752,140 @@ static void test_cost_model(void)
 	/* no gain: never breaks even */
 	kp_cost_predict(&c, dur, mem, 3, 1000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.break_even, -1);
+}
+
+/*
+ * The gap added to a traced duration depends on the node's class and comes
+ * from the calibration: a GEMM library kernel pays graph_traced_gap_gemm_ns,
+ * others graph_traced_gap_ns (not graph_dep_gap_ns, which is measured
+ * against the kernel's own time, not its traced duration).
+ */
+static void test_cost_model_classes(void)
+{
+	struct kp_cost c;
+	struct kp_region_pred p;
+	int64_t dur[3] = { 5000, 5000, 300 };
+	uint8_t cls[3] = { KP_NODE_KERNEL, KP_NODE_GEMM, KP_NODE_MEMOP };
+
+	kp_cost_defaults(&c);
+	c.v[KP_COST_TRACED_GAP] = 350;
+	c.v[KP_COST_TRACED_GAP_GEMM] = 700;
+	c.v[KP_COST_GRAPH_DEP_GAP] = 5000;     /* not used by the model */
+	kp_cost_predict(&c, dur, cls, 3, 100000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.device_ns, (5000 + 350) + (5000 + 700) + 1000);
+	/* no classes: every node a plain kernel */
+	kp_cost_predict(&c, dur, NULL, 3, 100000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.device_ns, (5000 + 350) * 2 + 1000);
+	/* the floor still holds for tiny kernels of either class */
+	int64_t tiny[2] = { 100, 100 };
+	uint8_t tc[2] = { KP_NODE_KERNEL, KP_NODE_GEMM };
+	kp_cost_predict(&c, tiny, tc, 2, 100000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.device_ns, 1000 + 1000);
+	CU_ASSERT_DOUBLE_EQUAL(kp_cost_node_gap(&c, KP_NODE_GEMM), 700, 1e-9);
+	CU_ASSERT_DOUBLE_EQUAL(kp_cost_node_gap(&c, KP_NODE_KERNEL), 350, 1e-9);
+}
+
+static void test_kernel_is_gemm(void)
+{
+	const char *yes[] = { "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8",
+			      "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(T1::Params)",
+			      "ampere_sgemm_128x64_nn", "void gemv2T_kernel_val<int, int, float>(float)",
+			      "volta_h884gemm_64x64_ldg8_nn", "cublasLt::splitKreduce_kernel" };
+	const char *no[] = { "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
+			     "layer_norm_kernel", "Memcpy DtoH (Device -> Pinned)", "", "gem" };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++)
+		CU_ASSERT_TRUE(kp_kernel_is_gemm(yes[i]));
+	for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++)
+		CU_ASSERT_FALSE(kp_kernel_is_gemm(no[i]));
+	CU_ASSERT_FALSE(kp_kernel_is_gemm(NULL));
+}
+
+/* ---- kplan validate: the corpus reader and one workload ---- */
+
+static const char *vdir(const char *name, const char *truth)
+{
+	static char dir[1024];
+	char p[1200];
+
+	snprintf(dir, sizeof(dir), "%s", kp_test_path(name));
+	kp_test_sh("mkdir -p '%s'", dir);
+	snprintf(p, sizeof(p), "%s/ground_truth.csv", dir);
+	if (truth)
+		kp_test_write(p, truth, -1);
+	return dir;
+}
+
+static void test_validate_truth(void)
+{
+	struct kp_validate_row *r = NULL;
+	struct kp_err err = {0};
+	int n = -1;
+
+	/* extra columns, quoted fields, column order from the header */
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v1", "graph_ms,workload,x,eager_ms\n"
+						       "0.5,\"a,b\",7,2.5\n1.25,c,,3\n"),
+					       &r, &n, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(r[0].workload, "a,b");
+	CU_ASSERT_DOUBLE_EQUAL(r[0].graph_ms, 0.5, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(r[0].eager_ms, 2.5, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(r[1].graph_ms, 1.25, 1e-12);
+	free(r);
+	/* the errors name the file and the line */
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v2", "workload,eager_ms\na,1\n"), &r, &n,
+					       &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "graph_ms"));
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v3", "workload,graph_ms\na,1\nb,fast\n"),
+					       &r, &n, &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "line 3"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'fast'"));
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v4", "workload,graph_ms\na,-1\n"), &r, &n,
+					       &err), KP_EFORMAT);
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v5", "workload,graph_ms\n"), &r, &n, &err),
+			KP_EFORMAT);
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v6", NULL), &r, &n, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "ground_truth.csv"));
+}
+
+/* The bundled ResNet-18 trace against its measured graph (H200): predicted
+ * within 20 %; a calibration file moves the prediction by what it says. */
+static void test_validate_one(void)
+{
+	const char *dir = vdir("vr", "workload,eager_ms,graph_ms\nresnet18_b1,2.2520,0.4739\n"
+			       "missing,1,1\n");
+	struct kp_validate_row *r = NULL;
+	struct kp_err err = {0};
+	char calib[1200];
+	int n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("cp '%s' '%s/resnet18_b1.json.gz'",
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), dir), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_validate_read_truth(dir, &r, &n, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(kp_validate_one(dir, NULL, "step", kp_test_path("vs.db"), &r[0], &err), 0);
+	CU_ASSERT_TRUE(r[0].found);
+	CU_ASSERT_EQUAL(r[0].occurrences, 10);
+	CU_ASSERT_TRUE(fabs(r[0].error) < 0.20);
+	int64_t dflt = r[0].pred_ns;
+	/* the missing trace is a note, not an error */
+	CU_ASSERT_EQUAL(kp_validate_one(dir, NULL, "step", kp_test_path("vs.db"), &r[1], &err), 0);
+	CU_ASSERT_FALSE(r[1].found);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r[1].note, "missing"));
+	/* a calibration with 100 ns more per node of either class: no node
+	 * costs more than 100 ns more, some (above the floor) do */
+	snprintf(calib, sizeof(calib), "%s/calib.txt", dir);
+	kp_test_write(calib, "gpu NVIDIA H200\ndriver 13000\ngraph_traced_gap_ns 200 9\n"
+		      "graph_traced_gap_gemm_ns 450 9\n", -1);
+	CU_ASSERT_EQUAL(kp_validate_one(dir, calib, "step", kp_test_path("vs.db"), &r[0], &err), 0);
+	CU_ASSERT_TRUE(r[0].pred_ns > dflt + 100 * 10);
+	CU_ASSERT_TRUE(r[0].pred_ns <= dflt + 100 * (r[0].nodes + 7));
+	/* an unreadable calibration is an error naming it */
+	kp_test_write(calib, "nothing here\n", -1);
+	CU_ASSERT_EQUAL(kp_validate_one(dir, calib, "step", kp_test_path("vs.db"), &r[0], &err),
+			KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "calib.txt"));
+	free(r);
 }
 
 static void test_cost_names_and_load(void)
@@ -1542,6 +1678,10 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "fusion: feasibility and reasons", test_fusion },
 	{ "fusion: dependence from args", test_fusion_args },
 	{ "cost model arithmetic", test_cost_model },
+	{ "cost model: gap per node class, floor", test_cost_model_classes },
+	{ "GEMM library kernels by name", test_kernel_is_gemm },
+	{ "validate: ground_truth.csv", test_validate_truth },
+	{ "validate: one workload, calibration file", test_validate_one },
 	{ "cost constants: names, store, load", test_cost_names_and_load },
 	{ "re-analyze is idempotent", test_idempotent },
 	{ "missing run", test_no_run },
