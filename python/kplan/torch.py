@@ -132,6 +132,7 @@ _T = None
 _Tensor = None
 _VALUE_TYPES = set()
 _raw = [None]
+_fast = {}
 _tl = threading.local()
 
 
@@ -149,7 +150,16 @@ def _torch():
         _Tensor = T.Tensor
         # the current stream as an int without a Stream object (what Inductor
         # uses); else torch.cuda.current_stream(dev).cuda_stream
-        _raw[0] = getattr(getattr(T, "_C", None), "_cuda_getCurrentRawStream", None)
+        C = getattr(T, "_C", None)
+        _raw[0] = getattr(C, "_cuda_getCurrentRawStream", None)
+        # the per-call checks, bound once: torch's C entry points where they
+        # exist (the Python wrappers cost a microsecond or more per call)
+        _fast["capturing"] = (getattr(C, "_cuda_isCurrentStreamCapturing", None)
+                              or T.cuda.is_current_stream_capturing)
+        _fast["compiling"] = getattr(getattr(T, "compiler", None), "is_compiling", None)
+        _fast["inference"] = getattr(T, "is_inference_mode_enabled", None)
+        _fast["device"] = getattr(C, "_cuda_getDevice", None) or T.cuda.current_device
+        _fast["strided"] = getattr(T, "strided", None)
         _T = T
     return _T
 
@@ -158,19 +168,33 @@ def _depth():
     return getattr(_tl, "depth", 0)
 
 
-def _inference_mode(T):
-    f = getattr(T, "is_inference_mode_enabled", None)
-    return bool(f()) if f is not None else False
-
-
-def _is_compiling(T):
-    comp = getattr(T, "compiler", None)
-    f = getattr(comp, "is_compiling", None)
-    return bool(f()) if f is not None else False
-
-
 # ---------------------------------------------------------------------------
 # shape keys and argument trees
+
+def _tool_listens():
+    """Whether an NVTX tool is attached, so that region ranges are seen:
+    NVTX_INJECTION64_PATH is set by `kplan record` (its collector sets it when
+    CUDA starts) and by Nsight Systems. Without one a range costs two
+    foreign calls per region call (several microseconds from Python) for
+    nothing. KPLAN_TORCH_NVTX=1 keeps them, =0 drops them."""
+    force = os.environ.get("KPLAN_TORCH_NVTX", "")
+    if force in ("0", "1"):
+        return force == "1"
+    return bool(os.environ.get("NVTX_INJECTION64_PATH"))
+
+
+def _tensor_problem(t, d, dev, strided, needs_grad):
+    """Why tensor t (on device d) keeps the call eager, or None."""
+    if d.type != "cuda":
+        return "cpu-tensor" if d.type == "cpu" else "unsupported-tensor"
+    if d.index != dev:
+        return "multi-device"
+    if t.layout is not strided:
+        return "unsupported-tensor"
+    if needs_grad:
+        return "requires-grad"
+    return None
+
 
 def _walk(x, parts, tensors, pins):
     """Append x's key parts; collect its tensors (in order) and the objects
@@ -391,6 +415,9 @@ class Runtime(object):
         self.logged = set()
         self.closed = False
         self.cuda_ok = False
+        # NVTX ranges around region calls: until CUDA is up, then only when
+        # a tool listens (see _tool_listens)
+        self.ranges = True
         if global_reason is None:
             if disabled:
                 global_reason = "disabled"
@@ -442,7 +469,7 @@ class Runtime(object):
     def _call(self, region, args, kwargs):
         st = self.states.get(region) or self._state(region)
         crt = self.crt
-        if crt is not None:
+        if crt is not None and self.ranges:
             crt.range_push(st.bname, _rt.KIND_BINDING)
             try:
                 return self._dispatch(region, st, args, kwargs)
@@ -470,7 +497,9 @@ class Runtime(object):
         if st.static_reason is not None:
             return self._eager(st, st.static_reason, region, args, kwargs)
         T = _T or _torch()
-        if _depth() or T.cuda.is_current_stream_capturing() or _is_compiling(T):
+        fast = _fast
+        comp = fast["compiling"]
+        if _depth() or fast["capturing"]() or (comp is not None and comp()):
             return self._eager(st, "nested", region, args, kwargs)
         if not self.cuda_ok:
             if not T.cuda.is_available():
@@ -478,35 +507,47 @@ class Runtime(object):
                 _log(1, "torch: no CUDA device: every region runs eagerly (no-cuda)")
                 return self._eager(st, "no-cuda", region, args, kwargs)
             self.cuda_ok = True
+            self.ranges = _tool_listens()
 
         # the shape key
-        parts, tensors, pins = [], [], []
-        _walk(args, parts, tensors, pins)
-        if kwargs:
-            _walk(kwargs, parts, tensors, pins)
-        dev = T.cuda.current_device()
-        problem = None
-        for t in tensors:
-            d = t.device
-            if d.type != "cuda":
-                problem = "cpu-tensor" if d.type == "cpu" else "unsupported-tensor"
-                break
-            if d.index != dev:
-                problem = "multi-device"
-                break
-            if t.layout is not _T.strided:
-                problem = "unsupported-tensor"
-                break
+        dev = fast["device"]()
         grad = T.is_grad_enabled()
-        if problem is None and grad:
+        parts, pins = [], []
+        problem = None
+        tensors = None
+        if not kwargs and all(isinstance(a, _Tensor) for a in args):
+            # the common call, tensors only: key parts and checks in one pass,
+            # with the cheapest accessors (no device objects; every tensor is
+            # on `dev`, which the key holds once). Anything unusual (stride()
+            # raises for sparse tensors) takes the general path below.
+            try:
+                for t in args:
+                    rg = t.requires_grad
+                    parts.append((t.shape, t.dtype, t.stride(), rg))
+                    if not t.is_cuda or t.get_device() != dev or (grad and rg):
+                        parts = None
+                        break
+                else:
+                    tensors = args
+            except Exception:
+                parts = None
+            if tensors is None:
+                parts = []
+        if tensors is None:
+            tensors = []
+            _walk(args, parts, tensors, pins)
+            if kwargs:
+                _walk(kwargs, parts, tensors, pins)
+            strided = fast["strided"]
             for t in tensors:
-                if t.requires_grad:
-                    problem = "requires-grad"
+                problem = _tensor_problem(t, t.device, dev, strided, grad and t.requires_grad)
+                if problem is not None:
                     break
         if problem is not None:
             return self._eager(st, problem, region, args, kwargs)
         # what the body does depends on the autograd mode too
-        parts.append((grad, _inference_mode(T)))
+        inf = fast["inference"]
+        parts.append((grad, bool(inf()) if inf is not None else False))
         parts.append(dev)
         raw = _raw[0]
         parts.append(raw(dev) if raw is not None else T.cuda.current_stream(dev).cuda_stream)
@@ -532,6 +573,30 @@ class Runtime(object):
         if not e.lock.acquire(False):
             return self._eager(st, "busy", region, args, kwargs)
         try:
+            if e.state == _READY and not e.mutated and not e.verify_left:
+                # the steady state, inline (_replay without its general
+                # cases): copy the arguments in unless they are the static
+                # tensors, replay
+                e.calls += 1
+                stage = "cuda-error"
+                try:
+                    if len(tensors) == 1:
+                        t, sin = tensors[0], e.static_in[0]
+                        if t is not sin and t.data_ptr() != sin.data_ptr():
+                            sin.copy_(t)
+                    elif tensors:
+                        self._copy_in(e, tensors)
+                    stage = "launch"
+                    e.graph.replay()
+                except Exception as exc:
+                    return self._replay_failed(st, e, stage, exc, region, args, kwargs)
+                self.c.replays += 1
+                st.n["replays"] += 1
+                if e.spec is _LEAF:
+                    return e.static_out[0] if region.static_outputs else e.static_out[0].clone()
+                if region.static_outputs:
+                    return _unflatten(e.spec, iter(e.static_out))
+                return _unflatten(e.spec, iter([o.clone() for o in e.static_out]))
             return self._step(region, st, e, args, kwargs, tensors)
         finally:
             e.lock.release()
@@ -814,17 +879,13 @@ class Runtime(object):
         try:
             self._copy_in(e, tensors)
         except Exception as exc:
-            self._drop(e)
-            self._fail(st, e, "cuda-error", "copying the arguments in: " + _first_line(exc))
-            return self._eager(st, "cuda-error", region, args, kwargs)
+            return self._replay_failed(st, e, "cuda-error", exc, region, args, kwargs)
         if e.verify_left > 0:
             return self._verify(region, st, e, args, kwargs, tensors)
         try:
             e.graph.replay()
         except Exception as exc:
-            self._drop(e)
-            self._fail(st, e, "launch", _first_line(exc))
-            return self._eager(st, "launch", region, args, kwargs)
+            return self._replay_failed(st, e, "launch", exc, region, args, kwargs)
         static = e.static_in
         for i in e.mutated:
             t = tensors[i]
@@ -833,8 +894,18 @@ class Runtime(object):
         self.c.replays += 1
         st.n["replays"] += 1
         if region.static_outputs:
+            if e.spec is _LEAF:
+                return e.static_out[0]
             return _unflatten(e.spec, iter(e.static_out))
         return _unflatten(e.spec, iter([t.clone() for t in e.static_out]))
+
+    def _replay_failed(self, st, e, reason, exc, region, args, kwargs):
+        """Copying the arguments in (reason cuda-error) or launching the
+        graph (launch) raised: drop the graph, back off, run eagerly."""
+        self._drop(e)
+        self._fail(st, e, reason, ("copying the arguments in: " if reason == "cuda-error"
+                                   else "") + _first_line(exc))
+        return self._eager(st, reason, region, args, kwargs)
 
     def _verify(self, region, st, e, args, kwargs, tensors):
         """The static inputs hold this call's arguments: run the body eagerly

@@ -105,7 +105,16 @@ class Tensor(object):
         self.streams = []
 
     def stride(self):
+        if self.layout is not strided:
+            raise RuntimeError("sparse tensors do not have strides")
         return (1,)
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def get_device(self):
+        return self.device.index if self.device.type == "cuda" else -1
 
     def data_ptr(self):
         return self._ptr

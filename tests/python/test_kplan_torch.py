@@ -37,7 +37,7 @@ HEADER = os.path.join(REPO, "include", "kplan", "runtime.h")
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 ENV_KEYS = ("KPLAN_RT_DISABLE", "KPLAN_RT_STRICT", "KPLAN_RT_VERIFY", "KPLAN_RT_STATS",
             "KPLAN_RT_KEY_WARMUP", "KPLAN_RT_WATCH", "KPLAN_PLAN", "KPLAN_TORCH_POLICY",
-            "KPLAN_LOG", "KPLAN_RT_LIB")
+            "KPLAN_LOG", "KPLAN_RT_LIB", "KPLAN_TORCH_NVTX", "NVTX_INJECTION64_PATH")
 
 
 def plan(decision="graph", warmup=2, reason=None):
@@ -92,6 +92,8 @@ class Base(unittest.TestCase):
         for k in ENV_KEYS:
             os.environ.pop(k, None)
         os.environ["KPLAN_RT_LIB"] = os.path.join(HERE, "no-such-libkplanrt.so")
+        # an NVTX tool listens, as under `kplan record` (see test_ranges_*)
+        os.environ["NVTX_INJECTION64_PATH"] = "/nonexistent/libtool.so"
         kt.close()
         self.T = faketorch.install()
         faketorch.reset_state()
@@ -156,6 +158,32 @@ class TestStateMachine(Base):
         self.assertEqual(len([e for e in self.crt.events if e[0] == "pop"]), 7)
         self.assertIs(T.cuda.current_stream(), faketorch._default_stream)
         self.assertIs(rt, kt.current())
+
+    def _pushes_in_seven_calls(self):
+        T = self.T
+        self.open({"step": plan(warmup=3)})
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(7):
+            self.assertEqual(step(self.x(i, i + 1.0)).tolist(), [i + 1.0, i + 2.0])
+        pushes = len([e for e in self.crt.events if e[0] == "push"])
+        self.assertEqual(pushes, len([e for e in self.crt.events if e[0] == "pop"]))
+        self.assertEqual(kt.stats()["replays"], 4)
+        return pushes
+
+    def test_ranges_only_when_a_tool_listens(self):
+        # no NVTX tool: the first call (before CUDA is known to be up) has
+        # its range, the others none
+        del os.environ["NVTX_INJECTION64_PATH"]
+        self.assertEqual(self._pushes_in_seven_calls(), 1)
+
+    def test_ranges_forced_either_way(self):
+        del os.environ["NVTX_INJECTION64_PATH"]
+        os.environ["KPLAN_TORCH_NVTX"] = "1"
+        self.assertEqual(self._pushes_in_seven_calls(), 7)
+
+    def test_ranges_forced_off(self):
+        os.environ["KPLAN_TORCH_NVTX"] = "0"
+        self.assertEqual(self._pushes_in_seven_calls(), 1)
 
     def test_warmup_zero_still_watches_once(self):
         T = self.T
