@@ -1749,6 +1749,11 @@ KP_RT_API int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region
 	return 0;
 }
 
+const struct kp__rt_backend *kp__rt_backend_of(const kp_rt *rt)
+{
+	return rt ? &rt->be : NULL;
+}
+
 KP_RT_API void kp_rt_range_push(kp_rt *rt, const char *name, int kind)
 {
 	if (rt && rt->be.range_push)

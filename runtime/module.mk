@@ -6,11 +6,12 @@
 # libkplanrt.a adds -l:libsodium.a). Nothing of planner/ or fusion/ goes in: the limits of the fused
 # sources a plan names come from plan/fused_source.h. Its CUDA-free core
 # (runtime/core.c) is also linked into kplan-unit, where
-# tests/unit/test_runtime.c drives it with a fake backend; so are fusion.c
-# and fcache.c (the kernel cache's checks, tests/unit/test_fusion.c).
+# tests/unit/test_runtime.c drives it with a fake backend; so are fusion.c,
+# fcache.c (the kernel cache's checks, tests/unit/test_fusion.c) and
+# gpatch.c (foreign-graph patching).
 
 RT_SRC := runtime/core.c runtime/cuda_backend.c $(plan_SRC) $(wildcard common/*.c) \
-	runtime/fusion.c runtime/fcache.c runtime/fusion_cuda.c runtime/watch.c
+	runtime/fusion.c runtime/fcache.c runtime/fusion_cuda.c runtime/watch.c runtime/gpatch.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
 # libsodium (plan signatures) goes in statically, its symbols kept local
@@ -24,7 +25,7 @@ LAYERED += runtime
 runtime_USES := plan common include
 
 RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o $(BUILD)/obj/runtime/fusion.o \
-	$(BUILD)/obj/runtime/fcache.o
+	$(BUILD)/obj/runtime/fcache.o $(BUILD)/obj/runtime/gpatch.o
 UNIT_EXTRA_OBJ += $(RT_UNIT_OBJ)
 ALL_OBJ += $(RT_UNIT_OBJ)
 # the top Makefile expanded kplan-unit's prerequisites before this file

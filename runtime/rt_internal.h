@@ -135,6 +135,9 @@ struct kp__rt_backend {
 	const struct kp__rt_fusion_ops *fusion_ops;
 };
 
+/* rt's backend (runtime/gpatch.c); NULL when rt is NULL. */
+const struct kp__rt_backend *kp__rt_backend_of(const kp_rt *rt);
+
 /*
  * Open a runtime over backend be (copied; destroy is called at close) with
  * plan_path (NULL: all eager). The CUDA-free entry point kp_rt_open_ex

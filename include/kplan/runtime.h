@@ -391,6 +391,36 @@ struct kp_rt_watch_result {
 int kp_rt_watch_begin(kp_rt *rt, void *stream, unsigned flags);
 int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res);
 
+/*
+ * Pointer patching in a graph captured by other means (the PyTorch package:
+ * torch.cuda.CUDAGraph(keep_graph=True)), PyGraph's indirection: instead of
+ * copying each call's argument into the buffer the graph was captured with,
+ * point the graph at the argument.
+ *
+ * kp_rt_gpatch_open reads `graph` (a cudaGraph_t) and finds every aligned
+ * 8-byte word of every kernel-node parameter that points into
+ * [ptr, ptr + bytes). It returns how many (>= 0, the handle in *out), or:
+ *   -1  bad arguments, or no CUDA backend (KPLAN_RT_DISABLE, no GPU)
+ *   -2  a memcpy or memset node reads or writes the range: not patchable
+ *   -3  a kernel's parameter layout cannot be read
+ *   -4  a CUDA error reading the graph
+ *   -5  out of memory
+ * kp_rt_gpatch_set rewrites those words in `exec` (the graph's
+ * cudaGraphExec_t, instantiated from `graph`, which must outlive the
+ * handle) to new_ptr + (word - ptr): the next launch reads new_ptr's
+ * buffer, launches already queued keep what they had. Only nodes whose
+ * words change are updated. 0, -4 on a CUDA error (the exec then holds a
+ * mix: patch again or stop replaying it). Pointers the kernels find in
+ * device memory rather than in their parameters are not seen: a caller
+ * checks a patched replay against an unpatched one before relying on it.
+ */
+typedef struct kp_rt_gpatch kp_rt_gpatch;
+
+int kp_rt_gpatch_open(kp_rt *rt, void *graph, void *exec, const void *ptr, size_t bytes,
+		      kp_rt_gpatch **out);
+int kp_rt_gpatch_set(kp_rt_gpatch *p, const void *new_ptr);
+void kp_rt_gpatch_close(kp_rt_gpatch *p);
+
 /* The region-marking names of ARCHITECTURE.md, as inline aliases. */
 static inline int kp_region_begin(kp_rt *rt, kp_region *r, const char *name,
 				  uint64_t shape_key, void *stream)

@@ -160,6 +160,9 @@ def _torch():
         _fast["inference"] = getattr(T, "is_inference_mode_enabled", None)
         _fast["device"] = getattr(C, "_cuda_getDevice", None) or T.cuda.current_device
         _fast["strided"] = getattr(T, "strided", None)
+        # CUDAGraph.replay is a Python method that calls the C one: the
+        # replay path calls the C one directly (one Python frame less)
+        _fast["graph_base"] = getattr(C, "_CUDAGraph", None)
         _T = T
     return _T
 
@@ -325,7 +328,7 @@ class _Entry(object):
     """One shape key of one region: its state machine and its graph."""
     __slots__ = ("key", "device", "pins", "lock", "state", "reason", "warm_done",
                  "watched", "fails", "retry_at", "calls", "graph", "static_in",
-                 "spec", "static_out", "mutated", "verify_left", "logged")
+                 "spec", "static_out", "mutated", "verify_left", "logged", "rp")
 
     def __init__(self, key, device, pins):
         self.key = key
@@ -346,6 +349,7 @@ class _Entry(object):
         self.mutated = ()
         self.verify_left = 0
         self.logged = set()
+        self.rp = None            # the C replay of graph, when it has one
 
 
 class _RegionState(object):
@@ -587,7 +591,10 @@ class Runtime(object):
                     elif tensors:
                         self._copy_in(e, tensors)
                     stage = "launch"
-                    e.graph.replay()
+                    if e.rp is not None:
+                        e.rp(e.graph)
+                    else:
+                        e.graph.replay()
                 except Exception as exc:
                     return self._replay_failed(st, e, stage, exc, region, args, kwargs)
                 self.c.replays += 1
@@ -808,6 +815,9 @@ class Runtime(object):
                                 "a replayed graph is not supported: run the region under "
                                 "torch.no_grad(), or put backward() inside it)")
         e.graph = g
+        base = _fast.get("graph_base")
+        rp = getattr(base, "replay", None) if isinstance(base, type) else None
+        e.rp = rp if rp is not None and isinstance(g, base) else None
         e.static_in = static
         e.spec = spec
         e.static_out = leaves
@@ -821,7 +831,7 @@ class Runtime(object):
             except Exception:
                 pass
             self.c.graphs -= 1
-        e.graph = e.static_in = e.static_out = e.spec = None
+        e.graph = e.static_in = e.static_out = e.spec = e.rp = None
         e.mutated = ()
 
     def _fail(self, st, e, reason, detail):

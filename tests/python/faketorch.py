@@ -276,12 +276,8 @@ def _sync(what):
                            % what)
 
 
-class CUDAGraph(object):
-    def __init__(self, keep_graph=False):
-        self._ops = []
-        self._invalid = None
-        self._ok = False
-        self.replays = 0
+class _CUDAGraphBase(object):
+    """torch._C._CUDAGraph: the C class whose replay does the work."""
 
     def replay(self):
         global executed
@@ -292,10 +288,28 @@ class CUDAGraph(object):
             op()
         self.replays += 1
 
+
+class CUDAGraph(_CUDAGraphBase):
+    """torch.cuda.CUDAGraph: a Python subclass whose replay() wraps the C one."""
+
+    def __init__(self, keep_graph=False):
+        self._ops = []
+        self._invalid = None
+        self._ok = False
+        self.replays = 0
+        self.wrapper_replays = 0
+
+    def replay(self):
+        self.wrapper_replays += 1
+        super().replay()
+
     def __del__(self):
         global graphs_alive
         if self._ok:
             graphs_alive -= 1
+
+
+_C = types.SimpleNamespace(_CUDAGraph=_CUDAGraphBase)
 
 
 class graph(object):

@@ -170,6 +170,17 @@ class TestStateMachine(Base):
         self.assertEqual(kt.stats()["replays"], 4)
         return pushes
 
+    def test_steady_replay_calls_the_c_replay(self):
+        # the inline replay path calls torch._C._CUDAGraph.replay directly,
+        # not CUDAGraph.replay (a Python wrapper); the first replay after
+        # the capture goes through the general path
+        self.assertEqual(self._pushes_in_seven_calls(), 7)
+        (st,) = kt.current().states.values()
+        (e,) = st.entries.values()
+        self.assertEqual(e.graph.replays, 4)
+        self.assertEqual(e.graph.wrapper_replays, 1)
+        self.assertIs(e.rp, faketorch._CUDAGraphBase.replay)
+
     def test_ranges_only_when_a_tool_listens(self):
         # no NVTX tool: the first call (before CUDA is known to be up) has
         # its range, the others none

@@ -1697,6 +1697,88 @@ static void test_default_streams(void)
 	kp_rt_close(rt);
 }
 
+/*
+ * Pointer patching in a graph captured by other means (kp_rt_gpatch_*):
+ * every word pointing into the buffer, top-level or inside a struct
+ * parameter, follows the new base; values and other pointers stay; a
+ * memset of the buffer makes it unpatchable; errors are reported.
+ */
+static void test_gpatch(void)
+{
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
+	struct kp_rt_err err = {0};
+	uint64_t a[4] = {0}, b[4] = {0}, other = 0;
+	void *graph = NULL, *exec = NULL, *st = (void *)5;
+	kp_rt_gpatch *g = NULL;
+	kp_rt *rt;
+
+	fake_reset();
+	rt = quiet_open(&fake_be, NULL, &o, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	/* captured with buffer a: store 7 to a[1], 8 to other (inner: a + 2) */
+	CU_ASSERT_EQUAL_FATAL(f_capture_begin(NULL, st), 0);
+	launch(st, "store", 1, &a[1], 7, NULL);
+	launch(st, "store", 1, &other, 8, &a[2]);
+	launch(st, "other", 1, &other, (uint64_t)(uintptr_t)&a[3], NULL);
+	CU_ASSERT_EQUAL_FATAL(f_capture_end(NULL, st, &graph), 0);
+	CU_ASSERT_EQUAL_FATAL(f_instantiate(NULL, graph, &exec), 0);
+
+	CU_ASSERT_EQUAL(kp_rt_gpatch_open(NULL, graph, exec, a, sizeof(a), &g), -1);
+	CU_ASSERT_EQUAL(kp_rt_gpatch_open(rt, graph, exec, a, 0, &g), -1);
+	CU_ASSERT_PTR_NULL(g);
+	/* a[1] (kernel 0), a + 2 inside kernel 1's struct, a + 3 as kernel
+	 * 2's second parameter (a value that is an address: patched too) */
+	CU_ASSERT_EQUAL_FATAL(kp_rt_gpatch_open(rt, graph, exec, a, sizeof(a), &g), 3);
+	CU_ASSERT_EQUAL(kp_rt_gpatch_set(g, b), 0);
+	CU_ASSERT_EQUAL(fk.n_set, 3);
+	CU_ASSERT_EQUAL(f_launch(NULL, exec, st), 0);
+	CU_ASSERT_EQUAL(b[1], 7);
+	CU_ASSERT_EQUAL(a[1], 0);
+	CU_ASSERT_EQUAL(other, 8);
+	struct fk_graph *x = exec;
+	uint64_t w;
+	memcpy(&w, x->k[1].params + 24, 8);
+	CU_ASSERT_EQUAL(w, (uint64_t)(uintptr_t)&b[2]);
+	memcpy(&w, x->k[2].params + 8, 8);
+	CU_ASSERT_EQUAL(w, (uint64_t)(uintptr_t)&b[3]);
+	memcpy(&w, x->k[1].params, 8);
+	CU_ASSERT_EQUAL(w, (uint64_t)(uintptr_t)&other);
+	/* the same base again: nothing to update */
+	CU_ASSERT_EQUAL(kp_rt_gpatch_set(g, b), 0);
+	CU_ASSERT_EQUAL(fk.n_set, 3);
+	/* a failed update is reported; the next one rewrites all */
+	fk.fail_set = 1;
+	CU_ASSERT_EQUAL(kp_rt_gpatch_set(g, a), -4);
+	fk.fail_set = 0;
+	CU_ASSERT_EQUAL(kp_rt_gpatch_set(g, a), 0);
+	CU_ASSERT_EQUAL(f_launch(NULL, exec, st), 0);
+	CU_ASSERT_EQUAL(a[1], 7);
+	kp_rt_gpatch_close(g);
+	kp_rt_gpatch_close(NULL);
+	/* nothing points into an unrelated range: 0 sites, set is a no-op */
+	CU_ASSERT_EQUAL(kp_rt_gpatch_open(rt, graph, exec, b, 8, &g), 0);
+	CU_ASSERT_EQUAL(kp_rt_gpatch_set(g, a), 0);
+	kp_rt_gpatch_close(g);
+	/* the backend cannot read the graph */
+	fk.fail_nodes = 1;
+	CU_ASSERT_EQUAL(kp_rt_gpatch_open(rt, graph, exec, a, sizeof(a), &g), -3);
+	fk.fail_nodes = 0;
+	f_exec_free(NULL, exec);
+	f_graph_free(NULL, graph);
+
+	/* a memset of the buffer in the graph: not patchable */
+	CU_ASSERT_EQUAL_FATAL(f_capture_begin(NULL, st), 0);
+	fake_memset_node(st, &a[0]);
+	launch(st, "store", 1, &a[1], 7, NULL);
+	CU_ASSERT_EQUAL_FATAL(f_capture_end(NULL, st, &graph), 0);
+	CU_ASSERT_EQUAL_FATAL(f_instantiate(NULL, graph, &exec), 0);
+	CU_ASSERT_EQUAL(kp_rt_gpatch_open(rt, graph, exec, a, sizeof(a), &g), -2);
+	CU_ASSERT_PTR_NULL(g);
+	f_exec_free(NULL, exec);
+	f_graph_free(NULL, graph);
+	kp_rt_close(rt);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
 	{ "values bound per call, or eager when unbound", test_value_binds },
@@ -1718,6 +1800,7 @@ CU_TestInfo kp_tests_runtime[] = {
 	{ "back-off then recovery", test_backoff_then_recovers },
 	{ "patch/launch/bind/cuda failures", test_runtime_failures },
 	{ "memcpy/memset node unpatchable", test_unpatchable_memop },
+	{ "foreign graph: pointer patching", test_gpatch },
 	{ "fingerprint check and strict", test_fingerprint },
 	{ "unknown region, plan for another gpu", test_unknown_region_and_plan_mismatch },
 	{ "signed plans: trusted, untrusted, tampered", test_trust },
