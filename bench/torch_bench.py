@@ -27,6 +27,10 @@ Variants:
   kplan        @kplan.torch.region(..., static_outputs=True): what "graph"
                does, done by the package (same output aliasing as graph)
   kplan-clone  @kplan.torch.region(...): outputs cloned (the default)
+  kplan-patch  @kplan.torch.region(..., static_outputs=True, patch_inputs=True):
+               the graph pointed at each call's input instead of a copy
+               (inference workloads only: the check at capture replays the
+               graph twice more, which a training step must not do)
   kplan-plan   with --record: the region recorded with `kplan record`, a
                plan made with `kplan analyze` + `kplan plan`, then applied
 
@@ -62,7 +66,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 WORKLOADS = ("gpt2", "bert", "resnet18", "mlp", "train")
-MAIN_VARIANTS = ("eager", "kplan", "kplan-clone", "graph")
+MAIN_VARIANTS = ("eager", "kplan", "kplan-clone", "kplan-patch", "graph")
 FAST = 1.25
 
 
@@ -199,8 +203,10 @@ def make_variant(variant, w, a, plan_path):
             kt.open(None, policy="graph")
         # the plan names the region after the workload; the two graph-policy
         # variants share a runtime, so the clone variant has a name of its own
-        name = w.name + "_clone" if variant == "kplan-clone" else w.name
-        step = kt.region(name, static_outputs=(variant == "kplan"))(w.fn)
+        name = {"kplan-clone": w.name + "_clone", "kplan-patch": w.name + "_patch"}.get(
+            variant, w.name)
+        step = kt.region(name, static_outputs=variant in ("kplan", "kplan-patch"),
+                         patch_inputs=(variant == "kplan-patch"))(w.fn)
         return step, name
     raise SystemExit("unknown variant %r" % variant)
 
@@ -266,6 +272,7 @@ def run_group(variants, w, a, plan_path, ref):
             res[v]["kplan"] = {k: reg.get(k) for k in ("calls", "replays", "captures", "eager")}
             res[v]["kplan"].update(eager_by_reason=s["eager_by_reason"], failures=s["failures"],
                                    watched=s["watched"], unwatched=s["unwatched"],
+                                   patched_inputs=s.get("patched_inputs"),
                                    rt_watched=rt.get("watched"))
             if v == "kplan-plan":
                 info = kt.current().region_plan(w.name) if plan_path else None
@@ -413,7 +420,7 @@ def fmt(x, f="%.3f"):
 
 
 def report(a, results, elapsed):
-    variants = ["eager", "graph", "compile", "kplan", "kplan-clone"]
+    variants = ["eager", "graph", "compile", "kplan", "kplan-clone", "kplan-patch"]
     if a.record:
         variants.append("kplan-plan")
     rows = []
@@ -470,6 +477,9 @@ def report(a, results, elapsed):
                 line += "%19s" % ("%.3f (%.2fx)" % (row["median_ms"], row["speedup_vs_eager"] or 0))
         kp = next(r for r in rows if r["workload"] == wname and r["variant"] == "kplan")
         line += "%13s" % fmt(kp["vs_graph"])
+        pt = next(r for r in rows if r["workload"] == wname and r["variant"] == "kplan-patch")
+        if pt["vs_graph"]:
+            line += "  (kplan-patch/graph %s)" % fmt(pt["vs_graph"])
         pp = [r for r in rows if r["workload"] == wname and r["variant"] == "kplan-plan"]
         if pp and pp[0]["vs_graph_same_round"]:
             line += "  (kplan-plan/graph %s)" % fmt(pp[0]["vs_graph_same_round"])
@@ -561,7 +571,7 @@ def main():
     results = {}
     for w in a.workloads:
         plan = None
-        variants = list(MAIN_VARIANTS)
+        variants = [v for v in MAIN_VARIANTS if not (v == "kplan-patch" and w == "train")]
         if a.record:
             plan, note = record_plan(a, w)
             print("%s: record -> plan: %s" % (w, note if plan is None else plan), flush=True)

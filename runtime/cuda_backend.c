@@ -742,9 +742,10 @@ KP_RT_API kp_rt *kp_rt_open_ex(const char *plan_path, const struct kp_rt_options
 	/*
 	 * Disabled or planless: never touch CUDA (all eager, nothing to
 	 * capture), but still name each region call for tracing tools: this is
-	 * how `kplan record` of a planless run finds the regions.
+	 * how `kplan record` of a planless run finds the regions. KP_RT_CUDA
+	 * asks for the backend without a plan (a binding's watch and patching).
 	 */
-	if (o.flags & KP_RT_DISABLE || !plan_path ||
+	if (o.flags & KP_RT_DISABLE || (!plan_path && !(o.flags & KP_RT_CUDA)) ||
 	    (!(o.flags & KP_RT_NO_ENV) && dis && atoi(dis))) {
 		memset(&be, 0, sizeof(be));
 		be.range_push = cb_range_push;

@@ -141,6 +141,9 @@ enum kp_rt_flags {
 	KP_RT_TIMING = 1 << 3,       /* time replays (host ns in kp_rt_stats) */
 	KP_RT_NO_ENV = 1 << 4,       /* ignore the KPLAN_RT_* environment */
 	KP_RT_TWO_EXECS = 1 << 5,    /* two execs per graph alternate when pointers move (KPLAN_RT_EXECS=2) */
+	KP_RT_CUDA = 1 << 6,         /* start the CUDA backend without a plan too: for a
+					binding that captures by other means and uses
+					kp_rt_watch_* / kp_rt_gpatch_* (regions stay eager) */
 };
 
 struct kp_rt_options {

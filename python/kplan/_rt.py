@@ -15,7 +15,7 @@ import os
 __all__ = [
     "REASONS", "ERRORS", "RtError", "Runtime", "find_library", "load_library",
     "KP_RT_STRICT", "KP_RT_DISABLE", "KP_RT_PRINT_STATS", "KP_RT_TIMING",
-    "KP_RT_NO_ENV", "KP_RT_TWO_EXECS", "KP_RT_WATCH_ALLOW_ALLOC",
+    "KP_RT_NO_ENV", "KP_RT_TWO_EXECS", "KP_RT_CUDA", "KP_RT_WATCH_ALLOW_ALLOC",
     "KIND_C", "KIND_BINDING",
 ]
 
@@ -36,6 +36,7 @@ KP_RT_PRINT_STATS = 1 << 2
 KP_RT_TIMING = 1 << 3
 KP_RT_NO_ENV = 1 << 4
 KP_RT_TWO_EXECS = 1 << 5
+KP_RT_CUDA = 1 << 6
 # enum kp_rt_watch_flags
 KP_RT_WATCH_ALLOW_ALLOC = 1 << 0
 # enum kp_rt_bind_flags (not used by the binding; listed for the layout test)
@@ -238,6 +239,10 @@ class Library(object):
                                     required=False)
         self.watch_end = _declare(lib, "kp_rt_watch_end", _int,
                                   [vp, P(kp_rt_watch_result)], required=False)
+        self.gpatch_open = _declare(lib, "kp_rt_gpatch_open", _int,
+                                    [vp, vp, vp, vp, ctypes.c_size_t, P(vp)], required=False)
+        self.gpatch_set = _declare(lib, "kp_rt_gpatch_set", _int, [vp, vp], required=False)
+        self.gpatch_close = _declare(lib, "kp_rt_gpatch_close", None, [vp], required=False)
 
 
 _loaded = {}
@@ -284,6 +289,8 @@ class Runtime(object):
         self.plan_path = plan_path
         self.can_watch = lib.watch_begin is not None and lib.watch_end is not None
         self.has_plan_lookup = lib.region_plan is not None
+        self.can_patch = (lib.gpatch_open is not None and lib.gpatch_set is not None and
+                          lib.gpatch_close is not None)
 
     @classmethod
     def open(cls, plan_path=None, flags=0, verify_calls=0, warmup=-1, max_failures=0,
@@ -351,6 +358,26 @@ class Runtime(object):
         res = kp_rt_watch_result()
         self.lib.watch_end(self.handle, ctypes.byref(res))
         return (int(res.verdict), _s(res.call), _s(res.kernel), _s(res.msg))
+
+    def gpatch_open(self, graph, exec_, ptr, nbytes):
+        """Find the kernel-parameter words of a foreign graph pointing into
+        [ptr, ptr + nbytes) (ints: cudaGraph_t, cudaGraphExec_t, address).
+        (n, handle): n >= 0 words found, or n < 0 (kp_rt_gpatch_open's codes)
+        with handle None."""
+        if not self.can_patch or not self.handle:
+            return -1, None
+        h = ctypes.c_void_p()
+        n = int(self.lib.gpatch_open(self.handle, ctypes.c_void_p(graph), ctypes.c_void_p(exec_),
+                                     ctypes.c_void_p(ptr), nbytes, ctypes.byref(h)))
+        return n, (h if n >= 0 and h.value else None)
+
+    def gpatch_set(self, handle, ptr):
+        """Point the words at ptr: 0, or < 0 on a CUDA error."""
+        return self.lib.gpatch_set(handle, ptr)
+
+    def gpatch_close(self, handle):
+        if handle is not None:
+            self.lib.gpatch_close(handle)
 
     def stats(self):
         st = kp_rt_stats()

@@ -174,6 +174,17 @@ def _depth():
 # ---------------------------------------------------------------------------
 # shape keys and argument trees
 
+def _disturb(t):
+    """Change t's contents (the patch check: a kernel still reading t would
+    then give another result), keeping every value one t already holds or a
+    finite float: floats + 1, anything else (ids, masks) rotated by one
+    element, which leaves a tensor of one repeated value as it was."""
+    if getattr(t.dtype, "is_floating_point", False) or getattr(t.dtype, "is_complex", False):
+        t.add_(1)
+    else:
+        t.copy_(t.reshape(-1).roll(1).reshape(t.shape))
+
+
 def _tool_listens():
     """Whether an NVTX tool is attached, so that region ranges are seen:
     NVTX_INJECTION64_PATH is set by `kplan record` (its collector sets it when
@@ -328,7 +339,8 @@ class _Entry(object):
     """One shape key of one region: its state machine and its graph."""
     __slots__ = ("key", "device", "pins", "lock", "state", "reason", "warm_done",
                  "watched", "fails", "retry_at", "calls", "graph", "static_in",
-                 "spec", "static_out", "mutated", "verify_left", "logged", "rp")
+                 "spec", "static_out", "mutated", "verify_left", "logged", "rp",
+                 "patch", "pcur")
 
     def __init__(self, key, device, pins):
         self.key = key
@@ -350,6 +362,8 @@ class _Entry(object):
         self.verify_left = 0
         self.logged = set()
         self.rp = None            # the C replay of graph, when it has one
+        self.patch = None         # per input: kp_rt_gpatch handle, None: copied
+        self.pcur = None          # per input: the address the graph reads now
 
 
 class _RegionState(object):
@@ -377,6 +391,7 @@ class _Counters(object):
         self.calls = self.replays = self.captures = self.eager = 0
         self.verified = self.evictions = self.graphs = 0
         self.watched = self.unwatched = 0
+        self.patched_inputs = 0
         self.eager_by_reason = collections.Counter()
         self.failures = collections.Counter()
 
@@ -584,7 +599,9 @@ class Runtime(object):
                 e.calls += 1
                 stage = "cuda-error"
                 try:
-                    if len(tensors) == 1:
+                    if e.patch is not None:
+                        self._patch_in(e, tensors)
+                    elif len(tensors) == 1:
                         t, sin = tensors[0], e.static_in[0]
                         if t is not sin and t.data_ptr() != sin.data_ptr():
                             sin.copy_(t)
@@ -799,7 +816,8 @@ class Runtime(object):
         sargs = _subst(args, it)
         skw = _subst(kwargs, it) if kwargs else {}
         v0 = [s._version for s in static]
-        g = T.cuda.CUDAGraph()
+        keep = region.patch_inputs and self._can_patch(T)
+        g = T.cuda.CUDAGraph(keep_graph=True) if keep else T.cuda.CUDAGraph()
         side = self._side_stream(e.device)
         _tl.depth = _depth() + 1
         try:
@@ -822,6 +840,92 @@ class Runtime(object):
         e.spec = spec
         e.static_out = leaves
         e.mutated = tuple(i for i, s in enumerate(static) if s._version != v0[i])
+        if keep:
+            g.instantiate()
+            self._patch_setup(st, e, tensors)
+
+    # -- pointer patching (region(..., patch_inputs=True)) ---------------------
+    def _can_patch(self, T):
+        crt = self.crt
+        if crt is None or not getattr(crt, "can_patch", False):
+            return False
+        G = T.cuda.CUDAGraph
+        return all(hasattr(G, n) for n in ("raw_cuda_graph", "raw_cuda_graph_exec",
+                                            "instantiate"))
+
+    def _patch_setup(self, st, e, tensors):
+        """Patch handles for the inputs the graph reads only through kernel
+        parameters (not written, same strides as the argument), then a
+        check: the graph replayed with the inputs patched to copies and the
+        static buffers changed must give what it gives unpatched. Anything
+        short of that: the inputs are copied, as without patch_inputs."""
+        crt, g = self.crt, e.graph
+        try:
+            graph, exec_ = g.raw_cuda_graph(), g.raw_cuda_graph_exec()
+        except Exception as exc:
+            self._patch_off(st, "the graph's handles are not available (%s)" % _first_line(exc))
+            return
+        handles, found = [], 0
+        for i, s in enumerate(e.static_in):
+            h = None
+            if (i not in e.mutated and s.numel() > 0 and tuple(s.stride()) ==
+                    tuple(tensors[i].stride())):
+                n, h = crt.gpatch_open(graph, exec_, s.data_ptr(),
+                                       s.untyped_storage().nbytes())
+                if n <= 0:
+                    crt.gpatch_close(h)
+                    h = None
+            found += h is not None
+            handles.append(h)
+        if not found:
+            self._patch_off(st, "no input is read through kernel parameters alone")
+            return
+        why = self._patch_check(e, handles)
+        if why is not None:
+            for h in handles:
+                crt.gpatch_close(h)
+            self._patch_off(st, why)
+            return
+        e.patch = handles
+        e.pcur = [None] * len(handles)
+        self.c.patched_inputs += found
+
+    def _patch_check(self, e, handles):
+        """None when a patched replay equals an unpatched one; else why not."""
+        T, crt = _T, self.crt
+        static = e.static_in
+        try:
+            e.graph.replay()
+            ref = [o.clone() for o in e.static_out]
+            probes = {}
+            for i, h in enumerate(handles):
+                if h is None:
+                    continue
+                probes[i] = static[i].clone()
+                if crt.gpatch_set(h, probes[i].data_ptr()) < 0:
+                    return "kp_rt_gpatch_set failed"
+                _disturb(static[i])
+            e.graph.replay()
+            got = [o.clone() for o in e.static_out]
+            T.cuda.synchronize()
+            same = all(a.shape == b.shape and bool(T.equal(a, b)) for a, b in zip(ref, got))
+            for i, p in probes.items():     # back to the captured buffers
+                static[i].copy_(p)
+                crt.gpatch_set(handles[i], static[i].data_ptr())
+            T.cuda.synchronize()
+        except Exception as exc:
+            return "the check failed: %s" % _first_line(exc)
+        if not same:
+            return ("a patched replay differs from an unpatched one (an input is read "
+                    "through a pointer kept in device memory, or the graph is not "
+                    "deterministic)")
+        return None
+
+    def _patch_off(self, st, why):
+        self.c.failures["patch-off"] += 1
+        if "patch-off" not in st.logged:
+            st.logged.add("patch-off")
+            _log(1, "torch: region '%s': inputs copied, not patched: %s" % (st.name, why))
 
     def _drop(self, e):
         """Free e's graph and static tensors (after the GPU is done with them)."""
@@ -831,6 +935,10 @@ class Runtime(object):
             except Exception:
                 pass
             self.c.graphs -= 1
+        if e.patch is not None:
+            for h in e.patch:
+                self.crt.gpatch_close(h)
+        e.patch = e.pcur = None
         e.graph = e.static_in = e.static_out = e.spec = e.rp = None
         e.mutated = ()
 
@@ -852,7 +960,24 @@ class Runtime(object):
                     "for good (gave-up)" if gave_up else "for a while, then retried"))
 
     # -- replay ---------------------------------------------------------------
+    def _patch_in(self, e, tensors):
+        """Point the graph at the arguments it patches, copy the others."""
+        patch, pcur, static, crt = e.patch, e.pcur, e.static_in, self.crt
+        for i, t in enumerate(tensors):
+            h = patch[i]
+            p = t.data_ptr()
+            if h is not None:
+                if p != pcur[i]:
+                    if crt.gpatch_set(h, p) < 0:
+                        pcur[i] = None
+                        raise RuntimeError("kp_rt_gpatch_set failed (a CUDA error)")
+                    pcur[i] = p
+            elif t is not static[i] and p != static[i].data_ptr():
+                static[i].copy_(t)
+
     def _copy_in(self, e, tensors):
+        if e.patch is not None:
+            return self._patch_in(e, tensors)
         static = e.static_in
         dst, src = [], []
         for i, t in enumerate(tensors):
@@ -1020,6 +1145,7 @@ class Runtime(object):
             "calls": c.calls, "replays": c.replays, "captures": c.captures,
             "eager": c.eager, "verified": c.verified, "evictions": c.evictions,
             "graphs": c.graphs, "watched": c.watched, "unwatched": c.unwatched,
+            "patched_inputs": c.patched_inputs,
             "eager_by_reason": dict(c.eager_by_reason),
             "failures": dict(c.failures),
             "regions": regions,
@@ -1096,7 +1222,10 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     crt = runtime
     global_reason = None
     if crt is None:
-        flags = (_rt.KP_RT_STRICT if strict else 0) | (_rt.KP_RT_DISABLE if disable else 0)
+        # without a plan the graph policy still wants the CUDA backend: the
+        # watch before a capture and pointer patching need it
+        flags = ((_rt.KP_RT_STRICT if strict else 0) | (_rt.KP_RT_DISABLE if disable else 0) |
+                 (_rt.KP_RT_CUDA if policy == "graph" else 0))
         want_plan = plan_path is not None and not disable
         try:
             crt = _rt.Runtime.open(plan_path, flags=flags, verify_calls=int(verify),
@@ -1203,7 +1332,8 @@ class _NullRuntime(object):
 class Region(object):
     """A function marked as a kplan region (see region())."""
 
-    def __init__(self, fn, name, key=None, static_outputs=False, max_keys=None):
+    def __init__(self, fn, name, key=None, static_outputs=False, max_keys=None,
+                 patch_inputs=False):
         if not callable(fn):
             raise TypeError("kplan.torch.region: %r is not callable" % (fn,))
         functools.update_wrapper(self, fn, updated=())
@@ -1211,6 +1341,7 @@ class Region(object):
         self.name = str(name)
         self.key = key
         self.static_outputs = bool(static_outputs)
+        self.patch_inputs = bool(patch_inputs)
         self.max_keys = max_keys
 
     def __call__(self, *args, **kwargs):
@@ -1230,7 +1361,7 @@ class Region(object):
     # hash/eq by identity: the runtime keeps one state per Region object
 
 
-def region(name, key=None, static_outputs=False, max_keys=None):
+def region(name, key=None, static_outputs=False, max_keys=None, patch_inputs=False):
     """Decorator: mark a function as region `name` (a label of the plan).
 
         @kplan.torch.region("step")
@@ -1244,6 +1375,15 @@ def region(name, key=None, static_outputs=False, max_keys=None):
                     no copy, but the next call of the same key overwrites
                     them (as torch.compile's reduce-overhead outputs)
     max_keys        graphs kept for this region (default: open()'s)
+    patch_inputs    point the graph at each call's tensor arguments instead of
+                    copying them into its static inputs (kp_rt_gpatch, PyGraph's
+                    indirection): no copy per call. For bodies without side
+                    effects beyond their outputs (inference): at capture the
+                    graph is replayed twice more, patched and unpatched, and
+                    the outputs compared; inputs written by the body, inputs
+                    read through pointers kept in device memory, a graph that
+                    gives another result, or a torch without
+                    CUDAGraph.raw_cuda_graph_exec: copied as without it
 
     The body must be skippable: at replay only its CUDA work is repeated,
     its Python side effects are not (they happen at warm-up and capture).
@@ -1252,7 +1392,8 @@ def region(name, key=None, static_outputs=False, max_keys=None):
         raise TypeError("kplan.torch.region needs a name: @kplan.torch.region(\"step\")")
 
     def deco(fn):
-        return Region(fn, name, key=key, static_outputs=static_outputs, max_keys=max_keys)
+        return Region(fn, name, key=key, static_outputs=static_outputs, max_keys=max_keys,
+                      patch_inputs=patch_inputs)
     return deco
 
 

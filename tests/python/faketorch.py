@@ -18,6 +18,7 @@ import itertools
 import sys
 import threading
 import types
+import weakref
 
 # counters the tests read
 launches = 0          # kernels "launched" (run or recorded)
@@ -29,6 +30,8 @@ graphs_alive = 0
 class dtype(object):
     def __init__(self, name):
         self.name = name
+        self.is_floating_point = name.startswith("float")
+        self.is_complex = False
 
     def __repr__(self):
         return "torch." + self.name
@@ -83,11 +86,27 @@ _addr = itertools.count(0x7f0000000000, 0x10000)
 
 
 class _Storage(object):
-    def __init__(self, ptr):
+    def __init__(self, ptr, n=0):
         self._ptr = ptr
+        self._n = n
 
     def data_ptr(self):
         return self._ptr
+
+    def nbytes(self):
+        return 4 * self._n
+
+
+# Pointer patching (kp_rt_gpatch) on a fake graph: while a graph replays,
+# its ops read a tensor through _r(), which follows the graph's redirections
+# (static input -> the tensor its "pointer" was patched to).
+_redir = {}
+_live = weakref.WeakValueDictionary()   # address -> tensor
+_graphs = weakref.WeakValueDictionary()  # raw handle -> CUDAGraph
+
+
+def _r(t):
+    return _redir.get(id(t), t) if _redir else t
 
 
 class Tensor(object):
@@ -103,6 +122,8 @@ class Tensor(object):
         self._base = _base
         self._ptr = next(_addr) if _base is None else _base._ptr
         self.streams = []
+        if _base is None:
+            _live[self._ptr] = self
 
     def stride(self):
         if self.layout is not strided:
@@ -120,7 +141,10 @@ class Tensor(object):
         return self._ptr
 
     def untyped_storage(self):
-        return _Storage(self._ptr)
+        return _Storage(self._ptr, len(self.data))
+
+    def numel(self):
+        return len(self.data)
 
     def view(self):
         """Another tensor over the same memory (data list shared)."""
@@ -134,21 +158,33 @@ class Tensor(object):
 
     def copy_(self, src):
         dst = self
-        _launch(lambda: dst.data.__setitem__(slice(None), list(src.data)))
+        _launch(lambda: _r(dst).data.__setitem__(slice(None), list(_r(src).data)),
+                reads=(src,), writes=(dst,))
         self._version += 1
         return self
 
     def clone(self):
         out = Tensor([0.0] * len(self.data), self.device, self.dtype)
         src = self
-        _launch(lambda: out.data.__setitem__(slice(None), list(src.data)))
+        _launch(lambda: out.data.__setitem__(slice(None), list(_r(src).data)), reads=(src,))
         return out
 
     def add_(self, v):
         t = self
-        _launch(lambda: t.data.__setitem__(slice(None), [a + v for a in t.data]))
+        _launch(lambda: _r(t).data.__setitem__(slice(None), [a + v for a in _r(t).data]),
+                reads=(t,), writes=(t,))
         self._version += 1
         return self
+
+    def reshape(self, *shape):
+        return self.view()
+
+    def roll(self, k):
+        out = Tensor([0.0] * len(self.data), self.device, self.dtype)
+        src = self
+        _launch(lambda: out.data.__setitem__(slice(None), _r(src).data[-k:] + _r(src).data[:-k]),
+                reads=(src,))
+        return out
 
     def item(self):
         _sync("item()")
@@ -174,9 +210,19 @@ def _binary(a, b, f):
                  requires_grad=_grad.enabled and (a.requires_grad or
                                                   getattr(b, "requires_grad", False)))
     if isinstance(b, Tensor):
-        _launch(lambda: out.data.__setitem__(slice(None), [f(x, y) for x, y in zip(a.data, b.data)]))
+        _launch(lambda: out.data.__setitem__(
+            slice(None), [f(x, y) for x, y in zip(_r(a).data, _r(b).data)]), reads=(a, b))
     else:
-        _launch(lambda: out.data.__setitem__(slice(None), [f(x, b) for x in a.data]))
+        _launch(lambda: out.data.__setitem__(slice(None), [f(x, b) for x in _r(a).data]),
+                reads=(a,))
+    return out
+
+
+def scaled_hidden(a, k):
+    """a * k by a kernel that finds a's address in device memory, not in its
+    parameters: pointer patching cannot see the read."""
+    out = Tensor([0.0] * len(a.data), a.device, a.dtype)
+    _launch(lambda: out.data.__setitem__(slice(None), [x * k for x in _r(a).data]))
     return out
 
 
@@ -257,12 +303,16 @@ def _current():
     return _cur.stream or _default_stream
 
 
-def _launch(fn):
+def _launch(fn, reads=(), writes=()):
+    """reads/writes: the tensors whose addresses are in the kernel's
+    parameters (what kp_rt_gpatch_open sees)."""
     global launches, executed
     launches += 1
     cap = _capturing[0]
     if cap is not None and cap[1] is _current():
         cap[0]._ops.append(fn)
+        cap[0]._params.append(tuple(t for t in tuple(reads) + tuple(writes)
+                                    if isinstance(t, Tensor)))
         return
     executed += 1
     fn()
@@ -280,12 +330,18 @@ class _CUDAGraphBase(object):
     """torch._C._CUDAGraph: the C class whose replay does the work."""
 
     def replay(self):
-        global executed
+        global executed, _redir
         if not self._ok:
             raise RuntimeError("replay of a graph that was not captured")
-        for op in self._ops:
-            executed += 1
-            op()
+        if self._keep and not self._inst:
+            self.instantiate()
+        prev, _redir = _redir, self._redirect
+        try:
+            for op in self._ops:
+                executed += 1
+                op()
+        finally:
+            _redir = prev
         self.replays += 1
 
 
@@ -294,10 +350,28 @@ class CUDAGraph(_CUDAGraphBase):
 
     def __init__(self, keep_graph=False):
         self._ops = []
+        self._params = []        # per op: the tensors in its parameters
+        self._redirect = {}      # id(tensor) -> tensor read instead (patched)
         self._invalid = None
         self._ok = False
+        self._keep = keep_graph
+        self._inst = False
         self.replays = 0
         self.wrapper_replays = 0
+        _graphs[id(self)] = self
+
+    def instantiate(self):
+        self._inst = True
+
+    def raw_cuda_graph(self):
+        if not self._keep:
+            raise RuntimeError("raw_cuda_graph() needs keep_graph=True")
+        return id(self)
+
+    def raw_cuda_graph_exec(self):
+        if not self._inst:
+            raise RuntimeError("the graph is not instantiated")
+        return id(self) + 8
 
     def replay(self):
         self.wrapper_replays += 1

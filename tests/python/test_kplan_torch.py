@@ -84,6 +84,33 @@ class FakeCRT(object):
     def close(self):
         self.closed = True
 
+    # kp_rt_gpatch over faketorch's graphs: the sites are the ops whose
+    # parameters name the tensor at ptr; set redirects the graph's reads
+    can_patch = True
+
+    def gpatch_open(self, graph, exec_, ptr, nbytes):
+        g = faketorch._graphs.get(graph)
+        if g is None or exec_ != graph + 8:
+            return -1, None
+        n = sum(1 for params in g._params for t in params if t._ptr == ptr)
+        self.events.append(("gpatch_open", n))
+        return n, {"g": g, "static": faketorch._live.get(ptr)}
+
+    def gpatch_set(self, h, ptr):
+        target = faketorch._live.get(ptr)
+        if target is None:
+            return -4
+        if target is h["static"]:
+            h["g"]._redirect.pop(id(target), None)
+        else:
+            h["g"]._redirect[id(h["static"])] = target
+        self.events.append(("gpatch_set",))
+        return 0
+
+    def gpatch_close(self, h):
+        if h is not None:
+            self.events.append(("gpatch_close",))
+
 
 class Base(unittest.TestCase):
     def setUp(self):
@@ -180,6 +207,86 @@ class TestStateMachine(Base):
         self.assertEqual(e.graph.replays, 4)
         self.assertEqual(e.graph.wrapper_replays, 1)
         self.assertIs(e.rp, faketorch._CUDAGraphBase.replay)
+
+    # -- pointer patching (patch_inputs=True) ------------------------------
+    def _patched(self, body, n=8, **kw):
+        T = self.T
+        self.open({"step": plan(warmup=2)})
+        step = kt.region("step", patch_inputs=True, **kw)(body)
+        outs = []
+        for i in range(n):
+            outs.append(step(self.x(i, i + 1.0)).tolist())
+        (st,) = kt.current().states.values()
+        (e,) = st.entries.values()
+        return outs, e
+
+    def test_patch_inputs_points_the_graph_at_each_argument(self):
+        T = self.T
+        outs, e = self._patched(lambda x: T.add(T.mul(x, 2.0), x))
+        self.assertEqual(outs, [[3.0 * i, 3.0 * i + 3.0] for i in range(8)])
+        self.assertIsNotNone(e.patch)
+        self.assertEqual(kt.stats()["patched_inputs"], 1)
+        ev = [x[0] for x in self.crt.events]
+        self.assertEqual(ev.count("gpatch_open"), 1)
+        # one set per call after the capture (each argument is a new tensor),
+        # and the check's two
+        self.assertEqual(ev.count("gpatch_set"), (8 - 2) + 2)
+        # the static input still holds what it was captured with: no copies
+        self.assertEqual(e.static_in[0].tolist(), [2.0, 3.0])
+        self.assertEqual(ev.count("gpatch_close"), 0)
+        kt.close()      # drops the graph: its handle is closed
+        self.assertEqual([x for x in self.crt.events if x[0] == "gpatch_close"],
+                         [("gpatch_close",)])
+
+    def test_patch_inputs_same_tensor_sets_once(self):
+        T = self.T
+        self.open({"step": plan(warmup=2)})
+        step = kt.region("step", patch_inputs=True)(lambda x: T.mul(x, 2.0))
+        x = self.x(1.0, 2.0)
+        for _ in range(6):
+            self.assertEqual(step(x).tolist(), [2.0, 4.0])
+        sets = [e for e in self.crt.events if e[0] == "gpatch_set"]
+        self.assertEqual(len(sets), 2 + 1)
+
+    def test_patch_inputs_hidden_read_falls_back_to_copying(self):
+        # a kernel that finds its input through device memory: the check sees
+        # the patched replay differ, the inputs are copied, results stay right
+        T = self.T
+        outs, e = self._patched(lambda x: faketorch.scaled_hidden(x, 3.0))
+        self.assertEqual(outs, [[3.0 * i, 3.0 * i + 3.0] for i in range(8)])
+        self.assertIsNone(e.patch)
+        self.assertEqual(kt.stats()["failures"].get("patch-off"), 1)
+        self.assertEqual(len(self.logs("inputs copied, not patched")), 1)
+        self.assertEqual([x for x in self.crt.events if x[0] == "gpatch_close"],
+                         [("gpatch_close",)])
+
+    def test_patch_inputs_written_input_is_copied(self):
+        T = self.T
+
+        def body(x):
+            x.add_(1.0)
+            return T.mul(x, 2.0)
+        self.open({"step": plan(warmup=2)})
+        step = kt.region("step", patch_inputs=True)(body)
+        for i in range(6):
+            x = self.x(i)
+            self.assertEqual(step(x).tolist(), [2.0 * (i + 1)])
+            self.assertEqual(x.tolist(), [i + 1.0])
+        (st,) = kt.current().states.values()
+        (e,) = st.entries.values()
+        self.assertIsNone(e.patch)
+        self.assertEqual([x for x in self.crt.events if x[0] == "gpatch_open"], [])
+
+    def test_patch_inputs_without_support_copies(self):
+        T = self.T
+        FakeCRT.can_patch = False
+        try:
+            outs, e = self._patched(lambda x: T.mul(x, 2.0))
+        finally:
+            FakeCRT.can_patch = True
+        self.assertEqual(outs, [[2.0 * i, 2.0 * i + 2.0] for i in range(8)])
+        self.assertIsNone(e.patch)
+        self.assertEqual(kt.stats()["patched_inputs"], 0)
 
     def test_ranges_only_when_a_tool_listens(self):
         # no NVTX tool: the first call (before CUDA is known to be up) has
@@ -812,7 +919,7 @@ class TestHeader(unittest.TestCase):
     def test_enum_values_match_header(self):
         text = _header()
         for name in ("KP_RT_STRICT", "KP_RT_DISABLE", "KP_RT_PRINT_STATS", "KP_RT_TIMING",
-                     "KP_RT_NO_ENV", "KP_RT_TWO_EXECS", "KP_RT_WATCH_ALLOW_ALLOC",
+                     "KP_RT_NO_ENV", "KP_RT_TWO_EXECS", "KP_RT_CUDA", "KP_RT_WATCH_ALLOW_ALLOC",
                      "KP_RT_BIND_OUTPUT", "KP_RT_BIND_VALUE"):
             m = re.search(r"\b%s\s*=\s*1\s*<<\s*(\d+)" % name, text)
             self.assertIsNotNone(m, name)
@@ -821,7 +928,8 @@ class TestHeader(unittest.TestCase):
         # the functions the binding declares are the header's
         for fn in ("kp_rt_open", "kp_rt_open_ex", "kp_rt_close", "kp_rt_get_stats",
                    "kp_rt_reason_name", "kp_rt_region_plan", "kp_rt_range_push",
-                   "kp_rt_range_pop", "kp_rt_watch_begin", "kp_rt_watch_end"):
+                   "kp_rt_range_pop", "kp_rt_watch_begin", "kp_rt_watch_end",
+                   "kp_rt_gpatch_open", "kp_rt_gpatch_set", "kp_rt_gpatch_close"):
             self.assertRegex(text, r"\b%s\s*\(" % fn)
 
     @unittest.skipIf(CC is None, "no C compiler")
