@@ -104,26 +104,6 @@ static int cmp_srange(const void *x, const void *y)
 	return (a->end < b->end) - (a->end > b->end);
 }
 
-/* The run's NVTX domain created with this name (the importer's eventType 75 row), or -1. */
-static int64_t domain_of(struct kp__ana *a, const char *name)
-{
-	static const char sql[] =
-		"SELECT n.domainId FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
-		" WHERE n.runId = ?1 AND n.eventType = 75 AND n.domainId > 0"
-		" AND COALESCE(n.text, s.value) = ?2 LIMIT 1";
-	sqlite3_stmt *st;
-	int64_t id = -1;
-
-	if (kp_db_prepare(a->db, sql, &st, NULL))
-		return -1;
-	sqlite3_bind_int64(st, 1, a->run);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return id;
-}
-
 /*
  * Load one domain's ranges and link each to its innermost enclosing range
  * on the same thread (a stack over the ranges in start order): then the
@@ -221,9 +201,9 @@ static int srcix_load(struct kp__ana *a, struct srcix *sx)
 	if (!kp_db_has_table(a->db, "NVTX_EVENTS"))
 		return 0;
 	/* the Chrome importer's domains (importers/import.h KP_IMPORT_*_DOMAIN) */
-	rc = srcdom_load(a, domain_of(a, "pytorch.cpu_op"), &sx->op);
+	rc = srcdom_load(a, kp__nvtx_domain(a, "pytorch.cpu_op"), &sx->op);
 	if (!rc)
-		rc = srcdom_load(a, domain_of(a, "pytorch.python"), &sx->py);
+		rc = srcdom_load(a, kp__nvtx_domain(a, "pytorch.python"), &sx->py);
 	if (rc || (!sx->op.n && !sx->py.n))
 		return rc;
 	if (kp_db_prepare(a->db, sql_c, &sx->by_corr, NULL) ||

@@ -184,6 +184,10 @@ struct kp__ana {
 };
 
 /* util.c */
+/* The id of the run's NVTX domain named name (the collector numbers domains
+ * 1, 2, ... and names each with an eventType 75 row; the importer does the
+ * same for PyTorch's cpu_op and python_function events), or -1. */
+int64_t kp__nvtx_domain(struct kp__ana *a, const char *name);
 struct kp__kv { uint64_t key; uint32_t idx; uint32_t pad; };
 /* Sort a by key (LSD radix, stable); tmp holds n elements. */
 void kp__radix_sort(struct kp__kv *a, struct kp__kv *tmp, size_t n);

@@ -181,28 +181,6 @@ static size_t lower_cpu(struct kp__ana *a, int64_t t)
 }
 
 /*
- * The id of libkplanrt's NVTX domain "kplan" in this run (the collector
- * numbers domains 1, 2, ... and names each with an eventType 75 row), or -1.
- */
-static int64_t kplan_domain(struct kp__ana *a)
-{
-	static const char sql[] =
-		"SELECT n.domainId FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
-		" WHERE n.runId = ?1 AND n.eventType = 75 AND n.domainId > 0"
-		" AND COALESCE(n.text, s.value) = 'kplan' LIMIT 1";
-	sqlite3_stmt *st;
-	int64_t id = -1;
-
-	if (kp_db_prepare(a->db, sql, &st, NULL))
-		return -1;
-	sqlite3_bind_int64(st, 1, a->run);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return id;
-}
-
-/*
  * Regions from NVTX ranges. Ranges in libkplanrt's own domain are the
  * regions the application enters through the runtime (source "runtime",
  * category 1: the C API, 2: a language binding): the ones a plan can apply
@@ -220,7 +198,7 @@ int kp__regions_nvtx(struct kp__ana *a, struct kp_err *err)
 
 	if (!kp_db_has_table(a->db, "NVTX_EVENTS"))
 		return 0;
-	dom = kplan_domain(a);
+	dom = kp__nvtx_domain(a, "kplan");   /* libkplanrt's own */
 	if (dom > 0 && (rc = nvtx_pass(a, dom, err)))
 		return rc;
 	return nvtx_pass(a, 0, err);

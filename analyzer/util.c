@@ -235,3 +235,22 @@ const struct kp__arg *kp__args_of(struct kp__ana *a, uint32_t corr, size_t *n)
 		(*n)++;
 	return *n ? &a->args[lo] : NULL;
 }
+
+int64_t kp__nvtx_domain(struct kp__ana *a, const char *name)
+{
+	static const char sql[] =
+		"SELECT n.domainId FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+		" WHERE n.runId = ?1 AND n.eventType = 75 AND n.domainId > 0"
+		" AND COALESCE(n.text, s.value) = ?2 LIMIT 1";
+	sqlite3_stmt *st;
+	int64_t id = -1;
+
+	if (kp_db_prepare(a->db, sql, &st, NULL))
+		return -1;
+	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return id;
+}

@@ -145,17 +145,6 @@ int kp_validate_read_truth(const char *dir, struct kp_validate_row **rows, int *
 
 /* ---- one workload ---- */
 
-static void scratch_rm(const char *db)
-{
-	char p[4200];
-
-	unlink(db);
-	snprintf(p, sizeof(p), "%s-wal", db);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s-shm", db);
-	unlink(p);
-}
-
 static int find_trace(const char *dir, const char *w, char *out, size_t n)
 {
 	static const char *const ext[] = { ".json.gz", ".json" };
@@ -185,7 +174,7 @@ int kp_validate_one(const char *dir, const char *calib, const char *label,
 		snprintf(row->note, sizeof(row->note), "no trace %.100s.json.gz", row->workload);
 		return 0;
 	}
-	scratch_rm(scratch_db);
+	kp_db_remove(scratch_db);
 	if (kp_import(trace, scratch_db, &io, NULL, &e2)) {
 		snprintf(row->note, sizeof(row->note), "import: %.140s", e2.msg);
 		return 0;

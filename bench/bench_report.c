@@ -206,15 +206,8 @@ int main(int argc, char **argv)
 	       " (load %.2f s, html %.3f s, csv %.2f s); html %.0f KiB%s\n",
 	       n, regions, (t1 - t0) / 1e9, (t4 - t1) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9,
 	       (t4 - t3) / 1e9, sb.st_size / 1024.0, over ? "  OVER BUDGET (10 s, 5 MB)" : "");
-	if (!keep) {
-		char p[4200];
-
-		unlink(path);
-		snprintf(p, sizeof(p), "%s-wal", path);
-		unlink(p);
-		snprintf(p, sizeof(p), "%s-shm", path);
-		unlink(p);
-	}
+	if (!keep)
+		kp_db_remove(path);
 	return over ? 1 : 0;
 fail:
 	fprintf(stderr, "bench_report: %s\n", err.msg);

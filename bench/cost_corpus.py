@@ -97,6 +97,20 @@ def kernels_per(path, label):
     return int(statistics.median(counts)) if counts else 0
 
 
+def sgd_step(model, loss_fn, lr=1e-3):
+    """One training step of model (SGD): fn(x, y) -> loss."""
+    import torch
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+
+    def fn(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return fn
+
+
 def build(name):
     """(fn, inputs, train, kind): fn(*inputs) is the capturable body; train
     tells whether the traced step also does loss.item()."""
@@ -118,17 +132,8 @@ def build(name):
         model = m(weights=None).to(dev)
         if name.endswith("_train_b8"):
             model.train()
-            opt = torch.optim.SGD(model.parameters(), lr=1e-3)
             x, y = rand(8, 3, 224, 224), torch.randint(0, 1000, (8,), device=dev)
-            lf = torch.nn.CrossEntropyLoss()
-
-            def fn(x, y):
-                opt.zero_grad(set_to_none=True)
-                loss = lf(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss
-            return fn, (x, y), True
+            return sgd_step(model, torch.nn.CrossEntropyLoss()), (x, y), True
         model.eval()
         dt = torch.float16 if "fp16" in name else torch.float32
         b = int(name.rsplit("_b", 1)[1])
@@ -178,16 +183,7 @@ def build(name):
             layers += [torch.nn.Linear(1024, 1024), torch.nn.ReLU()]
         model = torch.nn.Sequential(*layers[:-1]).to(dev)
         if name == "mlp_train":
-            opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-            lf = torch.nn.MSELoss()
-
-            def fn(x, y):
-                opt.zero_grad(set_to_none=True)
-                loss = lf(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss
-            return fn, (rand(64, 1024), rand(64, 1024)), True
+            return sgd_step(model, torch.nn.MSELoss()), (rand(64, 1024), rand(64, 1024)), True
         model.eval()
         return (lambda x: model(x)), (rand(32, 1024),), False
     raise SystemExit("unknown workload %r" % name)

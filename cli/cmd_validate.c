@@ -12,6 +12,7 @@
 
 #include "../analyzer/validate.h"
 #include "../common/log.h"
+#include "../db/db.h"
 
 const char kp_usage_validate[] =
 	"usage: kplan validate DIR [--calib FILE] [--region LABEL] [--max-median PCT]\n"
@@ -177,11 +178,7 @@ KP_CMD(validate)
 		rc = KP_EXIT_VERDICT;
 	}
 out:
-	for (const char *sfx = ""; sfx; sfx = !*sfx ? "-wal" : !strcmp(sfx, "-wal") ? "-shm" : NULL) {
-		char p[4200];
-		snprintf(p, sizeof(p), "%s%s", scratch, sfx);
-		unlink(p);
-	}
+	kp_db_remove(scratch);
 	free(errs);
 	free(rows);
 	return rc;

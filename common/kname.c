@@ -136,17 +136,17 @@ static char *mangled_ident(const char *s, char *out, size_t n)
 	return copy_span(last, last + last_len, out, n);
 }
 
-char *kp_kernel_short_name(const char *name, char *out, size_t n)
+/*
+ * name into buf (n > 0 bytes, NUL-terminated, truncated) without its
+ * "(anonymous namespace)::" qualifiers, whose space and parentheses mislead
+ * the name parsers below. Returns the length written.
+ */
+static size_t drop_anon(const char *name, char *buf, size_t n)
 {
 	static const char anon[] = "(anonymous namespace)::";
-	char buf[1024];
-	const char *s = buf, *end, *p, *begin;
 	size_t i = 0;
 
-	if (!n)
-		return out;
-	/* drop "(anonymous namespace)::": its space and parenthesis mislead below */
-	while (*name && i + 1 < sizeof(buf)) {
+	while (*name && i + 1 < n) {
 		if (!strncmp(name, anon, sizeof(anon) - 1)) {
 			name += sizeof(anon) - 1;
 			continue;
@@ -154,6 +154,17 @@ char *kp_kernel_short_name(const char *name, char *out, size_t n)
 		buf[i++] = *name++;
 	}
 	buf[i] = '\0';
+	return i;
+}
+
+char *kp_kernel_short_name(const char *name, char *out, size_t n)
+{
+	char buf[1024];
+	const char *s = buf, *end, *p, *begin;
+
+	if (!n)
+		return out;
+	drop_anon(name, buf, sizeof(buf));
 	/* the qualified identifier ends at the first '<' or '(' */
 	for (end = s; *end && *end != '<' && *end != '('; end++)
 		;
@@ -511,11 +522,10 @@ static int lb_name(const char *b, const char *e, int depth, struct lb_out *o, in
 
 char *kp_kernel_label(const char *name, char *out, size_t n)
 {
-	static const char anon[] = "(anonymous namespace)::";
 	char buf[2048];
 	struct lb_out o = { .len = 0 };
 	const char *b = buf, *e, *paren, *p;
-	size_t i = 0, len;
+	size_t i, len;
 	int cls;
 
 	if (!n)
@@ -524,14 +534,7 @@ char *kp_kernel_label(const char *name, char *out, size_t n)
 		name = "";
 	if (name[0] == '_' && name[1] == 'Z')
 		return kp_kernel_ident(name, out, n);
-	while (*name && i + 1 < sizeof(buf)) {
-		if (!strncmp(name, anon, sizeof(anon) - 1)) {
-			name += sizeof(anon) - 1;
-			continue;
-		}
-		buf[i++] = *name++;
-	}
-	buf[i] = '\0';
+	i = drop_anon(name, buf, sizeof(buf));
 	e = buf + i;
 	/* not a C++ name (no identifier first): shown as it is */
 	if (!isalpha((unsigned char)buf[0]) && buf[0] != '_' && buf[0] != ':') {

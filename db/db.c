@@ -531,3 +531,14 @@ int64_t kp_db_last_run(struct kp_db *db)
 {
 	return kp_db_int(db, "SELECT max(runId) FROM kp_runs", 0);
 }
+
+void kp_db_remove(const char *path)
+{
+	static const char *const sfx[] = { "", "-wal", "-shm" };
+	char p[4200];
+
+	for (size_t i = 0; i < sizeof(sfx) / sizeof(*sfx); i++) {
+		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
+		unlink(p);
+	}
+}

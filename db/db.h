@@ -44,6 +44,9 @@ struct kp_db {
  */
 struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err);
 void kp_db_close(struct kp_db *db);
+/* Delete the database file at path with its -wal and -shm files (a closed,
+ * scratch database); missing files are not an error. */
+void kp_db_remove(const char *path);
 
 /* Run SQL with no results (may hold several statements). */
 int kp_db_exec(struct kp_db *db, const char *sql, struct kp_err *err);
