@@ -44,6 +44,8 @@ import sys
 import time
 import traceback
 
+from graph_step import hand_written_graph  # bench/, beside this file
+
 # name: (family, builder args)
 WORKLOADS = [
     "r18_fp32_b1", "r18_fp16_b16", "r50_fp32_b1", "mnv3s_fp32_b1", "vit_fp16_b1",
@@ -69,6 +71,23 @@ def capture_path(on):
         yield
     finally:
         torch.cuda.is_current_stream_capturing = saved
+
+
+def trace_gz(path, n, label, body):
+    """The PyTorch profiler's trace of n calls of body, each in
+    record_function(label) and synchronised after it, gzipped at path."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            with record_function(label):
+                body()
+            torch.cuda.synchronize()
+    plain = path[:-3]
+    prof.export_chrome_trace(plain)
+    with open(plain, "rb") as f, gzip.open(path, "wb", 9) as g:
+        shutil.copyfileobj(f, g)
+    os.remove(plain)
 
 
 def kernels_per(path, label):
@@ -191,7 +210,6 @@ def build(name):
 
 def one(name, a, rows):
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
     t0 = time.time()
     fn, inputs, train = build(name)
     hf = name.startswith(("bert", "gpt2", "llama"))
@@ -215,28 +233,12 @@ def one(name, a, rows):
             ts.append(time.perf_counter() - s)
         eager_ms = statistics.median(ts) * 1e3
         # the trace
-        path = os.path.join(a.out, name + ".json")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(a.steps):
-                with record_function("step"):
-                    step()
-                torch.cuda.synchronize()
-        prof.export_chrome_trace(path)
-        with open(path, "rb") as f, gzip.open(path + ".gz", "wb", 9) as g:
-            shutil.copyfileobj(f, g)
-        os.remove(path)
-        nk_eager = kernels_per(path + ".gz", "step")
+        path = os.path.join(a.out, name + ".json.gz")
+        trace_gz(path, a.steps, "step", step)
+        nk_eager = kernels_per(path, "step")
         # the graph: warm-up on a side stream, capture, replays
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn(*inputs)
-        torch.cuda.current_stream().wait_stream(side)
+        gstep, g = hand_written_graph(fn, inputs)   # gstep keeps the static inputs
         torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn(*inputs)
         for _ in range(5):
             g.replay()
         torch.cuda.synchronize()
@@ -262,26 +264,17 @@ def one(name, a, rows):
         graph_ms = min(per)
         nk_graph = 0
         if a.graph_trace:
-            gpath = os.path.join(a.out, name + ".graph.json")
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(5):
-                    with record_function("replay"):
-                        g.replay()
-                    torch.cuda.synchronize()
-            prof.export_chrome_trace(gpath)
-            with open(gpath, "rb") as f, gzip.open(gpath + ".gz", "wb", 9) as gz:
-                shutil.copyfileobj(f, gz)
-            os.remove(gpath)
-            nk_graph = kernels_per(gpath + ".gz", "replay")
-        del g
+            gpath = os.path.join(a.out, name + ".graph.json.gz")
+            trace_gz(gpath, 5, "replay", g.replay)
+            nk_graph = kernels_per(gpath, "replay")
+        del gstep, g
     rows.append({"workload": name, "eager_ms": "%.4f" % eager_ms, "graph_ms": "%.4f" % graph_ms,
                  "graph_sync_ms": "%.4f" % graph_sync_ms, "nk_eager": nk_eager,
                  "nk_graph": nk_graph,
                  "device": torch.cuda.get_device_name(), "torch": torch.__version__})
     log("%-14s eager %8.3f ms  graph %8.3f ms (sync %8.3f)  %4.1fx  ops %d/%d  trace %6.0f kB"
         "  %.0f s" % (name, eager_ms, graph_ms, graph_sync_ms, eager_ms / graph_ms, nk_eager,
-                      nk_graph,
-           os.path.getsize(path + ".gz") / 1024.0, time.time() - t0))
+                      nk_graph, os.path.getsize(path) / 1024.0, time.time() - t0))
 
 
 def main():

@@ -6,7 +6,8 @@ copied into the static inputs and one replay."""
 
 def hand_written_graph(fn, example):
     """(step(*xs) -> static outputs, the graph): fn captured on copies of
-    the tensors in `example` (a tuple)."""
+    the tensors in `example` (a tuple). The graph reads those copies: keep
+    step alive as long as the graph replays."""
     import torch
     static_in = [t.clone() for t in example]
     s = torch.cuda.Stream()
