@@ -469,7 +469,7 @@ static const struct { const char *file, *sql; } csv_files[] = {
 	  "   GROUP BY b.kind, b.fatal, b.api_name"
 	  "   ORDER BY b.fatal DESC, count(*) DESC, b.kind, b.api_name)) AS blocker_calls,"
 	  " one_time_ns / 1000.0 AS one_time_us, break_even, extra_mem_bytes, shape_keys,"
-	  " patch_slots, fingerprint"
+	  " patch_slots, fingerprint, edge_ns / 1000.0 AS edge_us"
 	  " FROM kp_regions r WHERE runId = %lld ORDER BY regionId" },
 	{ "gaps.csv",
 	  "SELECT deviceId AS device_id, streamId AS stream_id, correlationId AS correlation_id,"
@@ -485,7 +485,8 @@ static const struct { const char *file, *sql; } csv_files[] = {
 	{ "blockers.csv",
 	  "SELECT b.regionId AS region_id, r.label, b.kind, b.fatal, b.api_name,"
 	  " b.start AS start_ns, b.correlationId AS correlation_id, b.occIndex AS occurrence,"
-	  " b.position, b.detail FROM kp_blockers b"
+	  " b.position, b.detail, b.cpu_op, b.py_frame, b.cost_ns / 1000.0 AS cost_us"
+	  " FROM kp_blockers b"
 	  " JOIN kp_regions r ON r.runId = b.runId AND r.regionId = b.regionId"
 	  " WHERE b.runId = %lld ORDER BY b.regionId, b.start" },
 };

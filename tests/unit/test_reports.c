@@ -1030,7 +1030,7 @@ static void test_families(void)
 	csv = kp_test_read(kp_test_path("families-csv/regions.csv"), NULL);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
 	CU_ASSERT(!strncmp(csv, "region_id,", 10));
-	CU_ASSERT_EQUAL(count_lines_ending(csv, ",fingerprint,family"), 1);
+	CU_ASSERT_EQUAL(count_lines_ending(csv, ",fingerprint,edge_us,family"), 1);
 	CU_ASSERT_EQUAL(count_lines_ending(csv, ",Layer #"), N_LAYERS);
 	CU_ASSERT_EQUAL(count(csv, "\n"), 1 + N_LAYERS + 5);
 	row = strstr(csv, "\n1,,step,");
@@ -1112,7 +1112,7 @@ static void test_families_csv_quoting(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
 	CU_ASSERT_EQUAL(count(csv, ",\"say \"\"hi\"\",\npart #\"\n"), 3);
 	CU_ASSERT_PTR_NOT_NULL(strstr(csv, "\n2,,\"say \"\"hi\"\",\npart 2\",nvtx,"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(csv, ",fingerprint,family\n1,,"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(csv, ",fingerprint,edge_us,family\n1,,"));
 	row = strstr(csv, "\n4,,\"x\n1\",mined,");
 	CU_ASSERT(row && strchr(row + 8, '\n')[-1] == ',');   /* no family */
 	free(csv);
