@@ -416,6 +416,8 @@ int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res);
  * mix: patch again or stop replaying it). Pointers the kernels find in
  * device memory rather than in their parameters are not seen: a caller
  * checks a patched replay against an unpatched one before relying on it.
+ * Close every handle before kp_rt_close(rt); one handle is not for two
+ * threads at once.
  */
 typedef struct kp_rt_gpatch kp_rt_gpatch;
 
