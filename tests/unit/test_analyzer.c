@@ -785,6 +785,39 @@ static void test_cost_model_classes(void)
 	CU_ASSERT_DOUBLE_EQUAL(kp_cost_node_gap(&c, KP_NODE_KERNEL), 350, 1e-9);
 }
 
+/*
+ * Through the analysis: a region of a GEMM library kernel and an
+ * elementwise one, each 5 us as traced, is predicted at (5 us + the GEMM
+ * gap) + (5 us + the plain gap): the defaults, then the calibration the
+ * database holds for the run's GPU.
+ */
+static void test_model_classes_in_analysis(void)
+{
+	struct tl t;
+	struct kp_err err = {0};
+
+	tl_open(&t, "classes.db");
+	for (int k = 0; k < 3; k++) {
+		int64_t T = (int64_t)k * 100000;
+
+		tl_nvtx(&t, "step", T, T + 60000);
+		tl_kernel(&t, GEMM, 7, T + 1000, T + 20000, 5000);
+		tl_kernel(&t, EW, 7, T + 3000, T + 30000, 5000);
+	}
+	/* the defaults: 350 ns for the GEMM, 100 for the elementwise kernel */
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'"),
+			(5000 + 350) + (5000 + 100));
+	/* this GPU's calibration (kplan calibrate) replaces them */
+	CU_ASSERT_EQUAL_FATAL(kp_cost_store(t.db, "TestGPU", 0, KP_COST_TRACED_GAP, 200, 9, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_cost_store(t.db, "TestGPU", 0, KP_COST_TRACED_GAP_GEMM, 700, 9,
+					    &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'"),
+			(5000 + 700) + (5000 + 200));
+	tl_close(&t);
+}
+
 static void test_kernel_is_gemm(void)
 {
 	const char *yes[] = { "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8",
@@ -1680,6 +1713,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "cost model arithmetic", test_cost_model },
 	{ "cost model: gap per node class, floor", test_cost_model_classes },
 	{ "GEMM library kernels by name", test_kernel_is_gemm },
+	{ "cost model: node classes through the analysis", test_model_classes_in_analysis },
 	{ "validate: ground_truth.csv", test_validate_truth },
 	{ "validate: one workload, calibration file", test_validate_one },
 	{ "cost constants: names, store, load", test_cost_names_and_load },
