@@ -25,12 +25,9 @@ int kp_kernel_is_gemm(const char *name)
 
 	if (!name)
 		return 0;
-	for (size_t i = 0; i < sizeof(marks) / sizeof(*marks); i++) {
-		size_t n = strlen(marks[i]);
-		for (const char *p = name; *p; p++)
-			if (strncasecmp(p, marks[i], n) == 0)
-				return 1;
-	}
+	for (size_t i = 0; i < sizeof(marks) / sizeof(*marks); i++)
+		if (strcasestr(name, marks[i]))
+			return 1;
 	return 0;
 }
 

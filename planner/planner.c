@@ -645,6 +645,22 @@ out:
 	return rc;
 }
 
+/* A region planned as a graph goes eager after all (reason): no warm-up,
+ * no memory, no patches, no saving; the caller sets the reason text. */
+static void demote(struct reg *r, int reason)
+{
+	struct kp_plan_region *o = r->out;
+
+	o->decision = KP_PLAN_EAGER;
+	o->reason = reason;
+	o->warmup = 0;
+	o->mem_budget_bytes = 0;
+	free(o->patches);
+	o->patches = NULL;
+	o->n_patches = 0;
+	r->saving = 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* graph memory budget */
 
@@ -692,14 +708,7 @@ static int apply_budget(struct ctx *c, int64_t limit)
 			}
 			free(o->reason_text);
 			o->reason_text = t;
-			o->decision = KP_PLAN_EAGER;
-			o->reason = KP_PLAN_R_MEMORY_BUDGET;
-			o->mem_budget_bytes = 0;
-			o->warmup = 0;
-			free(o->patches);
-			o->patches = NULL;
-			o->n_patches = 0;
-			g[i]->saving = 0;
+			demote(g[i], KP_PLAN_R_MEMORY_BUDGET);
 		}
 	}
 	c->plan->mem_budget_bytes = total;
@@ -984,14 +993,7 @@ static int plan_region(struct ctx *c, struct reg *r, struct kp_strbuf *why)
 		if (rc < 0)
 			return rc;
 		if (rc > 0) {
-			out->decision = KP_PLAN_EAGER;
-			out->reason = KP_PLAN_R_BLOCKER;
-			out->warmup = 0;
-			out->mem_budget_bytes = 0;
-			free(out->patches);
-			out->patches = NULL;
-			out->n_patches = 0;
-			r->saving = 0;
+			demote(r, KP_PLAN_R_BLOCKER);
 			kp_strbuf_reset(why);
 			kp_strbuf_addf(why, "more than %d changing kernel parameters to patch",
 				       KP_PLAN_MAX_PATCHES);

@@ -27,10 +27,8 @@ struct kp_rt_gpatch {
 	void *exec;
 	struct kp__rt_node *nodes;
 	size_t n_nodes;
-	struct gsite *sites;
+	struct gsite *sites;      /* in node order */
 	size_t n_sites;
-	uint32_t *touch;          /* nodes with sites, each once */
-	size_t n_touch;
 	uintptr_t cur;            /* the base the exec's sites point at now */
 };
 
@@ -109,21 +107,11 @@ KP_RT_API int kp_rt_gpatch_open(kp_rt *rt, void *graph, void *exec, const void *
 	}
 	for (size_t i = 0; i < g->n_nodes && !rc; i++) {
 		const struct kp__rt_node *nd = &g->nodes[i];
-		size_t before = g->n_sites;
 
 		if (nd->kind == KP__RT_NODE_MEMOP && memop_touches(nd, base, bytes))
 			rc = -2;
 		else if (nd->kind == KP__RT_NODE_KERNEL)
 			rc = node_sites(g, &cap, (uint32_t)i, base, bytes);
-		if (!rc && g->n_sites > before) {
-			void *p = realloc(g->touch, (g->n_touch + 1) * sizeof(*g->touch));
-			if (!p) {
-				rc = -5;
-				break;
-			}
-			g->touch = p;
-			g->touch[g->n_touch++] = (uint32_t)i;
-		}
 	}
 	if (rc) {
 		kp_rt_gpatch_close(g);
@@ -146,8 +134,13 @@ KP_RT_API int kp_rt_gpatch_set(kp_rt_gpatch *g, const void *new_ptr)
 
 		memcpy(g->nodes[g->sites[i].node].params + g->sites[i].off, &v, 8);
 	}
-	for (size_t i = 0; i < g->n_touch; i++) {
-		if (g->be->set_params(g->be->ctx, g->exec, &g->nodes[g->touch[i]])) {
+	/* one update per node with sites (the sites are in node order) */
+	for (size_t i = 0; i < g->n_sites; i++) {
+		uint32_t nd = g->sites[i].node;
+
+		if (i && nd == g->sites[i - 1].node)
+			continue;
+		if (g->be->set_params(g->be->ctx, g->exec, &g->nodes[nd])) {
 			g->cur = 0;   /* a mix: the next set rewrites every node */
 			return -4;
 		}
@@ -163,6 +156,5 @@ KP_RT_API void kp_rt_gpatch_close(kp_rt_gpatch *g)
 	if (g->nodes)
 		g->be->nodes_free(g->be->ctx, g->nodes, g->n_nodes);
 	free(g->sites);
-	free(g->touch);
 	free(g);
 }

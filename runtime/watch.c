@@ -807,6 +807,22 @@ enum {
 	K_CAPTURE,
 };
 
+/* Per class: what the call does wrong and the fix, after "CALL inside the
+ * region (after kernel K)"; a %s is the capture stream. */
+static const char *const offence[] = {
+	[K_SYNC] = ": a capture cannot wait for the GPU: move it out of the region",
+	[K_QUERY] = ": a capture cannot query a stream or an event: move it out of the region",
+	[K_ALLOC] = ": allocate and free outside the region (or use cudaMallocAsync / "
+		"cudaFreeAsync on %s)",
+	[K_REGISTER] = ": register host memory before the region",
+	[K_COPY] = " is synchronous: use cudaMemcpyAsync on %s (with pinned host memory)",
+	[K_SET] = " is synchronous: use cudaMemsetAsync on %s",
+	[K_CALLBACK] = ": a capture cannot hold a stream callback: use cudaLaunchHostFunc on %s",
+	[K_LIMIT] = ": set device limits before the region",
+	[K_CAPTURE] = ": the body starts a stream capture of its own: capture it outside the "
+		"region",
+};
+
 static const struct {
 	const char *name;
 	uint8_t cls;
@@ -869,7 +885,7 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 		    const CUpti_CallbackData *cb)
 {
 	uint8_t k = id < N_CLS ? cls_tab[drv][id] : 0;
-	char c[64], ab[128], b[40];
+	char c[64], ab[128], b[40], tail[192];
 	const char *af, *cap;
 
 	if (!k) {
@@ -889,44 +905,9 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 	call_name(c, sizeof(c), cb->functionName);
 	af = after(w, ab, sizeof(ab));
 	cap = cap_name(w, b, sizeof(b));
-	switch (k) {
-	case K_SYNC:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: a capture cannot wait for "
-		       "the GPU: move it out of the region", c, af);
-		break;
-	case K_QUERY:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: a capture cannot query a "
-		       "stream or an event: move it out of the region", c, af);
-		break;
-	case K_ALLOC:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: allocate and free outside "
-		       "the region (or use cudaMallocAsync / cudaFreeAsync on %s)", c, af, cap);
-		break;
-	case K_REGISTER:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: register host memory "
-		       "before the region", c, af);
-		break;
-	case K_COPY:
-		offend(w, cb, w->last_kernel, "%s inside the region%s is synchronous: use "
-		       "cudaMemcpyAsync on %s (with pinned host memory)", c, af, cap);
-		break;
-	case K_SET:
-		offend(w, cb, w->last_kernel, "%s inside the region%s is synchronous: use "
-		       "cudaMemsetAsync on %s", c, af, cap);
-		break;
-	case K_CALLBACK:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: a capture cannot hold a "
-		       "stream callback: use cudaLaunchHostFunc on %s", c, af, cap);
-		break;
-	case K_LIMIT:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: set device limits before "
-		       "the region", c, af);
-		break;
-	case K_CAPTURE:
-		offend(w, cb, w->last_kernel, "%s inside the region%s: the body starts a stream "
-		       "capture of its own: capture it outside the region", c, af);
-		break;
-	}
+	/* the tail of the message; a fix on the capture stream names it (%s) */
+	snprintf(tail, sizeof(tail), offence[k], cap);
+	offend(w, cb, w->last_kernel, "%s inside the region%s%s", c, af, tail);
 }
 
 /* ------------------------------------------------------------------------ */
