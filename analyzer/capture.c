@@ -1014,9 +1014,11 @@ static int patch_slots(struct kp__ana *a, struct kp__region *r)
  * top (kp_cost_predict adds the class's gap to every duration, so it is
  * taken off here; the node cost stays the floor). A kernel recorded as
  * launched with programmatic dependent launch (kp_launch_attrs) after an op
- * on its stream pays no dependency gap either: in a graph its blocks are
- * resident before its predecessor ends (measured on decode, H200: the PDL
- * graph runs at the sum of its kernels' durations).
+ * on its stream but not overlapping it (a host-bound eager run: the trace
+ * shows it alone) pays graph_traced_gap_pdl_ns instead of its class's gap:
+ * in a graph its launch and block start-up overlap its predecessor, which
+ * hides part of what CUPTI recorded (negative; kplan calibrate measures it
+ * on a chain of PDL kernels).
  */
 static int node_cls(struct kp__ana *a, const struct kp__op *op)
 {
@@ -1041,8 +1043,9 @@ static void node_durations(struct kp__ana *a, const struct kp_cost *c,
 		int64_t gap = llround(kp_cost_node_gap(c, mem[i]));
 		if (prev && prev->stream == op->stream && op->start < prev->end)
 			dur[i] = (op->end > prev->end ? op->end - prev->end : 0) - gap;
-		else if (prev && prev->stream == op->stream && (op->flags & KP__F_PDL))
-			dur[i] -= gap;
+		else if (prev && prev->stream == op->stream && (op->flags & KP__F_PDL) &&
+			 mem[i] != KP_NODE_MEMOP)
+			dur[i] += llround(c->v[KP_COST_TRACED_GAP_PDL]) - gap;
 	}
 }
 

@@ -3,6 +3,7 @@
  * kp_calibration. See cost.h and docs/DESIGN.md "Analyzer".
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ struct qdef {
  * queued back-to-back gaps of the bundled H200 trace (0.77-0.93 us).
  * graph_dep_gap_ns: graph_node_ns minus a tiny kernel's own ~0.6 us.
  * graph_traced_gap_ns, _gemm_ns: kplan-calibrate on an H100 (2026-11-25:
- * 101 and 347 ns).
+ * 101 and 347 ns); _pdl_ns: kplan-calibrate on an H100 and an H200 (2026-11-27: -422 and -300 ns).
  * Memory figures are estimates (kernel-node parameter buffers and the
  * executable graph's bookkeeping); dram bandwidth is ~90% of H100 SXM.
  */
@@ -62,6 +63,8 @@ static const struct qdef qdefs[KP_COST__N] = {
 		"graph replay, time per dependent node beyond its traced duration" },
 	[KP_COST_TRACED_GAP_GEMM] = { "graph_traced_gap_gemm_ns", 350,
 		"the same for GEMM library kernels (cuBLAS, CUTLASS)" },
+	[KP_COST_TRACED_GAP_PDL] = { "graph_traced_gap_pdl_ns", -420,
+		"the same for kernels with programmatic dependent launch (negative: hidden)" },
 };
 
 const char *kp_cost_name(int q)
@@ -229,6 +232,10 @@ int kp_cost_read(FILE *f, const char *what, struct kp_cost_file *cf, struct kp_e
 			q = kp_cost_from_name(name);
 			if (q < 0) {
 				fprintf(stderr, "kplan: %s: ignoring unknown quantity '%s'\n", what, name);
+				continue;
+			}
+			if (!isfinite(v)) {
+				fprintf(stderr, "kplan: %s: ignoring %s: not a finite number\n", what, name);
 				continue;
 			}
 			int i;

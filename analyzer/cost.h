@@ -62,6 +62,12 @@ enum kp_cost_q {
 	 * (cuBLAS, CUTLASS), which cost more per node */
 	KP_COST_TRACED_GAP,           /* "graph_traced_gap_ns" */
 	KP_COST_TRACED_GAP_GEMM,      /* "graph_traced_gap_gemm_ns" */
+	/* the same for a kernel launched with programmatic dependent launch
+	 * after a kernel on its stream, against the duration CUPTI records for
+	 * it when it starts on an idle stream (a host-bound eager run): in a
+	 * graph its launch and block start-up overlap its predecessor, so the
+	 * value is negative */
+	KP_COST_TRACED_GAP_PDL,       /* "graph_traced_gap_pdl_ns" */
 	KP_COST__N
 };
 

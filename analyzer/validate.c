@@ -23,7 +23,7 @@ struct truth {
 	struct kp_validate_row *rows;
 	int n, cap;
 	int line, field;
-	int c_workload, c_eager, c_graph;   /* column indexes, -1 unknown */
+	int c_workload, c_eager, c_graph, c_label;   /* column indexes, -1 unknown */
 	int bad_line;                       /* first line with a bad number */
 	char bad[64];
 	struct kp_validate_row cur;
@@ -53,8 +53,12 @@ static void on_field(void *s, size_t len, void *data)
 			t->c_eager = t->field;
 		else if (!strcmp(buf, "graph_ms"))
 			t->c_graph = t->field;
+		else if (!strcmp(buf, "label"))
+			t->c_label = t->field;
 	} else if (t->field == t->c_workload) {
 		snprintf(t->cur.workload, sizeof(t->cur.workload), "%s", buf);
+	} else if (t->field == t->c_label) {
+		snprintf(t->cur.label, sizeof(t->cur.label), "%s", buf);
 	} else if (t->field == t->c_eager || t->field == t->c_graph) {
 		double v;
 		if (parse_ms(buf, &v)) {
@@ -97,7 +101,7 @@ static void on_row(int c, void *data)
 int kp_validate_read_truth(const char *dir, struct kp_validate_row **rows, int *n,
 			   struct kp_err *err)
 {
-	struct truth t = { .c_workload = -1, .c_eager = -1, .c_graph = -1 };
+	struct truth t = { .c_workload = -1, .c_eager = -1, .c_graph = -1, .c_label = -1 };
 	struct csv_parser p;
 	char path[4096], buf[8192];
 	size_t got;

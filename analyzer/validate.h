@@ -24,6 +24,7 @@
 
 struct kp_validate_row {
 	char workload[128];
+	char label[128];           /* ground_truth.csv's label column ("" if none) */
 	double eager_ms;           /* measured, from ground_truth.csv */
 	double graph_ms;           /* measured */
 	/* from the analysis (0 / -1 when the region was not found) */
@@ -39,7 +40,8 @@ struct kp_validate_row {
 
 /*
  * Read dir/ground_truth.csv (libcsv; the header names the columns, extra
- * columns are ignored). *rows is malloc'ed; *n its length. KP_EFORMAT for a
+ * columns are ignored; an optional label column names the workload's region
+ * where it is not the command line's, e.g. a C program's NVTX range). *rows is malloc'ed; *n its length. KP_EFORMAT for a
  * file without workload/graph_ms columns or with a bad number (the message
  * names the line).
  */

@@ -20,8 +20,10 @@ const char kp_usage_validate[] =
 	"\n"
 	"Checks the cost model on a validation corpus: DIR holds ground_truth.csv\n"
 	"(workload,eager_ms,graph_ms: each workload's step measured eagerly and as one\n"
-	"CUDA graph on a GPU), one trace per workload (WORKLOAD.json.gz, the PyTorch\n"
-	"profiler's, each step in an annotation) and calib.txt (that GPU's\n"
+	"CUDA graph on a GPU; an optional label column names the workload's region),\n"
+	"one trace per workload (WORKLOAD.json.gz: the PyTorch profiler's, each step in\n"
+	"an annotation, or `kplan export --chrome` of a kplan recording, each region\n"
+	"an NVTX range) and calib.txt (that GPU's\n"
 	"kplan-calibrate output). Each trace is imported and analyzed with that\n"
 	"calibration, and the region's predicted graph time - its capturable body; edges\n"
 	"a graph leaves outside, such as loss.item(), are shown apart - is compared with\n"
@@ -33,7 +35,8 @@ const char kp_usage_validate[] =
 	"options:\n"
 	"  --calib FILE      calibration to use (default DIR/calib.txt when present,\n"
 	"                    else the documented defaults)\n"
-	"  --region LABEL    the region to compare (default step)\n"
+	"  --region LABEL    the region to compare where ground_truth.csv names none\n"
+	"                    (default step)\n"
 	"  --max-median PCT  exit 1 when the median |error| is above PCT percent\n"
 	"  --max-error PCT   exit 1 when any workload's |error| is above PCT percent\n"
 	"                    (or has no prediction)\n"
@@ -135,7 +138,7 @@ KP_CMD(validate)
 	for (i = 0; i < n; i++) {
 		struct kp_validate_row *r = &rows[i];
 		kp_progress("validate", i + 1, n);
-		if (kp_validate_one(dir, calib, label, scratch, r, &err)) {
+		if (kp_validate_one(dir, calib, r->label[0] ? r->label : label, scratch, r, &err)) {
 			rc = kp_cli_error(&err);
 			goto out;
 		}

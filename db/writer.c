@@ -14,6 +14,7 @@ static const char *const table_names[KP_T__N] = {
 	[KP_T_NVTX] = "NVTX_EVENTS",
 	[KP_T_OVERHEAD] = "PROFILER_OVERHEAD",
 	[KP_T_GPU] = "TARGET_INFO_GPU",
+	[KP_T_LAUNCH_ATTRS] = "kp_launch_attrs",
 };
 
 /* Column lists; runId is always bound last. */
@@ -36,6 +37,7 @@ static const char *const table_cols[KP_T__N] = {
 	[KP_T_GPU] = "id,name,busLocation,totalMemory,smCount,computeMajor,computeMinor,"
 		"clockRate,memoryBandwidth,l2CacheSize,maxThreadsPerBlock,maxRegistersPerSm,"
 		"maxShmemPerBlock,maxShmemPerSm,threadsPerWarp,uuid,runId",
+	[KP_T_LAUNCH_ATTRS] = "correlationId,pdl,runId",
 };
 
 const char *kp_table_name(int table)
@@ -71,8 +73,9 @@ static sqlite3_stmt *stmt(struct kp_writer *w, int t, struct kp_err *err)
 
 	if (w->st[t])
 		return w->st[t];
-	n = snprintf(sql, sizeof(sql), "INSERT INTO %s(%s) VALUES (?", table_names[t],
-		     table_cols[t]);
+	/* a launch's attributes are one row per launch, whoever saw it first */
+	n = snprintf(sql, sizeof(sql), "INSERT %sINTO %s(%s) VALUES (?",
+		     t == KP_T_LAUNCH_ATTRS ? "OR IGNORE " : "", table_names[t], table_cols[t]);
 	p = sql + n;
 	for (c = table_cols[t]; *c; c++) {
 		if (*c == ',') {
@@ -316,4 +319,15 @@ int kp_writer_gpu(struct kp_writer *w, const struct kp_gpu_rec *r, struct kp_err
 	sqlite3_bind_int(st, i++, r->threads_per_warp);
 	sqlite3_bind_text(st, i++, r->uuid, -1, SQLITE_STATIC);
 	return step(w, KP_T_GPU, st, i, err);
+}
+
+int kp_writer_pdl(struct kp_writer *w, int64_t corr, struct kp_err *err)
+{
+	sqlite3_stmt *st = stmt(w, KP_T_LAUNCH_ATTRS, err);
+
+	if (!st)
+		return err ? err->code : KP_EDB;
+	sqlite3_bind_int64(st, 1, corr);
+	sqlite3_bind_int(st, 2, 1);
+	return step(w, KP_T_LAUNCH_ATTRS, st, 3, err);
 }

@@ -110,7 +110,7 @@ struct kp_gpu_rec {
 
 enum kp_table {
 	KP_T_KERNEL, KP_T_RUNTIME, KP_T_MEMCPY, KP_T_MEMSET, KP_T_SYNC,
-	KP_T_NVTX, KP_T_OVERHEAD, KP_T_GPU, KP_T__N
+	KP_T_NVTX, KP_T_OVERHEAD, KP_T_GPU, KP_T_LAUNCH_ATTRS, KP_T__N
 };
 
 /* Name of the SQL table behind enum kp_table. */
@@ -142,5 +142,8 @@ int kp_writer_sync(struct kp_writer *w, const struct kp_sync_rec *r, struct kp_e
 int kp_writer_nvtx(struct kp_writer *w, const struct kp_nvtx_rec *r, struct kp_err *err);
 int kp_writer_overhead(struct kp_writer *w, const struct kp_overhead_rec *r, struct kp_err *err);
 int kp_writer_gpu(struct kp_writer *w, const struct kp_gpu_rec *r, struct kp_err *err);
+/* kp_launch_attrs: the launch with correlation id corr used programmatic
+ * dependent launch (a second row for the same launch is ignored). */
+int kp_writer_pdl(struct kp_writer *w, int64_t corr, struct kp_err *err);
 
 #endif

@@ -10,6 +10,7 @@
  *
  * Output, last line: "RESULT <example> <mode> steps <n> us_per_step <t>
  * hash <fnv64 of the outputs>"; equal hashes mean bit-identical outputs.
+ * Graph mode prints a "BODY" line before it (ex_body).
  */
 #ifndef KP_EXCOMMON_H
 #define KP_EXCOMMON_H
@@ -130,6 +131,47 @@ static inline void ex_result(const char *ex, const struct ex_args *a, int64_t ns
 {
 	printf("RESULT %s %s steps %d us_per_step %.3f hash %016llx\n", ex,
 	       ex_mode_name[a->mode], a->steps, ns / 1e3 / a->steps, (unsigned long long)h);
+}
+
+/*
+ * Replay period of an executable graph in microseconds: back-to-back
+ * launches timed with events, the fastest of 9 batches of 30 (what
+ * bench/cost_corpus.py measures for the PyTorch workloads: a replay's period
+ * is fixed, what varies is the machine). The graph's writes happen 273 more
+ * times: call it after the outputs are hashed.
+ */
+static inline double ex_replay_us(cudaGraphExec_t x, cudaStream_t s)
+{
+	cudaEvent_t e0, e1;
+	double best = 1e30;
+	float ms;
+	int b, i;
+
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (i = 0; i < 3; i++)
+		CK(cudaGraphLaunch(x, s));
+	for (b = 0; b < 9; b++) {
+		CK(cudaEventRecord(e0, s));
+		for (i = 0; i < 30; i++)
+			CK(cudaGraphLaunch(x, s));
+		CK(cudaEventRecord(e1, s));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (ms * 1e3 / 30 < best)
+			best = ms * 1e3 / 30;
+	}
+	CK(cudaEventDestroy(e0));
+	CK(cudaEventDestroy(e1));
+	return best;
+}
+
+/* The graph-mode line beside RESULT: the hand-written graph's replay period
+ * per step ("BODY <example> replay_us_per_step <t>"), the step's capturable
+ * body alone, without what the example does around each launch. */
+static inline void ex_body(const char *ex, double us_per_step)
+{
+	printf("BODY %s replay_us_per_step %.3f\n", ex, us_per_step);
 }
 
 /* deterministic pseudo-random init: value in [-scale, scale) from an index */

@@ -132,7 +132,8 @@ enum evkey { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARG
 enum argkey {
 	A_NONE, A_DEVICE, A_CONTEXT, A_STREAM, A_CORR, A_REGS, A_SMEM, A_SSMEM, A_DSMEM,
 	A_GRID, A_BLOCK, A_BYTES, A_RETVAL, A_VALUE, A_LAUNCH, A_GRAPH_NODE, A_GRAPH_ID,
-	A_EVENT_ID, A_CACHE, A_LMEM_THREAD, A_LMEM_TOTAL, A_GRID_ID, A_SYNC_TYPE, A__N
+	A_EVENT_ID, A_CACHE, A_LMEM_THREAD, A_LMEM_TOTAL, A_GRID_ID, A_SYNC_TYPE, A_PDL,
+	A_KPLAN_REGION, A__N
 };
 
 #define KEY(s, id) { s, sizeof(s) - 1, id }
@@ -147,6 +148,8 @@ static const struct { const char *key; size_t len; int id; } arg_keys[] = {
 	KEY("cache config", A_CACHE), KEY("local memory per thread", A_LMEM_THREAD),
 	KEY("local memory total", A_LMEM_TOTAL), KEY("grid id", A_GRID_ID),
 	KEY("sync type", A_SYNC_TYPE),
+	KEY("kplan pdl", A_PDL),      /* kplan export --chrome: programmatic dependent launch */
+	KEY("kplan region", A_KPLAN_REGION),  /* and a libkplanrt range's category */
 };
 
 enum topkey { TK_OTHER, TK_EVENTS, TK_DEVPROPS, TK_DRIVER, TK_RUNTIME, TK_CUPTI };
@@ -214,6 +217,7 @@ struct reader {
 	int64_t kernel_device;  /* device of the first kernel, -1 none */
 	int64_t cpu_op_domain;  /* StringIds id, 0 until first cpu_op */
 	int64_t python_domain;  /* StringIds id, 0 until first python_function */
+	int64_t kplan_domain;   /* StringIds id, 0 until first libkplanrt range */
 	struct flow *flows;
 	KP_VEC(struct cev) pending;
 	struct kp_strmap skipped;
@@ -425,6 +429,8 @@ static int write_event(struct reader *r, const struct cev *e, int64_t corr)
 		if (r->kernel_device < 0)
 			r->kernel_device = device;
 		WRITE(kp_writer_kernel(&r->w, &k, r->err));
+		if (e->a[A_PDL] && corr)
+			WRITE(kp_writer_pdl(&r->w, corr, r->err));
 		break;
 	}
 	case C_MEMCPY: {
@@ -592,6 +598,14 @@ static int nvtx_event(struct reader *r, const struct cev *e, int mark)
 	n.global_tid = KP_GLOBAL_TID(e->pid, e->tid);
 	if (e->cat == C_GPU_ANNOT) {
 		n.category = KP_NVTX_CAT_GPU;
+	} else if (e->cat == C_ANNOT && e->a[A_KPLAN_REGION] > 0) {
+		/* a region of libkplanrt (kplan export --chrome of a recording) */
+		int64_t d = named_domain(r, e, KP_IMPORT_KPLAN_DOMAIN, &r->kplan_domain);
+
+		if (d < 0)
+			return -1;
+		n.domain_id = d;
+		n.category = (int)e->a[A_KPLAN_REGION];
 	} else if (e->cat == C_CPU_OP || e->cat == C_PYFUNC) {
 		int64_t d = e->cat == C_CPU_OP
 			? named_domain(r, e, KP_IMPORT_CPU_OP_DOMAIN, &r->cpu_op_domain)

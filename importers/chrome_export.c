@@ -128,14 +128,21 @@ static int kernels(struct out *o)
 	sqlite3_stmt *st;
 	int rc;
 
-	if (prep(o, "SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId,"
-		 " (SELECT value FROM StringIds WHERE id = x.demangledName),"
-		 " x.registersPerThread, x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,"
-		 " x.staticSharedMemory, x.dynamicSharedMemory, x.launchType, x.cacheConfig,"
-		 " x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId"
-		 LAUNCH_COLS
-		 " FROM CUPTI_ACTIVITY_KIND_KERNEL x WHERE x.runId = ? ORDER BY x.start", &st))
+#define KERNEL_SQL(pdl) \
+	"SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId," \
+	" (SELECT value FROM StringIds WHERE id = x.demangledName)," \
+	" x.registersPerThread, x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ," \
+	" x.staticSharedMemory, x.dynamicSharedMemory, x.launchType, x.cacheConfig," \
+	" x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId" \
+	LAUNCH_COLS ", " pdl \
+	" FROM CUPTI_ACTIVITY_KIND_KERNEL x WHERE x.runId = ? ORDER BY x.start"
+	/* kp_launch_attrs: schema v2, absent from older read-only databases */
+	if (prep(o, kp_db_has_table(o->db, "kp_launch_attrs")
+		 ? KERNEL_SQL("(SELECT a.pdl FROM kp_launch_attrs a WHERE a.runId = x.runId"
+			      " AND a.correlationId = x.correlationId)")
+		 : KERNEL_SQL("NULL"), &st))
 		return -1;
+#undef KERNEL_SQL
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		FILE *f = o->f;
 		long long ss = I(14), ds = I(15);
@@ -156,6 +163,10 @@ static int kernels(struct out *o)
 			if (I(16 + i))
 				fprintf(f, ",\"%s\":%lld", opt[i], I(16 + i));
 		}
+		/* kplan's own key (Kineto has none): the launch used programmatic
+		 * dependent launch; kplan import reads it back into kp_launch_attrs */
+		if (I(25))
+			fputs(",\"kplan pdl\":1", f);
 		fputs("}}", f);
 		gpu_flow(o, st, 23, I(5), I(2), I(4), I(0));
 	}
@@ -239,33 +250,41 @@ static int api_calls(struct out *o)
 
 static int nvtx(struct out *o)
 {
-	int64_t cpu_dom = kp_db_int(o->db, "SELECT id FROM StringIds WHERE value = '"
-				    KP_IMPORT_CPU_OP_DOMAIN "'", -1);
-	int64_t py_dom = kp_db_int(o->db, "SELECT id FROM StringIds WHERE value = '"
-				   KP_IMPORT_PYTHON_DOMAIN "'", -1);
 	sqlite3_stmt *st;
 	int rc;
 
+	/* a domain's name is in its create event (eventType 75): the collector's
+	 * domain ids are its own, the importer's are StringIds ids */
 	if (prep(o, "SELECT x.start, x.end, x.eventType, x.category, x.globalTid,"
 		 " coalesce(x.text, (SELECT value FROM StringIds WHERE id = x.textId)), x.domainId,"
-		 " (SELECT value FROM StringIds WHERE id = x.domainId)"
+		 " (SELECT coalesce(d.text, s.value) FROM NVTX_EVENTS d"
+		 "   LEFT JOIN StringIds s ON s.id = d.textId WHERE d.runId = x.runId"
+		 "   AND d.eventType = 75 AND d.domainId = x.domainId LIMIT 1)"
 		 " FROM NVTX_EVENTS x WHERE x.runId = ? AND x.eventType IN (34, 59, 60)"
 		 " ORDER BY x.start", &st))
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int mark = sqlite3_column_type(st, 1) == SQLITE_NULL;
-		int64_t dom = I(6);
-		const char *cat = I(3) == KP_NVTX_CAT_GPU ? KP_CAT_GPU_ANNOT :
-				  dom && dom == cpu_dom ? KP_CAT_CPU_OP :
-				  dom && dom == py_dom ? KP_CAT_PYFUNC : KP_CAT_ANNOT;
+		const char *dom = I(6) ? T(7) : NULL;
+		int cpu = dom && !strcmp(dom, KP_IMPORT_CPU_OP_DOMAIN);
+		int py = dom && !strcmp(dom, KP_IMPORT_PYTHON_DOMAIN);
+		int rt = dom && !strcmp(dom, KP_IMPORT_KPLAN_DOMAIN);
+		/* a GPU-side projection has no domain; libkplanrt's ranges have
+		 * category 1 or 2 in its own domain */
+		const char *cat = I(3) == KP_NVTX_CAT_GPU && !I(6) ? KP_CAT_GPU_ANNOT :
+				  cpu ? KP_CAT_CPU_OP : py ? KP_CAT_PYFUNC : KP_CAT_ANNOT;
 
 		ev_begin(o, mark ? 'i' : 'X', cat, T(5), KP_GTID_PID(I(4)), KP_GTID_TID(I(4)),
 			 I(0), mark ? I(0) : I(1));
 		if (mark)
 			fputs(",\"s\":\"t\"", o->f);
-		if (dom && dom != cpu_dom && dom != py_dom && T(7)) {
+		if (rt) {
+			/* kplan import reads it back into the runtime's domain */
+			fprintf(o->f, ",\"args\":{\"domain\":\"" KP_IMPORT_KPLAN_DOMAIN "\","
+				"\"kplan region\":%lld}", I(3) > 0 ? I(3) : 1);
+		} else if (dom && !cpu && !py) {
 			fputs(",\"args\":{\"domain\":", o->f);
-			json_str(o->f, T(7));
+			json_str(o->f, dom);
 			fputc('}', o->f);
 		}
 		fputc('}', o->f);

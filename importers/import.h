@@ -38,6 +38,8 @@ enum kp_import_format {
 /* The same for python_function events (profiler with_stack=True): text is
  * Kineto's "FILE(LINE): FUNCTION" (or "nn.Module: NAME_N", "<built-in ...>"). */
 #define KP_IMPORT_PYTHON_DOMAIN "pytorch.python"
+/* libkplanrt's own NVTX domain (its regions); kept through export --chrome */
+#define KP_IMPORT_KPLAN_DOMAIN "kplan"
 
 struct kp_import_opts {
 	int format;            /* enum kp_import_format; 0 = detect */

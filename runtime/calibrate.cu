@@ -369,10 +369,15 @@ static void measure_dram(const struct cudaDeviceProp *prop)
  * what the one before wrote, as a model's graph runs (chains of one kernel
  * repeated cost less per node: 20-60 ns against ~100 ns on an H100, printed
  * to stderr for reference); GEMM: cuBLAS SGEMMs (cuBLAS and CUTLASS nodes
- * cost more per node, ~350 ns). Run last: tracing stays on once enabled.
+ * cost more per node, ~350 ns); PDL: the 64 kernels again, launched with
+ * programmatic dependent launch, their traced durations taken alone on the
+ * stream (a synchronisation after each, as a host-bound eager run records
+ * them), where the graph overlaps each with its predecessor: graph_traced_
+ * gap_pdl_ns is negative. Run last: tracing stays on once enabled.
  */
-enum { C_SPIN, C_COPY, C_PARAM, C_MIX, C_MANY, C_GEMM, C__N };
-static const char *const case_name[C__N] = { "spin", "copy", "param", "mix", "many", "gemm" };
+enum { C_SPIN, C_COPY, C_PARAM, C_MIX, C_MANY, C_GEMM, C_PDL, C__N };
+static const char *const case_name[C__N] = { "spin", "copy", "param", "mix", "many", "gemm",
+					     "pdl" };
 static std::vector<double> traced[C__N];
 static int cur_case = -1;
 
@@ -440,20 +445,41 @@ __global__ void many_kernel(big_params p, const float *in, float *out, int n)
 		out[i] = v;
 }
 
+/* the same with programmatic dependent launch, as PDL kernels are written
+ * (CUTLASS, TensorRT-LLM): wait for the predecessor's writes, let the
+ * successor launch, then work */
+template <int K>
+__global__ void pdl_kernel(big_params p, const float *in, float *out, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	float v;
+
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+	v = i < n ? in[i] : 0.0f;
+#pragma unroll
+	for (int r = 0; r < (K % 8) + 1; r++)
+		v = v * (1.0f + K * 0.001f) + (float)p.v[(i + K * 7 + r) % 192];
+	if (i < n)
+		out[i] = v;
+}
+
 typedef void (*many_fn)(big_params, const float *, float *, int);
 template <int K>
 struct many_table {
-	static void fill(many_fn *t)
+	static void fill(many_fn *t, many_fn *tp)
 	{
 		t[K - 1] = many_kernel<K - 1>;
-		many_table<K - 1>::fill(t);
+		tp[K - 1] = pdl_kernel<K - 1>;
+		many_table<K - 1>::fill(t, tp);
 	}
 };
 template <>
 struct many_table<0> {
-	static void fill(many_fn *) {}
+	static void fill(many_fn *, many_fn *) {}
 };
-static many_fn many_fns[64];
+static many_fn many_fns[64], pdl_fns[64];
+static int pdl_isolate;   /* C_PDL: synchronise after each kernel (traced durations) */
 
 __global__ void scale_kernel(float *x, int n, float a)
 {
@@ -498,6 +524,26 @@ static void launch_case(int k, const bufs &m)
 		for (int j = 0; j < 64; j++)
 			many_fns[j]<<<(j % 4 + 1) * 16, 256, 0, s>>>(m.p, j & 1 ? m.b : m.a,
 								   j & 1 ? m.a : m.b, 1 << 14);
+		break;
+	case C_PDL:
+		for (int j = 0; j < 64; j++) {
+			cudaLaunchConfig_t c = {};
+			cudaLaunchAttribute at[1];
+			const float *in = j & 1 ? m.b : m.a;
+			float *out = j & 1 ? m.a : m.b;
+			int n = 1 << 14;
+
+			c.gridDim = dim3((j % 4 + 1) * 16);
+			c.blockDim = dim3(256);
+			c.stream = s;
+			at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+			at[0].val.programmaticStreamSerializationAllowed = 1;
+			c.attrs = at;
+			c.numAttrs = 1;
+			CK(cudaLaunchKernelEx(&c, pdl_fns[j], m.p, in, out, n));
+			if (pdl_isolate)
+				CK(cudaStreamSynchronize(s));
+		}
 		break;
 	default:
 		if (cublasSgemm(m.h, CUBLAS_OP_N, CUBLAS_OP_N, 1024, 32, 1024, &one, m.a, 1024,
@@ -561,7 +607,7 @@ static void measure_traced_gap(void)
 
 	for (i = 0; i < 192; i++)
 		m.p.v[i] = i;
-	many_table<64>::fill(many_fns);
+	many_table<64>::fill(many_fns, pdl_fns);
 	CK(cudaMalloc(&m.a, 4 << 20));
 	CK(cudaMalloc(&m.b, 4 << 20));
 	CK(cudaMalloc(&m.c, 4 << 20));
@@ -588,11 +634,15 @@ static void measure_traced_gap(void)
 	}
 	for (k = 0; k < C__N; k++) {
 		cur_case = k;
+		/* PDL kernels alone on the stream, as a host-bound eager run
+		 * records them (queued back to back they would overlap) */
+		pdl_isolate = k == C_PDL;
 		for (i = 0; i < runs; i++)
 			launch_case(k, m);
 		CK(cudaStreamSynchronize(s));
 		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	}
+	pdl_isolate = 0;
 	cur_case = -1;
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	for (k = 0; k < C__N; k++) {
@@ -611,6 +661,7 @@ static void measure_traced_gap(void)
 	}
 	printf("graph_traced_gap_ns %.1f %zu\n", gap[C_MANY], traced[C_MANY].size());
 	printf("graph_traced_gap_gemm_ns %.1f %zu\n", gap[C_GEMM], traced[C_GEMM].size());
+	printf("graph_traced_gap_pdl_ns %.1f %zu\n", gap[C_PDL], traced[C_PDL].size());
 	cublasDestroy(m.h);
 	cudaFree(m.a);
 	cudaFree(m.b);

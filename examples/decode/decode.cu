@@ -1106,6 +1106,19 @@ int main(int argc, char **argv)
 	if (gpatch)
 		fprintf(stderr, "decode: graph patch: host us/token in updates %.2f, in launch %.2f\n",
 			gp_set / 1e3 / a.steps, gp_launch / 1e3 / a.steps);
+	if (a.mode == EX_GRAPH && !gpatch && a.steps > 0) {
+		/* each KV-length bucket's graph, weighted by the tokens it ran
+		 * (after the hash: replays write the cache and the logits) */
+		double sum = 0;
+		int k, n;
+
+		for (k = 1; k <= MAXT / 128; k++) {   /* ge[k]: tokens (k - 1) * 128 .. k * 128 - 1 */
+			n = a.steps - (k - 1) * 128 < 128 ? a.steps - (k - 1) * 128 : 128;
+			if (ge[k] && n > 0)
+				sum += n * ex_replay_us(ge[k], s);
+		}
+		ex_body("decode", sum / a.steps);
+	}
 	ex_result("decode", &a, t1 - t0, h);
 	kp_rt_close(rt);
 	return 0;

@@ -459,9 +459,12 @@ static void test_model_overlap(void)
 }
 
 /* Kernels recorded as launched with programmatic dependent launch
- * (kp_launch_attrs) pay no dependency gap after the first; without the rows
- * the same timeline pays it on every kernel. */
-static void model_pdl(int with_attrs, int64_t *pred)
+ * (kp_launch_attrs), each alone on the stream (a host-bound run), pay
+ * graph_traced_gap_pdl_ns after the first instead of the class's gap (in a
+ * graph their start-up overlaps the predecessor); without the rows the same
+ * timeline pays the class's gap on every kernel. *calibrated: the same after
+ * kplan calibrate stored -2000 ns for this GPU. */
+static void model_pdl(int with_attrs, int64_t *pred, int64_t *calibrated)
 {
 	struct kp_analysis_summary sum;
 	struct tl t;
@@ -487,22 +490,34 @@ static void model_pdl(int with_attrs, int64_t *pred)
 	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &sum), 0);
 	CU_ASSERT_EQUAL(sum.n_pdl, with_attrs ? 12 : 0);
 	*pred = q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
+	{
+		struct kp_err err = {0};
+
+		CU_ASSERT_EQUAL_FATAL(kp_cost_store(t.db, "TestGPU", 0, KP_COST_TRACED_GAP_PDL,
+						    -2000, 9, &err), 0);
+	}
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &sum), 0);
+	*calibrated = q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
 	tl_close(&t);
 }
 
 static void test_model_pdl(void)
 {
 	struct kp_cost c;
-	int64_t none = 0, pdl = 0;
-	double gap;
+	int64_t none = 0, pdl = 0, none_c = 0, pdl_c = 0;
+	double gap, pgap;
 
 	kp_cost_defaults(&c);
 	gap = kp_cost_node_gap(&c, KP_NODE_KERNEL);
-	model_pdl(0, &none);
-	model_pdl(1, &pdl);
+	pgap = c.v[KP_COST_TRACED_GAP_PDL];
+	CU_ASSERT(pgap < 0);
+	model_pdl(0, &none, &none_c);
+	model_pdl(1, &pdl, &pdl_c);
 	CU_ASSERT_EQUAL(none, llround(4 * (5000 + gap)));
+	CU_ASSERT_EQUAL(none_c, none);   /* no PDL kernels: the PDL constant is unused */
 	/* the first kernel keeps its gap (nothing before it in the region) */
-	CU_ASSERT_EQUAL(pdl, llround(5000 + gap + 3 * 5000));
+	CU_ASSERT_EQUAL(pdl, llround(5000 + gap) + 3 * (5000 + llround(pgap)));
+	CU_ASSERT_EQUAL(pdl_c, llround(5000 + gap) + 3 * (5000 - 2000));
 }
 
 static void test_fingerprint_mangled(void)
@@ -864,6 +879,15 @@ static void test_validate_truth(void)
 	CU_ASSERT_DOUBLE_EQUAL(r[0].graph_ms, 0.5, 1e-12);
 	CU_ASSERT_DOUBLE_EQUAL(r[0].eager_ms, 2.5, 1e-12);
 	CU_ASSERT_DOUBLE_EQUAL(r[1].graph_ms, 1.25, 1e-12);
+	CU_ASSERT_STRING_EQUAL(r[0].label, "");      /* no label column */
+	free(r);
+	/* a label column: each workload's region, empty for the default */
+	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v1l", "workload,graph_ms,label\n"
+						       "mlp,0.2,mlp.forward\nr18,0.5,\n"),
+					       &r, &n, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(r[0].label, "mlp.forward");
+	CU_ASSERT_STRING_EQUAL(r[1].label, "");
 	free(r);
 	/* the errors name the file and the line */
 	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v2", "workload,eager_ms\na,1\n"), &r, &n,
@@ -930,7 +954,21 @@ static void test_cost_names_and_load(void)
 	for (int q_ = 0; q_ < KP_COST__N; q_++) {
 		CU_ASSERT_PTR_NOT_NULL(kp_cost_name(q_));
 		CU_ASSERT_EQUAL(kp_cost_from_name(kp_cost_name(q_)), q_);
-		CU_ASSERT_TRUE(kp_cost_default(q_) > 0);
+		/* only the PDL gap is negative: start-up hidden behind the predecessor */
+		CU_ASSERT_TRUE(q_ == KP_COST_TRACED_GAP_PDL ? kp_cost_default(q_) < 0
+							   : kp_cost_default(q_) > 0);
+	}
+	/* a calibration file's value must be a finite number */
+	{
+		struct kp_cost_file cf;
+		const char *path = kp_test_path("nan_calib.txt");
+
+		kp_test_write(path, "gpu TestGPU\ndriver 580\ngraph_node_ns nan 9\n"
+			      "graph_traced_gap_ns inf 9\ngraph_traced_gap_pdl_ns -300.5 9\n", -1);
+		CU_ASSERT_EQUAL(kp_cost_read_path(path, &cf, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(cf.n, 1);
+		CU_ASSERT_EQUAL(cf.row[0].q, KP_COST_TRACED_GAP_PDL);
+		CU_ASSERT_DOUBLE_EQUAL(cf.row[0].value, -300.5, 1e-9);
 	}
 	CU_ASSERT_STRING_EQUAL(kp_cost_name(KP_COST_LAUNCH_HOST), "launch_host_ns");
 	CU_ASSERT_STRING_EQUAL(kp_cost_name(KP_COST_GRAPH_LAUNCH_BASE), "graph_launch_base_ns");
@@ -1704,7 +1742,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "patch slots", test_patch_slots },
 	{ "fingerprint: mangled name, dynamic smem", test_fingerprint_mangled },
 	{ "model: overlapping kernels count once", test_model_overlap },
-	{ "model: programmatic dependent launch hides the gap", test_model_pdl },
+	{ "model: programmatic dependent launch hides start-up (calibrated)", test_model_pdl },
 	{ "mining: period, phase, occurrences", test_mine_period },
 	{ "mining: region from a stream", test_mined_region },
 	{ "selection and distributions", test_select },

@@ -13,8 +13,10 @@
 
 #include "common/hash.h"
 #include "db/db.h"
+#include "db/writer.h"
 #include "importers/chrome_export.h"
 #include "importers/import.h"
+#include "importers/kineto.h"
 #include "testutil.h"
 
 #define FIXTURE "tests/fixtures/resnet18_b1.json.gz"
@@ -486,6 +488,77 @@ static void test_python_frames(void)
 	CU_ASSERT_EQUAL(d1.nvtx, d2.nvtx);
 }
 
+/*
+ * A kplan recording through `kplan export --chrome` and back (how the C
+ * examples enter the validation corpus): libkplanrt's region ranges keep
+ * their domain (the collector names it in a create event under its own id,
+ * not a StringIds id) and category, so they are runtime regions again and
+ * not GPU-side annotations; a launch recorded with programmatic dependent
+ * launch keeps its kp_launch_attrs row.
+ */
+static void test_export_recording(void)
+{
+	const char *dir = new_dir("recording");
+	const char *rec = in_dir(dir, "rec.db"), *json = in_dir(dir, "rec.json");
+	const char *back = in_dir(dir, "back.db");
+	struct kp_run_info ri = { .source = "kplan record", .device_name = "TestGPU",
+				  .driver_version = 580 };
+	struct kp_chrome_export_stats es;
+	struct kp_import_stats st;
+	struct kp_err err = {0};
+	struct kp_writer w;
+	struct kp_db *db;
+	int64_t run;
+	FILE *f;
+
+	db = kp_db_open(rec, KP_DB_CREATE, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL_FATAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+	kp_writer_init(&w, db, run);
+	{
+		struct kp_nvtx_rec dom = { .start = 10, .end = -1, .event_type = 75, .text = "kplan",
+					   .global_tid = KP_GLOBAL_TID(9, 11), .domain_id = 7 };
+		struct kp_nvtx_rec r = { .start = 100000, .end = 200000,
+					 .event_type = KP_NVTX_PUSHPOP, .text = "mlp.forward",
+					 .category = 1, .global_tid = KP_GLOBAL_TID(9, 11),
+					 .domain_id = 7 };
+		struct kp_api_rec a = { .start = 110000, .end = 112000,
+					.name = "cudaLaunchKernelExC", .correlation_id = 5,
+					.global_tid = KP_GLOBAL_TID(9, 11) };
+		struct kp_kernel_rec k = { .start = 120000, .end = 125000, .stream_id = 13,
+					   .correlation_id = 5, .name = "pdl_kernel",
+					   .grid = { 8, 1, 1 }, .block = { 128, 1, 1 } };
+
+		CU_ASSERT_EQUAL(kp_writer_nvtx(&w, &dom, &err), 0);
+		CU_ASSERT_EQUAL(kp_writer_nvtx(&w, &r, &err), 0);
+		CU_ASSERT_EQUAL(kp_writer_api(&w, &a, &err), 0);
+		CU_ASSERT_EQUAL(kp_writer_kernel(&w, &k, &err), 0);
+		a.start = 130000, a.end = 131000, a.correlation_id = 6;
+		k.start = 140000, k.end = 141000, k.correlation_id = 6, k.name = "plain_kernel";
+		CU_ASSERT_EQUAL(kp_writer_api(&w, &a, &err), 0);
+		CU_ASSERT_EQUAL(kp_writer_kernel(&w, &k, &err), 0);
+		CU_ASSERT_EQUAL(kp_writer_pdl(&w, 5, &err), 0);
+		CU_ASSERT_EQUAL(kp_writer_pdl(&w, 5, &err), 0);   /* a second row is ignored */
+	}
+	kp_writer_release(&w);
+	f = fopen(json, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_export_chrome(db, run, f, &es, &err), 0);
+	fclose(f);
+	kp_db_close(db);
+	CU_ASSERT_EQUAL_FATAL(import_file(json, back, &st, &err), 0);
+	CU_ASSERT_EQUAL(st.skipped, 0);
+	CU_ASSERT_EQUAL(q(back, "SELECT count(*) FROM kp_launch_attrs WHERE pdl = 1"), 1);
+	CU_ASSERT_EQUAL(q(back, "SELECT k.correlationId FROM kp_launch_attrs a JOIN"
+			  " CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = a.correlationId"
+			  " JOIN StringIds s ON s.id = k.shortName WHERE s.value = 'pdl_kernel'"), 5);
+	/* the range: CPU side, category 1, in the domain named kplan */
+	CU_ASSERT_EQUAL(q(back, "SELECT count(*) FROM NVTX_EVENTS n WHERE n.eventType = 59"
+			  " AND n.category = 1 AND n.text = 'mlp.forward' AND n.domainId ="
+			  " (SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'kplan')"
+			  " AND n.globalTid = (9 << 24) | 11 AND n.start = 100000"), 1);
+}
+
 /* ------------------------------------------------------------------ bad input */
 
 /* Import must fail with code and words in the message, leave dir as it was. */
@@ -799,6 +872,7 @@ CU_TestInfo kp_tests_importers[] = {
 	{ "resnet18 fixture counts and run row", test_resnet_counts },
 	{ "import -> export -> import round trip", test_roundtrip },
 	{ "export: analyzer regions and gaps tracks", test_export_analysis_tracks },
+	{ "export --chrome of a recording: runtime regions and PDL kept", test_export_recording },
 	{ "flows, key order, unknown categories", test_flows_and_order },
 	{ "python frames: their own domain, round trip", test_python_frames },
 	{ "bad: truncated gzip", test_bad_truncated_gzip },
