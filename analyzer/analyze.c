@@ -427,6 +427,7 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	free(a.by_cpu);
 	free(a.ev);
 	free(a.rec);
+	free(a.hostfn);
 	free(a.args);
 	kp_arena_release(&a.arena);
 	return rc;

@@ -114,12 +114,17 @@ double kp_cost_node_gap(const struct kp_cost *c, int cls);
 
 /*
  * dur_ns[i]: traced device time of node i; cls[i] (may be NULL: all
- * kernels): KP_NODE_*. patched_nodes: nodes needing parameter updates per
- * replay; shape_keys >= 1 graphs are instantiated.
+ * kernels): KP_NODE_*; stream[i] (may be NULL: one chain): the stream node
+ * i ran on, node 0's being the region's (nodes on other streams are forked
+ * from it and joined back, and run beside it: the device time is the longest
+ * chain; up to 16 streams are followed, further ones count on the region's
+ * chain). host_nodes: captured cudaLaunchHostFunc calls. patched_nodes:
+ * nodes needing parameter updates per replay; shape_keys >= 1 graphs are
+ * instantiated.
  */
 void kp_cost_predict(const struct kp_cost *c, const int64_t *dur_ns,
-		     const uint8_t *cls, size_t n_nodes, int64_t eager_ns,
-		     int64_t patched_nodes, int64_t shape_keys,
-		     struct kp_region_pred *out);
+		     const uint8_t *cls, const uint32_t *stream, int64_t host_nodes,
+		     size_t n_nodes, int64_t eager_ns, int64_t patched_nodes,
+		     int64_t shape_keys, struct kp_region_pred *out);
 
 #endif

@@ -1032,12 +1032,13 @@ static int node_cls(struct kp__ana *a, const struct kp__op *op)
 }
 
 static void node_durations(struct kp__ana *a, const struct kp_cost *c,
-			   const struct kp__occ *o, int64_t *dur, uint8_t *mem)
+			   const struct kp__occ *o, int64_t *dur, uint8_t *mem, uint32_t *stream)
 {
 	for (uint32_t i = 0; i < o->n; i++) {
 		const struct kp__op *op = &a->ops[o->ops[i]];
 		const struct kp__op *prev = i ? &a->ops[o->ops[i - 1]] : NULL;
 
+		stream[i] = op->stream;
 		dur[i] = op->end - op->start;
 		mem[i] = (uint8_t)node_cls(a, op);
 		int64_t gap = llround(kp_cost_node_gap(c, mem[i]));
@@ -1047,6 +1048,23 @@ static void node_durations(struct kp__ana *a, const struct kp_cost *c,
 			 mem[i] != KP_NODE_MEMOP)
 			dur[i] += llround(c->v[KP_COST_TRACED_GAP_PDL]) - gap;
 	}
+}
+
+/* cudaLaunchHostFunc calls (host nodes once captured) in [t0, t1). */
+static int64_t host_funcs(struct kp__ana *a, int64_t t0, int64_t t1)
+{
+	size_t lo = 0, hi = a->n_hostfn, n = 0;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->hostfn[mid] < t0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo + n < a->n_hostfn && a->hostfn[lo + n] < t1)
+		n++;
+	return (int64_t)n;
 }
 
 /*
@@ -1060,12 +1078,14 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 	uint32_t n = t->n, step = r->n_occ > 1000 ? r->n_occ / 1000 : 1, nv = 0;
 	int64_t *dur = calloc(n ? n : 1, sizeof(*dur));
 	uint8_t *mem = calloc(n ? n : 1, 1);
+	uint32_t *str = calloc(n ? n : 1, sizeof(*str));
 	int64_t *v = malloc((r->n_occ / step + 2) * sizeof(*v));
 	struct kp_region_pred p;
 
-	if (!dur || !mem || !v) {
+	if (!dur || !mem || !str || !v) {
 		free(dur);
 		free(mem);
+		free(str);
 		free(v);
 		return KP_ENOMEM;
 	}
@@ -1073,15 +1093,15 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 		const struct kp__occ *o = &r->occ[k];
 		if (o->n != n)
 			continue;
-		node_durations(a, &a->cost, o, dur, mem);
-		kp_cost_predict(&a->cost, dur, mem, n, o->eager, r->patched_nodes,
-				r->shape_keys, &p);
+		node_durations(a, &a->cost, o, dur, mem, str);
+		kp_cost_predict(&a->cost, dur, mem, str, host_funcs(a, o->t0, o->t1), n, o->eager,
+				r->patched_nodes, r->shape_keys, &p);
 		v[nv++] = p.graph_ns + o->edge_ns;
 	}
 	/* the template itself fixes one-time cost and memory */
-	node_durations(a, &a->cost, t, dur, mem);
-	kp_cost_predict(&a->cost, dur, mem, n, r->eager, r->patched_nodes,
-			r->shape_keys, &r->pred);
+	node_durations(a, &a->cost, t, dur, mem, str);
+	kp_cost_predict(&a->cost, dur, mem, str, host_funcs(a, t->t0, t->t1), n, r->eager,
+			r->patched_nodes, r->shape_keys, &r->pred);
 	r->pred.graph_ns += t->edge_ns;
 	if (nv)
 		r->pred.graph_ns = kp__median(v, nv);
@@ -1093,6 +1113,7 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 	r->has_pred = 1;
 	free(dur);
 	free(mem);
+	free(str);
 	free(v);
 	return 0;
 }

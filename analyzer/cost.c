@@ -24,7 +24,8 @@ struct qdef {
  * queued back-to-back gaps of the bundled H200 trace (0.77-0.93 us).
  * graph_dep_gap_ns: graph_node_ns minus a tiny kernel's own ~0.6 us.
  * graph_traced_gap_ns, _gemm_ns: kplan-calibrate on an H100 (2026-11-25:
- * 101 and 347 ns); _pdl_ns: kplan-calibrate on an H100 and an H200 (2026-11-27: -422 and -300 ns).
+ * 101 and 347 ns); _pdl_ns: kplan-calibrate on an H100 and an H200 (2026-11-27:
+ * -422 to -439 and -300 ns). graph_host_node_ns: the same (33.0 and 27.1 us).
  * Memory figures are estimates (kernel-node parameter buffers and the
  * executable graph's bookkeeping); dram bandwidth is ~90% of H100 SXM.
  */
@@ -65,6 +66,8 @@ static const struct qdef qdefs[KP_COST__N] = {
 		"the same for GEMM library kernels (cuBLAS, CUTLASS)" },
 	[KP_COST_TRACED_GAP_PDL] = { "graph_traced_gap_pdl_ns", -420,
 		"the same for kernels with programmatic dependent launch (negative: hidden)" },
+	[KP_COST_GRAPH_HOST_NODE] = { "graph_host_node_ns", 30000,
+		"graph replay, device time per host node (cudaLaunchHostFunc)" },
 };
 
 const char *kp_cost_name(int q)

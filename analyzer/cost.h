@@ -68,6 +68,9 @@ enum kp_cost_q {
 	 * graph its launch and block start-up overlap its predecessor, so the
 	 * value is negative */
 	KP_COST_TRACED_GAP_PDL,       /* "graph_traced_gap_pdl_ns" */
+	/* device time a host node (cudaLaunchHostFunc captured) adds to a
+	 * replay: the GPU waits for the host callback's round trip */
+	KP_COST_GRAPH_HOST_NODE,      /* "graph_host_node_ns" */
 	KP_COST__N
 };
 

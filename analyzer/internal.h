@@ -61,6 +61,7 @@ enum kp__cls {
 	KP__C_OTHER = 0, KP__C_LAUNCH, KP__C_GRAPH_LAUNCH, KP__C_SYNC,
 	KP__C_COPY_SYNC, KP__C_COPY_ASYNC, KP__C_MALLOC, KP__C_FREE,
 	KP__C_HOST_FUNC, KP__C_WAIT_EVENT, KP__C_MEMSET, KP__C_EVENT_RECORD,
+	KP__C_HOST_NODE,          /* cudaLaunchHostFunc: captures as a host node */
 };
 
 /* Blocker kinds, in the order of kp__blocker_kind_name. */
@@ -173,6 +174,8 @@ struct kp__ana {
 	size_t n_ev;
 	int64_t *rec;              /* cudaEventRecord call starts, ascending */
 	size_t n_rec;
+	int64_t *hostfn;           /* cudaLaunchHostFunc call starts, ascending */
+	size_t n_hostfn;
 	int wait_streams;          /* the trace says which stream each event wait was on */
 
 	struct kp__arg *args;      /* by (corr, idx) */

@@ -309,7 +309,7 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 		[KP__C_EVENT_RECORD] = 0,
 	};
 	KP_VEC(struct kp__ev) ev = KP_VEC_INIT;
-	KP_VEC(int64_t) rec = KP_VEC_INIT;
+	KP_VEC(int64_t) rec = KP_VEC_INIT, hostfn = KP_VEC_INIT;
 	int64_t last_id = -1;
 	uint32_t last_ix = 0;
 	int rc = 0;
@@ -337,7 +337,8 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 			l.name = ix;
 			j->rows[(*n_l)++] = l;
 		}
-		if (cls == KP__C_EVENT_RECORD && kp_vec_push(&rec, l.start)) {
+		if ((cls == KP__C_EVENT_RECORD && kp_vec_push(&rec, l.start)) ||
+		    (cls == KP__C_HOST_NODE && kp_vec_push(&hostfn, l.start))) {
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			break;
 		}
@@ -357,6 +358,8 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 	a->n_ev = ev.len;
 	a->rec = rec.data;
 	a->n_rec = rec.len;
+	a->hostfn = hostfn.data;
+	a->n_hostfn = hostfn.len;
 	return rc;
 }
 
@@ -657,6 +660,8 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 		qsort(a->ev, a->n_ev, sizeof(*a->ev), cmp_ev);
 	if (a->n_rec)
 		qsort(a->rec, a->n_rec, sizeof(*a->rec), cmp_t);
+	if (a->n_hostfn)
+		qsort(a->hostfn, a->n_hostfn, sizeof(*a->hostfn), cmp_t);
 	return timeline(a, err);
 }
 

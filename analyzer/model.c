@@ -36,22 +36,57 @@ double kp_cost_node_gap(const struct kp_cost *c, int cls)
 	return c->v[cls == KP_NODE_GEMM ? KP_COST_TRACED_GAP_GEMM : KP_COST_TRACED_GAP];
 }
 
+/* Per-stream finish times of the critical path (kp_cost_predict). */
+#define MAX_BRANCHES 16
+
 void kp_cost_predict(const struct kp_cost *c, const int64_t *dur_ns,
-		     const uint8_t *cls, size_t n_nodes, int64_t eager_ns,
-		     int64_t patched_nodes, int64_t shape_keys,
-		     struct kp_region_pred *out)
+		     const uint8_t *cls, const uint32_t *stream, int64_t host_nodes,
+		     size_t n_nodes, int64_t eager_ns, int64_t patched_nodes,
+		     int64_t shape_keys, struct kp_region_pred *out)
 {
-	double dev = 0, host;
+	/* branch b: stream sb[b], finish time fin[b], main-stream epoch of its
+	 * last node (a branch that ran since the main stream's last node is
+	 * joined by the main stream's next node; one that did not is forked
+	 * anew from the main stream's finish) */
+	uint32_t sb[MAX_BRANCHES];
+	double fin[MAX_BRANCHES] = {0}, dev = 0, host;
+	int64_t ep[MAX_BRANCHES] = {0}, epoch = 0;
+	int nb = 1;
 
 	if (shape_keys < 1)
 		shape_keys = 1;
+	sb[0] = stream && n_nodes ? stream[0] : 0;
 	for (size_t i = 0; i < n_nodes; i++) {
-		int k = cls ? cls[i] : KP_NODE_KERNEL;
+		int k = cls ? cls[i] : KP_NODE_KERNEL, b = 0;
 		double node = c->v[k == KP_NODE_MEMOP ? KP_COST_GRAPH_MEMOP_NODE
 						       : KP_COST_GRAPH_NODE];
-		double t = (double)dur_ns[i] + kp_cost_node_gap(c, k);
-		dev += t > node ? t : node;
+		double t = (double)dur_ns[i] + kp_cost_node_gap(c, k), start;
+
+		if (t < node)
+			t = node;
+		if (stream)
+			while (b < nb && sb[b] != stream[i])
+				b++;
+		if (b == nb && nb == MAX_BRANCHES)
+			b = 0;            /* beyond the branches followed: the main chain */
+		else if (b == nb)
+			sb[nb++] = stream[i];
+		start = fin[b];
+		if (b == 0) {
+			for (int j = 1; j < nb; j++)
+				if (ep[j] == epoch && fin[j] > start)
+					start = fin[j];   /* join */
+			epoch++;
+		} else if (ep[b] != epoch && fin[0] > start) {
+			start = fin[0];           /* fork */
+		}
+		ep[b] = epoch;
+		fin[b] = start + t;
 	}
+	for (int j = 0; j < nb; j++)
+		if (fin[j] > dev)
+			dev = fin[j];
+	dev += c->v[KP_COST_GRAPH_HOST_NODE] * (double)host_nodes;
 	host = c->v[KP_COST_GRAPH_LAUNCH_BASE] +
 		c->v[KP_COST_GRAPH_LAUNCH_NODE] * (double)n_nodes +
 		c->v[KP_COST_SET_PARAMS] * (double)patched_nodes;

@@ -128,7 +128,7 @@ int kp__classify_api(const char *n)
 	if (has(n, "StreamAddCallback"))
 		return KP__C_HOST_FUNC;
 	if (has(n, "LaunchHostFunc"))
-		return KP__C_OTHER;
+		return KP__C_HOST_NODE;
 	if (has(n, "LaunchKernel") || has(n, "LaunchCooperativeKernel") ||
 	    strncmp(n, "cuLaunch", 8) == 0 || strcmp(n, "cuLaunchGrid") == 0)
 		return KP__C_LAUNCH;

@@ -249,6 +249,70 @@ static void measure_set_params(void *buf)
 	cudaGraphDestroy(g);
 }
 
+static void CUDART_CB host_noop(void *p)
+{
+	(void)p;
+}
+
+/* replay period of x: 30 back-to-back launches between events, median of REPS */
+static double graph_period_ns(cudaGraphExec_t x)
+{
+	std::vector<double> v;
+	cudaEvent_t a, b;
+	float ms;
+	int r, i;
+
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	CK(cudaGraphLaunch(x, s));    /* upload / warm */
+	CK(cudaStreamSynchronize(s));
+	for (r = 0; r < REPS; r++) {
+		CK(cudaEventRecord(a, s));
+		for (i = 0; i < 30; i++)
+			CK(cudaGraphLaunch(x, s));
+		CK(cudaEventRecord(b, s));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventElapsedTime(&ms, a, b));
+		v.push_back(ms * 1e6 / 30);
+	}
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	return median(v);
+}
+
+/*
+ * graph_host_node_ns: what one host node (cudaLaunchHostFunc under capture,
+ * a per-step hook) adds to the replay period of back-to-back replays: a
+ * chain of 40 tiny kernels with one host node in the middle against the
+ * same chain without. The GPU waits while the driver's callback thread runs
+ * the function and signals back, and the next replay's work queues behind
+ * it (stderr also shows what a replay timed alone pays).
+ */
+static void measure_host_node(void *buf)
+{
+	cudaGraph_t g[2];
+	double t[2], lone[2];
+	int j, i;
+
+	for (j = 0; j < 2; j++) {
+		CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+		for (i = 0; i < 40; i++) {
+			empty_kernel<<<1, 32, 0, s>>>((int *)buf);
+			if (j && i == 20)
+				CK(cudaLaunchHostFunc(s, host_noop, NULL));
+		}
+		CK(cudaStreamEndCapture(s, &g[j]));
+		cudaGraphExec_t x = inst(g[j]);
+		t[j] = graph_period_ns(x);
+		lone[j] = graph_device_ns(x);
+		cudaGraphExecDestroy(x);
+		cudaGraphDestroy(g[j]);
+	}
+	fprintf(stderr, "kplan-calibrate: host node: %.0f ns per replay back to back, %.0f ns "
+		"in a replay timed alone\n", t[1] - t[0], lone[1] - lone[0]);
+	out("graph_host_node_ns", t[1] - t[0]);
+}
+
 /* graph launch host cost = base + per node; graph node device cost */
 static void measure_graph_launch(void *buf)
 {
@@ -687,6 +751,7 @@ int main(void)
 	measure_set_params(buf);
 	measure_graph_launch(buf);
 	measure_dep_gap();
+	measure_host_node(buf);
 	measure_graph_memory(buf);
 	measure_dram(&prop);
 	measure_traced_gap();

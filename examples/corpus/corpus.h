@@ -4,9 +4,12 @@
  * region (tests/gpu/corpus_check.sh runs them record -> analyze -> plan ->
  * apply and compares with eager).
  *
- *   corpus_NAME [--eager] [--plan PATH] [--steps N] [program flags]
+ *   corpus_NAME [--eager] [--graph-body] [--plan PATH] [--steps N] [program flags]
  *
  *   --eager      plain launches, no kplan call at all (the reference)
+ *   --graph-body --eager, then (after the hash) one call of each region body
+ *                kplan graphs captured by hand and its replay period printed
+ *                (cp_body_begin / cp_body_end)
  *   (default)    every region through libkplanrt; no plan: all eager, each
  *                region call an NVTX range (what `kplan record` records)
  *   --plan PATH  (or KPLAN_PLAN=PATH) the regions the plan graphs are
@@ -17,7 +20,11 @@
  * (the runtime's counters, attributed to the region by differencing
  * kp_rt_get_stats around each call), then, last,
  *   "RESULT <name> mode <eager|runtime|plan> steps N us_per_step T hash H"
- * where H hashes the final outputs (losses, parameters) bit for bit.
+ * where H hashes the final outputs (losses, parameters) bit for bit. With
+ * --graph-body, before RESULT, one line per region kplan graphs,
+ *   "BODY <region> replay_us <t>"
+ * the replay period in microseconds of one call of that region's body
+ * captured by hand ("-" when it could not be captured).
  *
  * Each program has its own exit-on-error check (real code does); this file
  * only brings the command line, the tiny MLP trainer most of them step, the
@@ -34,6 +41,7 @@ struct cp_args {
 	int mode;
 	const char *plan;
 	int steps;
+	int graph_body;            /* --graph-body (implies eager) */
 	unsigned flags;            /* bit i: extra[i] was given */
 };
 
@@ -50,6 +58,9 @@ static inline void cp_parse(int argc, char **argv, struct cp_args *a, int def_st
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--eager")) {
 			eager = 1;
+		} else if (!strcmp(argv[i], "--graph-body")) {
+			eager = 1;
+			a->graph_body = 1;
 		} else if (!strcmp(argv[i], "--plan") && i + 1 < argc) {
 			a->plan = argv[++i];
 		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
@@ -58,7 +69,8 @@ static inline void cp_parse(int argc, char **argv, struct cp_args *a, int def_st
 			for (j = 0; extra && extra[j] && strcmp(argv[i], extra[j]); j++)
 				;
 			if (!extra || !extra[j]) {
-				fprintf(stderr, "usage: %s [--eager] [--plan PATH] [--steps N]", argv[0]);
+				fprintf(stderr, "usage: %s [--eager] [--graph-body] [--plan PATH] [--steps N]",
+					argv[0]);
 				for (j = 0; extra && extra[j]; j++)
 					fprintf(stderr, " [%s]", extra[j]);
 				fprintf(stderr, "\n");
@@ -146,6 +158,50 @@ static inline void cp_result(const char *name, const struct cp_args *a, int64_t 
 }
 
 #define CP_HASH0 0xcbf29ce484222325ULL
+
+/*
+ * --graph-body: the replay period of one region call captured by hand, for
+ * the cost model's validation corpus (bench/example_corpus.sh). After the
+ * eager run and its hash (the replays write the outputs again, and the eager
+ * run did any warm-up the body needs):
+ *
+ *   check(cp_body_begin(s));      thread-local capture of the region's stream
+ *   ...exactly the calls of one region body, on s, a typical step's arguments
+ *   check(cp_body_end("label", s));
+ *
+ * cp_body_end ends the capture, instantiates, times the replays
+ * (ex_replay_us: fastest of 9 batches of 30), prints
+ * "BODY <label> replay_us <t>" and destroys the graph. A capture or
+ * instantiation that fails prints "BODY <label> replay_us -" (the reason on
+ * stderr) and is not an error; the other errors are returned for the
+ * program's own check.
+ */
+static inline cudaError_t cp_body_begin(cudaStream_t s)
+{
+	return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+}
+
+static inline cudaError_t cp_body_end(const char *label, cudaStream_t s)
+{
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t x = NULL;
+	cudaError_t e;
+
+	e = cudaStreamEndCapture(s, &g);
+	if (e == cudaSuccess)
+		e = cudaGraphInstantiate(&x, g, 0);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "BODY %s: capture failed: %s\n", label, cudaGetErrorString(e));
+		printf("BODY %s replay_us -\n", label);
+		(void)cudaGetLastError();
+		return g ? cudaGraphDestroy(g) : cudaSuccess;
+	}
+	printf("BODY %s replay_us %.3f\n", label, ex_replay_us(x, s));
+	fflush(stdout);
+	if ((e = cudaGraphExecDestroy(x)))
+		return e;
+	return cudaGraphDestroy(g);
+}
 
 /* Hash n bytes of device memory (after the program's final sync). */
 static inline uint64_t cp_dev_hash(const void *d, size_t n, uint64_t h)

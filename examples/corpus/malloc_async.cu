@@ -151,6 +151,15 @@ int main(int argc, char **argv)
 	h = cp_dev_hash(losses, a.steps * sizeof(float), CP_HASH0);
 	h = cp_mlp_hash(&m, h);
 	cp_report(rt, &rg);
+	if (a.graph_body) {
+		/* ma.train on s: cudaMallocAsync / cudaFreeAsync become graph memory
+		 * alloc / free nodes */
+		step = a.steps - 1;
+		CUDA_TRY(cp_body_begin(s));
+		train_step(&m, x + (size_t)(step % NB) * CP_N, t + (size_t)(step % NB) * CP_N,
+			   losses + step, s);
+		CUDA_TRY(cp_body_end("ma.train", s));
+	}
 	cp_result("malloc_async", &a, t1 - t0, h);
 	if (rt)
 		kp_rt_close(rt);

@@ -148,6 +148,19 @@ int main(int argc, char **argv)
 	h = cp_mlp_hash(&m, h);
 	cp_report(rt, &rg_train);
 	cp_report(rt, &rg_eval);
+	if (a.graph_body) {
+		/* both on the per-thread default stream, where this compilation unit's
+		 * stream-0 launches and memsets go (ptds.train's region stream 0) */
+		int b0 = (2 * (a.steps - 1)) % NB;
+
+		CHECK(cp_body_begin(cudaStreamPerThread));
+		train_step(&m, x + (size_t)b0 * CP_N, x + (size_t)(b0 + 1) * CP_N, t + (size_t)b0 * CP_N,
+			   t + (size_t)(b0 + 1) * CP_N, losses + 2 * (a.steps - 1));
+		CHECK(cp_body_end("ptds.train", cudaStreamPerThread));
+		CHECK(cp_body_begin(cudaStreamPerThread));
+		eval_step(&m, ex, et, elosses + (size_t)NE * (a.steps - 1));
+		CHECK(cp_body_end("ptds.eval", cudaStreamPerThread));
+	}
 	cp_result("per_thread", &a, t1 - t0, h);
 	if (rt)
 		kp_rt_close(rt);

@@ -170,6 +170,14 @@ int main(int argc, char **argv)
 		printf("patched_values %llu\n", (unsigned long long)st.patched_values);
 	}
 	cp_report(rt, &rg);
+	if (a.graph_body) {
+		/* seed.train on s, the last step's seed and learning rate */
+		step = a.steps - 1;
+		checkCudaErrors(cp_body_begin(s));
+		train_step(&m, x + (size_t)(step % NB) * CP_N, t + (size_t)(step % NB) * CP_N,
+			   losses + step, step_seed(0x5eedULL, step), 0.05f * powf(0.995f, (float)step), s);
+		checkCudaErrors(cp_body_end("seed.train", s));
+	}
 	cp_result("seed_lr", &a, t1 - t0, h);
 	if (rt)
 		kp_rt_close(rt);

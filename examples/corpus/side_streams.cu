@@ -155,6 +155,16 @@ int main(int argc, char **argv)
 	h = cp_mlp_hash(&c.hb, h);
 	cp_report(rt, &rg_fj);
 	cp_report(rt, &rg_nj);
+	if (a.graph_body) {
+		/* side.fork_join on c.s: the capture follows the events into s1 and
+		 * s2 and the join closes it; side.no_join is eager by design (its
+		 * unjoined fork would fail the capture's end) */
+		step = a.steps - 1;
+		CUDA_CALL(cp_body_begin(c.s));
+		fork_join(&c, x + (size_t)(step % NB) * CP_N, t + (size_t)(step % NB) * CP_N,
+			  t + (size_t)((step + 3) % NB) * CP_N, losses + 3 * step);
+		CUDA_CALL(cp_body_end("side.fork_join", c.s));
+	}
 	cp_result("side_streams", &a, t1 - t0, h);
 	if (rt)
 		kp_rt_close(rt);

@@ -750,7 +750,7 @@ static void test_cost_model(void)
 
 	kp_cost_defaults(&c);
 	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_GRAPH_NODE], 1000, 1e-9);
-	kp_cost_predict(&c, dur, mem, 3, 20000, 0, 1, &p);
+	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 20000, 0, 1, &p);
 	/* max(100+100, 1000) + (5000+100) + max(300+100, 1000 memop) */
 	CU_ASSERT_EQUAL(p.device_ns, 1000 + 5100 + 1000);
 	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19);
@@ -760,12 +760,12 @@ static void test_cost_model(void)
 	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12600 rounded up */
 	CU_ASSERT_EQUAL(p.extra_mem_bytes, 65536 + 3 * 4096);
 	/* host-bound graph: many patched nodes make the launch the limit */
-	kp_cost_predict(&c, dur, mem, 3, 20000, 20, 2, &p);
+	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 20000, 20, 2, &p);
 	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19 + 20 * 550);
 	CU_ASSERT_EQUAL(p.graph_ns, p.host_ns);
 	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3 * 2);
 	/* no gain: never breaks even */
-	kp_cost_predict(&c, dur, mem, 3, 1000, 0, 1, &p);
+	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 1000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.break_even, -1);
 }
 
@@ -786,18 +786,82 @@ static void test_cost_model_classes(void)
 	c.v[KP_COST_TRACED_GAP] = 350;
 	c.v[KP_COST_TRACED_GAP_GEMM] = 700;
 	c.v[KP_COST_GRAPH_DEP_GAP] = 5000;     /* not used by the model */
-	kp_cost_predict(&c, dur, cls, 3, 100000, 0, 1, &p);
+	kp_cost_predict(&c, dur, cls, NULL, 0, 3, 100000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.device_ns, (5000 + 350) + (5000 + 700) + 1000);
 	/* no classes: every node a plain kernel */
-	kp_cost_predict(&c, dur, NULL, 3, 100000, 0, 1, &p);
+	kp_cost_predict(&c, dur, NULL, NULL, 0, 3, 100000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.device_ns, (5000 + 350) * 2 + 1000);
 	/* the floor still holds for tiny kernels of either class */
 	int64_t tiny[2] = { 100, 100 };
 	uint8_t tc[2] = { KP_NODE_KERNEL, KP_NODE_GEMM };
-	kp_cost_predict(&c, tiny, tc, 2, 100000, 0, 1, &p);
+	kp_cost_predict(&c, tiny, tc, NULL, 0, 2, 100000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.device_ns, 1000 + 1000);
 	CU_ASSERT_DOUBLE_EQUAL(kp_cost_node_gap(&c, KP_NODE_GEMM), 700, 1e-9);
 	CU_ASSERT_DOUBLE_EQUAL(kp_cost_node_gap(&c, KP_NODE_KERNEL), 350, 1e-9);
+}
+
+/*
+ * Streams forked from the region's stream and joined back run beside it in
+ * a graph: the device time is the longest chain, not the sum; a branch
+ * starts from the region's chain where it forks (again after each main-
+ * stream node) and the next main-stream node waits for every branch that
+ * ran since. Host nodes add graph_host_node_ns each.
+ */
+static void test_cost_model_branches(void)
+{
+	struct kp_cost c;
+	struct kp_region_pred p;
+	int64_t dur[7] = { 5000, 5000, 5000, 5000, 5000, 5000, 5000 };
+	uint32_t one[7] = { 3, 3, 3, 3, 3, 3, 3 };
+	/* main, fork: side 1 twice and side 2 once, join on main, then side 1
+	 * again (forked anew from main's finish), main */
+	uint32_t st[7] = { 3, 8, 8, 9, 3, 8, 3 };
+	double n;
+
+	kp_cost_defaults(&c);
+	n = 5000 + kp_cost_node_gap(&c, KP_NODE_KERNEL);
+	kp_cost_predict(&c, dur, NULL, one, 0, 7, 100000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.device_ns, llround(7 * n));
+	kp_cost_predict(&c, dur, NULL, NULL, 0, 7, 100000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.device_ns, llround(7 * n));     /* no streams: one chain */
+	kp_cost_predict(&c, dur, NULL, st, 0, 7, 100000, 0, 1, &p);
+	/* node 0; side 1's two nodes (side 2's one beside them); node 4 joins;
+	 * node 5 forks from it; node 6 joins */
+	CU_ASSERT_EQUAL(p.device_ns, llround(n + 2 * n + n + n + n));
+	/* two host nodes */
+	c.v[KP_COST_GRAPH_HOST_NODE] = 30000;
+	kp_cost_predict(&c, dur, NULL, st, 2, 7, 100000, 0, 1, &p);
+	CU_ASSERT_EQUAL(p.device_ns, llround(6 * n + 60000));
+}
+
+/*
+ * Through the analysis: a cudaLaunchHostFunc inside each occurrence (a
+ * per-step hook, captured as a host node) adds graph_host_node_ns to the
+ * prediction; one outside the occurrences adds nothing.
+ */
+static void test_model_host_node(void)
+{
+	struct tl t;
+	struct kp_cost c;
+	int64_t with = -1, plain = -1;
+
+	kp_cost_defaults(&c);
+	for (int h = 0; h < 2; h++) {
+		tl_open(&t, h ? "hostnode.db" : "hostnode0.db");
+		for (int k = 0; k < 3; k++) {
+			int64_t T = (int64_t)k * 100000;
+
+			tl_nvtx(&t, "step", T, T + 60000);
+			tl_kernel(&t, EW, 7, T + 1000, T + 20000, 5000);
+			tl_api(&t, "cudaLaunchHostFunc", h ? T + 5000 : T + 70000, 1000, ++t.corr);
+			tl_kernel(&t, EW, 7, T + 9000, T + 30000, 5000);
+		}
+		CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, NULL), 0);
+		*(h ? &with : &plain) = q(&t, "SELECT graph_ns_pred FROM kp_regions WHERE label = 'step'");
+		tl_close(&t);
+	}
+	CU_ASSERT_EQUAL(with - plain, llround(c.v[KP_COST_GRAPH_HOST_NODE]));
+	CU_ASSERT_EQUAL(plain, llround(2 * (5000 + kp_cost_node_gap(&c, KP_NODE_KERNEL))));
 }
 
 /*
@@ -1743,6 +1807,8 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "fingerprint: mangled name, dynamic smem", test_fingerprint_mangled },
 	{ "model: overlapping kernels count once", test_model_overlap },
 	{ "model: programmatic dependent launch hides start-up (calibrated)", test_model_pdl },
+	{ "model: forked streams run beside the region's, host nodes", test_cost_model_branches },
+	{ "model: a host node per occurrence through the analysis", test_model_host_node },
 	{ "mining: period, phase, occurrences", test_mine_period },
 	{ "mining: region from a stream", test_mined_region },
 	{ "selection and distributions", test_select },
