@@ -393,16 +393,25 @@ static size_t ev_lower(const struct kp__ana *a, int64_t t)
 }
 
 /* 1 when a cudaEventRecord call started in [t0, t1). */
-static int recorded_inside(struct kp__ana *a, int64_t t0, int64_t t1)
+/* Index of the first of the n ascending times v[] at or after t. */
+static size_t first_at(const int64_t *v, size_t n, int64_t t)
 {
-	size_t lo = 0, hi = a->n_rec;
+	size_t lo = 0, hi = n;
+
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (a->rec[mid] < t0)
+		if (v[mid] < t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+static int recorded_inside(struct kp__ana *a, int64_t t0, int64_t t1)
+{
+	size_t lo = first_at(a->rec, a->n_rec, t0);
+
 	return lo < a->n_rec && a->rec[lo] < t1;
 }
 
@@ -1053,18 +1062,8 @@ static void node_durations(struct kp__ana *a, const struct kp_cost *c,
 /* cudaLaunchHostFunc calls (host nodes once captured) in [t0, t1). */
 static int64_t host_funcs(struct kp__ana *a, int64_t t0, int64_t t1)
 {
-	size_t lo = 0, hi = a->n_hostfn, n = 0;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->hostfn[mid] < t0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	while (lo + n < a->n_hostfn && a->hostfn[lo + n] < t1)
-		n++;
-	return (int64_t)n;
+	return (int64_t)(first_at(a->hostfn, a->n_hostfn, t1) -
+			 first_at(a->hostfn, a->n_hostfn, t0));
 }
 
 /*

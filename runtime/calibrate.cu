@@ -93,13 +93,15 @@ static cudaGraphExec_t inst(cudaGraph_t g)
 	return x;
 }
 
-/* device time of one launch of x, from events (median) */
-static double graph_device_ns(cudaGraphExec_t x)
+/* device time of x per replay, from events around `per` back-to-back
+ * launches (median of REPS): per 1, one replay alone; more, the replay
+ * period when replays queue behind each other */
+static double graph_time_ns(cudaGraphExec_t x, int per)
 {
 	std::vector<double> v;
 	cudaEvent_t a, b;
 	float ms;
-	int r;
+	int r, i;
 
 	CK(cudaEventCreate(&a));
 	CK(cudaEventCreate(&b));
@@ -107,15 +109,21 @@ static double graph_device_ns(cudaGraphExec_t x)
 	CK(cudaStreamSynchronize(s));
 	for (r = 0; r < REPS; r++) {
 		CK(cudaEventRecord(a, s));
-		CK(cudaGraphLaunch(x, s));
+		for (i = 0; i < per; i++)
+			CK(cudaGraphLaunch(x, s));
 		CK(cudaEventRecord(b, s));
 		CK(cudaEventSynchronize(b));
 		CK(cudaEventElapsedTime(&ms, a, b));
-		v.push_back(ms * 1e6);
+		v.push_back(ms * 1e6 / per);
 	}
 	cudaEventDestroy(a);
 	cudaEventDestroy(b);
 	return median(v);
+}
+
+static double graph_device_ns(cudaGraphExec_t x)
+{
+	return graph_time_ns(x, 1);
 }
 
 /* host time of cudaGraphLaunch(x), the queue drained before each call */
@@ -254,32 +262,6 @@ static void CUDART_CB host_noop(void *p)
 	(void)p;
 }
 
-/* replay period of x: 30 back-to-back launches between events, median of REPS */
-static double graph_period_ns(cudaGraphExec_t x)
-{
-	std::vector<double> v;
-	cudaEvent_t a, b;
-	float ms;
-	int r, i;
-
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	CK(cudaGraphLaunch(x, s));    /* upload / warm */
-	CK(cudaStreamSynchronize(s));
-	for (r = 0; r < REPS; r++) {
-		CK(cudaEventRecord(a, s));
-		for (i = 0; i < 30; i++)
-			CK(cudaGraphLaunch(x, s));
-		CK(cudaEventRecord(b, s));
-		CK(cudaEventSynchronize(b));
-		CK(cudaEventElapsedTime(&ms, a, b));
-		v.push_back(ms * 1e6 / 30);
-	}
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	return median(v);
-}
-
 /*
  * graph_host_node_ns: what one host node (cudaLaunchHostFunc under capture,
  * a per-step hook) adds to the replay period of back-to-back replays: a
@@ -303,7 +285,7 @@ static void measure_host_node(void *buf)
 		}
 		CK(cudaStreamEndCapture(s, &g[j]));
 		cudaGraphExec_t x = inst(g[j]);
-		t[j] = graph_period_ns(x);
+		t[j] = graph_time_ns(x, 30);
 		lone[j] = graph_device_ns(x);
 		cudaGraphExecDestroy(x);
 		cudaGraphDestroy(g[j]);
