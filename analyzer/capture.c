@@ -392,7 +392,6 @@ static size_t ev_lower(const struct kp__ana *a, int64_t t)
 	return lo;
 }
 
-/* 1 when a cudaEventRecord call started in [t0, t1). */
 /* Index of the first of the n ascending times v[] at or after t. */
 static size_t first_at(const int64_t *v, size_t n, int64_t t)
 {
@@ -408,6 +407,7 @@ static size_t first_at(const int64_t *v, size_t n, int64_t t)
 	return lo;
 }
 
+/* 1 when a cudaEventRecord call started in [t0, t1). */
 static int recorded_inside(struct kp__ana *a, int64_t t0, int64_t t1)
 {
 	size_t lo = first_at(a->rec, a->n_rec, t0);

@@ -41,9 +41,10 @@ struct kp_validate_row {
 /*
  * Read dir/ground_truth.csv (libcsv; the header names the columns, extra
  * columns are ignored; an optional label column names the workload's region
- * where it is not the command line's, e.g. a C program's NVTX range). *rows is malloc'ed; *n its length. KP_EFORMAT for a
- * file without workload/graph_ms columns or with a bad number (the message
- * names the line).
+ * where it is not the command line's, e.g. a C program's NVTX range). *rows
+ * is malloc'ed; *n its length. KP_EFORMAT for a file without
+ * workload/graph_ms columns or with a bad number (the message names the
+ * line).
  */
 int kp_validate_read_truth(const char *dir, struct kp_validate_row **rows, int *n,
 			   struct kp_err *err);

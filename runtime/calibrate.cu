@@ -525,7 +525,6 @@ struct many_table<0> {
 	static void fill(many_fn *, many_fn *) {}
 };
 static many_fn many_fns[64], pdl_fns[64];
-static int pdl_isolate;   /* C_PDL: synchronise after each kernel (traced durations) */
 
 __global__ void scale_kernel(float *x, int n, float a)
 {
@@ -587,7 +586,9 @@ static void launch_case(int k, const bufs &m)
 			c.attrs = at;
 			c.numAttrs = 1;
 			CK(cudaLaunchKernelEx(&c, pdl_fns[j], m.p, in, out, n));
-			if (pdl_isolate)
+			/* traced: alone on the stream, as a host-bound eager run
+			 * records them (queued back to back they would overlap) */
+			if (cur_case == C_PDL)
 				CK(cudaStreamSynchronize(s));
 		}
 		break;
@@ -680,15 +681,11 @@ static void measure_traced_gap(void)
 	}
 	for (k = 0; k < C__N; k++) {
 		cur_case = k;
-		/* PDL kernels alone on the stream, as a host-bound eager run
-		 * records them (queued back to back they would overlap) */
-		pdl_isolate = k == C_PDL;
 		for (i = 0; i < runs; i++)
 			launch_case(k, m);
 		CK(cudaStreamSynchronize(s));
 		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	}
-	pdl_isolate = 0;
 	cur_case = -1;
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	for (k = 0; k < C__N; k++) {
