@@ -40,7 +40,9 @@ WORKLOADS=${NS_WORKLOADS:-"gpt2_adamw gpt2_adamw_cap mlp_sync ddp"}
 VARIANTS="eager forced-eager graph graph-nowatch"
 [ "${NS_ATTACHED:-0}" = 1 ] && VARIANTS="$VARIANTS graph-attached"
 
-declare -A steps=([gpt2_adamw]=60 [gpt2_adamw_cap]=60 [mlp_sync]=400 [ddp]=300)
+# long enough that the one-time costs (the first watch attaches CUPTI:
+# 15-25 ms) are under 1 % of the whole run
+declare -A steps=([gpt2_adamw]=500 [gpt2_adamw_cap]=800 [mlp_sync]=10000 [ddp]=1000)
 one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 	local w=$1 v=$2 cmd
 	if [ "$w" = ddp ]; then
