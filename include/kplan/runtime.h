@@ -89,6 +89,10 @@
  *                        capture (default: watch it with CUPTI callbacks; a
  *                        region whose body cannot be captured then stays
  *                        eager, reason would-break-capture)
+ *   KPLAN_RT_WATCH_DETACH=MS CUPTI is detached when no other watch is coming,
+ *                        else MS ms after the last watch (default 200); 0:
+ *                        kept attached for the life of the process (every
+ *                        later launch then costs ~0.5 us more)
  *   KPLAN_RT_TRUST=K.pub[:K2.pub...] trusted public keys (kplan keygen), added
  *                        to kp_rt_options.trust: the plan must be signed by
  *                        one of them (kplan sign; PLAN.sig next to it, covering
