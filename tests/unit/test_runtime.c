@@ -8,9 +8,13 @@
  * holding a pointer at an inner offset.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <CUnit/CUnit.h>
 #include <sodium.h>
 #include "common/kname.h"
@@ -1591,6 +1595,101 @@ static void test_fused_verified_sources(void)
 	kp_plan_free(p);
 }
 
+/* what fifo_child opens, and how */
+struct fifo_case {
+	const char *plan, *trust;
+	int use_env, strict;
+	const struct kp__rt_backend *be;
+};
+
+/*
+ * Open the runtime as c says and check the outcome: opened with the fused
+ * group failing (or refused under strict or for a FIFO plan), never stuck.
+ * 0 when as expected. Runs in a child process under alarm(10).
+ */
+static int fifo_child(const struct fifo_case *c)
+{
+	struct kp_rt_options o = { c->use_env ? 0 : KP_RT_NO_ENV, 0, -1, 0, c->trust, NULL };
+	struct kp_rt_err rerr;
+	kp_rt *rt;
+
+	if (c->strict)
+		o.flags |= KP_RT_STRICT;
+	if (c->use_env)
+		setenv("KPLAN_RT_TRUST", c->trust, 1);
+	o.trust = c->use_env ? NULL : c->trust;
+	kp_log_set_level(KP_LOG_ERROR);
+	rt = kp__rt_open_backend(c->be, c->plan, &o, &rerr);
+	if (!rt)
+		return c->strict || strstr(c->plan, "fifo-plan") ? !strstr(rerr.msg, "FIFO") : 1;
+	kp_rt_close(rt);
+	return c->strict;
+}
+
+/* fifo_child(c) in a child process: 1 when it returned as expected within 10 s */
+static int returns_in_time(const struct fifo_case *c)
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	if (pid == 0) {
+		alarm(10);
+		_exit(fifo_child(c));
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st);
+}
+
+/*
+ * Issue 30, defect 2: a FIFO planted beside a plan under a fused source's
+ * name (or as the plan) blocked kp_rt_open forever in fopen, with or
+ * without KPLAN_RT_TRUST. It is refused at once now (common/fileio.h): the
+ * group stays unfused (fusion-source), or without the source the
+ * signature cannot be checked (untrusted-plan; strict: open fails).
+ */
+static void test_fifo_no_hang(void)
+{
+	struct kp__rt_fusion_ops fops = { NULL, fx_count_load, fx_replace, NULL };
+	struct kp__rt_backend be = fake_be;
+	const char *key = kp_test_path("fifo-rt.key"), *fplan = kp_test_path("fifo-plan.kplan");
+	struct kp_err err = {0};
+	char src[600], pub[600], *saved;
+	size_t saved_len;
+	int loads = 0;
+	const char *path;
+
+	fops.ctx = &loads;
+	be.fusion_ops = &fops;
+	path = write_fused_plan("fifo-rt.kplan", src, sizeof(src));
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	saved = kp_test_read(src, &saved_len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(saved);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("rm -f '%s' && mkfifo '%s'", src, src), 0);
+	{
+		struct fifo_case no_trust = { path, NULL, 0, 0, &be };
+		struct fifo_case trust = { path, pub, 0, 0, &be };
+		struct fifo_case env = { path, pub, 1, 0, &be };
+		struct fifo_case strict = { path, pub, 0, 1, &be };
+
+		CU_ASSERT(returns_in_time(&no_trust));
+		CU_ASSERT(returns_in_time(&trust));
+		CU_ASSERT(returns_in_time(&env));
+		CU_ASSERT(returns_in_time(&strict));
+	}
+	CU_ASSERT_EQUAL(unlink(src), 0);
+	CU_ASSERT_EQUAL(kp_test_write(src, saved, (long)saved_len), 0);
+	free(saved);
+	/* the plan itself */
+	CU_ASSERT_EQUAL(mkfifo(fplan, 0600), 0);
+	{
+		struct fifo_case plan = { fplan, NULL, 0, 0, &be };
+
+		CU_ASSERT(returns_in_time(&plan));
+	}
+	unlink(fplan);
+}
+
 /*
  * The call before the first capture is watched: a body that would break a
  * capture never gets one (the application never sees a capture error).
@@ -1888,6 +1987,7 @@ CU_TestInfo kp_tests_runtime[] = {
 	{ "fused graph: bound buffers keep the capture's overlaps", test_fused_bind_overlap },
 	{ "fused graph: a signed plan's sources compile only as verified",
 	  test_fused_verified_sources },
+	{ "a FIFO as the plan or a fused source: kp_rt_open does not block", test_fifo_no_hang },
 	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },
 	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },
