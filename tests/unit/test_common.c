@@ -1,14 +1,20 @@
-/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families. */
+/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families, fileio. */
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <CUnit/CUnit.h>
 
 #include "common/arena.h"
 #include "common/err.h"
 #include "common/family.h"
+#include "common/fileio.h"
 #include "common/hash.h"
 #include "common/kname.h"
 #include "common/strbuf.h"
 #include "common/vec.h"
+#include "testutil.h"
 
 static void test_err(void)
 {
@@ -204,6 +210,68 @@ static void test_family(void)
 	CU_ASSERT_EQUAL(out[0], 'x');
 }
 
+/*
+ * fileio: a regular file is read whole; a FIFO, a directory, a link under
+ * KP_FILE_NOFOLLOW and a file past the bound are refused with what was
+ * found (a FIFO without blocking); an atomic write replaces a link planted
+ * at the target instead of writing through it, and leaves no temporary.
+ */
+static void test_fileio(void)
+{
+	const char *f = kp_test_path("fio.txt"), *fifo = kp_test_path("fio.fifo");
+	const char *lnk = kp_test_path("fio.lnk"), *victim = kp_test_path("fio.victim");
+	struct kp_file_tmp t;
+	struct kp_err err = {0};
+	struct stat st;
+	char *buf;
+	size_t len;
+
+	CU_ASSERT_EQUAL(kp_file_write_atomic(AT_FDCWD, f, "hello\n", 6, 0644, &err), 0);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, f, 0, 6, &buf, &len, &err), 0);
+	CU_ASSERT(len == 6 && buf && !strcmp(buf, "hello\n"));
+	free(buf);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, f, 0, 5, &buf, &len, &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NULL(buf);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "larger than"));
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, kp_test_path("none"), 0, 9, &buf, &len, &err),
+			KP_ENOTFOUND);
+	CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, fifo, 0, 9, &buf, &len, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a FIFO, expected a regular file"));
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, kp_test_path(""), 0, 9, &buf, &len, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a directory"));
+	CU_ASSERT_EQUAL(symlink(f, lnk), 0);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, lnk, 0, 9, &buf, &len, &err), 0);
+	free(buf);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, lnk, KP_FILE_NOFOLLOW, 9, &buf, &len, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a symbolic link"));
+	/* a link at the target is replaced, its target untouched */
+	CU_ASSERT_EQUAL(kp_test_write(victim, "keep", 4), 0);
+	CU_ASSERT_EQUAL(unlink(lnk), 0);
+	CU_ASSERT_EQUAL(symlink(victim, lnk), 0);
+	CU_ASSERT_EQUAL(kp_file_write_atomic(AT_FDCWD, lnk, "new", 3, 0600, &err), 0);
+	CU_ASSERT_EQUAL(lstat(lnk, &st), 0);
+	CU_ASSERT(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	buf = kp_test_read(victim, &len);
+	CU_ASSERT(buf && !strcmp(buf, "keep"));
+	free(buf);
+	/* through a stream, then abandoned: nothing is left */
+	CU_ASSERT_EQUAL_FATAL(kp_file_tmp_open(&t, AT_FDCWD, f, 0644, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.tmp, "/.fio.txt.tmp-"));
+	CU_ASSERT_PTR_NOT_NULL(kp_file_tmp_stream(&t, &err));
+	fputs("half", t.f);
+	kp_file_tmp_abort(&t);
+	kp_file_tmp_abort(&t);   /* twice: a no-op */
+	CU_ASSERT_EQUAL(kp_test_sh("ls -a '%s' | grep -q 'fio.txt.tmp-'", kp_test_path("")), 1);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, f, 0, 9, &buf, &len, &err), 0);
+	CU_ASSERT(buf && !strcmp(buf, "hello\n"));
+	free(buf);
+	/* a directory that cannot take the temporary: one error naming the target */
+	CU_ASSERT_EQUAL(kp_file_write_atomic(AT_FDCWD, kp_test_path("nodir/x"), "x", 1, 0644, &err),
+			KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nodir/x: cannot create"));
+}
+
 CU_TestInfo kp_tests_common[] = {
 	{ "kname", test_kname },
 	{ "region family", test_family },
@@ -212,5 +280,6 @@ CU_TestInfo kp_tests_common[] = {
 	{ "vec", test_vec },
 	{ "arena", test_arena },
 	{ "hash", test_hash },
+	{ "fileio: regular files only, atomic replacement", test_fileio },
 	CU_TEST_INFO_NULL,
 };
