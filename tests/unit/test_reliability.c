@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include "fusion/fusion_gen.h"
 #include "plan/planfile.h"
 #include "plan/sign.h"
+#include "runtime/fcache.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------------------ */
@@ -867,6 +869,123 @@ static void test_catalog_number_at_end(void)
 	free(buf);
 }
 
+/* ------------------------------------------------------------------------ */
+/* the kernel cache between two users */
+
+#define VICTIM_UID 65534   /* nobody */
+#define THIEF_UID 65533
+
+/*
+ * As uid (its own group, no others) in a child process: open the kernel
+ * cache at dir (created when missing) and store content as entry name,
+ * or with content NULL read that entry. out gets "refused: WHY",
+ * "read: CONTENT", "none" or "wrote".
+ */
+static void cache_as(uid_t uid, const char *dir, const char *name, const char *content,
+		     char *out, size_t n)
+{
+	char buf[600] = "";
+	int pfd[2], fd;
+	pid_t pid;
+	ssize_t r;
+
+	out[0] = 0;
+	if (pipe(pfd))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		char why[512];
+		size_t len;
+		void *b;
+
+		close(pfd[0]);
+		if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+			snprintf(buf, sizeof(buf), "setresuid failed");
+		else if ((fd = kp__rt_fcache_open_dir(dir, 1, why, sizeof(why))) < 0)
+			snprintf(buf, sizeof(buf), "refused: %s", why);
+		else if (content)
+			snprintf(buf, sizeof(buf), "%s", kp__rt_fcache_write(fd, name, content,
+								  strlen(content)) ? "none" : "wrote");
+		else if ((b = kp__rt_fcache_read(fd, name, &len)))
+			snprintf(buf, sizeof(buf), "read: %.*s", (int)len, (char *)b);
+		else
+			snprintf(buf, sizeof(buf), "none");
+		r = write(pfd[1], buf, strlen(buf));
+		_exit(r < 0);
+	}
+	close(pfd[1]);
+	r = pid > 0 ? read(pfd[0], out, n - 1) : -1;
+	out[r > 0 ? r : 0] = 0;
+	close(pfd[0]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/*
+ * Issue 30, defect 1, with two real users: a victim (nobody) keeps its
+ * kernel cache in a shared directory, a thief (another uid, through
+ * setpriv) tries to put a forged cache with a valid entry in its place.
+ * Writable by all and not sticky, the directory is refused before anything
+ * is created or read; sticky (1777), the thief cannot rename the victim's
+ * cache away and the victim reads its own entry; made non-sticky again
+ * after the swap, the victim refuses the directory rather than read the
+ * forged entry. Needs root (to be both users) and setpriv; otherwise
+ * skipped, saying why.
+ */
+static void test_cache_two_users(void)
+{
+	const char *pub, *thief = "setpriv --reuid=65533 --regid=65533 --clear-groups ";
+	char shared[200], cache[256], forged[256], scratch[256], entry[700], name[200], out[600];
+	int fd;
+
+	if (geteuid() != 0 || kp_test_sh("command -v setpriv > /dev/null 2>&1")) {
+		fprintf(stderr, "(skipped: the two-user cache check needs root and setpriv) ");
+		return;
+	}
+	pub = public_dir();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pub);
+	snprintf(shared, sizeof(shared), "%s/shared", pub);
+	snprintf(cache, sizeof(cache), "%s/cache", shared);
+	snprintf(forged, sizeof(forged), "%s/forged", shared);
+	snprintf(scratch, sizeof(scratch), "%s/scratch", pub);
+	CU_ASSERT_EQUAL_FATAL(kp__rt_fcache_name(name, sizeof(name), "src", 3, 9, 0, 13, 0), 0);
+	/* the forged entry: a valid header and digest over the thief's bytes */
+	CU_ASSERT_EQUAL_FATAL(mkdir(scratch, 0700), 0);
+	fd = kp__rt_fcache_open_dir(scratch, 0, NULL, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, name, "forged", 6), 0);
+	close(fd);
+	snprintf(entry, sizeof(entry), "%s/%s", scratch, name);
+	CU_ASSERT_EQUAL(chmod(scratch, 0755) | chmod(entry, 0644), 0);
+	CU_ASSERT_EQUAL_FATAL(mkdir(shared, 0777) | chmod(shared, 0777), 0);
+
+	/* writable by all, not sticky: refused, nothing created */
+	cache_as(VICTIM_UID, cache, name, "genuine", out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused: "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "not sticky"));
+	CU_ASSERT_NOT_EQUAL(access(cache, F_OK), 0);
+	/* sticky: the victim's cache works, the thief cannot move it */
+	CU_ASSERT_EQUAL(chmod(shared, 01777), 0);
+	cache_as(VICTIM_UID, cache, name, "genuine", out, sizeof(out));
+	CU_ASSERT_STRING_EQUAL(out, "wrote");
+	CU_ASSERT_EQUAL(kp_test_sh("%s sh -c 'mkdir %s && cp %s %s/ && mv -T %s %s/stolen' "
+				   "2>/dev/null", thief, forged, entry, forged, cache, shared) != 0, 1);
+	cache_as(VICTIM_UID, cache, name, NULL, out, sizeof(out));
+	CU_ASSERT_STRING_EQUAL(out, "read: genuine");
+	/* not sticky: the swap succeeds, and the victim refuses what it finds */
+	CU_ASSERT_EQUAL(chmod(shared, 0777), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s sh -c 'mv -T %s %s/stolen && mv -T %s %s'", thief, cache,
+				   shared, forged, cache), 0);
+	cache_as(VICTIM_UID, cache, name, NULL, out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused: "));
+	CU_ASSERT_PTR_NULL(strstr(out, "forged"));
+	/* even under a parent of its own, a cache owned by the thief is refused */
+	CU_ASSERT_EQUAL(chmod(shared, 01777), 0);
+	cache_as(VICTIM_UID, cache, name, NULL, out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "owned by another user"));
+	kp_test_sh("rm -rf '%s'", pub);
+}
+
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
@@ -882,5 +1001,6 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "analyze_huge_grid", test_analyze_huge_grid },
 	{ "report_no_streams", test_report_no_streams },
 	{ "catalog_number_at_end", test_catalog_number_at_end },
+	{ "cache_two_users", test_cache_two_users },
 	CU_TEST_INFO_NULL,
 };
