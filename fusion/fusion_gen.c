@@ -17,6 +17,7 @@
 #include "../common/fileio.h"
 #include "../common/hash.h"
 #include "../common/log.h"
+#include "../common/printable.h"
 #include "../common/vec.h"
 
 /* penalty per elementwise kernel folded into a row-reduction kernel: its
@@ -1653,12 +1654,13 @@ size_t kp_fx_plan_filter(struct kp_plan *plan, int keep, FILE *note)
 			continue;
 		}
 		if (keep != KP_FX_KEEP_NONE && note) {
-			char tol[32];
+			char tol[32], shown[201], why[512];
 
 			snprintf(tol, sizeof(tol), "tolerance %g", u->tolerance);
-			fprintf(note, "fusion group %u (%.200s%s) dropped: not bit-exact (%s); use "
-				"--fusion tolerant\n", u->id, nm, strlen(nm) > 200 ? "..." : "",
-				u->inexact_why ? u->inexact_why : tol);
+			fprintf(note, "fusion group %u (%s%s) dropped: not bit-exact (%s); use "
+				"--fusion tolerant\n", u->id, kp_printable(shown, sizeof(shown), nm),
+				strlen(nm) > 200 ? "..." : "",
+				kp_printable(why, sizeof(why), u->inexact_why ? u->inexact_why : tol));
 		}
 		fusion_release(u);
 		dropped++;

@@ -1,4 +1,4 @@
-/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families, fileio. */
+/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families, fileio, printable. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 #include "common/fileio.h"
 #include "common/hash.h"
 #include "common/kname.h"
+#include "common/printable.h"
 #include "common/strbuf.h"
 #include "common/vec.h"
 #include "testutil.h"
@@ -272,6 +273,33 @@ static void test_fileio(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nodir/x: cannot create"));
 }
 
+/* printable: control bytes, C1 controls and broken UTF-8 as \xNN; text as it is */
+static void test_printable(void)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	char buf[64];
+
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "k<float>(a, b) \\ ok"),
+			       "k<float>(a, b) \\ ok");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "a\x1b]0;t\x07\nb\tc\x7f"),
+			       "a\\x1b]0;t\\x07\\x0ab\\x09c\\x7f");
+	/* UTF-8 passes; U+009B (CSI as a C1 control), a lone byte, an overlong
+	 * form and a cut sequence do not */
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "caf\xc3\xa9 \xe2\x86\x92"),
+			       "caf\xc3\xa9 \xe2\x86\x92");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "\xc2\x9b" "2J \xff \xc0\xaf \xe2\x86"),
+			       "\\xc2\\x9b2J \\xff \\xc0\\xaf \\xe2\\x86");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), NULL), "");
+	/* cut where the next character does not fit, never inside one */
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 6, "ab\x1b" "cd"), "ab");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 7, "ab\x1b" "cd"), "ab\\x1b");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 4, "a\xc3\xa9" "b"), "a\xc3\xa9");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 3, "a\xc3\xa9" "b"), "a");
+	kp_strbuf_add_printable(&sb, "x\0y", 3);
+	CU_ASSERT_STRING_EQUAL(sb.buf, "x\\x00y");
+	kp_strbuf_release(&sb);
+}
+
 CU_TestInfo kp_tests_common[] = {
 	{ "kname", test_kname },
 	{ "region family", test_family },
@@ -281,5 +309,6 @@ CU_TestInfo kp_tests_common[] = {
 	{ "arena", test_arena },
 	{ "hash", test_hash },
 	{ "fileio: regular files only, atomic replacement", test_fileio },
+	{ "printable: terminal-safe names", test_printable },
 	CU_TEST_INFO_NULL,
 };

@@ -869,6 +869,71 @@ static void test_catalog_number_at_end(void)
 	free(buf);
 }
 
+/*
+ * Issue 30, defect 4: ESC, BEL and newlines in kernel, region and op names
+ * of a trace reached the terminal raw through `kplan analyze`, `show`,
+ * `diff` (a trace could retitle the terminal or forge output lines). A
+ * stepped trace whose region label, kernel names and device name carry
+ * them goes through every command that prints; the output holds no control
+ * byte but the line ends, and shows them as \xNN (common/printable.h).
+ */
+static void test_terminal_escapes(void)
+{
+	struct kp_strbuf t = KP_STRBUF_INIT;
+	const char *k = kp_test_kplan(), *db = kp_test_path("esc.db"), *json;
+	const char *plan = kp_test_path("esc.kplan"), *log = kp_test_path("esc.log");
+	char *out;
+	size_t len, i;
+	int step, j, corr = 1, bad = 0;
+
+	json = kp_test_path("esc.json");
+	kp_strbuf_adds(&t, "{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":0,\"name\":"
+		       "\"GPU\\u001b]0;owned\\u0007\",\"computeMajor\":9,\"computeMinor\":0,"
+		       "\"numSms\":132}],\"traceEvents\":[");
+	for (step = 0; step < 6; step++) {
+		double t0 = 1000.0 + step * 1000.0;
+
+		kp_strbuf_addf(&t, "%s{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":"
+			       "\"step\\u001b[2J\\nkplan: error: forged\",\"pid\":400,\"tid\":400,"
+			       "\"ts\":%.1f,\"dur\":600}", step ? "," : "", t0);
+		for (j = 0; j < 6; j++, corr++) {
+			double ts = t0 + 10 + j * 90;
+
+			kp_strbuf_addf(&t, ",{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":"
+				       "\"cudaLaunchKernel\",\"pid\":400,\"tid\":400,\"ts\":%.1f,"
+				       "\"dur\":5,\"args\":{\"correlation\":%d}}", ts, corr);
+			kp_strbuf_addf(&t, ",{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":"
+				       "\"void k%d\\u0007\\u001b[31m<float>(float*, int)\",\"pid\":0,"
+				       "\"tid\":7,\"ts\":%.1f,\"dur\":20,\"args\":{\"device\":0,"
+				       "\"context\":1,\"stream\":7,\"correlation\":%d,\"grid\":[64,1,1],"
+				       "\"block\":[256,1,1]}}", j, ts + 40, corr);
+		}
+	}
+	kp_strbuf_adds(&t, "]}");
+	CU_ASSERT_EQUAL_FATAL(kp_test_write(json, t.buf, (long)t.len), 0);
+	kp_strbuf_release(&t);
+	rm_db(db);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s > %s 2>&1", k, json, db, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("(%s analyze %s && %s plan %s -o %s --no-store --cuda-major 13; %s show %s;"
+				   " %s diff %s %s; %s info %s; %s report %s -o %s;"
+				   " %s check %s --cc 8.0 --cuda-major 13) >> %s 2>&1", k, db, k, db,
+				   plan, k, plan, k, db, db, k, db, k, db,
+				   kp_test_path("esc.html"), k, plan, log) >= 0, 1);
+	out = kp_test_read(log, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+	for (i = 0; i < len; i++)
+		bad += ((unsigned char)out[i] < 0x20 && out[i] != '\n') || out[i] == 0x7f;
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "step\\x1b[2J\\x0akplan: error: forged"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\\x07\\x1b[31m"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "GPU\\x1b]0;owned\\x07"));
+	/* no line starts with the forged text */
+	CU_ASSERT_PTR_NULL(strstr(out, "\nkplan: error: forged"));
+	if (bad)
+		fprintf(stderr, "\n%s\n", out);
+	free(out);
+}
+
 /* ------------------------------------------------------------------------ */
 /* the kernel cache between two users */
 
@@ -1002,5 +1067,6 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "report_no_streams", test_report_no_streams },
 	{ "catalog_number_at_end", test_catalog_number_at_end },
 	{ "cache_two_users", test_cache_two_users },
+	{ "terminal_escapes", test_terminal_escapes },
 	CU_TEST_INFO_NULL,
 };
