@@ -19,7 +19,8 @@
  *   stream's end. Stream 0 is the legacy stream for the plain entry points
  *   and the per-thread stream for the _ptsz/_ptds ones; a capture stream
  *   given as 0 is settled by the body (per-thread use: w->per_thread).
- * - Calls no capture holds, by name (every flavour, _v2, _ptsz...):
+ * - Calls no capture holds, by name (every flavour, _v2, _ptsz...; the
+ *   capture-breaking classes of common/cuda_api.def, watch_calls.h):
  *   synchronisations, queries, allocations (allowed with
  *   KP_RT_WATCH_ALLOW_ALLOC), synchronous copies and memsets, stream
  *   callbacks, device limits, nested captures; asynchronous copies from or
@@ -63,10 +64,12 @@
 #include <cupti.h>   /* types, ids and the *_params structs; nothing is linked */
 
 #include "../common/arena.h"
+#include "../common/cuda_api.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/u64map.h"
 #include "../common/vec.h"
+#include "watch_calls.h"
 
 #ifndef KP_CUDA_HOME
 #define KP_CUDA_HOME "/usr/local/cuda"
@@ -874,86 +877,10 @@ static void drv_launch(struct kp__rt_watcher *w, const CUpti_CallbackData *cb, v
 }
 
 /* ------------------------------------------------------------------------ */
-/* calls no capture holds, classified by name (every flavour of each) */
+/* calls no capture holds, classified by name (watch_calls.h: every flavour
+ * of each, from common/cuda_api.def) */
 
-enum {
-	K_NONE = 1, K_SYNC, K_QUERY, K_ALLOC, K_REGISTER, K_COPY, K_SET, K_CALLBACK, K_LIMIT,
-	K_CAPTURE,
-};
-
-/* Per class: what the call does wrong and the fix, after "CALL inside the
- * region (after kernel K)"; a %s is the capture stream. */
-static const char *const offence[] = {
-	[K_SYNC] = ": a capture cannot wait for the GPU: move it out of the region",
-	[K_QUERY] = ": a capture cannot query a stream or an event: move it out of the region",
-	[K_ALLOC] = ": allocate and free outside the region (or use cudaMallocAsync / "
-		"cudaFreeAsync on %s)",
-	[K_REGISTER] = ": register host memory before the region",
-	[K_COPY] = " is synchronous: use cudaMemcpyAsync on %s (with pinned host memory)",
-	[K_SET] = " is synchronous: use cudaMemsetAsync on %s",
-	[K_CALLBACK] = ": a capture cannot hold a stream callback: use cudaLaunchHostFunc on %s",
-	[K_LIMIT] = ": set device limits before the region",
-	[K_CAPTURE] = ": the body starts a stream capture of its own: capture it outside the "
-		"region",
-};
-
-static const struct {
-	const char *name;
-	uint8_t cls;
-} blockers[] = {
-	{ "cudaDeviceSynchronize", K_SYNC }, { "cudaThreadSynchronize", K_SYNC },
-	{ "cudaStreamSynchronize", K_SYNC }, { "cudaEventSynchronize", K_SYNC },
-	{ "cuCtxSynchronize", K_SYNC }, { "cuStreamSynchronize", K_SYNC },
-	{ "cuEventSynchronize", K_SYNC },
-	{ "cudaStreamQuery", K_QUERY }, { "cudaEventQuery", K_QUERY },
-	{ "cudaEventElapsedTime", K_QUERY }, { "cuStreamQuery", K_QUERY },
-	{ "cuEventQuery", K_QUERY }, { "cuEventElapsedTime", K_QUERY },
-	{ "cudaMalloc", K_ALLOC }, { "cudaMallocPitch", K_ALLOC }, { "cudaMalloc3D", K_ALLOC },
-	{ "cudaMallocArray", K_ALLOC }, { "cudaMalloc3DArray", K_ALLOC },
-	{ "cudaMallocMipmappedArray", K_ALLOC }, { "cudaMallocManaged", K_ALLOC },
-	{ "cudaMallocHost", K_ALLOC }, { "cudaHostAlloc", K_ALLOC }, { "cudaFree", K_ALLOC },
-	{ "cudaFreeHost", K_ALLOC }, { "cudaFreeArray", K_ALLOC },
-	{ "cudaFreeMipmappedArray", K_ALLOC },
-	{ "cuMemAlloc", K_ALLOC }, { "cuMemAllocPitch", K_ALLOC },
-	{ "cuMemAllocManaged", K_ALLOC }, { "cuMemAllocHost", K_ALLOC },
-	{ "cuMemHostAlloc", K_ALLOC }, { "cuMemFree", K_ALLOC }, { "cuMemFreeHost", K_ALLOC },
-	{ "cudaHostRegister", K_REGISTER }, { "cudaHostUnregister", K_REGISTER },
-	{ "cuMemHostRegister", K_REGISTER }, { "cuMemHostUnregister", K_REGISTER },
-	{ "cudaStreamAddCallback", K_CALLBACK }, { "cuStreamAddCallback", K_CALLBACK },
-	{ "cudaDeviceSetLimit", K_LIMIT }, { "cuCtxSetLimit", K_LIMIT },
-	{ "cudaStreamBeginCapture", K_CAPTURE }, { "cudaStreamBeginCaptureToGraph", K_CAPTURE },
-	{ "cuStreamBeginCapture", K_CAPTURE }, { "cuStreamBeginCaptureToGraph", K_CAPTURE },
-};
-
-/* name is entry or entry followed by a suffix (_v2, _ptsz, _v3020) */
-static int name_is(const char *name, const char *entry)
-{
-	size_t n = strlen(entry);
-
-	return !strncmp(name, entry, n) && (!name[n] || name[n] == '_');
-}
-
-static uint8_t classify(const char *fn)
-{
-	size_t i;
-
-	if (!fn)
-		return K_NONE;
-	while (*fn == '_')
-		fn++;
-	for (i = 0; i < sizeof(blockers) / sizeof(blockers[0]); i++) {
-		if (name_is(fn, blockers[i].name))
-			return blockers[i].cls;
-	}
-	/* the asynchronous ones are handled by id before this */
-	if (!strncmp(fn, "cudaMemcpy", 10) || !strncmp(fn, "cuMemcpy", 8))
-		return strstr(fn, "Async") ? K_NONE : K_COPY;
-	if (!strncmp(fn, "cudaMemset", 10) || !strncmp(fn, "cuMemset", 8))
-		return strstr(fn, "Async") ? K_NONE : K_SET;
-	return K_NONE;
-}
-
-static uint8_t cls_tab[2][N_CLS];   /* 0: not classified yet */
+static uint8_t cls_tab[2][N_CLS];   /* class + 1; 0: not classified yet */
 
 static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 		    const CUpti_CallbackData *cb)
@@ -963,7 +890,7 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 	const char *af, *cap;
 
 	if (!k) {
-		k = classify(cb->functionName);
+		k = (uint8_t)(kp__rt_watch_breaker(cb->functionName) + 1);
 		if (id < N_CLS)
 			cls_tab[drv][id] = k;
 	}
@@ -973,14 +900,13 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 	 * it switches to the graph's pool and stops querying, so with
 	 * KP_RT_WATCH_ALLOW_ALLOC none of that is a blocker.
 	 */
-	if (k == K_NONE || ((k == K_ALLOC || (k == K_QUERY && strstr(cb->functionName, "Event"))) &&
-			    w->flags & KP_RT_WATCH_ALLOW_ALLOC))
+	if (k == KP_API_OTHER + 1 || kp__rt_watch_allowed(k - 1, w->flags))
 		return;
 	call_name(c, sizeof(c), cb->functionName);
 	af = after(w, ab, sizeof(ab));
 	cap = cap_name(w, b, sizeof(b));
 	/* the tail of the message; a fix on the capture stream names it (%s) */
-	snprintf(tail, sizeof(tail), offence[k], cap);
+	snprintf(tail, sizeof(tail), kp__rt_watch_offence(k - 1), cap);
 	offend(w, cb, w->last_kernel, "%s inside the region%s%s", c, af, tail);
 }
 

@@ -346,6 +346,15 @@ static void test_blocker_free(void) { check_blocker("cudaFree", "free", 1); }
 static void test_blocker_memset(void) { check_blocker("cudaMemset", "blocking_copy", 1); }
 static void test_blocker_callback(void) { check_blocker("cudaStreamAddCallback", "host_callback", 1); }
 static void test_blocker_event(void) { check_blocker("cudaStreamWaitEvent", "cross_stream_event", 1); }
+/* issue 30: calls the runtime's watch refused and the analyzer let pass */
+static void test_blocker_watch_calls(void)
+{
+	check_blocker("cudaEventElapsedTime", "sync", 1);
+	check_blocker("cudaDeviceSetLimit", "device_limit", 1);
+	check_blocker("cudaStreamBeginCapture", "nested_capture", 1);
+	check_blocker("cudaHostRegister", "host_register", 1);
+}
+
 static void test_not_blockers(void)
 {
 	check_blocker("cudaMallocAsync", NULL, 0);
@@ -353,6 +362,8 @@ static void test_not_blockers(void)
 	check_blocker("cudaGetDevice", NULL, 0);
 	check_blocker("cudaMemsetAsync", NULL, 0);
 	check_blocker("cudaLaunchHostFunc", NULL, 0);   /* a host node */
+	check_blocker("cudaGraphAddMemsetNode", NULL, 0);   /* builds a graph: no memset */
+	check_blocker("cudaStreamIsCapturing", NULL, 0);
 }
 
 static void test_fork_join(void)
@@ -1830,6 +1841,8 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "blocker: free", test_blocker_free },
 	{ "blocker: stream callback", test_blocker_callback },
 	{ "blocker: cross-stream event", test_blocker_event },
+	{ "blocker: elapsed time, device limit, nested capture, host register",
+	  test_blocker_watch_calls },
 	{ "blocker: pageable copy", test_blocker_pageable },
 	{ "event wait after a record inside: fork/join", test_fork_join },
 	{ "not blockers: async alloc, other calls", test_not_blockers },
