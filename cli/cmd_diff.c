@@ -1,4 +1,5 @@
 /* cmd_diff.c - `kplan diff`: compare two runs, exit 1 on a regression. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +49,11 @@ static int write_file(const char *path, const struct kp_diff *d,
 	int bad;
 
 	if (!f)
-		return kp_err_set(err, KP_EIO, "%s: cannot write", path);
+		return kp_err_set(err, KP_EIO, "%s: cannot write: %s", path, strerror(errno));
 	fn(d, f);
 	bad = ferror(f);
 	if (fclose(f) || bad)
-		return kp_err_set(err, KP_EIO, "%s: write failed", path);
+		return kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(errno));
 	return 0;
 }
 

@@ -1,4 +1,5 @@
 /* cmd_report.c - `kplan report`: one self-contained HTML page and CSV files. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,12 +101,13 @@ KP_CMD(report)
 	if (html) {
 		f = strcmp(out, "-") ? fopen(out, "w") : stdout;
 		if (!f) {
-			rc = kp_err_set(&err, KP_EIO, "%s: cannot write the report", out);
+			rc = kp_err_set(&err, KP_EIO, "%s: cannot write the report: %s", out,
+					strerror(errno));
 			goto out;
 		}
 		rc = kp_report_html(rep, f, &err);
 		if (f != stdout && fclose(f) && !rc)
-			rc = kp_err_set(&err, KP_EIO, "%s: write failed", out);
+			rc = kp_err_set(&err, KP_EIO, "%s: write failed: %s", out, strerror(errno));
 		if (rc)
 			goto out;
 	}

@@ -423,27 +423,6 @@ static void test_disk_full_import(void)
  * commands run as nobody (setpriv); without setpriv the test is skipped.
  * Returns the prefix for the command line, or NULL to skip.
  */
-static const char *as_unprivileged(void)
-{
-	if (geteuid() != 0)
-		return "";
-	if (kp_test_sh("command -v setpriv > /dev/null 2>&1") == 0)
-		return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-	fprintf(stderr, "read-only tests skipped: running as root without setpriv\n");
-	return NULL;
-}
-
-/* A directory others can reach (the test tmpdir is 0700). Static storage. */
-static const char *public_dir(void)
-{
-	static char dir[64];
-
-	snprintf(dir, sizeof(dir), "/tmp/kplan-rel-XXXXXX");
-	if (!mkdtemp(dir) || chmod(dir, 0755))
-		return NULL;
-	return dir;
-}
-
 /*
  * Finding 1: a database in a read-only directory (a CI artifact, a shared
  * or mounted copy) could not be read at all: SQLite must create the -shm
@@ -454,7 +433,7 @@ static const char *public_dir(void)
  */
 static void test_readonly_paths(void)
 {
-	const char *pre = as_unprivileged(), *dir, *db_path, *log;
+	const char *pre = kp_test_unprivileged(), *dir, *db_path, *log;
 	const char *kplan = kp_test_kplan();
 	const char *trace = kp_test_src("tests/fixtures/resnet18_b1.json.gz");
 	char *before, *after;
@@ -463,7 +442,7 @@ static void test_readonly_paths(void)
 
 	if (!pre)
 		return;
-	dir = public_dir();
+	dir = kp_test_public_dir();
 	CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
 	db_path = in_dir_path(dir, "run.db");
 	log = kp_test_path("ro.log");
@@ -471,7 +450,23 @@ static void test_readonly_paths(void)
 					 " > /dev/null 2>&1", kplan, trace, db_path, kplan, db_path), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan %s -o %s/model.kplan > /dev/null 2>&1", kplan,
 				   db_path, dir), 0);
-	kp_test_sh("chmod 0444 %s/* && chmod 0555 %s", dir, dir);
+	/* a reader that cannot write the file, in a directory it can write,
+	 * leaves no -wal or -shm beside it */
+	kp_test_sh("chmod 0444 %s/* && chmod 0777 %s", dir, dir);
+	rc = kp_test_sh("%s%s report %s -o /dev/null > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(kp_test_sh("ls %s | grep -q -- '-wal\\|-shm'", dir), 1);
+	/* a writer is told which of file and directory it cannot write, and why */
+	rc = kp_test_sh("%s%s analyze %s > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'run.db: cannot write to this database (Permission "
+				   "denied)' %s && ! grep -q 'readonly database' %s", log, log), 0);
+	kp_test_sh("chmod 0666 %s && chmod 0555 %s", db_path, dir);
+	rc = kp_test_sh("%s%s analyze %s > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cannot write in the directory %s (Permission denied)'"
+				   " %s", dir, log), 0);
+	kp_test_sh("chmod 0444 %s", db_path);
 	before = kp_test_read(db_path, &n1);
 
 	/* reading commands: output to a writable place */

@@ -736,6 +736,13 @@ static void test_cli_report(void)
 	h = kp_test_read(kp_test_path("cli.out"), NULL);
 	CU_ASSERT(h && strstr(h, "launch-bound") && strstr(h, "cli.html"));
 	free(h);
+	/* the database is only read: no -wal or -shm left beside it */
+	CU_ASSERT_EQUAL(kp_test_sh("test -e %s-wal || test -e %s-shm", p, p), 1);
+	/* an output it cannot write: the OS's reason */
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s/no/such/dir.html 2>%s >/dev/null",
+				   kp_test_kplan(), p, kp_test_path("."), kp_test_path("cli.err")), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cannot write the report: No such file or directory' %s",
+				   kp_test_path("cli.err")), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report %s --run 9 -o /dev/null 2>/dev/null", kp_test_kplan(), p), 2);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report %s --bogus 2>/dev/null", kp_test_kplan(), p), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report 2>/dev/null", kp_test_kplan()), 64);
