@@ -433,6 +433,20 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	return rc;
 }
 
+int kp_analysis_stored(struct kp_db *db, int64_t run_id)
+{
+	char sql[256];
+
+	if (run_id <= 0)
+		run_id = kp_db_last_run(db);
+	if (run_id <= 0 || !kp_db_has_table(db, "kp_regions") || !kp_db_has_table(db, "kp_gaps"))
+		return 0;
+	snprintf(sql, sizeof(sql), "SELECT EXISTS (SELECT 1 FROM kp_regions WHERE runId = %lld)"
+		 " OR EXISTS (SELECT 1 FROM kp_gaps WHERE runId = %lld)",
+		 (long long)run_id, (long long)run_id);
+	return kp_db_int(db, sql, 0) == 1;
+}
+
 static int csv_to(struct kp_db *db, const char *dir, const char *name,
 		  const char *sql, struct kp_err *err)
 {

@@ -17,7 +17,9 @@ const char kp_usage_diff[] =
 	"per top kernel, the time before and after and the change in percent. The\n"
 	"run row is the summed stream time (first to last GPU op per stream).\n"
 	"Regions are compared by their median time per occurrence, kernels by total\n"
-	"time. A and B may be the same file with different --run-a/--run-b.\n"
+	"time. A and B may be the same file with different --run-a/--run-b. A run\n"
+	"that was not analyzed is analyzed first (one line says so), as 'kplan\n"
+	"analyze' would: its regions are compared, not reported as gone.\n"
 	"\n"
 	"options:\n"
 	"  --run-a N, --run-b M      runs to compare (default: the newest of each)\n"
@@ -102,6 +104,9 @@ KP_CMD(diff)
 	}
 	if (!pb)
 		return kp_cli_usage("diff", "expected two databases (A.db B.db)");
+	if (kp_cli_analyze_first("diff", pa, o.run_a, 1, &err) ||
+	    kp_cli_analyze_first("diff", pb, o.run_b, 1, &err))
+		return kp_cli_error(&err);
 	if (!(a = kp_db_open(pa, KP_DB_RDONLY, &err)) || !(b = kp_db_open(pb, KP_DB_RDONLY, &err))) {
 		rc = -1;
 		goto out;

@@ -15,7 +15,8 @@ const char kp_usage_plan[] =
 	"usage: kplan plan DB [--run N] -o model.kplan [options]\n"
 	"       kplan plan --base PLAN --kernels TRACE --catalog FILE -o model.kplan\n"
 	"\n"
-	"Writes the plan file for an analyzed run (see plan/FORMAT.md): per region\n"
+	"Writes the plan file for a run (see plan/FORMAT.md), analyzing it first\n"
+	"when 'kplan analyze' has not (one line says so): per region\n"
 	"graph (shape keys, warm-up, patch slots), eager (with the reason) or split;\n"
 	"fusion groups with their predicted gain; the graph memory budget and the\n"
 	"predicted speedup of the whole run. The plan is also stored in the database's\n"
@@ -32,7 +33,8 @@ const char kp_usage_plan[] =
 	"                        least gain per byte go eager first (default: no cap)\n"
 	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
 	"  --cuda-major N        CUDA major version when the run does not record one\n"
-	"  --no-store            do not record the plan in the database (read-only)\n"
+	"  --no-store            do not record the plan in the database (read-only:\n"
+	"                        the run must be analyzed already)\n"
 	"  --for IDENTITY        pin the plan to a model: any string naming it, e.g.\n"
 	"                        'gpt2-124M@sha256:...' or a name and version; written\n"
 	"                        as [hard] 'for' (plan format 3). An application that\n"
@@ -392,7 +394,10 @@ KP_CMD(plan)
 		return rc;
 	}
 	say = strcmp(opt.out, "-") ? stdout : stderr;
-	db = kp_db_open(opt.db_path, opt.store ? 0 : KP_DB_RDONLY, &err);
+	if (kp_cli_analyze_first("plan", opt.db_path, opt.o.run_id, opt.store, &err))
+		db = NULL;
+	else
+		db = kp_db_open(opt.db_path, opt.store ? 0 : KP_DB_RDONLY, &err);
 	if (!db) {
 		kp_fx_catalog_free(opt.cat);
 		return kp_cli_error(&err);

@@ -830,7 +830,9 @@ static void test_report_no_streams(void)
 	CU_ASSERT_EQUAL(pipeline("no_streams", trace, "info"), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s > /dev/null 2>&1", kp_test_kplan(),
 				   kp_test_path("no_streams.db"), kp_test_path("no_streams.html")), 0);
-	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s > /dev/null", kp_test_kplan(),
+	/* (its one kernel leaves the analysis nothing to store: diff analyzes it
+	 * each time, saying so on stderr) */
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s > /dev/null 2>&1", kp_test_kplan(),
 				   kp_test_path("no_streams.db"), kp_test_path("no_streams.db")), 0);
 }
 

@@ -851,6 +851,41 @@ static void test_diff(void)
 				   kp_test_path("diff-a.db"), kp_test_path("diff-b.db")), 64);
 }
 
+/*
+ * A run imported but never analyzed (a CI job that records and diffs) is
+ * analyzed first, its regions compared, not reported as gone; a database
+ * that cannot be written is refused with the command to run.
+ */
+static void test_diff_unanalyzed(void)
+{
+	const char *a = kp_test_path("un-a.db"), *b = kp_test_path("un-b.db");
+	const char *out = kp_test_path("un.out"), *errs = kp_test_path("un.err");
+	const char *k = kp_test_kplan(), *pre, *dir;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s >/dev/null && %s analyze %s >/dev/null"
+					 " && %s import %s -o %s >/dev/null", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), a, k, a, k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), b), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression 5 >%s 2>%s", k, a, b, out,
+				   errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'run 1 of .*un-b.db was not analyzed: analyzing it first'"
+				   " %s", errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^region  step .* ms .* ms  *+0.0%%' %s && "
+				   "! grep -q gone %s", out, out), 0);
+	/* one that cannot be analyzed here (read-only): refused, naming the command */
+	if (!(pre = kp_test_unprivileged()) || !(dir = kp_test_public_dir()))
+		return;
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s/b.db >/dev/null && cp %s %s/a.db && "
+					 "chmod 0555 %s && chmod 0444 %s/*", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), dir, a, dir,
+					 dir, dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s%s diff %s/a.db %s/b.db >/dev/null 2>%s", pre, k, dir, dir,
+				   errs), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q \"run 1 must be analyzed first ('kplan analyze %s/b.db "
+				   "--run 1')\" %s", dir, errs), 0);
+	kp_test_sh("chmod -R u+w %s && rm -rf %s", dir, dir);
+}
+
 static void test_diff_not_comparable(void)
 {
 	struct kp_err err = {0};
@@ -1140,6 +1175,7 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "kernel labels in analyze, show and the page", test_cli_labels },
 	{ "diff: regression and exit codes", test_diff },
 	{ "diff: comparability check", test_diff_not_comparable },
+	{ "diff: a run not analyzed is analyzed first", test_diff_unanalyzed },
 	{ "region families: one row, csv column", test_families },
 	{ "region families: order, sources, csv quoting", test_families_csv_quoting },
 	CU_TEST_INFO_NULL,
