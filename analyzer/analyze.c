@@ -551,7 +551,8 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 			     int max_rows, struct kp_err *err)
 {
 	static const char sql[] = "SELECT regionId, parentId, label, occurrences, nodes,"
-		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers, source"
+		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers, source,"
+		" CASE WHEN eager_ns > 0 THEN 100.0 * host_idle_ns / eager_ns END"
 		" FROM kp_regions WHERE runId = ?1 ORDER BY regionId LIMIT ?2";
 	sqlite3_stmt *st;
 	int rc = kp_db_prepare(db, sql, &st, err);
@@ -560,8 +561,8 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		return rc;
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, max_rows > 0 ? max_rows : 1000000);
-	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %11s %7s %4s  %s\n", "id", "region", "source",
-		"occ", "nodes", "eager_us", "graph_us", "speedup", "capt", "blockers");
+	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %6s %11s %7s %4s  %s\n", "id", "region", "source",
+		"occ", "nodes", "eager_us", "host%", "graph_us", "speedup", "capt", "blockers");
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *label = (const char *)sqlite3_column_text(st, 2);
 		const char *bl = (const char *)sqlite3_column_text(st, 9);
@@ -569,10 +570,12 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		int id = sqlite3_column_int(st, 0), part = sqlite3_column_type(st, 1) != SQLITE_NULL;
 		char lab[64];
 		snprintf(lab, sizeof(lab), "%s%.*s", part ? "  " : "", 30, label ? label : "");
-		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %11.1f %6.2fx %4s  %s\n",
+		/* host%: the region's host-bound idle per call, as the plan's reason says it */
+		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %6.1f %11.1f %6.2fx %4s  %s\n",
 			id, lab, src ? src : "-",
 			(long long)sqlite3_column_int64(st, 3), (long long)sqlite3_column_int64(st, 4),
-			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_int64(st, 6) / 1000.0,
+			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_double(st, 11),
+			sqlite3_column_int64(st, 6) / 1000.0,
 			sqlite3_column_double(st, 7), sqlite3_column_int(st, 8) ? "yes" : "no",
 			bl ? bl : "-");
 		if (!part && !sqlite3_column_int(st, 8))

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 
+#include "../common/kptime.h"
 #include "../common/strbuf.h"
 #include "../fusion/fusion_gen.h"
 #include "../planner/planner.h"
@@ -357,6 +358,7 @@ static void print_summary(const struct plan_args *opt, const struct kp_plan *pla
 {
 	FILE *f = strcmp(opt->out, "-") ? stdout : stderr;
 	int n_graph = 0, n_eager = 0, n_split = 0;
+	char a[32], b[32];
 	size_t r;
 
 	for (r = 0; r < plan->n_regions; r++) {
@@ -367,8 +369,10 @@ static void print_summary(const struct plan_args *opt, const struct kp_plan *pla
 		n_split += d == KP_PLAN_SPLIT;
 	}
 	fprintf(f, "%s: %zu regions (%d graph, %d eager, %d split), %zu fusion groups, "
-		"predicted speedup %.2fx",
-		opt->out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions, plan->speedup_pred);
+		"predicted to save %s of the run's %s (%.2fx)",
+		opt->out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions,
+		kp_fmt_dur(plan->run_eager_ns - plan->run_pred_ns, a, sizeof(a)),
+		kp_fmt_dur(plan->run_eager_ns, b, sizeof(b)), plan->speedup_pred);
 	if (opt->store)
 		fprintf(f, " (plan %lld in %s)\n", (long long)plan_id, opt->db_path);
 	else

@@ -4,6 +4,8 @@
 
 #include "cli.h"
 
+#include "../common/kptime.h"
+
 #include "../common/kname.h"
 #include "../plan/planfile.h"
 
@@ -33,7 +35,7 @@ KP_CMD(show)
 {
 	struct kp_err err = {0};
 	struct kp_plan *p;
-	char a[32], b[32];
+	char a[32], b[32], c[32];
 	size_t i, w = 6;
 	int n[3] = {0, 0, 0};
 
@@ -53,9 +55,9 @@ KP_CMD(show)
 	printf("  source      run %lld (%s%s%s), kplan %s\n", (long long)p->source_run,
 	       p->source_kind[0] ? p->source_kind : "unknown", p->date[0] ? ", " : "", p->date,
 	       p->tool_version);
-	ms(a, sizeof(a), p->run_eager_ns);
-	ms(b, sizeof(b), p->run_pred_ns);
-	printf("  predicted   %s -> %s for the run (%.2fx)\n", a, b, p->speedup_pred);
+	printf("  predicted   %s -> %s for the run: saves %s (%.2fx)\n",
+	       kp_fmt_dur(p->run_eager_ns, a, sizeof(a)), kp_fmt_dur(p->run_pred_ns, b, sizeof(b)),
+	       kp_fmt_dur(p->run_eager_ns - p->run_pred_ns, c, sizeof(c)), p->speedup_pred);
 	mib(a, sizeof(a), p->mem_budget_bytes);
 	printf("  graph mem   %s budget\n", a);
 	for (i = 0; i < p->n_regions; i++) {

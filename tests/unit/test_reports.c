@@ -19,6 +19,7 @@
 #include "db/db.h"
 #include "db/writer.h"
 #include "plan/planfile.h"
+#include "plan/predict.h"
 #include "reports/diff.h"
 #include "reports/html.h"
 #include "reports/report.h"
@@ -143,8 +144,6 @@ static char *plan_text(int64_t run)
 	if (!p)
 		return NULL;
 	plan_keys(p, run);
-	p->run_pred_ns = 30000;
-	p->speedup_pred = 3.1;
 	p->mem_budget_bytes = 1 << 20;
 	p->n_regions = 2;
 	p->regions = r = calloc(2, sizeof(*r));
@@ -161,7 +160,7 @@ static char *plan_text(int64_t run)
 	r[0].break_even = 4;
 	r[0].eager_ns = 18000;
 	r[0].graph_ns = 8000;
-	r[0].one_time_ns = 60000;
+	r[0].one_time_ns = 2000;
 	r[0].mem_budget_bytes = 65536;
 	r[0].speedup_pred = 2.25;
 	r[1].label = strdup("<b>opt</b>");
@@ -176,6 +175,7 @@ static char *plan_text(int64_t run)
 	r[1].eager_ns = 2000;
 	r[1].graph_ns = 2000;
 	r[1].speedup_pred = 1;
+	kp_plan_predict_run(p);  /* 'step' saves (3 - 2) x 10 us - 2 us of the run's 93 us */
 	if (kp_plan_write(p, &sb, &err)) {
 		fprintf(stderr, "plan write: %s\n", err.msg);
 		kp_plan_free(p);
@@ -376,9 +376,12 @@ static void test_report_page(void)
 	kp_report_verdict(rep, verdict, sizeof(verdict));
 	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "partly launch-bound"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "40.0%"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "save 30.00 us (66.7% of stream time)"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "'step' from 18.00 us to 8.00 us per occurrence (2.25x)"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "the current plan model.kplan predicts 2.25x for the whole run."));
+	/* the saving is the plan's (plan/predict.h), as kplan show prints it */
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "; the current plan model.kplan graphs 1 region and is "
+				      "predicted to save 8.00 us of the run's 93.00 us (1.09x), 'step' "
+				      "from 18.00 us to 8.00 us per call (2.25x)."));
+	CU_ASSERT_EQUAL(rep->saved_ns, 8000);
+	CU_ASSERT_EQUAL(rep->regions.data[0].gain_ns, 8000);
 	/* the evil kernel name appears only escaped */
 	CU_ASSERT_PTR_NULL(strstr(h, "<script>alert"));
 	CU_ASSERT_PTR_NULL(strstr(h, "<b>opt"));
@@ -782,6 +785,52 @@ static void test_cli_labels(void)
 	free(out);
 }
 
+/*
+ * One definition each of the predicted saving (plan/predict.h) and of a
+ * region's host-bound share, the same figure wherever it is printed: the
+ * report's verdict before and after the plan, `kplan plan`, `kplan show`,
+ * the plan's reason, the page's tables; `kplan analyze`'s host% and the
+ * reason's pct. On the bundled trace.
+ */
+static void test_one_figure_everywhere(void)
+{
+	const char *db = kp_test_path("fig.db"), *k = kp_test_kplan();
+	const char *o = kp_test_path("fig");
+	char *save, *host, *sh;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s >/dev/null && %s analyze %s >%s.analyze"
+					 " && %s report %s -o %s.0.html >%s.report0 && %s plan %s -o "
+					 "%s.kplan >%s.plan && %s show %s.kplan >%s.show && %s report %s "
+					 "-o %s.1.html >%s.report1", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), db, k, db, o,
+					 k, db, o, o, k, db, o, o, k, o, o, k, db, o, o), 0);
+	/* the saving and the run's time, as the plan summary says them */
+	kp_test_sh("sed -n 's/.*predicted to save \\(.* of the run.s [^ ]* ms ([0-9.]*x)\\).*/\\1/p' "
+		   "%s.plan > %s.save", o, o);
+	save = kp_test_read(kp_test_path("fig.save"), NULL);
+	CU_ASSERT_FATAL(save && strstr(save, " of the run's 27.73 ms (2.65x)"));
+	*strchr(save, '\n') = '\0';
+	sh = strstr(save, " of the run's");
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF \"graphing its 1 capturable region is predicted to save %s"
+				   "\" %s.report0", save, o), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF \"graphs 1 region and is predicted to save %s\" "
+				   "%s.report1", save, o), 0);
+	*sh = '\0';   /* the saving alone, e.g. "17.27 ms" */
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF 'for the run: saves %s (2.65x)' %s.show && grep -qF "
+				   "'; saves %s over the run' %s.show", save, o, save, o), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF '>%s</td>' %s.0.html && grep -qF '>%s</td>' %s.1.html",
+				   save, o, save, o), 0);
+	/* the region's host-bound share: analyze's host% column, the plan's reason, the page */
+	kp_test_sh("awk '$2 == \"step\" { print $7 }' %s.analyze > %s.host", o, o);
+	host = kp_test_read(kp_test_path("fig.host"), NULL);
+	CU_ASSERT_FATAL(host && strchr(host, '.'));
+	*strchr(host, '\n') = '\0';
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF 'host-bound idle is %s pct of its' %s.show && "
+				   "grep -qF '>%s%%</td>' %s.1.html", host, o, host, o), 0);
+	free(save);
+	free(host);
+}
+
 static void test_diff(void)
 {
 	struct kp_db *a = fixture("diff-a.db", 1, 1.0), *b = fixture("diff-b.db", 1, 2.0);
@@ -1173,6 +1222,7 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "database without analysis", test_no_analysis },
 	{ "kplan report cli", test_cli_report },
 	{ "kernel labels in analyze, show and the page", test_cli_labels },
+	{ "one saving and one host-bound figure everywhere", test_one_figure_everywhere },
 	{ "diff: regression and exit codes", test_diff },
 	{ "diff: comparability check", test_diff_not_comparable },
 	{ "diff: a run not analyzed is analyzed first", test_diff_unanalyzed },
