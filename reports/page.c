@@ -403,7 +403,7 @@ static void kernel_table(FILE *f, const char *id, const struct kp_report *rep,
 		const struct kp_rep_kernel *k = ks[i];
 
 		fputs("<tr><td>", f);
-		kp_html_kname(f, k->name, k->label, 70);
+		kp_html_kname(f, k->name, k->label, KP_REP_KNAME_MAX);
 		fputs("</td>", f);
 		td_int(f, k->count);
 		td_dur(f, k->total_ns);

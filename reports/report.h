@@ -48,9 +48,13 @@ struct kp_report_opts {
 				* blocker sources (kplan diff) */
 };
 
+/* Code points of a kernel label in the page's tables (longer ones are cut). */
+#define KP_REP_KNAME_MAX 70
+
 struct kp_rep_kernel {
 	const char *name, *short_name;
-	const char *label;                 /* kp_kernel_label: what the page shows */
+	const char *label;                 /* kp_kernel_label, with what tells it apart
+					    * from kernels of the same label: what the page shows */
 	int64_t name_id;                   /* StringIds id of name */
 	int64_t count, total_ns, min_ns, max_ns;
 };

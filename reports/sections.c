@@ -222,7 +222,7 @@ static void card_kernels(FILE *f, const struct kp_report *rep, int ri)
 		char d[32];
 
 		fputs("<tr><td>", f);
-		kp_html_kname(f, kn->name, kn->label, 70);
+		kp_html_kname(f, kn->name, kn->label, KP_REP_KNAME_MAX);
 		fputs("</td>", f);
 		kp_html_td_num(f, r->occurrences ? (double)k->count / r->occurrences : 0, "%.1f");
 		fprintf(f, "<td class=\"n\" data-v=\"%lld\">%lld</td>", (long long)k->count, (long long)k->count);

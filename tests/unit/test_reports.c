@@ -533,6 +533,88 @@ static void test_kernel_labels(void)
 						     sizeof(small)), "aaaaaaaaaa...");
 }
 
+/*
+ * Kernels whose labels are the same (GPT-2's two MulFunctor kernels: a
+ * tensor times a scalar and a tensor times a tensor) are told apart by what
+ * differs, in the report's tables too; names that differ in no token are
+ * numbered.
+ */
+static void test_kernel_labels_apart(void)
+{
+	static const char *const mul[] = {
+		"void at::native::vectorized_elementwise_kernel<8, at::native::AUnaryFunctor<c10::Half, "
+		"c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+		"2ul> >(int, at::native::AUnaryFunctor<c10::Half, c10::Half, c10::Half, "
+		"at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)",
+		"void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::Half, "
+		"c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+		"3ul> >(int, at::native::BinaryFunctor<c10::Half, c10::Half, c10::Half, "
+		"at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)",
+		"void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<c10::Half, "
+		"c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+		"3ul> >(int, at::native::BinaryFunctor<c10::Half, c10::Half, c10::Half, "
+		"at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)",
+		"void k<a<b> >(int)",
+		"void k<a<b>>(int)",
+	};
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path("apart.db"), KP_DB_CREATE, &err);
+	struct kp_report *rep = NULL;
+	struct kp_run_info ri = { .source = "synthetic", .device_name = "NVIDIA H200",
+				  .compute_major = 9, .sm_count = 132, .driver_version = 13000 };
+	struct kp_writer w;
+	char out[96], *h;
+	int64_t run = 0;
+	size_t i, j;
+
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[0], &mul[1], 1, out, sizeof(out)),
+			       " [AUnaryFunctor]");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[1], &mul[0], 1, out, sizeof(out)),
+			       " [BinaryFunctor]");
+	/* against two: each place it differs, in order */
+	{
+		const char *o1[] = { mul[0], mul[2] }, *o2[] = { mul[0], mul[1] };
+
+		CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[1], o1, 2, out, sizeof(out)),
+				       " [8, BinaryFunctor]");
+		CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[2], o2, 2, out, sizeof(out)), " [4]");
+	}
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[3], &mul[4], 1, out, sizeof(out)), "");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[0], &mul[1], 1, out, 8), "");
+
+	/* the report: three kernels of one label, two more of another that differ in
+	 * no token (numbered); every row its own */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL_FATAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+	kp_writer_init(&w, db, run);
+	kp_db_begin(db, &err);
+	for (i = 0; i < 5; i++) {
+		struct kp_kernel_rec k = { .stream_id = 7, .correlation_id = (uint32_t)i + 1,
+					   .name = mul[i], .start = 1000 * (int64_t)i + 1000,
+					   .end = 1000 * (int64_t)i + 1500 + 10 * (int64_t)i,
+					   .grid = { 1, 1, 1 }, .block = { 32, 1, 1 } };
+
+		kp_writer_kernel(&w, &k, &err);
+	}
+	kp_db_commit(db, &err);
+	kp_writer_release(&w);
+	kp_db_run_finish(db, run, 0, NULL, "complete", &err);
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(rep->kernels.len, 5);
+	for (i = 0; i < rep->kernels.len; i++)
+		for (j = i + 1; j < rep->kernels.len; j++)
+			CU_ASSERT_STRING_NOT_EQUAL(rep->kernels.data[i].label, rep->kernels.data[j].label);
+	h = report_html(db, NULL);
+	CU_ASSERT(h && strstr(h, ">vectorized_elementwise_kernel&lt;MulFunctor&lt;float&gt;&gt; "
+				 "[8, AUnaryFunctor]</span>"));
+	CU_ASSERT(h && strstr(h, ">vectorized_elementwise_kernel&lt;MulFunctor&lt;float&gt;&gt; "
+				 "[4]</span>"));
+	CU_ASSERT(h && strstr(h, ">k&lt;b&gt; #1</span>") && strstr(h, ">k&lt;b&gt; #2</span>"));
+	free(h);
+	kp_report_free(rep);
+	kp_db_close(db);
+}
+
 static void js_str(FILE *f, const char *s, const char *t)
 {
 	(void)t;
@@ -1216,6 +1298,7 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "long names shortened with a title", test_shorten },
 	{ "report page: verdict, sections, escaping", test_report_page },
 	{ "kernel labels and fusion chains", test_kernel_labels },
+	{ "kernel labels told apart in the tables", test_kernel_labels_apart },
 	{ "javascript string literals", test_js_string },
 	{ "timeline data, region kernels, gap distribution", test_timeline_data },
 	{ "golden csv files", test_csv_golden },
