@@ -864,6 +864,47 @@ static void test_catalog_number_at_end(void)
 	free(buf);
 }
 
+/*
+ * `make test` on a fresh machine failed while another apt held the dpkg
+ * lock: scripts/deps.sh now waits for it. Run as "root" with a fake
+ * apt-get whose first update finds the lists locked: deps.sh retries, then
+ * installs with apt's DPkg::Lock::Timeout; a lock that stays is an error
+ * naming the wait.
+ */
+static void test_deps_waits_for_apt(void)
+{
+	const char *bin = kp_test_path("fakebin"), *log = kp_test_path("apt.log");
+	const char *state = kp_test_path("apt.state"), *out = kp_test_path("deps.out");
+	char *text;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("mkdir -p %s && printf '#!/bin/sh\necho 0\n' > %s/id && "
+					 "printf '#!/bin/sh\nexit 0\n' > %s/sleep && chmod +x %s/id "
+					 "%s/sleep", bin, bin, bin, bin, bin), 0);
+	/* update: locked while the state file says so (first call only, or always) */
+	kp_test_write(kp_test_path("fakebin/apt-get"),
+		      "#!/bin/sh\necho \"$*\" >> \"$APT_LOG\"\n"
+		      "case \"$*\" in *update*)\n"
+		      "  if [ -s \"$APT_STATE\" ]; then\n"
+		      "    [ \"$(cat \"$APT_STATE\")\" = always ] || : > \"$APT_STATE\"\n"
+		      "    echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 7 "
+		      "(apt-get)' >&2; exit 100\n"
+		      "  fi ;;\nesac\nexit 0\n", -1);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("chmod +x %s/apt-get", bin), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("echo once > %s && PATH=%s:$PATH APT_LOG=%s APT_STATE=%s "
+				   "KPLAN_DEPS_ROOT=/nonexistent KPLAN_APT_WAIT=30 sh %s > %s 2>&1",
+				   state, bin, log, state, kp_test_src("scripts/deps.sh"), out), 0);
+	text = kp_test_read(log, NULL);
+	CU_ASSERT(text && strstr(text, "-o DPkg::Lock::Timeout=30 update -qq\n-o DPkg::Lock::Timeout=30 "
+				 "update -qq\n-o DPkg::Lock::Timeout=30 install -y -qq"));
+	free(text);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'another apt holds its lock; waiting' %s", out), 0);
+	/* a lock that is never released: an error after the wait, not a hang */
+	CU_ASSERT_NOT_EQUAL(kp_test_sh("echo always > %s && PATH=%s:$PATH APT_LOG=%s APT_STATE=%s "
+				       "KPLAN_DEPS_ROOT=/nonexistent KPLAN_APT_WAIT=10 sh %s > %s 2>&1",
+				       state, bin, log, state, kp_test_src("scripts/deps.sh"), out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'still holds its lock after 10 s' %s", out), 0);
+}
+
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
@@ -879,5 +920,6 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "analyze_huge_grid", test_analyze_huge_grid },
 	{ "report_no_streams", test_report_no_streams },
 	{ "catalog_number_at_end", test_catalog_number_at_end },
+	{ "deps_waits_for_apt", test_deps_waits_for_apt },
 	CU_TEST_INFO_NULL,
 };
