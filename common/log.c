@@ -35,6 +35,7 @@ int kp_log_get_level(void)
 
 void kp_log(int l, const char *fmt, ...)
 {
+	const char *tag = getenv("KPLAN_LOG_TAG");
 	char buf[1024];
 	va_list ap;
 
@@ -43,7 +44,8 @@ void kp_log(int l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "kplan: %s%s\n",
+	fprintf(stderr, "kplan%s%s%s: %s%s\n", tag && *tag ? " (" : "", tag && *tag ? tag : "",
+		tag && *tag ? ")" : "",
 		l == KP_LOG_WARN ? "warning: " : l == KP_LOG_ERROR ? "error: " : "", buf);
 }
 

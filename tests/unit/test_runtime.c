@@ -1330,6 +1330,15 @@ static void test_calibrate_cli(void)
 	}
 	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=/nonexistent %s calibrate 2>/dev/null",
 				   kp_test_kplan()), 2);
+	/* a warning a test provokes says it is expected (KPLAN_LOG_TAG, set by
+	 * the runner); without the tag it is a plain warning */
+	kp_test_write(bad, "#!/bin/sh\necho 'gpu Fake'\necho 'driver 1'\necho 'nothing here'\n"
+		      "echo 'launch_host_ns 3800 9'\n", -1);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=%s %s calibrate 2>&1 >/dev/null | grep -q "
+				   "\"^kplan (expected): warning: .*ignoring line 'nothing here'\"", bad,
+				   kp_test_kplan()), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_LOG_TAG= KPLAN_CALIBRATE=%s %s calibrate 2>&1 >/dev/null | "
+				   "grep -q \"^kplan: warning: .*ignoring line\"", bad, kp_test_kplan()), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s calibrate --bogus 2>/dev/null", kp_test_kplan()), 64);
 }
 
