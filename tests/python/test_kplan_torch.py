@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import io
 import os
+import py_compile
 import re
 import shutil
 import subprocess
@@ -826,6 +827,17 @@ class TestStateMachine(Base):
     def test_region_needs_a_name(self):
         with self.assertRaises(TypeError):
             kt.region(lambda x: x)
+
+
+class TestExample(unittest.TestCase):
+    def test_readme_example_compiles(self):
+        """The README's walk-through program (needs torch and a GPU to run)."""
+        d = tempfile.mkdtemp()
+        try:
+            py_compile.compile(os.path.join(REPO, "examples", "torch", "mlp.py"),
+                               cfile=os.path.join(d, "mlp.pyc"), doraise=True)
+        finally:
+            shutil.rmtree(d)
 
 
 class TestImport(unittest.TestCase):
