@@ -373,6 +373,17 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	kp_u64map_init(&a.sigmap);
 	kp_u64map_init(&a.namemap);
 	rc = kp_cost_load_run(db, a.run, &a.cost, err);
+	/*
+	 * The runtime's watch costs once per process: it counts against the
+	 * regions only when the trace is a whole process (kplan record with no
+	 * capture window), whose occurrences are the run's. A profiler trace
+	 * or a window is a sample of a longer run.
+	 */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM kp_runs WHERE runId = %lld AND"
+		 " source = 'record' AND (note IS NULL OR note NOT LIKE '%%capture window%%')",
+		 (long long)a.run);
+	if (kp_db_int(db, sql, 0) == 0)
+		a.cost.v[KP_COST_WATCH] = 0;
 	sum->cost = a.cost;
 	snprintf(sql, sizeof(sql), "SELECT maxShmemPerBlock FROM TARGET_INFO_GPU"
 		 " WHERE runId = %lld ORDER BY id LIMIT 1", (long long)a.run);

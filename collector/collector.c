@@ -1221,6 +1221,8 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 		kp_warn("capture window: %s", err.msg);
 	if (note)
 		kp_run_note(db, g.run_id, note, NULL);
+	else if (kp_window_active(&win))
+		kp_run_note(db, g.run_id, "capture window: part of the run kept", NULL);
 	if (atomic_load(&g.sig_flush)) {
 		kp_run_note(db, g.run_id, g.flush_timed_out ?
 			    "ended by a signal; the final CUPTI flush did not finish in 3 s, records"

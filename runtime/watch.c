@@ -37,10 +37,12 @@
  * of parameter bytes or 32 family streams nothing more is recorded, and
  * the verdict is -1 ("could not check: body too large") unless an offence
  * was found. libcupti is loaded with
- * dlopen (libkplanrt does not link it), subscribed at begin and
- * unsubscribed at end: the cost is paid once per region, and a profiler
- * attached later is not blocked. CUPTI takes one subscriber: with another
- * one attached (kplan record), begin fails and the verdict is -1.
+ * dlopen (libkplanrt does not link it). The subscription outlives a watch,
+ * narrowed to a few calls, and CUPTI is detached (cuptiFinalize) once no
+ * watch has run for a while (see "the subscription" below): the watches of
+ * a start-up share one attachment, and the rest of the process runs with
+ * no CUPTI at all. CUPTI takes one subscriber: with another one attached
+ * (kplan record), begin fails and the verdict is -1.
  *
  * The CUDA calls made from inside a callback (cudaGetFuncBySymbol,
  * cudaPointerGetAttributes, the layout probe) raise callbacks of their
@@ -61,6 +63,7 @@
 #include <cupti.h>   /* types, ids and the *_params structs; nothing is linked */
 
 #include "../common/arena.h"
+#include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/u64map.h"
 #include "../common/vec.h"
@@ -91,7 +94,62 @@ static struct {
 	__typeof__(&cuptiUnsubscribe) Unsubscribe;
 	__typeof__(&cuptiEnableDomain) EnableDomain;
 	__typeof__(&cuptiGetResultString) GetResultString;
+	__typeof__(&cuptiEnableCallback) EnableCallback;
+	__typeof__(&cuptiFinalize) Finalize;    /* NULL: detaching is off */
 } cupti = { .once = PTHREAD_ONCE_INIT };
+
+/*
+ * The subscription, one per process, kept from one watch to the next.
+ *
+ * Unsubscribing does not detach CUPTI from the driver: once attached, every
+ * later CUDA call of the process paid for it (bench/watch_cost.cu measures
+ * it). Only cuptiFinalize detaches, and NVIDIA documents it as safe only
+ * from inside a callback at an API exit. So when a watch ends the
+ * subscription stays, narrowed to the exits of the launch calls
+ * (detach_cbids), and the first such exit DETACH_DELAY_NS after the last
+ * watch finalizes. The delay lets the watches of one start-up (every region
+ * warms up in the same few steps) share one attachment: each attachment
+ * costs CUPTI's initialisation, 12-22 ms. When the caller knows that no
+ * other watch is coming (core.c: no region is between its first warm-up
+ * call and its watch), kp__rt_watch_release detaches at once. A watch that
+ * begins while the subscription is idle widens it again.
+ * KPLAN_RT_WATCH_DETACH=0 keeps CUPTI attached for the life of the process
+ * instead (as a profiler would), =ms sets the delay.
+ */
+#define DETACH_DELAY_MS 200
+
+static struct {
+	pthread_mutex_t mu;           /* subscribe, widen, narrow, finalize */
+	CUpti_SubscriberHandle h;
+	int subscribed;               /* 1 while h is valid */
+	int idle;                     /* narrowed: waiting to detach (atomic) */
+	int64_t idle_since_ns;        /* when it was narrowed (atomic) */
+	int64_t delay_ns;             /* < 0: never detach */
+	uint64_t attaches, detaches;
+} sub = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* the watch in progress, NULL between watches (the gate orders writes) */
+static struct kp__rt_watcher *cur_w;
+
+/* the launch calls whose exits may detach: the calls a busy process makes */
+static const struct { CUpti_CallbackDomain dom; CUpti_CallbackId id; } detach_cbids[] = {
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020 },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz },
+	/* the call kp__rt_watch_release makes to detach at once */
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 },
+};
 
 static void cupti_load(void)
 {
@@ -127,7 +185,24 @@ static void cupti_load(void)
 	SYM(cuptiUnsubscribe, Unsubscribe)
 	SYM(cuptiEnableDomain, EnableDomain)
 	SYM(cuptiGetResultString, GetResultString)
+	SYM(cuptiEnableCallback, EnableCallback)
 #undef SYM
+	sub.delay_ns = (int64_t)DETACH_DELAY_MS * 1000000;
+	if ((fn = dlsym(h, "cuptiFinalize"))) {
+		const char *e = getenv("KPLAN_RT_WATCH_DETACH");
+		char *end;
+		long ms = e && *e ? strtol(e, &end, 10) : -1;
+
+		if (e && *e && (*end || ms < 0))
+			kp_warn("runtime: KPLAN_RT_WATCH_DETACH=%s is not a number of milliseconds; "
+				"%d used", e, DETACH_DELAY_MS);
+		else if (ms == 0)
+			sub.delay_ns = -1;
+		else if (ms > 0)
+			sub.delay_ns = (int64_t)ms * 1000000;
+		if (sub.delay_ns >= 0)
+			memcpy(&cupti.Finalize, &fn, sizeof(fn));
+	}
 	cupti.ok = 1;           /* never unloaded: CUPTI does not support it */
 }
 
@@ -228,7 +303,6 @@ struct kp__rt_watcher {
 	int state;
 	int on;                       /* callbacks count (atomic) */
 	unsigned flags;
-	CUpti_SubscriberHandle sub;
 	char fail[256];               /* W_FAILED: why */
 
 	struct kp_rt_watch_result res;/* verdict 1 once an offence is found */
@@ -1178,13 +1252,128 @@ static void on_driver_nested(struct kp__rt_watcher *w, CUpti_CallbackId id,
 	}
 }
 
+/* ------------------------------------------------------------------------ */
+/* the subscription: attach, widen, narrow, detach */
+
+/*
+ * In an idle subscription's callback, at an API exit: past the delay, and
+ * unless a watch is starting (the lock is busy), finalize CUPTI. Any thread
+ * may get here; trylock keeps application threads from ever waiting.
+ */
+static void maybe_detach(void)
+{
+	if (!__atomic_load_n(&sub.idle, __ATOMIC_ACQUIRE) || !cupti.Finalize ||
+	    kp_now_ns() - __atomic_load_n(&sub.idle_since_ns, __ATOMIC_RELAXED) < sub.delay_ns)
+		return;
+	if (pthread_mutex_trylock(&sub.mu))
+		return;
+	if (sub.idle && sub.subscribed && !__atomic_load_n(&cur_w, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
+		sub.subscribed = 0;
+		sub.detaches++;
+		cupti.Finalize();    /* the handle goes with it */
+	}
+	pthread_mutex_unlock(&sub.mu);
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
+				 const void *data);
+
+/* Callbacks on every runtime and driver call (the gate is held). */
+static CUptiResult sub_widen(void)
+{
+	CUptiResult r = CUPTI_SUCCESS;
+
+	pthread_mutex_lock(&sub.mu);
+	__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
+	if (!sub.subscribed) {
+		if ((r = cupti.Subscribe(&sub.h, on_callback, NULL)) != CUPTI_SUCCESS)
+			goto out;
+		sub.subscribed = 1;
+		sub.attaches++;
+	}
+	if ((r = cupti.EnableDomain(1, sub.h, CUPTI_CB_DOMAIN_RUNTIME_API)) != CUPTI_SUCCESS ||
+	    (r = cupti.EnableDomain(1, sub.h, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS) {
+		cupti.Unsubscribe(sub.h);
+		sub.subscribed = 0;
+	}
+out:
+	pthread_mutex_unlock(&sub.mu);
+	return r;
+}
+
+/*
+ * After a watch: callbacks only at the launch calls' exits, where the
+ * detach will happen; or, with detaching off, no subscription (CUPTI stays
+ * attached regardless).
+ */
+static void sub_narrow(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&sub.mu);
+	if (!sub.subscribed)
+		goto out;
+	if (!cupti.Finalize) {
+		cupti.Unsubscribe(sub.h);
+		sub.subscribed = 0;
+		goto out;
+	}
+	cupti.EnableDomain(0, sub.h, CUPTI_CB_DOMAIN_RUNTIME_API);
+	cupti.EnableDomain(0, sub.h, CUPTI_CB_DOMAIN_DRIVER_API);
+	for (i = 0; i < sizeof(detach_cbids) / sizeof(detach_cbids[0]); i++)
+		cupti.EnableCallback(1, sub.h, detach_cbids[i].dom, detach_cbids[i].id);
+	__atomic_store_n(&sub.idle_since_ns, kp_now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&sub.idle, 1, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&sub.mu);
+}
+
+void kp__rt_watch_release(void)
+{
+	int dev;
+
+	if (!__atomic_load_n(&sub.idle, __ATOMIC_ACQUIRE) || !cupti.Finalize)
+		return;
+	/* due now; the exit of this call's callback detaches */
+	__atomic_store_n(&sub.idle_since_ns, kp_now_ns() - sub.delay_ns, __ATOMIC_RELAXED);
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		cudaGetLastError();
+}
+
+/* libkplanrt unloaded (dlclose) while subscribed: no callback may reach it */
+__attribute__((destructor)) static void sub_unload(void)
+{
+	pthread_mutex_lock(&sub.mu);
+	if (sub.subscribed)
+		cupti.Unsubscribe(sub.h);
+	sub.subscribed = 0;
+	__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sub.mu);
+}
+
+void kp__rt_watch_counts(uint64_t *attaches, uint64_t *detaches, uint64_t *attached)
+{
+	pthread_mutex_lock(&sub.mu);
+	*attaches = sub.attaches;
+	*detaches = sub.detaches;
+	*attached = sub.subscribed;
+	pthread_mutex_unlock(&sub.mu);
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
 				 const void *data)
 {
-	struct kp__rt_watcher *w = ud;
+	struct kp__rt_watcher *w = __atomic_load_n(&cur_w, __ATOMIC_ACQUIRE);
 	const CUpti_CallbackData *cb = data;
 
-	if (!w || !cb || !pthread_equal(w->thread, pthread_self()) ||
+	(void)ud;
+	if (!w) {
+		if (cb && cb->callbackSite == CUPTI_API_EXIT)
+			maybe_detach();
+		return;
+	}
+	if (!cb || !pthread_equal(w->thread, pthread_self()) ||
 	    !__atomic_load_n(&w->on, __ATOMIC_ACQUIRE) || tl_self)
 		return;
 	if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -1240,7 +1429,8 @@ static void reset(struct kp__rt_watcher *w)
 static void stop(struct kp__rt_watcher *w)
 {
 	__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-	cupti.Unsubscribe(w->sub);
+	__atomic_store_n(&cur_w, NULL, __ATOMIC_RELEASE);
+	sub_narrow();
 }
 
 static void result_free(struct wresult *r)
@@ -1385,15 +1575,10 @@ int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
 	__atomic_store_n(&w->on, 1, __ATOMIC_RELEASE);
 	tl_rt_depth = 0;
 	tl_self = 0;
-	r = cupti.Subscribe(&w->sub, on_callback, w);
-	if (r != CUPTI_SUCCESS) {
+	__atomic_store_n(&cur_w, w, __ATOMIC_RELEASE);
+	if ((r = sub_widen()) != CUPTI_SUCCESS) {
 		__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-		return failed(w, "could not check: %s", cupti_str(r));
-	}
-	if ((r = cupti.EnableDomain(1, w->sub, CUPTI_CB_DOMAIN_RUNTIME_API)) != CUPTI_SUCCESS ||
-	    (r = cupti.EnableDomain(1, w->sub, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS) {
-		__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-		cupti.Unsubscribe(w->sub);
+		__atomic_store_n(&cur_w, NULL, __ATOMIC_RELEASE);
 		return failed(w, "could not check: %s", cupti_str(r));
 	}
 	w->state = W_ACTIVE;

@@ -226,6 +226,33 @@ static void region_fixture(struct tl *t, int n_occ, uint32_t stream)
 	}
 }
 
+/*
+ * The runtime's watch (CUPTI attached once per process) is a one-time cost
+ * of a region only when the trace is a whole process: a recording with no
+ * capture window. A profiler trace or a window samples a longer run.
+ */
+static void test_watch_cost_whole_runs(void)
+{
+	struct tl t;
+	struct kp_analysis_summary s;
+	struct kp_err err = {0};
+	int64_t sampled, whole;
+
+	tl_open(&t, "watchcost.db");
+	region_fixture(&t, 3, 13);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	sampled = q(&t, "SELECT one_time_ns FROM kp_regions WHERE label = 'r'");
+	CU_ASSERT_EQUAL(kp_db_exec(t.db, "UPDATE kp_runs SET source = 'record'", &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	whole = q(&t, "SELECT one_time_ns FROM kp_regions WHERE label = 'r'");
+	CU_ASSERT_EQUAL(whole - sampled, 20000000);
+	CU_ASSERT_EQUAL(kp_db_exec(t.db, "UPDATE kp_runs SET note = "
+				   "'capture window: part of the run kept'", &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT one_time_ns FROM kp_regions WHERE label = 'r'"), sampled);
+	kp_db_close(t.db);
+}
+
 static void test_nvtx_region(void)
 {
 	struct tl t;
@@ -756,8 +783,13 @@ static void test_cost_model(void)
 	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19);
 	CU_ASSERT_EQUAL(p.graph_ns, 7100);
 	CU_ASSERT_DOUBLE_EQUAL(p.speedup, 20000.0 / 7100.0, 1e-9);
+	/* capture + instantiate per node, and the runtime's watch once */
+	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3 + 20000000);
+	CU_ASSERT_EQUAL(p.break_even, (20100 + 20000000 + 12900 - 1) / 12900);
+	c.v[KP_COST_WATCH] = 0;     /* a sampled trace (the analyzer's choice) */
+	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 20000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3);
-	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12600 rounded up */
+	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12900 rounded up */
 	CU_ASSERT_EQUAL(p.extra_mem_bytes, 65536 + 3 * 4096);
 	/* host-bound graph: many patched nodes make the launch the limit */
 	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 20000, 20, 2, &p);
@@ -1790,6 +1822,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "gaps: host-bound vs device-side", test_gaps },
 	{ "gaps: largest kept under --gap-rows", test_gap_rows_cap },
 	{ "regions from nvtx ranges", test_nvtx_region },
+	{ "watch cost: whole recorded runs only", test_watch_cost_whole_runs },
 	{ "blocker: device sync", test_blocker_sync },
 	{ "blocker: driver stream sync", test_blocker_stream_sync },
 	{ "blocker: blocking copy", test_blocker_copy },

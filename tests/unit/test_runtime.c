@@ -53,6 +53,8 @@ struct fake {
 	int cc_major;
 	/* watch: launches seen while watching, the verdict to report */
 	int watching, watch_fail, watch_verdict, watch_per_thread, n_watch_begin;
+	int n_release;            /* watch_release calls */
+	char watch_log[64];       /* b: begin, e: end, r: release, in order */
 	struct fk_kernel wk[MAXK];
 	int n_wk;
 	struct kp__rt_wlaunch wl[MAXK];
@@ -316,8 +318,23 @@ static void f_range_push(void *ctx, const char *name, int kind)
 
 static void f_range_pop(void *ctx) { rng.depth--; }
 
+static void f_watch_log(char c)
+{
+	size_t n = strlen(fk.watch_log);
+
+	if (n + 1 < sizeof(fk.watch_log))
+		fk.watch_log[n] = c;
+}
+
+static void f_watch_release(void *ctx)
+{
+	fk.n_release++;
+	f_watch_log('r');
+}
+
 static int f_watch_begin(void *ctx, void *stream, unsigned flags)
 {
+	f_watch_log('b');
 	fk.n_watch_begin++;
 	if (fk.watch_fail)
 		return 1;
@@ -328,6 +345,7 @@ static int f_watch_begin(void *ctx, void *stream, unsigned flags)
 
 static int f_watch_end(void *ctx, struct kp__rt_watch *w)
 {
+	f_watch_log('e');
 	int i;
 
 	fk.watching = 0;
@@ -376,6 +394,9 @@ struct preg {
 	uint64_t shape;          /* one extra `shape` fingerprint, 0: none */
 };
 
+/* scalar patch lines (kernel 0, params 1..n) write_plan gives every region */
+static uint32_t wp_scalars;
+
 static const char *write_plan(const char *name, int cc_major, const struct preg *regs, int n)
 {
 	struct kp_plan *p = kp_plan_new();
@@ -412,6 +433,14 @@ static const char *write_plan(const char *name, int cc_major, const struct preg 
 			r->shapes = malloc(sizeof(*r->shapes));
 			r->shapes[0] = regs[i].shape;
 			r->n_shapes = 1;
+		}
+		if (wp_scalars) {
+			uint32_t j;
+
+			r->patches = calloc(wp_scalars, sizeof(*r->patches));
+			r->n_patches = wp_scalars;
+			for (j = 0; j < wp_scalars; j++)
+				r->patches[j] = (struct kp_plan_patch){ 0, j + 1, 8 * (j + 1), 8, 1 };
 		}
 	}
 	f = fopen(path, "w");
@@ -459,6 +488,7 @@ static kp_rt *open_rt_watch(const char *plan)
 
 	be.watch_begin = f_watch_begin;
 	be.watch_end = f_watch_end;
+	be.watch_release = f_watch_release;
 	rt = quiet_open(&be, plan, &o, &err);
 	if (!rt)
 		fprintf(stderr, "open: %s\n", err.msg);
@@ -1699,6 +1729,76 @@ static void test_value_binds(void)
 	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 16, out, 4), KP_EINVAL);
 }
 
+/*
+ * A plan whose scalars change per call, run by a program that binds no
+ * value: eager for good after one plain warm-up call, before any watch or
+ * capture is paid for. With the binds, the watch and the capture follow.
+ */
+static void test_unbound_scalars_decided_before_the_watch(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 1, 1, 0 } };
+	uint64_t out[8] = {0};
+	struct kp_rt_stats st;
+	const char *plan;
+	kp_rt *rt;
+	int i;
+
+	wp_scalars = 2;
+	plan = write_plan("scalars.kplan", 9, rg, 1);
+	wp_scalars = 0;
+	fake_reset();
+	rt = open_rt_watch(plan);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 6; i++) {
+		CU_ASSERT_EQUAL(call_value(rt, (void *)1, out, 500 + i, 0), 1);
+		CU_ASSERT_EQUAL(out[2], 500 + (uint64_t)i);
+	}
+	st = stats(rt);
+	CU_ASSERT_EQUAL(fk.n_watch_begin, 0);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_UNBOUND_CHANGE], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WARMUP], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_UNBOUND_CHANGE], 5);
+	kp_rt_close(rt);
+
+	/* bound: one plain warm-up call, the watched one, then the capture */
+	fake_reset();
+	rt = open_rt_watch(plan);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 6; i++)
+		call_value(rt, (void *)1, out, 500 + i, 1);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(fk.n_watch_begin, 1);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_UNBOUND_CHANGE], 0);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WARMUP], 2);
+	kp_rt_close(rt);
+}
+
+/*
+ * CUPTI is released after a watch unless another region has begun its
+ * warm-up and waits for its own watch (one attachment for both).
+ */
+static void test_watch_release_after_the_last_watch(void)
+{
+	struct preg rg[] = { { "a", KP_PLAN_GRAPH, 0, 2, 1, 0 },
+			     { "b", KP_PLAN_GRAPH, 0, 2, 1, 0 } };
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_rt_watch(write_plan("release.kplan", 9, rg, 2));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 4; i++) {
+		call(rt, "a", 0, (void *)1, out, 8, &scratch, 3, 0);
+		call(rt, "b", 0, (void *)2, out, 8, &scratch, 4, 0);
+	}
+	CU_ASSERT_STRING_EQUAL(fk.watch_log, "beber");
+	CU_ASSERT_EQUAL(fk.n_release, 1);
+	CU_ASSERT_EQUAL(stats(rt).captures, 2);
+	kp_rt_close(rt);
+}
+
 /* Stream 0: the legacy stream is never captured; the per-thread one is. */
 static void test_default_streams(void)
 {
@@ -1812,6 +1912,8 @@ static void test_gpatch(void)
 
 CU_TestInfo kp_tests_runtime[] = {
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
+	{ "unbound scalars: eager before the watch", test_unbound_scalars_decided_before_the_watch },
+	{ "watch: CUPTI released after the last watch", test_watch_release_after_the_last_watch },
 	{ "values bound per call, or eager when unbound", test_value_binds },
 	{ "stream 0: legacy never captured, per-thread is", test_default_streams },
 	{ "fused graph: bound buffers keep the capture's overlaps", test_fused_bind_overlap },
