@@ -153,11 +153,13 @@ static int check_writable(const char *path, int exists, struct kp_err *err)
 		snprintf(dir, sizeof(dir), ".");
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
-	if (access(dir, W_OK))
-		return kp_err_set(err, KP_EIO, "%s: cannot write in the directory %s (%s): SQLite "
+	if (!access(dir, W_OK))
+		return 0;
+	if (errno == ENOENT)
+		return kp_err_set(err, KP_ENOTFOUND, "%s: no directory %s (create it first)", path, dir);
+	return kp_err_set(err, KP_EIO, "%s: cannot write in the directory %s (%s): SQLite "
 				  "keeps its journal (%s-wal) beside the database; use a writable "
 				  "directory or work on a copy", path, dir, strerror(errno), path);
-	return 0;
 }
 
 int64_t kp_db_int(struct kp_db *db, const char *sql, int64_t def)

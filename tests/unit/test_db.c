@@ -116,6 +116,10 @@ static void test_directory(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is a directory, not a kplan database"));
 	CU_ASSERT_PTR_NULL(kp_db_open(p, KP_DB_CREATE, &err));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is a directory"));
+	/* a new database in a directory that does not exist: said so */
+	CU_ASSERT_PTR_NULL(kp_db_open(kp_test_path("no-dir/new.db"), KP_DB_CREATE, &err));
+	CU_ASSERT_EQUAL(err.code, KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no-dir/new.db: no directory "));
 }
 
 static void test_truncated(void)
