@@ -1,6 +1,7 @@
 # kplan - one non-recursive build.
 #
-#   make            build the CLI (build/bin/kplan) and host libraries
+#   make            build the CLI (build/bin/kplan), host libraries, libkplanrt,
+#                   the collector and, where nvcc is found, kplan-calibrate
 #   make test       install missing packages, build, run every CPU test
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make demo       run the main job on the bundled trace
@@ -108,6 +109,10 @@ UNIT_EXTRA_OBJ :=
 -include packaging/module.mk
 
 all: $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
+# kplan-calibrate (what `kplan calibrate` runs) needs nvcc to build, not a
+# GPU; without nvcc the rest still builds and `kplan calibrate` says so.
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+all: $(if $(HAVE_NVCC),$(BUILD)/bin/kplan-calibrate)
 
 # Layers: a module.mk adds its folder to LAYERED and names in <dir>_USES the
 # folders its sources may include from; check-layers (part of `make test`)

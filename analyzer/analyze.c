@@ -445,6 +445,20 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	return rc;
 }
 
+int kp_analysis_stored(struct kp_db *db, int64_t run_id)
+{
+	char sql[256];
+
+	if (run_id <= 0)
+		run_id = kp_db_last_run(db);
+	if (run_id <= 0 || !kp_db_has_table(db, "kp_regions") || !kp_db_has_table(db, "kp_gaps"))
+		return 0;
+	snprintf(sql, sizeof(sql), "SELECT EXISTS (SELECT 1 FROM kp_regions WHERE runId = %lld)"
+		 " OR EXISTS (SELECT 1 FROM kp_gaps WHERE runId = %lld)",
+		 (long long)run_id, (long long)run_id);
+	return kp_db_int(db, sql, 0) == 1;
+}
+
 static int csv_to(struct kp_db *db, const char *dir, const char *name,
 		  const char *sql, struct kp_err *err)
 {
@@ -552,7 +566,8 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 			     int max_rows, struct kp_err *err)
 {
 	static const char sql[] = "SELECT regionId, parentId, label, occurrences, nodes,"
-		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers, source"
+		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers, source,"
+		" CASE WHEN eager_ns > 0 THEN 100.0 * host_idle_ns / eager_ns END"
 		" FROM kp_regions WHERE runId = ?1 ORDER BY regionId LIMIT ?2";
 	sqlite3_stmt *st;
 	int rc = kp_db_prepare(db, sql, &st, err);
@@ -561,8 +576,8 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		return rc;
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, max_rows > 0 ? max_rows : 1000000);
-	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %11s %7s %4s  %s\n", "id", "region", "source",
-		"occ", "nodes", "eager_us", "graph_us", "speedup", "capt", "blockers");
+	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %6s %11s %7s %4s  %s\n", "id", "region", "source",
+		"occ", "nodes", "eager_us", "host%", "graph_us", "speedup", "capt", "blockers");
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *label = (const char *)sqlite3_column_text(st, 2);
 		const char *bl = (const char *)sqlite3_column_text(st, 9);
@@ -572,10 +587,12 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 
 		snprintf(lab, sizeof(lab), "%s%s", part ? "  " : "",
 			 kp_printable(shown, sizeof(shown), label));
-		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %11.1f %6.2fx %4s  %s\n",
+		/* host%: the region's host-bound idle per call, as the plan's reason says it */
+		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %6.1f %11.1f %6.2fx %4s  %s\n",
 			id, lab, src ? src : "-",
 			(long long)sqlite3_column_int64(st, 3), (long long)sqlite3_column_int64(st, 4),
-			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_int64(st, 6) / 1000.0,
+			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_double(st, 11),
+			sqlite3_column_int64(st, 6) / 1000.0,
 			sqlite3_column_double(st, 7), sqlite3_column_int(st, 8) ? "yes" : "no",
 			bl ? bl : "-");
 		if (!part && !sqlite3_column_int(st, 8))

@@ -72,6 +72,12 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	       struct kp_analysis_summary *sum, struct kp_err *err);
 
 /*
+ * 1 when run run_id (0: the newest) has analysis results stored (rows in
+ * kp_regions or kp_gaps), 0 when it has none or does not exist.
+ */
+int kp_analysis_stored(struct kp_db *db, int64_t run_id);
+
+/*
  * Write regions.csv, gaps.csv and fusion.csv for run_id into directory dir
  * (created when missing) from the stored tables. regions.csv columns: label,
  * occurrences, kernels, nodes, eager_us, graph_us_pred, speedup_pred,

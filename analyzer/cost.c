@@ -10,6 +10,7 @@
 
 #include "cost.h"
 #include "../common/kptime.h"
+#include "../common/log.h"
 
 struct qdef {
 	const char *name;
@@ -242,7 +243,7 @@ int kp_cost_read(FILE *f, const char *what, struct kp_cost_file *cf, struct kp_e
 				continue;
 			}
 			if (!isfinite(v)) {
-				fprintf(stderr, "kplan: %s: ignoring %s: not a finite number\n", what, name);
+				kp_warn("%s: ignoring %s: not a finite number", what, name);
 				continue;
 			}
 			int i;
@@ -254,7 +255,7 @@ int kp_cost_read(FILE *f, const char *what, struct kp_cost_file *cf, struct kp_e
 			cf->row[i].value = v;
 			cf->row[i].n_samples = n;
 		} else if (len) {
-			fprintf(stderr, "kplan: %s: ignoring line '%.80s'\n", what, line);
+			kp_warn("%s: ignoring line '%.80s'", what, line);
 		}
 	}
 	if (ferror(f))

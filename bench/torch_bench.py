@@ -189,11 +189,11 @@ def make_variant(variant, w, a, plan_path):
     if variant.startswith("kplan") or variant == "record":
         import kplan.torch as kt
         if variant == "record":
-            kt.open(None)
+            kt.open("")
         elif variant == "kplan-plan":
             kt.open(plan_path)
         elif kt._current is None:
-            kt.open(None, policy="graph")
+            kt.open("", policy="graph")
         # the plan names the region after the workload; the two graph-policy
         # variants share a runtime, so the clone variant has a name of its own
         name = {"kplan-clone": w.name + "_clone", "kplan-patch": w.name + "_patch"}.get(

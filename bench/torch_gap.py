@@ -51,7 +51,7 @@ def main():
     for _ in range(3):
         fn(xs[0])
     gstep, g = hand_written_graph(fn, (xs[0],))
-    rt = kt.open(None, policy="graph")
+    rt = kt.open("", policy="graph")
     kstep = kt.region("gap", static_outputs=True)(fn)
     for i in range(6):
         kstep(xs[i & 1])

@@ -53,7 +53,7 @@ def main():
 
     graph_step, _g = hand_written_graph(body, (xs[0],))
 
-    kt.open(None, policy="graph")
+    kt.open("", policy="graph")
     k_static = kt.region("ovh_static", static_outputs=True)(body)
     k_clone = kt.region("ovh_clone")(body)
     for _ in range(10):

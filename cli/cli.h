@@ -9,6 +9,8 @@
 #ifndef KP_CLI_H
 #define KP_CLI_H
 
+#include <stdint.h>
+
 #include "../common/err.h"
 #include "../common/printable.h"
 
@@ -39,6 +41,15 @@ int kp_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 int kp_cli_help(const char *cmd);
 /* 1 when argv holds -h or --help before a "--". */
 int kp_cli_wants_help(int argc, char **argv);
+
+/*
+ * Analyze run run_id (0: the newest) of the database at path when it has no
+ * analysis results yet, saying so in one line on stderr (cli/analyze_first.c).
+ * may_write = 0: refuse instead, naming the command to run. 0 when the run
+ * is analyzed now (or has nothing to analyze: the caller's error says so).
+ */
+int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int may_write,
+			 struct kp_err *err);
 
 /*
  * Each cmd_<name>.c defines the command and its help text:

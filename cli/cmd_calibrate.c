@@ -98,7 +98,7 @@ KP_CMD(calibrate)
 		find_program(prog, sizeof(prog));
 		if (access(prog, X_OK)) {
 			kp_err_set(&err, KP_ENOTFOUND, "%s: calibration program not found or not "
-				   "executable (build it with `make runtime`, or set KPLAN_CALIBRATE)",
+				   "executable (`make` builds it where nvcc is found, or set KPLAN_CALIBRATE)",
 				   prog);
 			return kp_cli_error(&err);
 		}
@@ -110,12 +110,18 @@ KP_CMD(calibrate)
 		}
 		rc = kp_cost_read(p, prog, &cf, &err);
 		status = pclose(p);
-		if (rc || status != 0) {
-			kp_err_set(&err, KP_ECUDA, "%s failed (exit status %d): %s", prog,
-				   WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-				   rc ? err.msg : "see its message above");
+		/*
+		 * A program that failed said why on stderr (no GPU, a CUDA
+		 * error); what it printed on stdout is then beside the point.
+		 */
+		if (status != 0) {
+			kp_err_set(&err, KP_ECUDA, "%s failed (exit status %d; its own message "
+				   "is above): no measurements taken", prog,
+				   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 			return kp_cli_error(&err);
 		}
+		if (rc)
+			return kp_cli_error(&err);  /* names prog and what its output lacked */
 	}
 	printf("gpu %s, driver %d\n", cf.gpu, cf.driver);
 	for (i = 0; i < cf.n; i++)

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 
+#include "../common/strbuf.h"
 #include "../plan/planfile.h"
 #include "../plan/sign.h"
 #include "../planner/gpuinfo.h"
@@ -29,7 +30,9 @@ const char kp_usage_check[] =
 	"given public keys, over the plan and every source it references (it says\n"
 	"'signed by ID, signature ok', or fails naming the file: a missing .sig, a\n"
 	"bad signature, an untrusted key, a changed source). Without --trust it says\n"
-	"whether the plan is unsigned or signed (not verified).\n"
+	"whether the plan is unsigned or signed (not verified). Signed or not, a\n"
+	"fused source (kpfuse-*.cu) the plan names that is missing or changed since\n"
+	"the plan was written is an error (exit 2, naming the file).\n"
 	"\n"
 	"options:\n"
 	"  --trust KEY.pub   a trusted public key (kplan keygen); repeatable, or a\n"
@@ -45,9 +48,9 @@ const char kp_usage_check[] =
 	"exit status:\n"
 	"  0  the plan applies\n"
 	"  1  the plan applies, with soft mismatches (each listed)\n"
-	"  2  the plan does not apply (reasons listed), the file is invalid, its\n"
-	"     signature does not verify against a --trust key, or no GPU was found and\n"
-	"     none was described\n"
+	"  2  the plan does not apply (reasons listed), the file is invalid, a fused\n"
+	"     source is missing or changed, its signature does not verify against a\n"
+	"     --trust key, or no GPU was found and none was described\n"
 	"\n"
 	"examples:\n"
 	"  kplan check model.kplan\n"
@@ -68,12 +71,15 @@ static int num(const char *s, int lo, int hi, int *out)
 
 /*
  * Say who signed the plan at path (bytes buf[0..len), parsed as p): with
- * trusted keys verify, else only report. 0, or KP_EXIT_ERROR (printed).
+ * trusted keys verify, else only report. Either way a fused source that is
+ * missing or changed since the plan was written is an error. 0, or
+ * KP_EXIT_ERROR (printed).
  */
 static int check_signature(const char *path, const char *buf, size_t len,
 			   const struct kp_plan *p, const struct kp_sign_key *keys,
 			   size_t n_keys)
 {
+	struct kp_strbuf msg = KP_STRBUF_INIT;
 	struct kp_err err = {0};
 	char id[KP_SIGN_ID_HEX];
 	int rc;
@@ -84,6 +90,11 @@ static int check_signature(const char *path, const char *buf, size_t len,
 		printf("%s: signed by %s, signature ok\n", path, id);
 		return 0;
 	}
+	/* signed or not, every fused source must be there as the plan pins it */
+	rc = kp_plan_sign_message(path, buf, len, p, &msg, &err);
+	kp_strbuf_release(&msg);
+	if (rc)
+		return kp_cli_error(&err);
 	rc = kp_plan_sig_read(path, id, &err);
 	if (rc == KP_ENOTFOUND)
 		printf("%s: unsigned\n", path);

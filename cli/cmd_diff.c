@@ -1,4 +1,5 @@
 /* cmd_diff.c - `kplan diff`: compare two runs, exit 1 on a regression. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,9 @@ const char kp_usage_diff[] =
 	"per top kernel, the time before and after and the change in percent. The\n"
 	"run row is the summed stream time (first to last GPU op per stream).\n"
 	"Regions are compared by their median time per occurrence, kernels by total\n"
-	"time. A and B may be the same file with different --run-a/--run-b.\n"
+	"time. A and B may be the same file with different --run-a/--run-b. A run\n"
+	"that was not analyzed is analyzed first (one line says so), as 'kplan\n"
+	"analyze' would: its regions are compared, not reported as gone.\n"
 	"\n"
 	"options:\n"
 	"  --run-a N, --run-b M      runs to compare (default: the newest of each)\n"
@@ -48,11 +51,11 @@ static int write_file(const char *path, const struct kp_diff *d,
 	int bad;
 
 	if (!f)
-		return kp_err_set(err, KP_EIO, "%s: cannot write", path);
+		return kp_err_set(err, KP_EIO, "%s: cannot write: %s", path, strerror(errno));
 	fn(d, f);
 	bad = ferror(f);
 	if (fclose(f) || bad)
-		return kp_err_set(err, KP_EIO, "%s: write failed", path);
+		return kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -101,6 +104,9 @@ KP_CMD(diff)
 	}
 	if (!pb)
 		return kp_cli_usage("diff", "expected two databases (A.db B.db)");
+	if (kp_cli_analyze_first("diff", pa, o.run_a, 1, &err) ||
+	    kp_cli_analyze_first("diff", pb, o.run_b, 1, &err))
+		return kp_cli_error(&err);
 	if (!(a = kp_db_open(pa, KP_DB_RDONLY, &err)) || !(b = kp_db_open(pb, KP_DB_RDONLY, &err))) {
 		rc = -1;
 		goto out;

@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include "../common/fileio.h"
+#include "../common/kptime.h"
 #include "../common/strbuf.h"
 #include "../fusion/fusion_gen.h"
 #include "../planner/planner.h"
@@ -17,7 +18,8 @@ const char kp_usage_plan[] =
 	"usage: kplan plan DB [--run N] -o model.kplan [options]\n"
 	"       kplan plan --base PLAN --kernels TRACE --catalog FILE -o model.kplan\n"
 	"\n"
-	"Writes the plan file for an analyzed run (see plan/FORMAT.md): per region\n"
+	"Writes the plan file for a run (see plan/FORMAT.md), analyzing it first\n"
+	"when 'kplan analyze' has not (one line says so): per region\n"
 	"graph (shape keys, warm-up, patch slots), eager (with the reason) or split;\n"
 	"fusion groups with their predicted gain; the graph memory budget and the\n"
 	"predicted speedup of the whole run. The plan is also stored in the database's\n"
@@ -34,7 +36,8 @@ const char kp_usage_plan[] =
 	"                        least gain per byte go eager first (default: no cap)\n"
 	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
 	"  --cuda-major N        CUDA major version when the run does not record one\n"
-	"  --no-store            do not record the plan in the database (read-only)\n"
+	"  --no-store            do not record the plan in the database (read-only:\n"
+	"                        the run must be analyzed already)\n"
 	"  --for IDENTITY        pin the plan to a model: any string naming it, e.g.\n"
 	"                        'gpt2-124M@sha256:...' or a name and version; written\n"
 	"                        as [hard] 'for' (plan format 3). An application that\n"
@@ -335,6 +338,7 @@ static void print_summary(const struct plan_args *opt, const struct kp_plan *pla
 {
 	FILE *f = strcmp(opt->out, "-") ? stdout : stderr;
 	int n_graph = 0, n_eager = 0, n_split = 0;
+	char a[32], b[32];
 	size_t r;
 
 	for (r = 0; r < plan->n_regions; r++) {
@@ -345,8 +349,10 @@ static void print_summary(const struct plan_args *opt, const struct kp_plan *pla
 		n_split += d == KP_PLAN_SPLIT;
 	}
 	fprintf(f, "%s: %zu regions (%d graph, %d eager, %d split), %zu fusion groups, "
-		"predicted speedup %.2fx",
-		opt->out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions, plan->speedup_pred);
+		"predicted to save %s of the run's %s (%.2fx)",
+		opt->out, plan->n_regions, n_graph, n_eager, n_split, plan->n_fusions,
+		kp_fmt_dur(plan->run_eager_ns - plan->run_pred_ns, a, sizeof(a)),
+		kp_fmt_dur(plan->run_eager_ns, b, sizeof(b)), plan->speedup_pred);
 	if (opt->store)
 		fprintf(f, " (plan %lld in %s)\n", (long long)plan_id, opt->db_path);
 	else
@@ -372,7 +378,10 @@ KP_CMD(plan)
 		return rc;
 	}
 	say = strcmp(opt.out, "-") ? stdout : stderr;
-	db = kp_db_open(opt.db_path, opt.store ? 0 : KP_DB_RDONLY, &err);
+	if (kp_cli_analyze_first("plan", opt.db_path, opt.o.run_id, opt.store, &err))
+		db = NULL;
+	else
+		db = kp_db_open(opt.db_path, opt.store ? 0 : KP_DB_RDONLY, &err);
 	if (!db) {
 		kp_fx_catalog_free(opt.cat);
 		return kp_cli_error(&err);

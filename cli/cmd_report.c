@@ -1,4 +1,5 @@
 /* cmd_report.c - `kplan report`: one self-contained HTML page and CSV files. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@ const char kp_usage_report[] =
 	"and a section per region with its kernels, its blockers and where in the\n"
 	"code they were, and the plan's decision; the idle gaps by length and\n"
 	"cause; the top kernels (short names that keep the distinguishing template\n"
-	"argument, the full name on hover), fusion candidates, the plan, the\n"
+	"argument, with what differs in brackets where two would read the same, the\n"
+	"full name on hover), fusion candidates, the plan, the\n"
 	"cost-model constants and the collection quality. With --csv also writes\n"
 	"kern_sum.csv, api_sum.csv, gaps.csv, regions.csv, fusion.csv and plan.csv\n"
 	"(full kernel names).\n"
@@ -100,12 +102,13 @@ KP_CMD(report)
 	if (html) {
 		f = strcmp(out, "-") ? fopen(out, "w") : stdout;
 		if (!f) {
-			rc = kp_err_set(&err, KP_EIO, "%s: cannot write the report", out);
+			rc = kp_err_set(&err, KP_EIO, "%s: cannot write the report: %s", out,
+					strerror(errno));
 			goto out;
 		}
 		rc = kp_report_html(rep, f, &err);
 		if (f != stdout && fclose(f) && !rc)
-			rc = kp_err_set(&err, KP_EIO, "%s: write failed", out);
+			rc = kp_err_set(&err, KP_EIO, "%s: write failed: %s", out, strerror(errno));
 		if (rc)
 			goto out;
 	}

@@ -4,6 +4,8 @@
 
 #include "cli.h"
 
+#include "../common/kptime.h"
+
 #include "../common/kname.h"
 #include "../plan/planfile.h"
 
@@ -33,7 +35,7 @@ KP_CMD(show)
 {
 	struct kp_err err = {0};
 	struct kp_plan *p;
-	char a[32], b[32], t1[256], t2[256], t3[256], t4[256];
+	char a[32], b[32], c[32], t1[256], t2[256], t3[256], t4[256];
 	size_t i, w = 6;
 	int n[3] = {0, 0, 0};
 
@@ -57,9 +59,9 @@ KP_CMD(show)
 	       p->source_kind[0] ? kp_printable(t2, sizeof(t2), p->source_kind) : "unknown",
 	       p->date[0] ? ", " : "", kp_printable(t3, sizeof(t3), p->date),
 	       kp_printable(t4, sizeof(t4), p->tool_version));
-	ms(a, sizeof(a), p->run_eager_ns);
-	ms(b, sizeof(b), p->run_pred_ns);
-	printf("  predicted   %s -> %s for the run (%.2fx)\n", a, b, p->speedup_pred);
+	printf("  predicted   %s -> %s for the run: saves %s (%.2fx)\n",
+	       kp_fmt_dur(p->run_eager_ns, a, sizeof(a)), kp_fmt_dur(p->run_pred_ns, b, sizeof(b)),
+	       kp_fmt_dur(p->run_eager_ns - p->run_pred_ns, c, sizeof(c)), p->speedup_pred);
 	mib(a, sizeof(a), p->mem_budget_bytes);
 	printf("  graph mem   %s budget\n", a);
 	for (i = 0; i < p->n_regions; i++) {

@@ -2,6 +2,7 @@
  * cmd_validate.c - `kplan validate DIR`: the cost model's predicted graph
  * times against the measured ones of a validation corpus (analyzer/validate.h).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,7 +167,7 @@ KP_CMD(validate)
 	if (csv) {
 		FILE *f = fopen(csv, "w");
 		if (!f || (write_csv(f, rows, n), fclose(f))) {
-			kp_err_set(&err, KP_EIO, "%s: cannot write", csv);
+			kp_err_set(&err, KP_EIO, "%s: cannot write: %s", csv, strerror(errno));
 			rc = kp_cli_error(&err);
 			goto out;
 		}

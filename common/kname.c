@@ -605,3 +605,100 @@ char *kp_kernel_chain_label(const char *chain, char *out, size_t n)
 			return out;
 	}
 }
+
+/* The next identifier or number in *p (advanced past it); NULL at the end. */
+static const char *next_tok(const char **p, size_t *len)
+{
+	const char *s = *p, *b;
+
+	while (*s && !isalnum((unsigned char)*s) && *s != '_')
+		s++;
+	if (!*s) {
+		*p = s;
+		return NULL;
+	}
+	for (b = s; isalnum((unsigned char)*s) || *s == '_'; s++)
+		;
+	*len = (size_t)(s - b);
+	*p = s;
+	return b;
+}
+
+/*
+ * Index of the first token in which a and b differ, with a's token there
+ * (*at NULL when a ends first); -1 when their tokens are the same.
+ */
+static long first_diff(const char *a, const char *b, const char **at, size_t *len)
+{
+	const char *ta, *tb;
+	size_t la = 0, lb = 0;
+	long i;
+
+	for (i = 0; ; i++) {
+		ta = next_tok(&a, &la);
+		tb = next_tok(&b, &lb);
+		if (!ta && !tb)
+			return -1;
+		if (!ta || !tb || la != lb || memcmp(ta, tb, la)) {
+			*at = ta;
+			*len = ta ? la : 0;
+			return i;
+		}
+	}
+}
+
+char *kp_kernel_label_apart(const char *name, const char *const *others, size_t n_others,
+			    char *out, size_t n)
+{
+	enum { MAX_TOKS = 3, TOK_MAX = 24 };
+	char x[2048], y[2048], buf[3 * (TOK_MAX + 2) + 8] = "";
+	long idx[MAX_TOKS];
+	const char *tok[MAX_TOKS];
+	size_t tlen[MAX_TOKS], k = 0, i, j, len = 0;
+
+	if (!n)
+		return out;
+	out[0] = '\0';
+	drop_anon(name ? name : "", x, sizeof(x));
+	for (i = 0; i < n_others; i++) {
+		const char *at;
+		size_t l;
+		long d;
+
+		drop_anon(others[i] ? others[i] : "", y, sizeof(y));
+		d = first_diff(x, y, &at, &l);
+		if (d < 0 || !at)
+			continue;  /* the same tokens, or a prefix of the other: nothing of its own */
+		for (j = 0; j < k && idx[j] != d; j++)
+			;
+		if (j < k || k == MAX_TOKS)
+			continue;
+		/* in token order */
+		for (j = k++; j > 0 && idx[j - 1] > d; j--) {
+			idx[j] = idx[j - 1];
+			tok[j] = tok[j - 1];
+			tlen[j] = tlen[j - 1];
+		}
+		idx[j] = d;
+		tok[j] = at;
+		tlen[j] = l;
+	}
+	for (i = 0; i < k; i++) {
+		size_t l = tlen[i];
+
+		/* "3ul" -> "3"; long tokens (a mangled tail) are cut */
+		if (isdigit((unsigned char)tok[i][0]))
+			while (l > 1 && (tok[i][l - 1] == 'u' || tok[i][l - 1] == 'l'))
+				l--;
+		if (l > TOK_MAX)
+			l = TOK_MAX;
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%.*s", i ? ", " : " [",
+					(int)l, tok[i]);
+	}
+	if (k)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "]");
+	if (len < n)
+		memcpy(out, buf, len + 1);  /* else nothing rather than half of it */
+	return out;
+}
+

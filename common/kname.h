@@ -52,6 +52,18 @@ char *kp_kernel_label(const char *name, char *out, size_t n);
 #define KP_KNAME_LABEL_MAX 96
 
 /*
+ * What tells name apart from others, names whose kp_kernel_label is the
+ * same label: for each of them, name's identifier or number (a template
+ * argument, a namespace, a parameter type) at the first place the two
+ * differ, in order, at most three, as " [AUnaryFunctor]" or " [4,
+ * BinaryFunctor]" (numbers without "ul"). Appended to the label it makes
+ * the rows of a table differ. "" when no token of name differs from the
+ * others' (the caller numbers such names) or it does not fit in n bytes.
+ */
+char *kp_kernel_label_apart(const char *name, const char *const *others, size_t n_others,
+			    char *out, size_t n);
+
+/*
  * The labels of a fusion chain's names ("A -> B -> C", as kp_fusion_candidates
  * and plans store them), joined the same way; each label at most
  * KP_KNAME_LABEL_MAX - 1 bytes, the whole cut at n - 1 ("..." at the end).

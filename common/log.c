@@ -36,6 +36,7 @@ int kp_log_get_level(void)
 
 void kp_log(int l, const char *fmt, ...)
 {
+	const char *tag = getenv("KPLAN_LOG_TAG");
 	char buf[1024], shown[4 * sizeof(buf)];
 	va_list ap;
 
@@ -45,7 +46,8 @@ void kp_log(int l, const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	/* one line, whatever names from traces and plans it quotes */
-	fprintf(stderr, "kplan: %s%s\n",
+	fprintf(stderr, "kplan%s%s%s: %s%s\n", tag && *tag ? " (" : "", tag && *tag ? tag : "",
+		tag && *tag ? ")" : "",
 		l == KP_LOG_WARN ? "warning: " : l == KP_LOG_ERROR ? "error: " : "",
 		kp_printable(shown, sizeof(shown), buf));
 }

@@ -2,7 +2,10 @@
  * log.h - leveled logging to stderr, prefixed "kplan: ".
  *
  * Level comes from KPLAN_LOG (error|warn|info|debug), default warn; the CLI
- * raises it with -v. Thread-safe: each message is one fprintf.
+ * raises it with -v. KPLAN_LOG_TAG=WORD makes the prefix "kplan (WORD): ":
+ * the unit tests set "expected", so the warnings they provoke on purpose
+ * (a missing driver, a damaged source) read as such in a passing run.
+ * Thread-safe: each message is one fprintf.
  */
 #ifndef KP_LOG_H
 #define KP_LOG_H

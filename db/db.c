@@ -82,7 +82,7 @@ static uint32_t be32(const unsigned char *p)
  * non-SQLite or truncated file is named as such instead of surfacing later
  * as an obscure query error.
  */
-static int check_header(const char *path, struct kp_err *err)
+static int check_header(const char *path, int *wal, struct kp_err *err)
 {
 	unsigned char h[100];
 	struct stat st;
@@ -90,6 +90,11 @@ static int check_header(const char *path, struct kp_err *err)
 	FILE *f;
 	size_t n;
 
+	*wal = 0;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		return kp_err_set(err, KP_EFORMAT, "%s: is a directory, not a kplan database "
+				  "(expected the .db file that 'kplan record' or 'kplan import' writes)",
+				  path);
 	f = fopen(path, "rb");
 	if (!f)
 		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
@@ -125,7 +130,36 @@ static int check_header(const char *path, struct kp_err *err)
 		return kp_err_set(err, KP_EFORMAT,
 				  "%s: truncated database (%lld bytes is not a whole number of %u-byte pages)",
 				  path, (long long)st.st_size, page_size);
+	*wal = h[18] == 2 && h[19] == 2;  /* file format read/write versions: WAL */
 	return 0;
+}
+
+/*
+ * Before a writing command opens path: a file or directory it cannot write
+ * is named with the OS's reason, instead of SQLite's "attempt to write a
+ * readonly database" from the first write. (Root passes access(); SQLite
+ * still reports a read-only mount.)
+ */
+static int check_writable(const char *path, int exists, struct kp_err *err)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+
+	if (exists && access(path, W_OK))
+		return kp_err_set(err, KP_EIO, "%s: cannot write to this database (%s): this command "
+				  "stores its results in it; make it writable or work on a copy",
+				  path, strerror(errno));
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
+	if (!access(dir, W_OK))
+		return 0;
+	if (errno == ENOENT)
+		return kp_err_set(err, KP_ENOTFOUND, "%s: no directory %s (create it first)", path, dir);
+	return kp_err_set(err, KP_EIO, "%s: cannot write in the directory %s (%s): SQLite "
+				  "keeps its journal (%s-wal) beside the database; use a writable "
+				  "directory or work on a copy", path, dir, strerror(errno), path);
 }
 
 int64_t kp_db_int(struct kp_db *db, const char *sql, int64_t def)
@@ -285,14 +319,14 @@ out_rollback:
  * every committed page is in the main file, so a read-only opener may read
  * it as immutable instead. 0 when reopened.
  */
-static int reopen_immutable(struct kp_db *db, const char *path)
+static int reopen_immutable(struct kp_db *db, const char *path, int force)
 {
 	int rc = sqlite3_errcode(db->h);
 	struct kp_strbuf uri = KP_STRBUF_INIT;
 	char wal[4096];
 	const char *c;
 
-	if (rc != SQLITE_READONLY && rc != SQLITE_CANTOPEN)
+	if (!force && rc != SQLITE_READONLY && rc != SQLITE_CANTOPEN)
 		return -1;
 	snprintf(wal, sizeof(wal), "%s-wal", path);
 	if (!access(wal, F_OK))
@@ -322,13 +356,25 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 {
 	struct kp_db *db;
 	int64_t app_id, version, n_tables;
-	int oflags, rc, is_new;
+	int oflags, rc, is_new, wal, clean_reader, ro_file;
+	char wal_path[4200];
 
-	rc = check_header(path, err);
+	rc = check_header(path, &wal, err);
 	if (rc < 0 && !(rc == KP_ENOTFOUND && (flags & KP_DB_CREATE)))
 		return NULL;
 	kp_err_clear(err);
 	is_new = rc != 0;  /* missing or empty */
+	if (!(flags & KP_DB_RDONLY) && check_writable(path, rc != KP_ENOTFOUND, err))
+		return NULL;
+	/*
+	 * A read-only SQLite connection to a WAL database creates -wal and -shm
+	 * files and cannot remove them on close. A reader of a database with
+	 * no -wal file (nobody is writing it) connects read-write instead, with
+	 * query_only on: it still writes nothing, and the last connection to
+	 * close removes both files, as after a writer.
+	 */
+	snprintf(wal_path, sizeof(wal_path), "%s-wal", path);
+	clean_reader = (flags & KP_DB_RDONLY) && wal && access(wal_path, F_OK);
 
 	db = calloc(1, sizeof(*db));
 	if (!db) {
@@ -338,7 +384,8 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 	kp_strmap_init(&db->strings);
 	db->path = strdup(path);
 	db->flags = flags;
-	oflags = (flags & KP_DB_RDONLY) ? SQLITE_OPEN_READONLY :
+	oflags = clean_reader ? SQLITE_OPEN_READWRITE :
+		 (flags & KP_DB_RDONLY) ? SQLITE_OPEN_READONLY :
 		 SQLITE_OPEN_READWRITE | ((flags & KP_DB_CREATE) ? SQLITE_OPEN_CREATE : 0);
 	if (sqlite3_open_v2(path, &db->h, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		kp_db_error(db, err, "cannot open");
@@ -346,9 +393,14 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 	}
 	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
 	sqlite3_extended_result_codes(db->h, 0);
+	if (clean_reader && kp_db_exec(db, "PRAGMA query_only=1", err))
+		goto out_close;
 
-	app_id = kp_db_int(db, "PRAGMA application_id", -1);
-	if (app_id < 0 && (flags & KP_DB_RDONLY) && db->h && !reopen_immutable(db, path))
+	/* a clean reader of a file it cannot write (SQLite opened it read-only)
+	 * would leave -wal and -shm behind: read it as immutable */
+	ro_file = clean_reader && sqlite3_db_readonly(db->h, "main") == 1;
+	app_id = ro_file ? -1 : kp_db_int(db, "PRAGMA application_id", -1);
+	if (app_id < 0 && (flags & KP_DB_RDONLY) && db->h && !reopen_immutable(db, path, ro_file))
 		app_id = kp_db_int(db, "PRAGMA application_id", -1);
 	version = kp_db_int(db, "PRAGMA user_version", -1);
 	n_tables = kp_db_int(db, "SELECT count(*) FROM sqlite_master", -1);
@@ -369,8 +421,11 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 			goto out_close;
 		} else {
 			kp_err_set(err, KP_EFORMAT,
-				   "%s: not a kplan database (application_id 0x%llx, expected 0x%x)",
-				   path, (unsigned long long)app_id, KP_DB_APPLICATION_ID);
+				   "%s: not a kplan database but an SQLite database of another program "
+				   "(application_id 0x%llx where kplan writes 0x%x; %lld table%s): "
+				   "give the .db that 'kplan record' or 'kplan import' writes", path,
+				   (unsigned long long)app_id, KP_DB_APPLICATION_ID, (long long)n_tables,
+				   n_tables == 1 ? "" : "s");
 			goto out_close;
 		}
 	}

@@ -29,8 +29,14 @@ int kp_import_detect(const char *path, int *format, struct kp_err *err)
 {
 	unsigned char h[4096];
 	size_t n, i = 0;
-	FILE *f = fopen(path, "rb");
+	struct stat sb;
+	FILE *f;
 
+	if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+		return kp_err_set(err, KP_EFORMAT, "%s: is a directory; expected a trace file (a "
+				  "PyTorch profiler .json or .json.gz, or an Nsight Systems .sqlite export)",
+				  path);
+	f = fopen(path, "rb");
 	if (!f)
 		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
 				  "%s: cannot open: %s", path, strerror(errno));

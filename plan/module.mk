@@ -4,7 +4,9 @@
 #
 # planfile.{h,c} hold the model, reader, writer and checksum (spec:
 # plan/FORMAT.md); fused_source.h the header of the fused kernel sources a
-# plan names (kpfuse-*.cu, fusion/FUSION.md). The same sources are built
+# plan names (kpfuse-*.cu, fusion/FUSION.md); predict.{h,c} what a plan
+# saves (the planner's run prediction, every "saves" figure kplan prints).
+# The same sources are built
 # twice: into libkp_plan.a (HOST_MODULES in the top Makefile) for the
 # planner, fusion, the reports and the CLI, and -fPIC into libkplanrt
 # (runtime/module.mk takes $(plan_SRC)).

@@ -18,8 +18,9 @@
 #include "../common/strbuf.h"
 #include "../common/vec.h"
 #include "../common/version.h"
+#include "../plan/predict.h"
 
-#define DEFAULT_WARMUP 2
+#define DEFAULT_WARMUP KP_PLAN_DEFAULT_WARMUP
 #define DEFAULT_MIN_GAIN 0.05
 #define PATCH_MAX_OCC 64            /* occurrences compared for patch slots */
 #define PATCH_MAX_KERNELS 200000    /* larger regions are not scanned */
@@ -437,20 +438,14 @@ static int region_warmup(struct ctx *c, const struct reg *r)
 	return last < 0 ? c->warmup : (int)(last + 2 > c->warmup ? last + 2 : c->warmup);
 }
 
-static void ms(char *buf, size_t n, int64_t ns)
-{
-	snprintf(buf, n, "%lld.%03lld ms", (long long)(ns / 1000000),
-		 (long long)((ns % 1000000 + 500) / 1000 > 999 ? 999 : (ns % 1000000 + 500) / 1000));
-}
-
 /* The decision for one region (before memory budgeting). */
 static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struct kp_strbuf *why)
 {
-	char e[32], g[32];
+	char e[32], g[32], s[32];
 	int64_t replays, gain;
 
-	ms(e, sizeof(e), r->eager);
-	ms(g, sizeof(g), r->graph);
+	kp_fmt_dur(r->eager, e, sizeof(e));
+	kp_fmt_dur(r->graph, g, sizeof(g));
 	o->decision = KP_PLAN_EAGER;
 	if (!r->capturable) {
 		o->reason = KP_PLAN_R_BLOCKER;
@@ -479,7 +474,7 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 	if ((double)(r->eager - r->graph) < c->min_gain * (double)r->eager) {
 		o->reason = KP_PLAN_R_NOT_LAUNCH_BOUND;
 		kp_strbuf_addf(why, "graph %s predicted vs %s eager saves %.1f pct, below %.0f pct "
-			       "(host-bound idle %.0f pct)", g, e,
+			       "(host-bound idle %.1f pct)", g, e,
 			       100.0 * (double)(r->eager - r->graph) / (double)r->eager,
 			       100.0 * c->min_gain, 100.0 * (double)r->host_idle / (double)r->eager);
 		return;
@@ -497,12 +492,14 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 	}
 	o->decision = KP_PLAN_GRAPH;
 	o->reason = KP_PLAN_R_LAUNCH_BOUND;
-	r->saving = (r->occ - r->warmup) * gain - r->one_time;
-	kp_strbuf_addf(why, "host-bound idle is %.0f pct of %s; graph %s predicted (%.2fx); "
-		       "break-even %lld, %lld replays in the run",
+	r->saving = kp_plan_saving_ns(r->occ, r->warmup, r->eager, r->graph, r->one_time);
+	kp_strbuf_addf(why, "host-bound idle is %.1f pct of its %s per call; graph %s predicted "
+		       "(%.2fx); saves %s over the run's %lld calls (%d warm-up, 1 capture, "
+		       "%lld replays; break-even %lld)",
 		       100.0 * (double)r->host_idle / (double)r->eager, e, g,
 		       (double)r->eager / (double)(r->graph ? r->graph : 1),
-		       (long long)r->break_even, (long long)replays);
+		       kp_fmt_dur(r->saving, s, sizeof(s)), (long long)r->occ, r->warmup,
+		       (long long)replays, (long long)r->break_even);
 	if (r->warmup > c->warmup)
 		kp_strbuf_addf(why, "; %d warm-up calls: blockers in its first %d occurrences only",
 			       r->warmup, r->warmup - 1);
@@ -1041,25 +1038,20 @@ static int link_parts(struct ctx *c)
 static void run_totals(struct ctx *c)
 {
 	struct kp_plan *pl = c->plan;
-	int64_t saved = 0, regions_ns = 0;
+	int64_t regions_ns = 0;
 	size_t i;
 
 	/* whole run: top-level regions' time when the run has no recorded span */
 	for (i = 0; i < c->n_regs; i++) {
 		struct reg *r = &c->regs[i];
 
-		if (!r->out)
-			continue;
-		if (r->parent_id < 0)
+		if (r->out && r->parent_id < 0)
 			regions_ns += r->eager * r->occ;
-		if (r->out->decision == KP_PLAN_GRAPH)
-			saved += r->saving;
 	}
 	if (pl->run_eager_ns < regions_ns)
 		pl->run_eager_ns = regions_ns;
 	pl->run_eager_ns = clamp(pl->run_eager_ns, 0, KP_PLAN_MAX_NS);
-	pl->run_pred_ns = clamp(pl->run_eager_ns - saved, pl->run_eager_ns ? 1 : 0, KP_PLAN_MAX_NS);
-	pl->speedup_pred = pl->run_pred_ns ? (double)pl->run_eager_ns / (double)pl->run_pred_ns : 0;
+	kp_plan_predict_run(pl);
 }
 
 static int build(struct ctx *c, const struct kp_planner_opts *o)

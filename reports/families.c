@@ -13,12 +13,57 @@
 #include "../common/family.h"
 #include "../common/hash.h"
 #include "../common/strbuf.h"
+#include "../plan/predict.h"
 
-int64_t kp_rep_region_gain(const struct kp_rep_region *r)
+/*
+ * Region r's predicted saving over the run (plan/predict.h): the plan's for
+ * a region it names (0 unless it graphs it), else what graphing it after
+ * the default warm-up would save when it is capturable and faster as a
+ * graph (never below 0).
+ */
+static int64_t region_saving(const struct kp_report *rep, const struct kp_rep_region *r)
 {
-	if (!r->capturable || r->graph_ns_pred < 0 || r->graph_ns_pred >= r->eager_ns)
+	const struct kp_plan_region *pr = rep->plan && r->label ? kp_plan_find(rep->plan, r->label) : NULL;
+	int64_t v;
+
+	if (pr)
+		return kp_plan_region_saving_ns(pr);
+	if (rep->plan || !r->capturable || r->graph_ns_pred < 0 || r->graph_ns_pred >= r->eager_ns)
 		return 0;
-	return r->occurrences * (r->eager_ns - r->graph_ns_pred);
+	v = kp_plan_saving_ns(r->occurrences, KP_PLAN_DEFAULT_WARMUP, r->eager_ns, r->graph_ns_pred,
+			      r->one_time_ns > 0 ? r->one_time_ns : 0);
+	return v > 0 ? v : 0;
+}
+
+/*
+ * Each region's saving, and the run's: the plan's figures when there is
+ * one (the same numbers `kplan show` prints), else the regions' summed
+ * over the run's measured time, as the planner would take it.
+ */
+static void savings(struct kp_report *rep)
+{
+	int64_t regions_ns = 0;
+	size_t i;
+
+	rep->saved_ns = 0;
+	rep->n_saving = 0;
+	for (i = 0; i < rep->regions.len; i++) {
+		struct kp_rep_region *r = &rep->regions.data[i];
+
+		r->gain_ns = region_saving(rep, r);
+		rep->saved_ns += r->gain_ns;
+		rep->n_saving += r->gain_ns > 0;
+		if (r->parent_id <= 0)
+			regions_ns += r->occurrences * r->eager_ns;
+	}
+	if (rep->plan) {
+		rep->run_ns = rep->plan->run_eager_ns;
+		rep->saved_ns = rep->plan->run_eager_ns - rep->plan->run_pred_ns;
+		return;
+	}
+	rep->run_ns = rep->t_end_ns > rep->t_begin_ns ? rep->t_end_ns - rep->t_begin_ns : 0;
+	if (rep->run_ns < regions_ns)
+		rep->run_ns = regions_ns;
 }
 
 /* The current plan's decision for each region, by label (the runtime's name). */
@@ -28,6 +73,7 @@ static int plan_decisions(struct kp_report *rep)
 	size_t i;
 	int64_t v;
 
+	savings(rep);
 	if (!rep->plan)
 		return 0;
 	kp_strmap_init(&labels);
@@ -79,7 +125,7 @@ static void add_member(struct kp_report *rep, struct kp_rep_family *f, const str
 	f->n_capturable += r->capturable != 0;
 	f->eager_ns += r->occurrences * r->eager_ns;
 	f->host_idle_ns += r->occurrences * r->host_idle_ns;
-	f->gain_ns += kp_rep_region_gain(r);
+	f->gain_ns += r->gain_ns;
 	if (r->decision >= 0 && r->decision < 3)
 		f->decisions[r->decision]++;
 	else if (rep->plan)

@@ -90,6 +90,72 @@ static int load_run(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 	return done(db, st, SQLITE_DONE, err);
 }
 
+struct lab_ix {
+	const char *label;
+	size_t i;
+};
+
+static int cmp_lab(const void *a, const void *b)
+{
+	const struct lab_ix *x = a, *y = b;
+	int c = strcmp(x->label, y->label);
+
+	return c ? c : x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * Kernels whose labels are the same (their full names differ only in what
+ * kp_kernel_label leaves out) get what tells them apart
+ * (kp_kernel_label_apart), the label shortened to leave it room within
+ * KP_REP_KNAME_MAX; any still the same are numbered by total time. No two
+ * rows of a kernel table read the same.
+ */
+static int labels_apart(struct kp_report *rep, int numbered)
+{
+	size_t n = rep->kernels.len, i, j, k;
+	struct lab_ix *ix = malloc((n ? n : 1) * sizeof(*ix));
+	const char **others = malloc((n ? n : 1) * sizeof(*others));
+	int rc = 0;
+
+	if (!ix || !others) {
+		rc = -1;
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		ix[i] = (struct lab_ix){ rep->kernels.data[i].label, i };
+	qsort(ix, n, sizeof(*ix), cmp_lab);
+	for (i = 0; i < n && !rc; i = j) {
+		for (j = i + 1; j < n && !strcmp(ix[j].label, ix[i].label); j++)
+			;
+		for (k = i; k < j && j - i > 1 && !rc; k++) {
+			struct kp_rep_kernel *kn = &rep->kernels.data[ix[k].i];
+			char apart[96], base[KP_KNAME_LABEL_MAX], label[KP_KNAME_LABEL_MAX + 96];
+			size_t m = 0, o, room;
+
+			if (numbered) {
+				snprintf(apart, sizeof(apart), " #%zu", k - i + 1);
+			} else {
+				for (o = i; o < j; o++)
+					if (o != k)
+						others[m++] = rep->kernels.data[ix[o].i].name;
+				kp_kernel_label_apart(kn->name, others, m, apart, sizeof(apart));
+			}
+			room = strlen(apart) + 16 < KP_REP_KNAME_MAX ?
+			       KP_REP_KNAME_MAX - strlen(apart) + 1 : 17;
+			if (room > sizeof(base))
+				room = sizeof(base);
+			snprintf(label, sizeof(label), "%s%s", strlen(kn->label) < room ? kn->label :
+				 kp_kernel_label(kn->name, base, room), apart);
+			if (!(kn->label = kp_arena_strdup(&rep->arena, label)))
+				rc = -1;
+		}
+	}
+out:
+	free(ix);
+	free(others);
+	return rc;
+}
+
 static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
 	sqlite3_stmt *st;
@@ -114,7 +180,8 @@ static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *
 		};
 		char label[KP_KNAME_LABEL_MAX];
 
-		k.label = kp_arena_strdup(&rep->arena, kp_kernel_label(k.name, label, sizeof(label)));
+		/* no longer than the tables show: what they show is what is told apart */
+		k.label = kp_arena_strdup(&rep->arena, kp_kernel_label(k.name, label, KP_REP_KNAME_MAX + 1));
 		if (!k.label || kp_vec_push(&rep->kernels, k)) {
 			sqlite3_finalize(st);
 			return nomem(err);
@@ -125,6 +192,9 @@ static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *
 	rc = done(db, st, rc, err);
 	if (rc)
 		return rc;
+	/* by their distinguishing tokens, then by number where those are not enough */
+	if (labels_apart(rep, 0) || labels_apart(rep, 1))
+		return nomem(err);
 	return 0;
 }
 

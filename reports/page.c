@@ -15,40 +15,10 @@
 #include <string.h>
 
 #include "../common/kname.h"
+#include "../plan/predict.h"
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
 #define NAME_MAX_CP 60
-
-char *kp_fmt_dur(int64_t ns, char *buf, size_t n)
-{
-	double a = ns < 0 ? -(double)ns : (double)ns;
-
-	if (a < 1e3)
-		snprintf(buf, n, "%lld ns", (long long)ns);
-	else if (a < 1e6)
-		snprintf(buf, n, "%.2f us", ns / 1e3);
-	else if (a < 1e9)
-		snprintf(buf, n, "%.2f ms", ns / 1e6);
-	else
-		snprintf(buf, n, "%.2f s", ns / 1e9);
-	return buf;
-}
-
-/* Total predicted saving of the capturable regions, over the whole run. */
-static int64_t predicted_saving(const struct kp_report *rep, int *n_regions)
-{
-	int64_t saved = 0;
-	size_t i;
-
-	*n_regions = 0;
-	for (i = 0; i < rep->regions.len; i++) {
-		int64_t gain = kp_rep_region_gain(&rep->regions.data[i]);
-
-		saved += gain;
-		*n_regions += gain > 0;
-	}
-	return saved;
-}
 
 static const struct kp_rep_plan *current_plan(const struct kp_report *rep)
 {
@@ -65,10 +35,11 @@ char *kp_report_verdict(const struct kp_report *rep, char *buf, size_t n)
 {
 	char a[32], b[32], c[32], d[32];
 	size_t len = 0;
-	int n_reg;
-	int64_t saved = predicted_saving(rep, &n_reg);
 	int64_t base = rep->stream_span_ns;
 	const struct kp_rep_plan *plan = current_plan(rep);
+	const struct kp_rep_region *top = NULL;
+	int64_t n_graph = 0;
+	size_t i;
 
 	buf[0] = '\0';
 	if (!rep->n_kernels) {
@@ -91,29 +62,45 @@ char *kp_report_verdict(const struct kp_report *rep, char *buf, size_t n)
 	}
 	if (len >= n)
 		return buf;
-	if (n_reg && rep->regions.len) {
-		const struct kp_rep_region *top = NULL;
-		size_t i;
+	/* the saving: plan/predict.h, the same figures as `kplan show`; the
+	 * region that saves most as the example */
+	for (i = 0; i < rep->regions.len; i++) {
+		const struct kp_rep_region *r = &rep->regions.data[i];
 
-		for (i = 0; i < rep->regions.len && !top; i++) {
-			if (rep->regions.data[i].capturable && rep->regions.data[i].graph_ns_pred >= 0)
-				top = &rep->regions.data[i];
-		}
-		len += snprintf(buf + len, n - len,
-			"; running %d capturable region%s as CUDA graphs is predicted to save %s"
-			" (%.1f%% of stream time)", n_reg, n_reg == 1 ? "" : "s",
-			kp_fmt_dur(saved, a, sizeof(a)), base > 0 ? 100.0 * saved / base : 0.0);
-		if (top && len < n)
-			len += snprintf(buf + len, n - len, ", '%s' from %s to %s per occurrence (%.2fx)",
+		n_graph += r->decision == KP_PLAN_GRAPH;
+		if (r->gain_ns > 0 && r->graph_ns_pred >= 0 && (!top || r->gain_ns > top->gain_ns))
+			top = r;
+	}
+	if (rep->plan && rep->saved_ns > 0) {
+		len += snprintf(buf + len, n - len, "; the %splan%s%s graphs %lld region%s and is predicted"
+				" to save %s of the run's %s (%.2fx)", plan ? "current " : "",
+				plan && plan->path ? " " : "", plan && plan->path ? plan->path : "",
+				(long long)n_graph, n_graph == 1 ? "" : "s",
+				kp_fmt_dur(rep->saved_ns, a, sizeof(a)), kp_fmt_dur(rep->run_ns, b, sizeof(b)),
+				rep->plan->speedup_pred);
+	} else if (!rep->plan && rep->saved_ns > 0) {
+		len += snprintf(buf + len, n - len, "; graphing its %lld capturable region%s is predicted"
+				" to save %s of the run's %s (%.2fx) after %d eager warm-up calls and a"
+				" capture each", (long long)rep->n_saving, rep->n_saving == 1 ? "" : "s",
+				kp_fmt_dur(rep->saved_ns, a, sizeof(a)), kp_fmt_dur(rep->run_ns, b, sizeof(b)),
+				rep->run_ns > rep->saved_ns ?
+				(double)rep->run_ns / (double)(rep->run_ns - rep->saved_ns) : 0.0,
+				KP_PLAN_DEFAULT_WARMUP);
+	} else if (rep->plan && len < n) {
+		len += snprintf(buf + len, n - len, "; the plan is predicted to save nothing over this run");
+	} else if (rep->has_regions && len < n) {
+		len += snprintf(buf + len, n - len, "; no region is capturable as a CUDA graph and faster"
+				" as one, so a plan would save nothing");
+	}
+	if (top && rep->saved_ns > 0 && len < n)
+		len += snprintf(buf + len, n - len, ", '%s' from %s to %s per call (%.2fx)",
 				top->label, kp_fmt_dur(top->eager_ns, c, sizeof(c)),
 				kp_fmt_dur(top->graph_ns_pred, d, sizeof(d)),
 				top->graph_ns_pred > 0 ? (double)top->eager_ns / top->graph_ns_pred : 0.0);
-	} else if (rep->has_regions && len < n) {
-		len += snprintf(buf + len, n - len, "; no region is capturable as a CUDA graph, so a plan would save nothing");
-	}
-	if (plan && plan->speedup_pred > 0 && len < n)
-		len += snprintf(buf + len, n - len, "; the current plan%s%s predicts %.2fx for the whole run",
-				plan->path ? " " : "", plan->path ? plan->path : "", plan->speedup_pred);
+	/* a graph also closes device-side launch gaps: say so when it shows */
+	if (rep->saved_ns > rep->host_gap_ns && rep->host_gap_ns > 0 && len < n)
+		len += snprintf(buf + len, n - len, "; more than the host-bound idle, as a graph also"
+				" removes the device-side launch gaps");
 	if (len < n)
 		snprintf(buf + len, n - len, ".");
 	return buf;
@@ -133,6 +120,15 @@ static void td_dur(FILE *f, int64_t ns)
 		return;
 	}
 	fprintf(f, "<td class=\"n\" data-v=\"%lld\">%s</td>", (long long)ns, kp_fmt_dur(ns, b, sizeof(b)));
+}
+
+/* part of whole in percent, one decimal (as `kplan analyze` and the plan's reason) */
+static void td_pct(FILE *f, int64_t part, int64_t whole)
+{
+	if (whole <= 0 || part < 0)
+		fputs("<td class=\"n\" data-v=\"\">-</td>", f);
+	else
+		kp_html_td_num(f, 100.0 * (double)part / (double)whole, "%.1f%%");
 }
 
 static void td_int(FILE *f, int64_t v)
@@ -221,8 +217,9 @@ static void region_row(FILE *f, const struct kp_rep_region *r)
 		kp_html_td_num(f, r->speedup_pred, "%.2fx");
 	else
 		td_dash(f);
-	td_dur(f, kp_rep_region_gain(r));
+	td_dur(f, r->gain_ns);
 	td_dur(f, r->host_idle_ns);
+	td_pct(f, r->host_idle_ns, r->eager_ns);
 	kp_html_td_str(f, r->capturable ? "yes" : "no");
 	td_decision(f, r->decision);
 	td_blockers(f, r);
@@ -259,7 +256,7 @@ static void family_members(FILE *f, const struct kp_report *rep, int fi, size_t 
 {
 	static const char *const cols[] = {
 		"id", "label", "occurrences", "eager / occ", "graphed / occ (pred)",
-		"predicted gain", "capturable", "plan", "blockers (API call)",
+		"predicted saving (run)", "capturable", "plan", "blockers (API call)",
 	};
 	const struct kp_rep_family *fam = &rep->families.data[fi];
 	size_t i, shown = 0;
@@ -279,7 +276,7 @@ static void family_members(FILE *f, const struct kp_report *rep, int fi, size_t 
 		td_int(f, r->occurrences);
 		td_dur(f, r->eager_ns);
 		td_dur(f, r->graph_ns_pred);
-		td_dur(f, kp_rep_region_gain(r));
+		td_dur(f, r->gain_ns);
 		kp_html_td_str(f, r->capturable ? "yes" : "no");
 		td_decision(f, r->decision);
 		td_blockers(f, r);
@@ -316,6 +313,7 @@ static void family_row(FILE *f, const struct kp_report *rep, int fi, size_t max)
 	td_dash(f);
 	td_dur(f, fam->gain_ns);
 	td_dur(f, fam->occurrences ? fam->host_idle_ns / fam->occurrences : 0);
+	td_pct(f, fam->host_idle_ns, fam->eager_ns);
 	fprintf(f, "<td>%lld of %lld</td>", (long long)fam->n_capturable, (long long)fam->members);
 	td_decisions(f, rep, fam);
 	fputs("<td></td>", f);
@@ -338,7 +336,7 @@ static void regions(FILE *f, const struct kp_report *rep)
 	static const char *const cols[] = {
 		"id|n", "label|s", "source|s", "stream|n", "occurrences|n", "kernels|n",
 		"eager / occ|n", "eager total|n", "graphed / occ (pred)|n", "speedup|n",
-		"predicted gain|n", "host idle / occ|n", "capturable|s", "plan|s",
+		"predicted saving (run)|n", "host idle / occ|n", "host-bound|n", "capturable|s", "plan|s",
 		"blockers (API call)|s", "break-even|n",
 	};
 	size_t max = (size_t)DEF(rep->opts.max_rows, 200);
@@ -405,7 +403,7 @@ static void kernel_table(FILE *f, const char *id, const struct kp_report *rep,
 		const struct kp_rep_kernel *k = ks[i];
 
 		fputs("<tr><td>", f);
-		kp_html_kname(f, k->name, k->label, 70);
+		kp_html_kname(f, k->name, k->label, KP_REP_KNAME_MAX);
 		fputs("</td>", f);
 		td_int(f, k->count);
 		td_dur(f, k->total_ns);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 
 #include "../common/arena.h"
+#include "../common/kptime.h"
 #include "../common/vec.h"
 #include "../db/db.h"
 #include "../analyzer/cost.h"
@@ -47,9 +48,13 @@ struct kp_report_opts {
 				* blocker sources (kplan diff) */
 };
 
+/* Code points of a kernel label in the page's tables (longer ones are cut). */
+#define KP_REP_KNAME_MAX 70
+
 struct kp_rep_kernel {
 	const char *name, *short_name;
-	const char *label;                 /* kp_kernel_label: what the page shows */
+	const char *label;                 /* kp_kernel_label, with what tells it apart
+					    * from kernels of the same label: what the page shows */
 	int64_t name_id;                   /* StringIds id of name */
 	int64_t count, total_ns, min_ns, max_ns;
 };
@@ -73,6 +78,9 @@ struct kp_rep_region {
 	int64_t mid_start, mid_end;        /* its middle occurrence (0, 0: none) */
 	int family;                        /* index in rep->families; -1: in none */
 	int decision;                      /* enum kp_plan_decision in rep->plan; -1: not planned */
+	int64_t gain_ns;                   /* predicted saving over the run (plan/predict.h): the
+					    * plan's when it names the region, else graphing it
+					    * after the default warm-up; 0 when none */
 };
 
 /* Fewest regions that make a family row (fewer are shown one by one). */
@@ -87,7 +95,7 @@ struct kp_rep_family {
 	int64_t members, occurrences, n_capturable;
 	int64_t eager_ns;                  /* summed over members: occurrences x eager_ns */
 	int64_t host_idle_ns;              /* summed: occurrences x host_idle_ns */
-	int64_t gain_ns;                   /* summed kp_rep_region_gain */
+	int64_t gain_ns;                   /* summed members' gain_ns */
 	int64_t decisions[3];              /* members per plan decision (enum kp_plan_decision) */
 	int64_t n_unplanned;               /* members the plan does not name (0 without a plan) */
 };
@@ -205,6 +213,11 @@ struct kp_report {
 	int64_t n_fusion_total;
 	KP_VEC(struct kp_rep_plan) plans;        /* current first, then newest */
 	struct kp_plan *plan;              /* plans.data[0] parsed; NULL when none or bad */
+	/* predicted saving (plan/predict.h): with a plan its run_eager_ns and
+	 * run_eager_ns - run_pred_ns, as `kplan show` prints them; without
+	 * one the run's span and the regions' summed gain_ns */
+	int64_t run_ns, saved_ns;
+	int64_t n_saving;                  /* regions with gain_ns > 0 */
 	char plan_error[512];              /* why plans.data[0] did not parse */
 	struct kp_cost cost;               /* the cost model's constants for this GPU */
 	/* the typical stretch the timeline opens on */
@@ -242,14 +255,6 @@ int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err);
 int kp_report_csv(struct kp_db *db, const struct kp_report *rep, const char *dir,
 		  struct kp_err *err);
 
-/*
- * Predicted saving of one region over the run: occurrences x (eager -
- * graphed) when it is capturable and predicted faster as a CUDA graph,
- * else 0. The verdict sums it over regions, the family rows over members.
- */
-int64_t kp_rep_region_gain(const struct kp_rep_region *r);
 
-/* Format ns as a human duration ("412 ns", "3.50 us", "2.25 ms", "1.20 s"). */
-char *kp_fmt_dur(int64_t ns, char *buf, size_t n);
 
 #endif

@@ -124,15 +124,17 @@ void kp__page_time_chart(FILE *f, const struct kp_report *rep)
 		kp_html_name(f, r->label, NULL, 28);
 		fputs("</div><div class=\"cbars\">", f);
 		bar(f, tot, colors, 4, scale);
-		if (graphed) {
-			g = pred * r->occurrences;
+		/* with the plan: the run's eager time less the region's predicted
+		 * saving (warm-up calls and capture included, plan/predict.h) */
+		g = !graphed ? r->occurrences * r->eager_ns : r->gain_ns > 0 ?
+		    r->occurrences * r->eager_ns - r->gain_ns : r->occurrences * pred;
+		if (graphed)
 			bar(f, &g, gcol, 1, scale);
-		} else {
+		else
 			bar(f, tot, colors, 4, scale);
-		}
 		fprintf(f, "</div><div class=\"cval\">%s<br>&rarr; %s%s</div></div>\n",
 			kp_fmt_dur(r->occurrences * r->eager_ns, a, sizeof(a)),
-			kp_fmt_dur(r->occurrences * pred, b, sizeof(b)), graphed ? "" : " (eager)");
+			kp_fmt_dur(g, b, sizeof(b)), graphed ? "" : " (eager)");
 	}
 	fputs("</div>\n", f);
 }
@@ -220,7 +222,7 @@ static void card_kernels(FILE *f, const struct kp_report *rep, int ri)
 		char d[32];
 
 		fputs("<tr><td>", f);
-		kp_html_kname(f, kn->name, kn->label, 70);
+		kp_html_kname(f, kn->name, kn->label, KP_REP_KNAME_MAX);
 		fputs("</td>", f);
 		kp_html_td_num(f, r->occurrences ? (double)k->count / r->occurrences : 0, "%.1f");
 		fprintf(f, "<td class=\"n\" data-v=\"%lld\">%lld</td>", (long long)k->count, (long long)k->count);
@@ -313,9 +315,13 @@ void kp__page_region_cards(FILE *f, const struct kp_report *rep)
 			bar(f, part, colors, 4, (double)r->eager_ns);
 		fprintf(f, "</div><div class=\"cval\">%s%s</div></div>\n", kp_fmt_dur(pred, b, sizeof(b)),
 			graphed ? "" : " (eager)");
-		fprintf(f, "<p class=\"cap\">per occurrence: kernels %s, host-bound idle %s, device-side idle %s",
-			kp_fmt_dur(part[0], a, sizeof(a)), kp_fmt_dur(part[1], b, sizeof(b)),
+		fprintf(f, "<p class=\"cap\">per occurrence: kernels %s, host-bound idle %s (%.1f%%),"
+			" device-side idle %s", kp_fmt_dur(part[0], a, sizeof(a)),
+			kp_fmt_dur(part[1], b, sizeof(b)),
+			r->eager_ns > 0 ? 100.0 * (double)part[1] / (double)r->eager_ns : 0.0,
 			kp_fmt_dur(part[2], c, sizeof(c)));
+		if (r->gain_ns > 0)
+			fprintf(f, "; predicted saving over the run %s", kp_fmt_dur(r->gain_ns, a, sizeof(a)));
 		if (r->mid_end > r->mid_start)
 			fprintf(f, " &middot; <button type=\"button\" class=\"tl-go noprint\" data-t0=\"%lld\""
 				" data-t1=\"%lld\">show occurrence %lld in the timeline</button>",

@@ -7,6 +7,12 @@
 # by the report's rendering test; "deps.sh package" adds what makes and
 # checks the Debian package (dpkg-shlibdeps, lintian), which `make test`
 # asks for (packaging/module.mk).
+#
+# Another apt (unattended-upgrades, cloud-init, a second build) holding its
+# lock is waited for, up to KPLAN_APT_WAIT seconds (default 600): apt's own
+# DPkg::Lock::Timeout for the dpkg lock, a retry loop for the package
+# lists' lock, which `apt-get update` does not wait for. KPLAN_DEPS_ROOT
+# (tests) is prepended to the paths checked.
 set -eu
 
 # header-or-command  package
@@ -40,16 +46,39 @@ done
 
 missing=$(echo "$need" | while read -r file pkg; do
 	[ -n "$file" ] || continue
-	[ -e "$file" ] || echo "$pkg"
+	[ -e "${KPLAN_DEPS_ROOT:-}$file" ] || echo "$pkg"
 done | sort -u | tr '\n' ' ')
 
 [ -z "$missing" ] && exit 0
 
 cmd="apt-get update && apt-get install -y --no-install-recommends $missing"
+wait_s=${KPLAN_APT_WAIT:-600}
+apt="apt-get -o DPkg::Lock::Timeout=$wait_s"
+
+# apt-get update, waiting while another apt holds the lists' lock
+update() {
+	waited=0
+	while ! out=$($apt update -qq 2>&1); do
+		case $out in
+		*"Could not get lock"*|*"Unable to lock"*) ;;
+		*) echo "$out" >&2; return 1 ;;
+		esac
+		if [ "$waited" -ge "$wait_s" ]; then
+			echo "$out" >&2
+			echo "deps.sh: another apt still holds its lock after ${wait_s} s" >&2
+			return 1
+		fi
+		[ "$waited" -gt 0 ] || echo "deps.sh: another apt holds its lock; waiting (up to ${wait_s} s)" >&2
+		sleep 5
+		waited=$((waited + 5))
+	done
+	[ -z "$out" ] || echo "$out" >&2
+}
+
 if [ "$(id -u)" = 0 ]; then
 	echo "deps.sh: installing $missing" >&2
-	apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2
+	update
+	DEBIAN_FRONTEND=noninteractive $apt install -y -qq --no-install-recommends $missing >&2
 else
 	echo "kplan needs these Debian packages: $missing" >&2
 	echo "run as root:  $cmd" >&2

@@ -2,7 +2,7 @@
 
     import kplan.torch as kt
 
-    kt.open("model.kplan")                # optional: KPLAN_PLAN=model.kplan works too
+    kt.open("model.kplan")                # optional: kt.open() or none reads KPLAN_PLAN
 
     @kt.region("decode")                  # a label of the plan
     def decode(ids, pos):
@@ -563,6 +563,10 @@ class Runtime(object):
         self.c.calls += 1
         st.n["calls"] += 1
         if self.global_reason is not None:
+            if self.global_reason == "no-plan" and "no-plan" not in self.logged:
+                self.logged.add("no-plan")
+                _log(1, "torch: no plan (neither kt.open(PATH) nor KPLAN_PLAN): every region "
+                        "runs eagerly (no-plan), each call an NVTX range for `kplan record`")
             return self._eager(st, self.global_reason, region, args, kwargs)
         if st.static_reason is not None:
             return self._eager(st, st.static_reason, region, args, kwargs)
@@ -1262,9 +1266,11 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          disable=None, lib=None, runtime=None):
     """Open the runtime (replacing the current one) and return it.
 
-    plan_path   a plan written by `kplan plan`; None: no plan, every region
-                eager (policy "plan") but still an NVTX range in the "kplan"
-                domain, so that `kplan record -- python3 app.py` finds them
+    plan_path   a plan written by `kplan plan`; None (default): $KPLAN_PLAN,
+                as every other setting falls back to its variable; "" (or
+                neither): no plan, every region eager (policy "plan", one
+                line says so) but still an NVTX range in the "kplan" domain,
+                so that `kplan record -- python3 app.py` finds them
     policy      "plan" (default; $KPLAN_TORCH_POLICY): what the plan says;
                 "graph": capture every region (the plan's warm-up where it
                 has the region), for trying kplan without a trace;
@@ -1298,8 +1304,9 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     print_stats = _env_flag("KPLAN_RT_STATS")
     key_warmup = _env_flag("KPLAN_RT_KEY_WARMUP")
     watch = os.environ.get("KPLAN_RT_WATCH", "1") != "0"
-    if plan_path is not None:
-        plan_path = os.fspath(plan_path)
+    if plan_path is None:
+        plan_path = os.environ.get("KPLAN_PLAN")
+    plan_path = os.fspath(plan_path) if plan_path else None
     crt = runtime
     global_reason = None
     if crt is None:
@@ -1354,13 +1361,13 @@ def current():
     with _open_lock:
         if _current is None:
             try:
-                open(os.environ.get("KPLAN_PLAN") or None)
+                open()
             except KplanError as exc:
                 _log(1, "torch: %s; every region runs eagerly" % exc)
                 try:
-                    open(None, policy="plan")
+                    open("", policy="plan")
                 except KplanError:
-                    open(None, policy="plan", runtime=_NullRuntime())
+                    open("", policy="plan", runtime=_NullRuntime())
         return _current
 
 

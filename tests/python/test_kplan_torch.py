@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import io
 import os
+import py_compile
 import re
 import shutil
 import subprocess
@@ -798,6 +799,36 @@ class TestStateMachine(Base):
             pass
         self.assertEqual(self.crt.events[-2:], [("push", "data", 2), ("pop",)])
 
+    def test_no_plan_says_so_once(self):
+        """Regions without a plan run eagerly: one line says so, not one per call."""
+        T = self.T
+        self.open(None, plan_path=None)
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        other = kt.region("other")(lambda x: T.add(x, 2.0))
+        for i in range(3):
+            step(self.x(i)), other(self.x(i))
+        self.assertEqual(len(self.logs("no plan")), 1)
+        self.assertIn("KPLAN_PLAN", self.logs("no plan")[0])
+        self.assertIn("(no-plan)", self.logs("no plan")[0])
+
+    def test_open_without_path_reads_kplan_plan(self):
+        """KPLAN_PLAN=model.kplan python app.py with an explicit kt.open():
+        the plan applies (it used to run every region eager, silently)."""
+        T = self.T
+        os.environ["KPLAN_PLAN"] = "model.kplan"
+        rt = self.open({"step": plan()}, plan_path=None)
+        self.assertEqual(rt.plan_path, "model.kplan")
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for _ in range(5):
+            step(self.x(1))
+        self.assertEqual(kt.stats()["captures"], 1)
+        self.assertEqual(self.logs("no plan"), [])
+        # "" is no plan whatever the environment says
+        rt = self.open({"step": plan()}, plan_path="")
+        self.assertIsNone(rt.plan_path)
+        step(self.x(1))
+        self.assertEqual(kt.stats()["eager_by_reason"], {"no-plan": 1})
+
     def test_disable_env(self):
         T = self.T
         os.environ["KPLAN_RT_DISABLE"] = "1"
@@ -880,6 +911,17 @@ class TestStateMachine(Base):
     def test_region_needs_a_name(self):
         with self.assertRaises(TypeError):
             kt.region(lambda x: x)
+
+
+class TestExample(unittest.TestCase):
+    def test_readme_example_compiles(self):
+        """The README's walk-through program (needs torch and a GPU to run)."""
+        d = tempfile.mkdtemp()
+        try:
+            py_compile.compile(os.path.join(REPO, "examples", "torch", "mlp.py"),
+                               cfile=os.path.join(d, "mlp.pyc"), doraise=True)
+        finally:
+            shutil.rmtree(d)
 
 
 class TestImport(unittest.TestCase):

@@ -104,6 +104,24 @@ static void test_not_sqlite(void)
 	expect_rejected(p, KP_DB_RDONLY, KP_EFORMAT, "not a kplan database");
 }
 
+/* a directory given as a database is named as one, for readers and writers */
+static void test_directory(void)
+{
+	const char *p = kp_test_path("a-dir.db");
+	struct kp_err err = {0};
+
+	CU_ASSERT_EQUAL(kp_test_sh("mkdir -p %s", p), 0);
+	CU_ASSERT_PTR_NULL(kp_db_open(p, KP_DB_RDONLY, &err));
+	CU_ASSERT_EQUAL(err.code, KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is a directory, not a kplan database"));
+	CU_ASSERT_PTR_NULL(kp_db_open(p, KP_DB_CREATE, &err));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is a directory"));
+	/* a new database in a directory that does not exist: said so */
+	CU_ASSERT_PTR_NULL(kp_db_open(kp_test_path("no-dir/new.db"), KP_DB_CREATE, &err));
+	CU_ASSERT_EQUAL(err.code, KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no-dir/new.db: no directory "));
+}
+
 static void test_truncated(void)
 {
 	struct kp_db *db = new_db("trunc.db");
@@ -143,6 +161,7 @@ static void test_foreign_and_newer(void)
 
 	CU_ASSERT_EQUAL(kp_test_sh("sqlite3 '%s' 'CREATE TABLE t(a); INSERT INTO t VALUES(1)'", p), 0);
 	expect_rejected(p, 0, KP_EFORMAT, "not a kplan database");
+	expect_rejected(p, KP_DB_RDONLY, KP_EFORMAT, "an SQLite database of another program");
 
 	p = kp_test_path("nsys.sqlite");
 	CU_ASSERT_EQUAL(kp_test_sh("sqlite3 '%s' 'CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
@@ -377,6 +396,7 @@ CU_TestInfo kp_tests_db[] = {
 	{ "migrate_v1", test_migrate_v1 },
 	{ "missing", test_missing },
 	{ "not_sqlite", test_not_sqlite },
+	{ "directory", test_directory },
 	{ "truncated", test_truncated },
 	{ "foreign_and_newer", test_foreign_and_newer },
 	{ "writer_and_intern", test_writer_and_intern },

@@ -212,6 +212,11 @@ static void test_detect(void)
 	kp_test_write(p, "", 0);
 	CU_ASSERT_EQUAL(kp_import_detect(p, &fmt, &err), KP_EFORMAT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "empty"));
+	/* a directory is named as one, not as an empty file */
+	p = kp_test_path("trace-dir");
+	CU_ASSERT_EQUAL(kp_test_sh("mkdir -p %s", p), 0);
+	CU_ASSERT_EQUAL(kp_import_detect(p, &fmt, &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is a directory; expected a trace file"));
 }
 
 /* ------------------------------------------------------------------ resnet */

@@ -1239,7 +1239,17 @@ static void test_cli_sign(void)
 	msg = kp_test_read(log, NULL);
 	CU_ASSERT(msg && strstr(msg, "kpfuse-b.cu: source file changed"));
 	free(msg);
+	/* ... without --trust too, and a missing one (a plan is code: its sources
+	 * must be the ones it was written with) */
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s >/dev/null 2>'%s'", k, plan, gpu, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'kpfuse-b.cu: source file changed' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("rm '%s' && %s check '%s' %s >'%s.out' 2>'%s'",
+				   kp_test_path("kpfuse-b.cu"), k, plan, gpu, log, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cannot read the source the plan references: "
+				   ".*kpfuse-b.cu: cannot open: No such file' '%s' && ! grep -q applies '%s.out'",
+				   log, log), 0);
 	kp_test_write(kp_test_path("kpfuse-b.cu"), src_b, -1);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s >/dev/null", k, plan, gpu), 0);
 	/* a key readable by others is refused; usage errors */
 	CU_ASSERT_EQUAL(kp_test_sh("chmod 644 '%s' && %s sign '%s' --key '%s' 2>'%s'", key, k, plan,
 				   key, log), 2);

@@ -340,10 +340,36 @@ static void test_resnet18(void)
 	kp_plan_free(p);
 }
 
+/*
+ * `kplan plan` on an imported, never analyzed run analyzes it first and says
+ * so in one line; with --no-store (writes nothing) it names the command.
+ */
+static void test_plan_analyzes_first(void)
+{
+	const char *db_path = kp_test_path("fresh.db"), *plan_path = kp_test_path("fresh.kplan");
+	const char *errs = kp_test_path("fresh.err"), *k = kp_test_kplan();
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import '%s' -o '%s' >/dev/null", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), db_path), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store -o '%s' >/dev/null 2>'%s'", k, db_path,
+				   plan_path, errs), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q \"run 1 is not analyzed: run 'kplan analyze .*fresh.db "
+				   "--run 1' first\" '%s'", errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' -o '%s' >/dev/null 2>'%s'", k, db_path, plan_path,
+				   errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("test $(wc -l < '%s') -eq 1 && grep -q 'run 1 of .*fresh.db was "
+				   "not analyzed: analyzing it first' '%s'", errs, errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' | grep -q 'step *graph'", k, plan_path), 0);
+	/* analyzed now: the next plan says nothing about it */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' -o '%s' >/dev/null 2>'%s' && test ! -s '%s'", k,
+				   db_path, plan_path, errs, errs), 0);
+}
+
 CU_TestInfo kp_tests_planner[] = {
 	{ "planner decisions on a fixture db", test_planner_decisions },
 	{ "golden plan, determinism, kp_plans", test_golden_and_store },
 	{ "cli: plan exit codes", test_cli_plan },
 	{ "resnet18 trace: step planned as a graph", test_resnet18 },
+	{ "plan analyzes a run not yet analyzed", test_plan_analyzes_first },
 	CU_TEST_INFO_NULL,
 };

@@ -425,27 +425,6 @@ static void test_disk_full_import(void)
  * commands run as nobody (setpriv); without setpriv the test is skipped.
  * Returns the prefix for the command line, or NULL to skip.
  */
-static const char *as_unprivileged(void)
-{
-	if (geteuid() != 0)
-		return "";
-	if (kp_test_sh("command -v setpriv > /dev/null 2>&1") == 0)
-		return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-	fprintf(stderr, "read-only tests skipped: running as root without setpriv\n");
-	return NULL;
-}
-
-/* A directory others can reach (the test tmpdir is 0700). Static storage. */
-static const char *public_dir(void)
-{
-	static char dir[64];
-
-	snprintf(dir, sizeof(dir), "/tmp/kplan-rel-XXXXXX");
-	if (!mkdtemp(dir) || chmod(dir, 0755))
-		return NULL;
-	return dir;
-}
-
 /*
  * Finding 1: a database in a read-only directory (a CI artifact, a shared
  * or mounted copy) could not be read at all: SQLite must create the -shm
@@ -456,7 +435,7 @@ static const char *public_dir(void)
  */
 static void test_readonly_paths(void)
 {
-	const char *pre = as_unprivileged(), *dir, *db_path, *log;
+	const char *pre = kp_test_unprivileged(), *dir, *db_path, *log;
 	const char *kplan = kp_test_kplan();
 	const char *trace = kp_test_src("tests/fixtures/resnet18_b1.json.gz");
 	char *before, *after;
@@ -465,7 +444,7 @@ static void test_readonly_paths(void)
 
 	if (!pre)
 		return;
-	dir = public_dir();
+	dir = kp_test_public_dir();
 	CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
 	db_path = in_dir_path(dir, "run.db");
 	log = kp_test_path("ro.log");
@@ -473,7 +452,23 @@ static void test_readonly_paths(void)
 					 " > /dev/null 2>&1", kplan, trace, db_path, kplan, db_path), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan %s -o %s/model.kplan > /dev/null 2>&1", kplan,
 				   db_path, dir), 0);
-	kp_test_sh("chmod 0444 %s/* && chmod 0555 %s", dir, dir);
+	/* a reader that cannot write the file, in a directory it can write,
+	 * leaves no -wal or -shm beside it */
+	kp_test_sh("chmod 0444 %s/* && chmod 0777 %s", dir, dir);
+	rc = kp_test_sh("%s%s report %s -o /dev/null > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(kp_test_sh("ls %s | grep -q -- '-wal\\|-shm'", dir), 1);
+	/* a writer is told which of file and directory it cannot write, and why */
+	rc = kp_test_sh("%s%s analyze %s > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'run.db: cannot write to this database (Permission "
+				   "denied)' %s && ! grep -q 'readonly database' %s", log, log), 0);
+	kp_test_sh("chmod 0666 %s && chmod 0555 %s", db_path, dir);
+	rc = kp_test_sh("%s%s analyze %s > %s 2>&1", pre, kplan, db_path, log);
+	CU_ASSERT_EQUAL(rc, 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cannot write in the directory %s (Permission denied)'"
+				   " %s", dir, log), 0);
+	kp_test_sh("chmod 0444 %s", db_path);
 	before = kp_test_read(db_path, &n1);
 
 	/* reading commands: output to a writable place */
@@ -837,7 +832,9 @@ static void test_report_no_streams(void)
 	CU_ASSERT_EQUAL(pipeline("no_streams", trace, "info"), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s > /dev/null 2>&1", kp_test_kplan(),
 				   kp_test_path("no_streams.db"), kp_test_path("no_streams.html")), 0);
-	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s > /dev/null", kp_test_kplan(),
+	/* (its one kernel leaves the analysis nothing to store: diff analyzes it
+	 * each time, saying so on stderr) */
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s > /dev/null 2>&1", kp_test_kplan(),
 				   kp_test_path("no_streams.db"), kp_test_path("no_streams.db")), 0);
 }
 
@@ -1007,7 +1004,7 @@ static void test_cache_two_users(void)
 		fprintf(stderr, "(skipped: the two-user cache check needs root and setpriv) ");
 		return;
 	}
-	pub = public_dir();
+	pub = kp_test_public_dir();
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pub);
 	snprintf(shared, sizeof(shared), "%s/shared", pub);
 	snprintf(cache, sizeof(cache), "%s/cache", shared);
@@ -1051,6 +1048,47 @@ static void test_cache_two_users(void)
 	kp_test_sh("rm -rf '%s'", pub);
 }
 
+/*
+ * `make test` on a fresh machine failed while another apt held the dpkg
+ * lock: scripts/deps.sh now waits for it. Run as "root" with a fake
+ * apt-get whose first update finds the lists locked: deps.sh retries, then
+ * installs with apt's DPkg::Lock::Timeout; a lock that stays is an error
+ * naming the wait.
+ */
+static void test_deps_waits_for_apt(void)
+{
+	const char *bin = kp_test_path("fakebin"), *log = kp_test_path("apt.log");
+	const char *state = kp_test_path("apt.state"), *out = kp_test_path("deps.out");
+	char *text;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("mkdir -p %s && printf '#!/bin/sh\necho 0\n' > %s/id && "
+					 "printf '#!/bin/sh\nexit 0\n' > %s/sleep && chmod +x %s/id "
+					 "%s/sleep", bin, bin, bin, bin, bin), 0);
+	/* update: locked while the state file says so (first call only, or always) */
+	kp_test_write(kp_test_path("fakebin/apt-get"),
+		      "#!/bin/sh\necho \"$*\" >> \"$APT_LOG\"\n"
+		      "case \"$*\" in *update*)\n"
+		      "  if [ -s \"$APT_STATE\" ]; then\n"
+		      "    [ \"$(cat \"$APT_STATE\")\" = always ] || : > \"$APT_STATE\"\n"
+		      "    echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 7 "
+		      "(apt-get)' >&2; exit 100\n"
+		      "  fi ;;\nesac\nexit 0\n", -1);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("chmod +x %s/apt-get", bin), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("echo once > %s && PATH=%s:$PATH APT_LOG=%s APT_STATE=%s "
+				   "KPLAN_DEPS_ROOT=/nonexistent KPLAN_APT_WAIT=30 sh %s > %s 2>&1",
+				   state, bin, log, state, kp_test_src("scripts/deps.sh"), out), 0);
+	text = kp_test_read(log, NULL);
+	CU_ASSERT(text && strstr(text, "-o DPkg::Lock::Timeout=30 update -qq\n-o DPkg::Lock::Timeout=30 "
+				 "update -qq\n-o DPkg::Lock::Timeout=30 install -y -qq"));
+	free(text);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'another apt holds its lock; waiting' %s", out), 0);
+	/* a lock that is never released: an error after the wait, not a hang */
+	CU_ASSERT_NOT_EQUAL(kp_test_sh("echo always > %s && PATH=%s:$PATH APT_LOG=%s APT_STATE=%s "
+				       "KPLAN_DEPS_ROOT=/nonexistent KPLAN_APT_WAIT=10 sh %s > %s 2>&1",
+				       state, bin, log, state, kp_test_src("scripts/deps.sh"), out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'still holds its lock after 10 s' %s", out), 0);
+}
+
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
@@ -1068,5 +1106,6 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "catalog_number_at_end", test_catalog_number_at_end },
 	{ "cache_two_users", test_cache_two_users },
 	{ "terminal_escapes", test_terminal_escapes },
+	{ "deps_waits_for_apt", test_deps_waits_for_apt },
 	CU_TEST_INFO_NULL,
 };

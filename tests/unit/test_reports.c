@@ -19,6 +19,7 @@
 #include "db/db.h"
 #include "db/writer.h"
 #include "plan/planfile.h"
+#include "plan/predict.h"
 #include "reports/diff.h"
 #include "reports/html.h"
 #include "reports/report.h"
@@ -143,8 +144,6 @@ static char *plan_text(int64_t run)
 	if (!p)
 		return NULL;
 	plan_keys(p, run);
-	p->run_pred_ns = 30000;
-	p->speedup_pred = 3.1;
 	p->mem_budget_bytes = 1 << 20;
 	p->n_regions = 2;
 	p->regions = r = calloc(2, sizeof(*r));
@@ -161,7 +160,7 @@ static char *plan_text(int64_t run)
 	r[0].break_even = 4;
 	r[0].eager_ns = 18000;
 	r[0].graph_ns = 8000;
-	r[0].one_time_ns = 60000;
+	r[0].one_time_ns = 2000;
 	r[0].mem_budget_bytes = 65536;
 	r[0].speedup_pred = 2.25;
 	r[1].label = strdup("<b>opt</b>");
@@ -176,6 +175,7 @@ static char *plan_text(int64_t run)
 	r[1].eager_ns = 2000;
 	r[1].graph_ns = 2000;
 	r[1].speedup_pred = 1;
+	kp_plan_predict_run(p);  /* 'step' saves (3 - 2) x 10 us - 2 us of the run's 93 us */
 	if (kp_plan_write(p, &sb, &err)) {
 		fprintf(stderr, "plan write: %s\n", err.msg);
 		kp_plan_free(p);
@@ -376,9 +376,12 @@ static void test_report_page(void)
 	kp_report_verdict(rep, verdict, sizeof(verdict));
 	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "partly launch-bound"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "40.0%"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "save 30.00 us (66.7% of stream time)"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "'step' from 18.00 us to 8.00 us per occurrence (2.25x)"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "the current plan model.kplan predicts 2.25x for the whole run."));
+	/* the saving is the plan's (plan/predict.h), as kplan show prints it */
+	CU_ASSERT_PTR_NOT_NULL(strstr(verdict, "; the current plan model.kplan graphs 1 region and is "
+				      "predicted to save 8.00 us of the run's 93.00 us (1.09x), 'step' "
+				      "from 18.00 us to 8.00 us per call (2.25x)."));
+	CU_ASSERT_EQUAL(rep->saved_ns, 8000);
+	CU_ASSERT_EQUAL(rep->regions.data[0].gain_ns, 8000);
 	/* the evil kernel name appears only escaped */
 	CU_ASSERT_PTR_NULL(strstr(h, "<script>alert"));
 	CU_ASSERT_PTR_NULL(strstr(h, "<b>opt"));
@@ -528,6 +531,88 @@ static void test_kernel_labels(void)
 			       "gemm_kernel<128,64> -> add_kernel");
 	CU_ASSERT_STRING_EQUAL(kp_kernel_chain_label("aaaaaaaaaa -> bbbbbbbbbb -> cccccccccc", small,
 						     sizeof(small)), "aaaaaaaaaa...");
+}
+
+/*
+ * Kernels whose labels are the same (GPT-2's two MulFunctor kernels: a
+ * tensor times a scalar and a tensor times a tensor) are told apart by what
+ * differs, in the report's tables too; names that differ in no token are
+ * numbered.
+ */
+static void test_kernel_labels_apart(void)
+{
+	static const char *const mul[] = {
+		"void at::native::vectorized_elementwise_kernel<8, at::native::AUnaryFunctor<c10::Half, "
+		"c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+		"2ul> >(int, at::native::AUnaryFunctor<c10::Half, c10::Half, c10::Half, "
+		"at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)",
+		"void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::Half, "
+		"c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+		"3ul> >(int, at::native::BinaryFunctor<c10::Half, c10::Half, c10::Half, "
+		"at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)",
+		"void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<c10::Half, "
+		"c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+		"3ul> >(int, at::native::BinaryFunctor<c10::Half, c10::Half, c10::Half, "
+		"at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)",
+		"void k<a<b> >(int)",
+		"void k<a<b>>(int)",
+	};
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path("apart.db"), KP_DB_CREATE, &err);
+	struct kp_report *rep = NULL;
+	struct kp_run_info ri = { .source = "synthetic", .device_name = "NVIDIA H200",
+				  .compute_major = 9, .sm_count = 132, .driver_version = 13000 };
+	struct kp_writer w;
+	char out[96], *h;
+	int64_t run = 0;
+	size_t i, j;
+
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[0], &mul[1], 1, out, sizeof(out)),
+			       " [AUnaryFunctor]");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[1], &mul[0], 1, out, sizeof(out)),
+			       " [BinaryFunctor]");
+	/* against two: each place it differs, in order */
+	{
+		const char *o1[] = { mul[0], mul[2] }, *o2[] = { mul[0], mul[1] };
+
+		CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[1], o1, 2, out, sizeof(out)),
+				       " [8, BinaryFunctor]");
+		CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[2], o2, 2, out, sizeof(out)), " [4]");
+	}
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[3], &mul[4], 1, out, sizeof(out)), "");
+	CU_ASSERT_STRING_EQUAL(kp_kernel_label_apart(mul[0], &mul[1], 1, out, 8), "");
+
+	/* the report: three kernels of one label, two more of another that differ in
+	 * no token (numbered); every row its own */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL_FATAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+	kp_writer_init(&w, db, run);
+	kp_db_begin(db, &err);
+	for (i = 0; i < 5; i++) {
+		struct kp_kernel_rec k = { .stream_id = 7, .correlation_id = (uint32_t)i + 1,
+					   .name = mul[i], .start = 1000 * (int64_t)i + 1000,
+					   .end = 1000 * (int64_t)i + 1500 + 10 * (int64_t)i,
+					   .grid = { 1, 1, 1 }, .block = { 32, 1, 1 } };
+
+		kp_writer_kernel(&w, &k, &err);
+	}
+	kp_db_commit(db, &err);
+	kp_writer_release(&w);
+	kp_db_run_finish(db, run, 0, NULL, "complete", &err);
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(rep->kernels.len, 5);
+	for (i = 0; i < rep->kernels.len; i++)
+		for (j = i + 1; j < rep->kernels.len; j++)
+			CU_ASSERT_STRING_NOT_EQUAL(rep->kernels.data[i].label, rep->kernels.data[j].label);
+	h = report_html(db, NULL);
+	CU_ASSERT(h && strstr(h, ">vectorized_elementwise_kernel&lt;MulFunctor&lt;float&gt;&gt; "
+				 "[8, AUnaryFunctor]</span>"));
+	CU_ASSERT(h && strstr(h, ">vectorized_elementwise_kernel&lt;MulFunctor&lt;float&gt;&gt; "
+				 "[4]</span>"));
+	CU_ASSERT(h && strstr(h, ">k&lt;b&gt; #1</span>") && strstr(h, ">k&lt;b&gt; #2</span>"));
+	free(h);
+	kp_report_free(rep);
+	kp_db_close(db);
 }
 
 static void js_str(FILE *f, const char *s, const char *t)
@@ -736,6 +821,13 @@ static void test_cli_report(void)
 	h = kp_test_read(kp_test_path("cli.out"), NULL);
 	CU_ASSERT(h && strstr(h, "launch-bound") && strstr(h, "cli.html"));
 	free(h);
+	/* the database is only read: no -wal or -shm left beside it */
+	CU_ASSERT_EQUAL(kp_test_sh("test -e %s-wal || test -e %s-shm", p, p), 1);
+	/* an output it cannot write: the OS's reason */
+	CU_ASSERT_EQUAL(kp_test_sh("%s report %s -o %s/no/such/dir.html 2>%s >/dev/null",
+				   kp_test_kplan(), p, kp_test_path("."), kp_test_path("cli.err")), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'cannot write the report: No such file or directory' %s",
+				   kp_test_path("cli.err")), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report %s --run 9 -o /dev/null 2>/dev/null", kp_test_kplan(), p), 2);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report %s --bogus 2>/dev/null", kp_test_kplan(), p), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s report 2>/dev/null", kp_test_kplan()), 64);
@@ -773,6 +865,52 @@ static void test_cli_labels(void)
 	CU_ASSERT(out && strstr(out, "id=\"region-1-kernels\""));
 	CU_ASSERT(out && strstr(out, "<b>graph</b> (launch-bound)"));
 	free(out);
+}
+
+/*
+ * One definition each of the predicted saving (plan/predict.h) and of a
+ * region's host-bound share, the same figure wherever it is printed: the
+ * report's verdict before and after the plan, `kplan plan`, `kplan show`,
+ * the plan's reason, the page's tables; `kplan analyze`'s host% and the
+ * reason's pct. On the bundled trace.
+ */
+static void test_one_figure_everywhere(void)
+{
+	const char *db = kp_test_path("fig.db"), *k = kp_test_kplan();
+	const char *o = kp_test_path("fig");
+	char *save, *host, *sh;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s >/dev/null && %s analyze %s >%s.analyze"
+					 " && %s report %s -o %s.0.html >%s.report0 && %s plan %s -o "
+					 "%s.kplan >%s.plan && %s show %s.kplan >%s.show && %s report %s "
+					 "-o %s.1.html >%s.report1", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), db, k, db, o,
+					 k, db, o, o, k, db, o, o, k, o, o, k, db, o, o), 0);
+	/* the saving and the run's time, as the plan summary says them */
+	kp_test_sh("sed -n 's/.*predicted to save \\(.* of the run.s [^ ]* ms ([0-9.]*x)\\).*/\\1/p' "
+		   "%s.plan > %s.save", o, o);
+	save = kp_test_read(kp_test_path("fig.save"), NULL);
+	CU_ASSERT_FATAL(save && strstr(save, " of the run's 27.73 ms (2.65x)"));
+	*strchr(save, '\n') = '\0';
+	sh = strstr(save, " of the run's");
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF \"graphing its 1 capturable region is predicted to save %s"
+				   "\" %s.report0", save, o), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF \"graphs 1 region and is predicted to save %s\" "
+				   "%s.report1", save, o), 0);
+	*sh = '\0';   /* the saving alone, e.g. "17.27 ms" */
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF 'for the run: saves %s (2.65x)' %s.show && grep -qF "
+				   "'; saves %s over the run' %s.show", save, o, save, o), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF '>%s</td>' %s.0.html && grep -qF '>%s</td>' %s.1.html",
+				   save, o, save, o), 0);
+	/* the region's host-bound share: analyze's host% column, the plan's reason, the page */
+	kp_test_sh("awk '$2 == \"step\" { print $7 }' %s.analyze > %s.host", o, o);
+	host = kp_test_read(kp_test_path("fig.host"), NULL);
+	CU_ASSERT_FATAL(host && strchr(host, '.'));
+	*strchr(host, '\n') = '\0';
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF 'host-bound idle is %s pct of its' %s.show && "
+				   "grep -qF '>%s%%</td>' %s.1.html", host, o, host, o), 0);
+	free(save);
+	free(host);
 }
 
 static void test_diff(void)
@@ -842,6 +980,41 @@ static void test_diff(void)
 	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s 2>/dev/null", kp_test_kplan(), kp_test_path("diff-a.db")), 64);
 	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression x 2>/dev/null", kp_test_kplan(),
 				   kp_test_path("diff-a.db"), kp_test_path("diff-b.db")), 64);
+}
+
+/*
+ * A run imported but never analyzed (a CI job that records and diffs) is
+ * analyzed first, its regions compared, not reported as gone; a database
+ * that cannot be written is refused with the command to run.
+ */
+static void test_diff_unanalyzed(void)
+{
+	const char *a = kp_test_path("un-a.db"), *b = kp_test_path("un-b.db");
+	const char *out = kp_test_path("un.out"), *errs = kp_test_path("un.err");
+	const char *k = kp_test_kplan(), *pre, *dir;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s >/dev/null && %s analyze %s >/dev/null"
+					 " && %s import %s -o %s >/dev/null", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), a, k, a, k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), b), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s diff %s %s --fail-on-regression 5 >%s 2>%s", k, a, b, out,
+				   errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'run 1 of .*un-b.db was not analyzed: analyzing it first'"
+				   " %s", errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^region  step .* ms .* ms  *+0.0%%' %s && "
+				   "! grep -q gone %s", out, out), 0);
+	/* one that cannot be analyzed here (read-only): refused, naming the command */
+	if (!(pre = kp_test_unprivileged()) || !(dir = kp_test_public_dir()))
+		return;
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s/b.db >/dev/null && cp %s %s/a.db && "
+					 "chmod 0555 %s && chmod 0444 %s/*", k,
+					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), dir, a, dir,
+					 dir, dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s%s diff %s/a.db %s/b.db >/dev/null 2>%s", pre, k, dir, dir,
+				   errs), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q \"run 1 must be analyzed first ('kplan analyze %s/b.db "
+				   "--run 1')\" %s", dir, errs), 0);
+	kp_test_sh("chmod -R u+w %s && rm -rf %s", dir, dir);
 }
 
 static void test_diff_not_comparable(void)
@@ -1125,14 +1298,17 @@ CU_TestInfo kp_tests_reports[] = {
 	{ "long names shortened with a title", test_shorten },
 	{ "report page: verdict, sections, escaping", test_report_page },
 	{ "kernel labels and fusion chains", test_kernel_labels },
+	{ "kernel labels told apart in the tables", test_kernel_labels_apart },
 	{ "javascript string literals", test_js_string },
 	{ "timeline data, region kernels, gap distribution", test_timeline_data },
 	{ "golden csv files", test_csv_golden },
 	{ "database without analysis", test_no_analysis },
 	{ "kplan report cli", test_cli_report },
 	{ "kernel labels in analyze, show and the page", test_cli_labels },
+	{ "one saving and one host-bound figure everywhere", test_one_figure_everywhere },
 	{ "diff: regression and exit codes", test_diff },
 	{ "diff: comparability check", test_diff_not_comparable },
+	{ "diff: a run not analyzed is analyzed first", test_diff_unanalyzed },
 	{ "region families: one row, csv column", test_families },
 	{ "region families: order, sources, csv quoting", test_families_csv_quoting },
 	CU_TEST_INFO_NULL,

@@ -1350,12 +1350,43 @@ static void test_calibrate_cli(void)
 		CU_ASSERT_EQUAL(kp_db_int(d, "SELECT count(*) FROM kp_calibration", -1), 2);
 		kp_db_close(d);
 	}
-	/* a failing program is an error (2), a missing one too */
-	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=%s %s calibrate >/dev/null 2>&1", bad,
-				   kp_test_kplan()), 2);
+	/* a failing program is an error (2), said once, a missing one too */
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=%s %s calibrate >/dev/null 2>%s", bad,
+				   kp_test_kplan(), kp_test_path("calib.err")), 2);
+	{
+		char *msg = kp_test_read(kp_test_path("calib.err"), NULL);
+		const char *at = msg ? strstr(msg, "failed (exit status 3") : NULL;
+
+		CU_ASSERT_PTR_NOT_NULL(at);
+		CU_ASSERT_PTR_NULL(at ? strstr(at + 1, "failed (exit status") : "");
+		CU_ASSERT_PTR_NULL(msg ? strstr(msg, "expected 'gpu'") : "");
+		free(msg);
+	}
 	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=/nonexistent %s calibrate 2>/dev/null",
 				   kp_test_kplan()), 2);
+	/* a warning a test provokes says it is expected (KPLAN_LOG_TAG, set by
+	 * the runner); without the tag it is a plain warning */
+	kp_test_write(bad, "#!/bin/sh\necho 'gpu Fake'\necho 'driver 1'\necho 'nothing here'\n"
+		      "echo 'launch_host_ns 3800 9'\n", -1);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CALIBRATE=%s %s calibrate 2>&1 >/dev/null | grep -q "
+				   "\"^kplan (expected): warning: .*ignoring line 'nothing here'\"", bad,
+				   kp_test_kplan()), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_LOG_TAG= KPLAN_CALIBRATE=%s %s calibrate 2>&1 >/dev/null | "
+				   "grep -q \"^kplan: warning: .*ignoring line\"", bad, kp_test_kplan()), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s calibrate --bogus 2>/dev/null", kp_test_kplan()), 64);
+}
+
+/* `make` builds kplan-calibrate where nvcc is found, and only there. */
+static void test_calibrate_built(void)
+{
+	const char *mk = "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -n -C %s BUILD=%s %s all "
+			 "2>/dev/null | grep -q 'bin/kplan-calibrate'";
+	const char *build = kp_test_path("build-n");
+
+	if (kp_test_sh("command -v make >/dev/null && test -x /usr/local/cuda/bin/nvcc"))
+		return;  /* the check needs make and the toolkit's nvcc */
+	CU_ASSERT_EQUAL(kp_test_sh(mk, kp_test_src("."), build, "NVCC=/usr/local/cuda/bin/nvcc"), 0);
+	CU_ASSERT_NOT_EQUAL(kp_test_sh(mk, kp_test_src("."), build, "NVCC=/nonexistent/nvcc"), 0);
 }
 
 /* Every region call is one named range, balanced on every path. */
@@ -1990,6 +2021,7 @@ CU_TestInfo kp_tests_runtime[] = {
 	{ "a FIFO as the plan or a fused source: kp_rt_open does not block", test_fifo_no_hang },
 	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },
+	{ "make builds kplan-calibrate where nvcc is", test_calibrate_built },
 	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },
 	{ "bad plan file", test_bad_plan_file },
 	{ "warm-up, capture, replay", test_state_machine },

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,4 +125,27 @@ int kp_test_sh(const char *fmt, ...)
 	if (rc == -1 || !WIFEXITED(rc))
 		return -1;
 	return WEXITSTATUS(rc);
+}
+
+const char *kp_test_unprivileged(void)
+{
+	if (geteuid() != 0)
+		return "";
+	if (kp_test_sh("command -v setpriv > /dev/null 2>&1") == 0)
+		return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+	fprintf(stderr, "read-only tests skipped: running as root without setpriv\n");
+	return NULL;
+}
+
+const char *kp_test_public_dir(void)
+{
+	char *dir = strdup("/tmp/kplan-pub-XXXXXX");
+
+	if (!dir)
+		abort();
+	if (!mkdtemp(dir) || chmod(dir, 0755)) {
+		free(dir);
+		return NULL;
+	}
+	return keep(dir);
 }

@@ -25,4 +25,14 @@ int kp_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Path of the kplan binary under test (KPLAN_BIN or build/bin/kplan). */
 const char *kp_test_kplan(void);
 
+/*
+ * The prefix that runs a shell command as a user without privileges: "" when
+ * not root, a setpriv command line (nobody) as root, NULL (and a line saying
+ * the test is skipped) as root without setpriv. Static storage.
+ */
+const char *kp_test_unprivileged(void);
+/* A new directory under /tmp that such a user can enter (0755); the caller
+ * removes it. Owned by the test library; NULL on failure. */
+const char *kp_test_public_dir(void);
+
 #endif
