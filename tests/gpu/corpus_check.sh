@@ -22,7 +22,7 @@
 # runtime and plan run's hash = eager's) and the exit codes. Outcomes that
 # differ from the one each program's header comment expects are MISS lines
 # (reported, not failures). Never slower: a third eager run, and the same
-# plan with every region eager (kplan plan --min-gain 100000) timed twice;
+# plan with every region eager (kplan plan --min-gain 100) timed twice;
 # the plan's and the all-eager plan's best us_per_step must be at least
 # NEVER_MIN (0.99) of eager's speed, the whole default run (warm-up, watch,
 # capture) included, else FAIL.
@@ -179,8 +179,8 @@ for id in $IDS; do
 		run "$id" run env KPLAN_RT_STATS=1 timeout "$T_RUN" "$exe" --plan "$pl" $fl
 		h=$(result "$O/$id.run.out" 10)
 		[ "$h" = "$e_h" ] || { bad "$id: plan run differs from eager (${h:-no RESULT} vs $e_h)"; same=NO; }
-		"$K" plan "$db" --min-gain 100000 --no-store -o "$O/$id.eager.kplan" >>"$LOG" 2>&1 ||
-			bad "$id: plan --min-gain 100000"
+		"$K" plan "$db" --min-gain 100 --no-store -o "$O/$id.eager.kplan" >>"$LOG" 2>&1 ||
+			bad "$id: plan --min-gain 100"
 		for i in 1 2; do
 			run "$id" "timed$i" env KPLAN_PLAN="$pl" timeout "$T_RUN" "$exe" $fl
 			us=$(result "$O/$id.timed$i.out" 8)
@@ -282,7 +282,7 @@ done
 		echo "| ${r//|/ | } |"
 	done
 	echo
-	echo "speed-up: eager us_per_step / plan us_per_step (best of 3 eager and 2 plan runs, the programs' default length); all eager: the same with the plan made by --min-gain 100000;"
+	echo "speed-up: eager us_per_step / plan us_per_step (best of 3 eager and 2 plan runs, the programs' default length); all eager: the same with the plan made by --min-gain 100;"
 	echo "graphed: the plan says graph and the runtime replayed it; eager: the plan's decision/reason, then the runtime's eager reasons other than warmup."
 	echo
 	echo "## Regions"
