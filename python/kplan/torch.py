@@ -567,6 +567,13 @@ class Runtime(object):
                 self.logged.add("no-plan")
                 _log(1, "torch: no plan (neither kt.open(PATH) nor KPLAN_PLAN): every region "
                         "runs eagerly (no-plan), each call an NVTX range for `kplan record`")
+            if self.ranges and not self.cuda_ok:
+                # NVTX ranges only while a tool listens, as on the other paths
+                T = _T or _torch()
+                ini = getattr(T.cuda, "is_initialized", None)
+                if ini is not None and ini():
+                    self.cuda_ok = True
+                    self.ranges = _tool_listens()
             return self._eager(st, self.global_reason, region, args, kwargs)
         if st.static_reason is not None:
             return self._eager(st, st.static_reason, region, args, kwargs)
