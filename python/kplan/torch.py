@@ -569,8 +569,9 @@ class Runtime(object):
                         "runs eagerly (no-plan), each call an NVTX range for `kplan record`")
             if self.ranges and not self.cuda_ok:
                 # NVTX ranges only while a tool listens, as on the other paths
-                T = _T or _torch()
-                ini = getattr(T.cuda, "is_initialized", None)
+                # without importing torch: a program that never did has no CUDA
+                T = _T or sys.modules.get("torch")
+                ini = getattr(getattr(T, "cuda", None), "is_initialized", None)
                 if ini is not None and ini():
                     self.cuda_ok = True
                     self.ranges = _tool_listens()
