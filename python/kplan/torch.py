@@ -411,7 +411,7 @@ class Runtime(object):
     def __init__(self, crt, plan_path, policy="plan", verify=0, strict=False,
                  warmup=None, max_keys=None, capture_error_mode="thread_local",
                  disabled=False, print_stats=False, key_warmup=False, watch=True,
-                 verify_tol=None, global_reason=None):
+                 verify_tol=None, global_reason=None, fuse="off"):
         if policy not in ("plan", "graph", "eager"):
             raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
         self.crt = crt
@@ -426,6 +426,11 @@ class Runtime(object):
         self.print_stats = print_stats
         self.key_warmup = key_warmup
         self.watch = watch
+        # fusion of pointwise ATen chains in captured graphs (kplan.aten_fuse)
+        if fuse not in ("off", "exact", "tolerant"):
+            raise ValueError("fuse must be 'off', 'exact' or 'tolerant', not %r" % (fuse,))
+        self.fuse = fuse
+        self.fusion = None
         self.lock = threading.RLock()
         self.states = {}
         self.plan_info = {}
@@ -822,7 +827,11 @@ class Runtime(object):
         _tl.depth = _depth() + 1
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
-                out = region.fn(*sargs, **skw)
+                if self.fuse == "off":
+                    out = region.fn(*sargs, **skw)
+                else:
+                    with self._fuse_mode():
+                        out = region.fn(*sargs, **skw)
         finally:
             _tl.depth -= 1
         leaves = []
@@ -843,6 +852,13 @@ class Runtime(object):
         if keep:
             g.instantiate()
             self._patch_setup(st, e, tensors)
+
+    def _fuse_mode(self):
+        from . import aten_fuse
+        if self.fusion is None:
+            self.fusion = aten_fuse.Stats()
+        return aten_fuse.mode(aten_fuse.Fuser(self.crt, mode=self.fuse, stats=self.fusion,
+                                              log=_log))
 
     # -- pointer patching (region(..., patch_inputs=True)) ---------------------
     def _can_patch(self, T):
@@ -1150,6 +1166,7 @@ class Runtime(object):
             "failures": dict(c.failures),
             "regions": regions,
             "plan": self.plan_path, "policy": self.policy,
+            "fusion": self.fusion.as_dict() if self.fusion is not None else None,
             "rt": rt,
         }
 
@@ -1178,7 +1195,7 @@ _atexit_done = []
 
 def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          max_keys=None, capture_error_mode="thread_local", verify_tol=None,
-         disable=None, lib=None, runtime=None):
+         disable=None, lib=None, runtime=None, fuse=None):
     """Open the runtime (replacing the current one) and return it.
 
     plan_path   a plan written by `kplan plan`; None: no plan, every region
@@ -1200,6 +1217,9 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     disable     every region eager; default $KPLAN_RT_DISABLE
     lib         path of libkplanrt.so (default: kplan._rt.find_library())
     runtime     an open kplan._rt.Runtime (or an object with its methods)
+    fuse        "off" (default; $KPLAN_TORCH_FUSE), "exact" or "tolerant":
+                fuse chains of pointwise ATen ops in each captured graph
+                (kplan.aten_fuse; python/README.md, "Fusion")
 
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
@@ -1217,6 +1237,8 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     print_stats = _env_flag("KPLAN_RT_STATS")
     key_warmup = _env_flag("KPLAN_RT_KEY_WARMUP")
     watch = os.environ.get("KPLAN_RT_WATCH", "1") != "0"
+    if fuse is None:
+        fuse = os.environ.get("KPLAN_TORCH_FUSE", "") or "off"
     if plan_path is not None:
         plan_path = os.fspath(plan_path)
     crt = runtime
@@ -1246,7 +1268,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     rt = Runtime(crt, plan_path, policy=policy, verify=verify, strict=strict,
                  warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
                  disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
-                 watch=watch, verify_tol=verify_tol, global_reason=global_reason)
+                 watch=watch, verify_tol=verify_tol, global_reason=global_reason, fuse=fuse)
     with _open_lock:
         old, _current = _current, rt
         if not _atexit_done:

@@ -117,7 +117,7 @@ class TestGenerate(unittest.TestCase):
         self.assertTrue(name.startswith("kp_aten_"))
         self.assertIn("extern \"C\" __global__ void __launch_bounds__(256) %s(" % name, src)
         # every intermediate rounds to half; only the result is stored
-        X
+        self.assertEqual(src.count("kp_f2h("), 8 + 1 + 1)   # 8 ops, the inner product, the prelude
         self.assertIn("y0[i] = h7;", src)
         self.assertNotIn("y1", src)
         # the cube rounds after each product (at::Half's operator*)
