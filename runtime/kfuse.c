@@ -27,6 +27,7 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct kp__rt_fusion_ops ops;      /* zero until the first load */
+static unsigned n_loaded;                 /* loads into ops.ctx */
 static __typeof__(&cuLaunchKernel) launch_fn;
 
 static int ensure(char *msg, size_t mlen)
@@ -34,6 +35,10 @@ static int ensure(char *msg, size_t mlen)
 	enum cudaDriverEntryPointQueryResult q;
 	void *fn = NULL;
 
+	/* a context holds 256 modules (fusion_cuda.c): the next one gets a
+	 * fresh context; the full one stays, its modules loaded */
+	if (n_loaded >= 250)
+		ops.load = NULL;
 	if (ops.load && launch_fn)
 		return 0;
 	if (!kp__rt_fusion_cuda_ops) {
@@ -48,6 +53,7 @@ static int ensure(char *msg, size_t mlen)
 			return -1;
 		}
 		ops = *o;   /* the returned struct is per thread; its ctx is ours for good */
+		n_loaded = 0;
 	}
 	if (cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, CUDART_VERSION,
 					     cudaEnableDefault, &q) ||
@@ -81,8 +87,9 @@ KP_RT_API int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const ch
 	rc = ensure(msg, msg_len);
 	if (!rc) {
 		cudaThreadExchangeStreamCaptureMode(&mode);
-		rc = ops.load(ops.ctx, src, len, kp_hash64(src, len, KP_HASH_SEED), name, fn, msg, msg_len) ? -1
-											    : 0;
+		rc = ops.load(ops.ctx, src, len, kp_hash64(src, len, KP_HASH_SEED), name, fn, msg,
+			      msg_len) ? -1 : 0;
+		n_loaded += !rc;
 		cudaThreadExchangeStreamCaptureMode(&mode);
 	}
 	pthread_mutex_unlock(&mu);

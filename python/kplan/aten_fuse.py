@@ -1,0 +1,397 @@
+"""Fusion of pointwise ATen chains while kplan.torch captures a region.
+
+`FuseMode` is a TorchDispatchMode entered inside the capture. Every ATen op
+of the body passes through it:
+
+- a pointwise op of the catalog (kplan.aten_ops) whose tensors fit the
+  current chain (one iteration space, external tensors full, scalar or
+  row-broadcast, contiguous; one floating dtype per op) is *deferred*: its
+  output is allocated (contiguous, the dtype and shape ATen gives it) and
+  returned, nothing is launched;
+- any other op first *flushes* the chain (views of tensors outside the
+  chain need no flush: they launch nothing and read no chain value), then
+  runs as usual.
+
+A flush launches one generated kernel (kplan.aten_gen) on the chain's
+stream, which writes only the outputs something still holds: an output
+whose Python object is gone (weakref dead: no Python reference, and no C++
+owner either, since PyTorch keeps a tensor's PyObject alive while C++ holds
+the tensor) is never read again, so it is not written. A chain of one op, or
+one that cannot be compiled, runs op by op through the ops' out= variants
+into the tensors already handed out: the same ATen kernels as eager, no
+copy. Under capture the fused kernel becomes one node of the graph in place
+of the chain's nodes; outside a capture (tests) it simply runs.
+
+Counters per Fuser (kt.stats()["fusion"]): chains fused, ops fused, ops run
+alone, outputs not written, kernels compiled and their compile time, and
+ops not deferred by reason.
+"""
+
+import time
+import weakref
+
+from . import aten_gen as G
+from . import aten_ops as A
+
+_DT = {}          # torch dtype -> aten_gen dtype name (filled on first use)
+_kernels = {}     # source -> loaded function handle (for the process)
+_out_ops = {}     # functional OpOverload -> its out= overload (or None)
+
+
+def _dtypes(T):
+    if not _DT:
+        _DT.update({T.float32: "f32", T.float16: "f16", T.bfloat16: "bf16", T.bool: "b8"})
+    return _DT
+
+
+class Stats(object):
+    def __init__(self):
+        self.chains = 0
+        self.ops_fused = 0
+        self.ops_alone = 0
+        self.dead_outputs = 0
+        self.compiled = 0
+        self.compile_s = 0.0
+        self.refused = {}
+        self.fallbacks = {}
+
+    def refuse(self, reason):
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+
+    def as_dict(self):
+        return {"chains": self.chains, "ops_fused": self.ops_fused,
+                "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
+                "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
+                "refused": dict(self.refused), "fallbacks": dict(self.fallbacks)}
+
+
+def out_variant(func):
+    """The out= overload of a functional ATen op (same arguments plus a
+    keyword `out`), or None."""
+    if func in _out_ops:
+        return _out_ops[func]
+    res = None
+    try:
+        sig = [(a.name, str(a.type)) for a in func._schema.arguments]
+        pk = func.overloadpacket
+        for ov in pk.overloads():
+            op = getattr(pk, ov)
+            args = [(a.name, str(a.type)) for a in op._schema.arguments]
+            if args[:-1] == sig and args[-1][0] == "out":
+                res = op
+                break
+    except Exception:
+        res = None
+    _out_ops[func] = res
+    return res
+
+
+class _Chain(object):
+    def __init__(self, shape, numel, device, stream):
+        self.shape = shape
+        self.numel = numel
+        self.device = device
+        self.stream = stream
+        self.nodes = []       # aten_ops.Node
+        self.exts = []        # aten_gen.Ext
+        self.ext_t = []       # the external tensors (kept alive until the flush)
+        self.ext_ids = {}     # id(tensor) -> ext index
+        self.outs = []        # weakref to each node's output
+        self.ids = {}         # id(output) -> node index
+        self.calls = []       # (func, args, kwargs) per node, for the op-by-op path
+
+
+class Fuser(object):
+    """One capture's fusion state. crt: the kplan._rt.Runtime (kernel_load /
+    kernel_launch); mode "exact" or "tolerant"; min_ops: shorter chains run
+    op by op; stats: a Stats to count into."""
+
+    def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
+                 log=None):
+        import torch
+        self.T = torch
+        self.crt = crt
+        self.exact = mode != "tolerant"
+        self.min_ops = max(1, int(min_ops))
+        self.max_ops = max_ops
+        self.max_exts = max_exts
+        self.stats = stats if stats is not None else Stats()
+        self.log = log or (lambda level, msg: None)
+        self.chain = None
+
+    # -- deferring --------------------------------------------------------
+    def _ext_mode(self, t, shape):
+        if tuple(t.shape) == shape:
+            return ("full", 0) if t.is_contiguous() else None
+        n = t.numel()
+        if n == 1:
+            return ("scalar", 1)
+        s = list(t.shape)
+        while s and s[0] == 1:
+            s.pop(0)
+        if s and tuple(s) == shape[len(shape) - len(s):] and t.is_contiguous():
+            return ("row", n)
+        return None
+
+    def defer(self, func, args, kwargs):
+        """The op's output tensor when deferred, else None (after flushing
+        when the op may read or write what the chain holds)."""
+        T = self.T
+        try:
+            op, targs, attrs, sins = A.recognize(func.name(), args, kwargs,
+                                                 lambda x: isinstance(x, T.Tensor))
+        except A.Refuse as r:
+            if r.reason != "not-pointwise":
+                self.stats.refuse(r.reason)
+            return None
+        dt = _dtypes(T)
+        if T.is_grad_enabled() and any(t.requires_grad for t in targs):
+            self.stats.refuse("autograd")
+            return None
+        dev = targs[0].device
+        if dev.type != "cuda" or any(t.device != dev for t in targs):
+            self.stats.refuse("device")
+            return None
+        # the op's dtype: its floating inputs' (a where's condition and a
+        # masked_fill's mask are bool)
+        kinds = []
+        for i, t in enumerate(targs):
+            d = dt.get(t.dtype)
+            want_bool = (op == "where" and i == 0) or (op == "masked_fill" and i == 1)
+            if d is None or (d == "b8") != want_bool:
+                self.stats.refuse("dtype")
+                return None
+            kinds.append(d)
+        fl = [d for d in kinds if d != "b8"]
+        if len(set(fl)) != 1:
+            self.stats.refuse("mixed-dtypes")
+            return None
+        dname = fl[0]
+        out_dtype = targs[[i for i, d in enumerate(kinds) if d != "b8"][0]].dtype
+        if op == "copy" and attrs.get("to") is not None:
+            out_dtype = attrs["to"]
+            if dt.get(out_dtype) not in A.FLOAT_DTYPES:
+                self.stats.refuse("dtype")
+                return None
+            dname = dt[out_dtype]
+        try:
+            shape = tuple(T.broadcast_shapes(*[tuple(t.shape) for t in targs]))
+        except Exception:
+            self.stats.refuse("broadcast")
+            return None
+        numel = 1
+        for s in shape:
+            numel *= s
+        if numel == 0:
+            self.stats.refuse("empty")
+            return None
+        stream = T.cuda.current_stream(dev)
+        ch = self.chain
+        if ch is not None and (ch.shape != shape or ch.device != dev or ch.stream != stream or
+                               len(ch.nodes) >= self.max_ops):
+            self.flush()
+            ch = None
+        # inputs: earlier nodes of the chain or external tensors
+        refs = []
+        new_ext = []
+        for t in targs:
+            k = ch.ids.get(id(t)) if ch is not None else None
+            if k is not None and ch.outs[k]() is t:
+                refs.append(("n", k))
+                continue
+            if ch is not None and id(t) in ch.ext_ids and ch.ext_t[ch.ext_ids[id(t)]] is t:
+                refs.append(("x", ch.ext_ids[id(t)]))
+                continue
+            m = self._ext_mode(t, shape)
+            if m is None:
+                self.stats.refuse("broadcast")
+                if ch is not None and self._touches(ch, targs):
+                    self.flush()
+                return None
+            refs.append(("new", len(new_ext)))
+            new_ext.append((t, m))
+        if not any(r[0] == "n" for r in refs) and \
+                not any(m[0] == "full" for _t, m in new_ext) and \
+                not (ch is not None and any(r[0] == "x" and ch.exts[r[1]].mode == "full"
+                                            for r in refs)):
+            self.stats.refuse("broadcast")
+            return None
+        if ch is not None and len(ch.exts) + len(new_ext) > self.max_exts:
+            self.flush()
+            return self.defer(func, args, kwargs)
+        if ch is None:
+            ch = self.chain = _Chain(shape, numel, dev, stream)
+        for i, r in enumerate(refs):
+            if r[0] == "new":
+                t, (mode, n) = new_ext[r[1]]
+                j = len(ch.exts)
+                ch.exts.append(G.Ext(dt[t.dtype], mode, n))
+                ch.ext_t.append(t)
+                ch.ext_ids[id(t)] = j
+                refs[i] = ("x", j)
+        ins = list(refs)
+        for pos in sorted(sins):
+            ins.insert(pos, ("s", sins[pos]))
+        node = A.Node(op, ins, dname, A.finish_attrs(op, attrs, dname))
+        out = T.empty(shape, dtype=out_dtype, device=dev)
+        ch.nodes.append(node)
+        ch.outs.append(weakref.ref(out))
+        ch.ids[id(out)] = len(ch.nodes) - 1
+        ch.calls.append((func,) + self._refs(ch, args, kwargs))
+        return out
+
+    def _refs(self, ch, args, kwargs):
+        # the call as recorded for the op-by-op path: chain outputs become
+        # _Ref(k), so that the record does not keep them alive
+        from torch.utils._pytree import tree_map
+        T = self.T
+
+        def ref(x):
+            if isinstance(x, T.Tensor):
+                k = ch.ids.get(id(x))
+                if k is not None and ch.outs[k]() is x:
+                    return _Ref(k)
+            return x
+        return tree_map(ref, tuple(args)), tree_map(ref, dict(kwargs or {}))
+
+    def _touches(self, ch, tensors):
+        for t in tensors:
+            k = ch.ids.get(id(t))
+            if k is not None and ch.outs[k]() is t:
+                return True
+        return False
+
+    def touches(self, args, kwargs):
+        """Whether any tensor among args/kwargs is a pending output."""
+        ch = self.chain
+        if ch is None:
+            return False
+        from torch.utils._pytree import tree_leaves
+        return self._touches(ch, [x for x in tree_leaves((args, kwargs))
+                                  if isinstance(x, self.T.Tensor)])
+
+    # -- flushing ---------------------------------------------------------
+    def flush(self):
+        ch, self.chain = self.chain, None
+        if ch is None:
+            return
+        live = [k for k, w in enumerate(ch.outs) if w() is not None]
+        if not live:
+            self.stats.dead_outputs += len(ch.nodes)
+            return
+        if len(ch.nodes) < self.min_ops:
+            self._run_ops(ch)
+            return
+        try:
+            self._launch(ch, live)
+        except _NoFuse as e:
+            self.stats.fallbacks[e.reason] = self.stats.fallbacks.get(e.reason, 0) + 1
+            self.log(2, "torch: fusion: a chain of %d ops runs op by op (%s)"
+                     % (len(ch.nodes), e))
+            self._run_ops(ch)
+            return
+        self.stats.chains += 1
+        self.stats.ops_fused += len(ch.nodes)
+        self.stats.dead_outputs += len(ch.nodes) - len(live)
+
+    def _kernel(self, src, name):
+        fn = _kernels.get(src)
+        if fn is None:
+            if self.crt is None or not getattr(self.crt, "can_fuse", False):
+                raise _NoFuse("no-compiler", "libkplanrt has no kp_rt_kernel_load")
+            t0 = time.perf_counter()
+            try:
+                fn = self.crt.kernel_load(src, name)
+            except Exception as e:
+                raise _NoFuse("compile-failed", str(e))
+            self.stats.compile_s += time.perf_counter() - t0
+            self.stats.compiled += 1
+            _kernels[src] = fn
+        return fn
+
+    def _launch(self, ch, live):
+        chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact)
+        try:
+            name, src = G.generate(chain)
+        except G.GenError as e:
+            raise _NoFuse("generate", str(e))
+        fn = self._kernel(src, name)
+        ptrs = [t.data_ptr() for t in ch.ext_t] + [ch.outs[k]().data_ptr() for k in live]
+        grid, block = G.launch_dims(ch.numel)
+        rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
+        if rc != 0:
+            raise _NoFuse("launch-failed", "cuLaunchKernel: %d" % rc)
+
+    def _run_ops(self, ch):
+        """Each op of the chain through its out= variant, into the outputs
+        handed out (fresh tensors for the ones nobody holds)."""
+        T = self.T
+        from torch.utils._pytree import tree_map
+        outs = []
+        for k, (func, args, kwargs) in enumerate(ch.calls):
+            o = ch.outs[k]()
+            if o is None:
+                o = T.empty(ch.shape, dtype=_torch_dtype(T, ch.nodes[k].dtype),
+                            device=ch.device)
+            outs.append(o)
+
+            def sub(x):
+                return outs[x.k] if isinstance(x, _Ref) else x
+            a = tree_map(sub, args)
+            kw = tree_map(sub, kwargs)
+            ov = out_variant(func)
+            with T.cuda.stream(ch.stream):
+                if ov is not None:
+                    ov(*a, out=o, **kw)
+                else:
+                    o.copy_(func(*a, **kw))
+            self.stats.ops_alone += 1
+
+
+def _torch_dtype(T, name):
+    return {"f32": T.float32, "f16": T.float16, "bf16": T.bfloat16}[name]
+
+
+class _Ref(object):
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+
+class _NoFuse(Exception):
+    def __init__(self, reason, detail=""):
+        Exception.__init__(self, "%s: %s" % (reason, detail) if detail else reason)
+        self.reason = reason
+
+
+def mode(fuser):
+    """A TorchDispatchMode feeding fuser; the chain is flushed on exit."""
+    import threading
+    from torch.utils._python_dispatch import TorchDispatchMode
+    owner = threading.get_ident()
+
+    class FuseMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if threading.get_ident() != owner:
+                # another thread (autograd's device threads): never defer
+                # there, and nothing it can see is pending (see defer)
+                return func(*args, **kwargs)
+            out = fuser.defer(func, args, kwargs)
+            if out is not None:
+                return out
+            if fuser.chain is not None and not (getattr(func, "is_view", False) and
+                                                not fuser.touches(args, kwargs)):
+                fuser.flush()
+            return func(*args, **kwargs)
+
+        def __exit__(self, et, ev, tb):
+            r = TorchDispatchMode.__exit__(self, et, ev, tb)
+            if et is None:
+                fuser.flush()
+            else:
+                fuser.chain = None
+            return r
+
+    return FuseMode()
