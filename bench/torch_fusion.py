@@ -56,7 +56,51 @@ def build(name, seq):
         m = GPT2MLP(4 * cfg.n_embd, cfg).half().to(dev).eval()
         x = torch.randn(1, seq, cfg.n_embd, generator=g).half().to(dev)
         return (lambda h: h + m(h)), (x,)
+    if name == "llama":
+        return build_llama()
     raise SystemExit("unknown workload %s" % name)
+
+
+def build_llama():
+    """A Llama-style decoder (12 layers, d 1024, GQA 16/4 heads) decoding
+    token by token with Hugging Face's StaticCache: the step is one token at
+    cache_position; returns (step, args, decode) where decode(step, n)
+    greedily decodes n tokens after an eager prefill and returns them."""
+    from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=12,
+                      num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                      max_position_embeddings=1024)
+    m = LlamaForCausalLM(cfg).half().cuda().eval()
+    try:
+        cache = StaticCache(config=cfg, max_cache_len=256)
+    except TypeError:
+        cache = StaticCache(config=cfg, max_batch_size=1, max_cache_len=256, device="cuda",
+                            dtype=torch.float16)
+    prompt = torch.arange(1, 17, device="cuda")[None]
+
+    def step(ids, pos):
+        return m(ids, past_key_values=cache, cache_position=pos, position_ids=pos[None],
+                 use_cache=True).logits
+
+    def decode(stepf, n):
+        cache.reset()
+        with torch.no_grad():
+            pos = torch.arange(prompt.shape[1], device="cuda")
+            lg = m(prompt, past_key_values=cache, cache_position=pos, position_ids=pos[None],
+                   use_cache=True).logits
+            tok = lg[:, -1:].argmax(-1)
+            out = [tok]
+            p = torch.tensor([prompt.shape[1]], device="cuda")
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n - 1):
+                tok = stepf(tok, p)[:, -1:].argmax(-1)
+                out.append(tok)
+                p = p + 1
+            torch.cuda.synchronize()
+            decode.last_s = time.perf_counter() - t0
+        return torch.cat(out, 1)
+    return step, decode
 
 
 def bits_equal(a, b):
@@ -90,6 +134,43 @@ def first_fast(fn, args, fuse):
     return dt, st
 
 
+def bench_llama(a, n=64):
+    """ms per token decoding n tokens, and the tokens against eager's."""
+    step, decode = build_llama()
+    decode = getattr(decode, "__func__", decode)
+    res = []
+    ref = decode(step, n)
+    variants = {"eager": step}
+    rts = {}
+    for v, fuse in (("kplan", "off"), ("kplan-fuse", "exact")):
+        rt = rts[v] = runtime(fuse)
+        reg = kt.Region(step, "llama-" + v)
+        variants[v] = (lambda ids, p, rt=rt, reg=reg: rt._call(reg, (ids, p), {}))
+    if "llama" in a.compile.split(","):
+        cf = torch.compile(step, mode="reduce-overhead")
+
+        def ro(ids, p, cf=cf):
+            torch.compiler.cudagraph_mark_step_begin()
+            return cf(ids, p)
+        t0 = time.perf_counter()
+        decode(ro, 8)
+        print("llama: reduce-overhead compiled in %.1f s" % (time.perf_counter() - t0))
+        variants["reduce-overhead"] = ro
+    same = {v: bool((decode(f, n) == ref).all()) for v, f in variants.items()}
+    times = {v: [] for v in variants}
+    for _ in range(max(3, a.reps // 2)):
+        for v, f in variants.items():
+            decode(f, n)
+            times[v].append(decode.last_s / (n - 1) * 1e3)
+    print("llama fusion: %s" % rts["kplan-fuse"].stats()["fusion"])
+    for v in variants:
+        res.append(("llama decode (ms/token)", v, statistics.median(times[v]), min(times[v]),
+                    max(times[v]), same[v]))
+    for rt in rts.values():
+        rt.close()
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default="gpt2,mlp")
@@ -105,6 +186,12 @@ def main():
                                                                time.gmtime())))
     table = []
     for w in a.workloads.split(","):
+        if w == "llama":
+            try:
+                table += bench_llama(a)
+            except Exception as e:  # noqa: BLE001
+                print("llama: %s: %s" % (type(e).__name__, e))
+            continue
         fn, args = build(w, a.seq)
         with torch.no_grad():
             ref = fn(*args).clone()

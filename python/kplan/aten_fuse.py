@@ -8,9 +8,13 @@ of the body passes through it:
   row-broadcast, contiguous; one floating dtype per op) is *deferred*: its
   output is allocated (contiguous, the dtype and shape ATen gives it) and
   returned, nothing is launched;
-- any other op first *flushes* the chain (views of tensors outside the
-  chain need no flush: they launch nothing and read no chain value), then
-  runs as usual.
+- any other op runs as usual, after *flushing* the chain when it reads a
+  chain output or may write to one of its arguments (an in-place or out=
+  op: it could change what the chain reads). An op that writes only fresh
+  outputs (a GEMM between a gate's activation and its product, a view) runs
+  first and the chain goes on: the chain's inputs are held and unchanged,
+  and a fresh output never shares memory with an output the chain will
+  write (those are held too).
 
 A flush launches one generated kernel (kplan.aten_gen) on the chain's
 stream, which writes only the outputs something still holds: an output
@@ -63,6 +67,23 @@ class Stats(object):
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
                 "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks)}
+
+
+_writes = {}      # OpOverload -> whether it writes to an argument
+
+
+def writes(func):
+    """Whether the op may write to one of its arguments (an in-place or
+    out= op, or one whose schema is unknown)."""
+    w = _writes.get(func)
+    if w is None:
+        try:
+            w = any(a.alias_info is not None and a.alias_info.is_write
+                    for a in func._schema.arguments)
+        except Exception:
+            w = True
+        _writes[func] = w
+    return w
 
 
 def out_variant(func):
@@ -381,8 +402,7 @@ def mode(fuser):
             out = fuser.defer(func, args, kwargs)
             if out is not None:
                 return out
-            if fuser.chain is not None and not (getattr(func, "is_view", False) and
-                                                not fuser.touches(args, kwargs)):
+            if fuser.chain is not None and (writes(func) or fuser.touches(args, kwargs)):
                 fuser.flush()
             return func(*args, **kwargs)
 

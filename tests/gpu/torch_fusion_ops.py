@@ -115,6 +115,9 @@ def chains():
         ("gelu_new", lambda x, y: 0.5 * x * (1.0 + torch.tanh(c * (x + 0.044715 *
                                                                    torch.pow(x, 3.0))))),
         ("swiglu", lambda x, y: F.silu(x) * y),
+        # a GEMM between the activation and the product runs first, the chain goes on
+        ("silu_gemm_mul", lambda x, y: F.silu(x) * torch.mm(
+            y, torch.eye(y.shape[1], dtype=y.dtype, device=y.device))),
         ("bias_gelu_res", lambda x, y: F.gelu(x + y[0], approximate="tanh") + y),
         ("rms_tail", lambda x, y: (x.float() * torch.rsqrt(y.float().abs() + 1e-6)).to(x.dtype)
          * y[0]),
