@@ -58,6 +58,8 @@ class Stats(object):
         self.compile_s = 0.0
         self.refused = {}
         self.fallbacks = {}
+        self.alone = {}           # op name -> ops run alone through out=
+        self.alone_copies = 0     # of which without an out= variant (one more copy)
 
     def refuse(self, reason):
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -66,7 +68,8 @@ class Stats(object):
         return {"chains": self.chains, "ops_fused": self.ops_fused,
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
                 "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
-                "refused": dict(self.refused), "fallbacks": dict(self.fallbacks)}
+                "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
+                "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
 
 _writes = {}      # OpOverload -> whether it writes to an argument
@@ -362,11 +365,18 @@ class Fuser(object):
             kw = tree_map(sub, kwargs)
             ov = out_variant(func)
             with T.cuda.stream(ch.stream):
-                if ov is not None:
+                if ch.nodes[k].op == "copy" and not kw.get("memory_format") and \
+                        func.name() in ("aten::_to_copy", "aten::clone"):
+                    # both are an empty tensor and copy_: the same kernel
+                    o.copy_(a[0])
+                elif ov is not None:
                     ov(*a, out=o, **kw)
                 else:
                     o.copy_(func(*a, **kw))
+                    self.stats.alone_copies += 1
             self.stats.ops_alone += 1
+            nm = func.name()
+            self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
 
 
 def _torch_dtype(T, name):

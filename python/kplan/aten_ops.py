@@ -118,9 +118,10 @@ def _div_scalar(n, a, R):
 # tests/gpu/torch_fusion_ops.py checks which one eager ATen gives.
 SIGMOID_HALF_ROUNDING = "once"
 
-# neg of f16/bf16: at::Half's unary minus is __hneg on sm_53+ (a sign flip
-# of the bits, NaNs included) rather than a float negation rounded back.
-NEG_HALF_BITFLIP = True
+# neg of f16/bf16: a float negation rounded back to the storage type (a NaN
+# comes out as the canonical 0x7fff), not a flip of the sign bit: measured
+# against eager on an H100 (tests/gpu/torch_fusion_ops.py, "variants").
+NEG_HALF_BITFLIP = False
 
 
 def _sigmoid(n, a, R):
@@ -260,6 +261,11 @@ _UNARY = {"neg", "abs", "exp", "log", "tanh", "sqrt", "rsqrt", "reciprocal", "si
           "relu", "silu"}
 
 
+def _keeps_layout(mf):
+    # the output of a contiguous input stays contiguous (the chain's outputs are)
+    return mf is None or str(mf) in ("torch.preserve_format", "torch.contiguous_format")
+
+
 def recognize(name, args, kwargs, is_tensor):
     """Read one dispatcher op. name: "aten::add.Tensor" (or "add.Tensor").
     Returns (op, tensor_args, attrs, scalar_ins): tensor_args the tensor
@@ -394,11 +400,13 @@ def recognize(name, args, kwargs, is_tensor):
         rest_ok(1)
         extra = set(kwargs) - {"dtype", "layout", "device", "memory_format", "non_blocking",
                                "pin_memory"}
-        if extra or kwargs.get("memory_format") not in (None, "preserve"):
+        if extra or not _keeps_layout(kwargs.get("memory_format")):
             raise Refuse("args", "%s: %s" % (name, sorted(kwargs)))
         return ("copy", [t(0)], {"to": kwargs.get("dtype")}, {})
     if base == "clone" and overload == "default":
         rest_ok(1)
+        if set(kwargs) - {"memory_format"} or not _keeps_layout(kwargs.get("memory_format")):
+            raise Refuse("args", "%s: %s" % (name, sorted(kwargs)))
         return ("copy", [t(0)], {}, {})
     raise Refuse("not-pointwise", name)
 

@@ -92,6 +92,10 @@ class TestRecognize(unittest.TestCase):
         self.assertEqual(rec("aten::where.self", m, x, x)[0], "where")
         self.assertEqual(rec("aten::_to_copy.default", x, dtype="torch.float32")[2],
                          {"to": "torch.float32"})
+        self.assertEqual(rec("aten::clone.default", x, memory_format="torch.contiguous_format")[0],
+                         "copy")
+        with self.assertRaises(A.Refuse):
+            rec("aten::clone.default", x, memory_format="torch.channels_last")
 
     def test_refusals(self):
         for name, args in (("aten::mm.default", (T("a"), T("b"))),
