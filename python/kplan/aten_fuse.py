@@ -396,13 +396,59 @@ class _NoFuse(Exception):
         self.reason = reason
 
 
+# Stream and event calls that order work between streams: a chain still
+# pending when one of them runs is launched first, else an event recorded
+# now would not cover the chain's kernel (nor a wait made now order it).
+_SYNC_CALLS = (("Stream", ("wait_event", "wait_stream", "record_event")),
+               ("Event", ("record", "wait")))
+
+
+def _hook_syncs(T, fuser, owner):
+    """Wrap torch.cuda.Stream/Event's ordering calls to flush fuser's chain
+    (on the owning thread). Returns what unhook() restores."""
+    import threading
+    from torch.utils._python_dispatch import _disable_current_modes
+    saved = []
+    for cname, names in _SYNC_CALLS:
+        cls = getattr(T.cuda, cname, None)
+        if cls is None:
+            continue
+        for n in names:
+            f = getattr(cls, n, None)
+            if f is None:
+                continue
+
+            def w(self, *a, __f=f, **k):
+                if fuser.chain is not None and threading.get_ident() == owner:
+                    with _disable_current_modes():
+                        fuser.flush()
+                return __f(self, *a, **k)
+            saved.append((cls, n, cls.__dict__.get(n)))
+            setattr(cls, n, w)
+    return saved
+
+
+def _unhook(saved):
+    for cls, n, orig in reversed(saved):
+        if orig is None:
+            delattr(cls, n)
+        else:
+            setattr(cls, n, orig)
+
+
 def mode(fuser):
-    """A TorchDispatchMode feeding fuser; the chain is flushed on exit."""
+    """A TorchDispatchMode feeding fuser; the chain is flushed on exit and
+    before any stream or event call that orders work between streams."""
     import threading
     from torch.utils._python_dispatch import TorchDispatchMode
     owner = threading.get_ident()
+    hooks = []
 
     class FuseMode(TorchDispatchMode):
+        def __enter__(self):
+            hooks[:] = _hook_syncs(fuser.T, fuser, owner)
+            return TorchDispatchMode.__enter__(self)
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if threading.get_ident() != owner:
@@ -417,7 +463,11 @@ def mode(fuser):
             return func(*args, **kwargs)
 
         def __exit__(self, et, ev, tb):
-            r = TorchDispatchMode.__exit__(self, et, ev, tb)
+            try:
+                r = TorchDispatchMode.__exit__(self, et, ev, tb)
+            finally:
+                _unhook(hooks)
+                hooks[:] = []
             if et is None:
                 fuser.flush()
             else:

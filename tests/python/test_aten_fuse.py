@@ -112,7 +112,25 @@ def make_torch():
 
         def __exit__(self, *a):
             return False
-    T.cuda = types.SimpleNamespace(current_stream=lambda d=None: stream, stream=_Ctx)
+    class CudaStream(object):
+        def wait_event(self, e):
+            log.append(("wait_event",))
+
+    class Event(object):
+        def record(self, stream=None):
+            log.append(("record",))
+    T.cuda = types.SimpleNamespace(current_stream=lambda d=None: stream, stream=_Ctx,
+                                   Stream=CudaStream, Event=Event)
+    pd = types.ModuleType("torch.utils._python_dispatch")
+
+    class TorchDispatchMode(object):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+    pd.TorchDispatchMode = TorchDispatchMode
+    pd._disable_current_modes = lambda: _Ctx(None)
     pytree = types.ModuleType("torch.utils._pytree")
 
     def tree_map(f, x):
@@ -131,8 +149,10 @@ def make_torch():
     pytree.tree_map, pytree.tree_leaves = tree_map, tree_leaves
     utils = types.ModuleType("torch.utils")
     utils._pytree = pytree
+    utils._python_dispatch = pd
     T.utils = utils
-    return T, {"torch": T, "torch.utils": utils, "torch.utils._pytree": pytree}
+    return T, {"torch": T, "torch.utils": utils, "torch.utils._pytree": pytree,
+               "torch.utils._python_dispatch": pd}
 
 
 class Arg(object):
@@ -322,6 +342,22 @@ class TestFuser(unittest.TestCase):
         self.fz.flush()
         self.assertEqual(self.fz.stats.fallbacks, {"no-compiler": 1})
         self.assertEqual(self.fz.stats.ops_alone, 2)
+        del y
+
+    def test_event_record_launches_the_chain_first(self):
+        O, x = self.O, self.x()
+        rec, we = self.T.cuda.Event.record, self.T.cuda.Stream.wait_event
+        with aten_fuse.mode(self.fz):
+            self.assertIsNot(self.T.cuda.Event.record, rec)
+            y = self.run_op(O.tanh, self.run_op(O.mul, x, 0.5))
+            self.assertEqual(self.crt.launches, [])
+            self.T.cuda.Event().record()       # another stream will wait for this
+            self.assertEqual(len(self.crt.launches), 1)
+            self.assertEqual(self.T.log[-1], ("record",))
+            self.T.cuda.Stream().wait_event(None)   # nothing pending: no launch
+            self.assertEqual(len(self.crt.launches), 1)
+        self.assertIs(self.T.cuda.Event.record, rec)
+        self.assertIs(self.T.cuda.Stream.wait_event, we)
         del y
 
 
