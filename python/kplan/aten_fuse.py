@@ -145,17 +145,26 @@ class Fuser(object):
 
     # -- deferring --------------------------------------------------------
     def _ext_mode(self, t, shape):
+        """How the chain reads tensor t over its iteration space shape:
+        (mode, n, inner) for aten_gen.Ext, or None."""
         if tuple(t.shape) == shape:
-            return ("full", 0) if t.is_contiguous() else None
+            return ("full", 0, 1) if t.is_contiguous() else None
         n = t.numel()
         if n == 1:
-            return ("scalar", 1)
-        s = list(t.shape)
-        while s and s[0] == 1:
-            s.pop(0)
-        if s and tuple(s) == shape[len(shape) - len(s):] and t.is_contiguous():
-            return ("row", n)
-        return None
+            return ("scalar", 1, 1)
+        if not t.is_contiguous() or len(t.shape) > len(shape):
+            return None
+        # broadcast over leading and/or trailing dims: t's sizes are the
+        # chain's on one range of dims [a, b) and 1 elsewhere
+        p = (1,) * (len(shape) - len(t.shape)) + tuple(t.shape)
+        nz = [d for d in range(len(shape)) if p[d] != 1]
+        a, b = nz[0], nz[-1] + 1
+        if any(p[d] != shape[d] for d in range(a, b)):
+            return None
+        inner = 1
+        for d in range(b, len(shape)):
+            inner *= shape[d]
+        return ("row", n, 1) if inner == 1 else ("bcast", n, inner)
 
     def defer(self, func, args, kwargs):
         """The op's output tensor when deferred, else None (after flushing
@@ -247,9 +256,9 @@ class Fuser(object):
             ch = self.chain = _Chain(shape, numel, dev, stream)
         for i, r in enumerate(refs):
             if r[0] == "new":
-                t, (mode, n) = new_ext[r[1]]
+                t, (mode, n, inner) = new_ext[r[1]]
                 j = len(ch.exts)
-                ch.exts.append(G.Ext(dt[t.dtype], mode, n))
+                ch.exts.append(G.Ext(dt[t.dtype], mode, n, inner))
                 ch.ext_t.append(t)
                 ch.ext_ids[id(t)] = j
                 refs[i] = ("x", j)

@@ -2,8 +2,9 @@
 
 A chain is a DAG of nodes over one iteration space of `numel` elements,
 with external tensors read either at [i] (`full`), at [0] (`scalar`: one
-element broadcast) or at [i % n] (`row`: a contiguous trailing-dims tensor
-broadcast over the leading dims). The kernel computes every node per
+element broadcast), at [i % n] (`row`: a contiguous trailing-dims tensor
+broadcast over the leading dims) or at [(i / inner) % n] (`bcast`: broadcast
+over trailing dims too). The kernel computes every node per
 element and stores only the nodes listed in `outs` (the values something
 outside the chain still reads).
 
@@ -43,18 +44,22 @@ static __device__ __forceinline__ unsigned short kp_f2b(float f)
 
 
 class Ext(object):
-    """An external tensor: dtype (f32 f16 bf16 b8), mode (full scalar row),
-    n (row mode: its element count)."""
+    """An external tensor: dtype (f32 f16 bf16 b8) and how element i of
+    the chain reads it (mode): full [i], scalar [0], row [i % n] (a
+    contiguous tensor broadcast over leading dims), bcast [(i / inner) % n]
+    (contiguous, broadcast over trailing dims too: inner is the element
+    count of those, e.g. an RMSNorm's per-row scale)."""
 
-    __slots__ = ("dtype", "mode", "n")
+    __slots__ = ("dtype", "mode", "n", "inner")
 
-    def __init__(self, dtype, mode="full", n=0):
+    def __init__(self, dtype, mode="full", n=0, inner=1):
         self.dtype = dtype
         self.mode = mode
         self.n = int(n)
+        self.inner = int(inner)
 
     def __repr__(self):
-        return "Ext(%s, %s, %d)" % (self.dtype, self.mode, self.n)
+        return "Ext(%s, %s, %d, %d)" % (self.dtype, self.mode, self.n, self.inner)
 
 
 class Chain(object):
@@ -152,6 +157,13 @@ def generate(chain):
             if x.n <= 0:
                 raise GenError("row of %d" % x.n)
             at = "i %% %d%s" % (x.n, sfx)
+        elif x.mode == "bcast":
+            if x.n <= 0 or x.inner <= 0:
+                raise GenError("bcast of %d x %d" % (x.n, x.inner))
+            if x.n * x.inner == ch.numel:
+                at = "i / %d%s" % (x.inner, sfx)
+            else:
+                at = "(i / %d%s) %% %d%s" % (x.inner, sfx, x.n, sfx)
         else:
             raise GenError("mode %s" % x.mode)
         if x.dtype == "b8":

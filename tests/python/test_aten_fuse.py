@@ -325,6 +325,19 @@ class TestFuser(unittest.TestCase):
         self.assertIn("x1[i % 768u]", src)
         self.assertIn("x2[0]", src)
 
+    def test_trailing_broadcast_joins(self):
+        # an RMSNorm's x * rsqrt(var + eps): var is [.., S, 1]
+        O = self.O
+        x, v, m = self.x(2, 4, 768), self.x(2, 4, 1), self.x(4, 1)
+        y = self.run_op(O.mul, x, v)
+        y = self.run_op(O.add, y, m)
+        self.fz.flush()
+        src = self.crt.loads[0][1]
+        self.assertIn("x1[i / 768u]", src)
+        self.assertIn("x2[(i / 768u) % 4u]", src)
+        self.assertIsNone(self.fz.defer(O.mul, (x, self.x(2, 1, 768)), {}))   # [a, b) only
+        del y
+
     def test_shape_change_starts_a_new_chain(self):
         O = self.O
         a = self.run_op(O.tanh, self.x(4, 768))

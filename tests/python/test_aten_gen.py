@@ -150,6 +150,10 @@ class TestGenerate(unittest.TestCase):
         self.assertIn("x1[i % 768u]", src)
         self.assertIn("x2[0]", src)
         self.assertIn("const bool a3 = x3[i % 768u] != 0;", src)
+        ch.exts[2] = G.Ext("f32", "bcast", 4, 768)
+        self.assertIn("x2[i / 768u]", G.generate(ch)[1])
+        ch.exts[2] = G.Ext("f32", "bcast", 2, 768)
+        self.assertIn("x2[(i / 768u) % 2u]", G.generate(ch)[1])
 
     def test_bad_chains(self):
         N = A.Node
