@@ -415,8 +415,13 @@ _SYNC_CALLS = (("Stream", ("wait_event", "wait_stream", "record_event")),
 def _hook_syncs(T, fuser, owner):
     """Wrap torch.cuda.Stream/Event's ordering calls to flush fuser's chain
     (on the owning thread). Returns what unhook() restores."""
+    import contextlib
     import threading
-    from torch.utils._python_dispatch import _disable_current_modes
+    try:
+        from torch.utils._python_dispatch import _disable_current_modes
+    except ImportError:
+        # the flush's own ops then pass through the mode, which runs them
+        _disable_current_modes = contextlib.nullcontext
     saved = []
     for cname, names in _SYNC_CALLS:
         cls = getattr(T.cuda, cname, None)
