@@ -89,6 +89,15 @@ def writes(func):
     return w
 
 
+def bits_equal(T, a, b):
+    """Whether two tensors of one floating dtype hold the same bits (NaN
+    payloads and signed zeros included), or None for other dtypes."""
+    iv = {T.float32: T.int32, T.float16: T.int16, T.bfloat16: T.int16}.get(a.dtype)
+    if iv is None or a.dtype != b.dtype or a.shape != b.shape:
+        return None
+    return bool(T.equal(a.contiguous().view(iv), b.contiguous().view(iv)))
+
+
 def out_variant(func):
     """The out= overload of a functional ATen op (same arguments plus a
     keyword `out`), or None."""
