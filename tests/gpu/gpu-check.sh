@@ -12,6 +12,7 @@
 #   corpus     tests/gpu/corpus_check.sh     (real-style programs: record -> plan -> apply vs eager)
 #   watch      tests/gpu/watch_check.sh      (the runtime's check before a first capture, 24 cases)
 #   torch      tests/gpu/torch_check.sh      (kplan.torch: record -> plan -> apply, vs eager and graph)
+#   torch_fusion tests/gpu/torch_fusion_check.sh (kplan.torch's ATen fusion: every op vs eager, GPT-2)
 #   sign       tests/gpu/sign_check.sh       (signed plans: trusted key replays, others stay eager)
 # and prints one line per part, then each part's table. Exit 1 if any failed.
 # GPU_CHECK_ONLY="runtime pipeline" runs a subset.
@@ -24,8 +25,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 2
 fi
 nvidia-smi -L | tee "$O/device.txt"
-parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch sign"}
-declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120 [corpus]=360 [watch]=120 [torch]=300 [sign]=60)
+parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch torch_fusion sign"}
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=240 [fusion]=180 [stress]=120 [corpus]=360 [watch]=120 [torch]=300 [torch_fusion]=240 [sign]=60)
 summary=$O/summary.txt
 : >"$summary"
 fail=0
