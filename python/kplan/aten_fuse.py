@@ -151,6 +151,13 @@ class Fuser(object):
         self.stats = stats if stats is not None else Stats()
         self.log = log or (lambda level, msg: None)
         self.chain = None
+        self.last_reason = None
+        self.n_chains = 0         # chains begun (their ids)
+        self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
+
+    def _refuse(self, reason):
+        self.last_reason = reason
+        self.stats.refuse(reason)
 
     # -- deferring --------------------------------------------------------
     def _ext_mode(self, t, shape):
@@ -184,15 +191,17 @@ class Fuser(object):
                                                  lambda x: isinstance(x, T.Tensor))
         except A.Refuse as r:
             if r.reason != "not-pointwise":
-                self.stats.refuse(r.reason)
+                self._refuse(r.reason)
+            else:
+                self.last_reason = r.reason
             return None
         dt = _dtypes(T)
         if T.is_grad_enabled() and any(t.requires_grad for t in targs):
-            self.stats.refuse("autograd")
+            self._refuse("autograd")
             return None
         dev = targs[0].device
         if dev.type != "cuda" or any(t.device != dev for t in targs):
-            self.stats.refuse("device")
+            self._refuse("device")
             return None
         # the op's dtype: its floating inputs' (a where's condition and a
         # masked_fill's mask are bool)
@@ -201,31 +210,31 @@ class Fuser(object):
             d = dt.get(t.dtype)
             want_bool = (op == "where" and i == 0) or (op == "masked_fill" and i == 1)
             if d is None or (d == "b8") != want_bool:
-                self.stats.refuse("dtype")
+                self._refuse("dtype")
                 return None
             kinds.append(d)
         fl = [d for d in kinds if d != "b8"]
         if len(set(fl)) != 1:
-            self.stats.refuse("mixed-dtypes")
+            self._refuse("mixed-dtypes")
             return None
         dname = fl[0]
         out_dtype = targs[[i for i, d in enumerate(kinds) if d != "b8"][0]].dtype
         if op == "copy" and attrs.get("to") is not None:
             out_dtype = attrs["to"]
             if dt.get(out_dtype) not in A.FLOAT_DTYPES:
-                self.stats.refuse("dtype")
+                self._refuse("dtype")
                 return None
             dname = dt[out_dtype]
         try:
             shape = tuple(T.broadcast_shapes(*[tuple(t.shape) for t in targs]))
         except Exception:
-            self.stats.refuse("broadcast")
+            self._refuse("broadcast")
             return None
         numel = 1
         for s in shape:
             numel *= s
         if numel == 0:
-            self.stats.refuse("empty")
+            self._refuse("empty")
             return None
         stream = T.cuda.current_stream(dev)
         ch = self.chain
@@ -246,7 +255,7 @@ class Fuser(object):
                 continue
             m = self._ext_mode(t, shape)
             if m is None:
-                self.stats.refuse("broadcast")
+                self._refuse("broadcast")
                 if ch is not None and self._touches(ch, targs):
                     self.flush()
                 return None
@@ -256,13 +265,15 @@ class Fuser(object):
                 not any(m[0] == "full" for _t, m in new_ext) and \
                 not (ch is not None and any(r[0] == "x" and ch.exts[r[1]].mode == "full"
                                             for r in refs)):
-            self.stats.refuse("broadcast")
+            self._refuse("broadcast")
             return None
         if ch is not None and len(ch.exts) + len(new_ext) > self.max_exts:
             self.flush()
             return self.defer(func, args, kwargs)
         if ch is None:
             ch = self.chain = _Chain(shape, numel, dev, stream)
+            ch.id = self.n_chains
+            self.n_chains += 1
         for i, r in enumerate(refs):
             if r[0] == "new":
                 t, (mode, n, inner) = new_ext[r[1]]
@@ -320,8 +331,10 @@ class Fuser(object):
         live = [k for k, w in enumerate(ch.outs) if w() is not None]
         if not live:
             self.stats.dead_outputs += len(ch.nodes)
+            self.fate[ch.id] = "dead"
             return
         if len(ch.nodes) < self.min_ops:
+            self.fate[ch.id] = "alone"
             self._run_ops(ch)
             return
         try:
@@ -330,8 +343,10 @@ class Fuser(object):
             self.stats.fallbacks[e.reason] = self.stats.fallbacks.get(e.reason, 0) + 1
             self.log(2, "torch: fusion: a chain of %d ops runs op by op (%s)"
                      % (len(ch.nodes), e))
+            self.fate[ch.id] = "op-by-op: %s" % e.reason
             self._run_ops(ch)
             return
+        self.fate[ch.id] = "fused"
         self.stats.chains += 1
         self.stats.ops_fused += len(ch.nodes)
         self.stats.dead_outputs += len(ch.nodes) - len(live)
@@ -459,9 +474,57 @@ def _unhook(saved):
             setattr(cls, n, orig)
 
 
-def mode(fuser):
+def _describe(T, x):
+    """An argument as the op log writes it."""
+    if isinstance(x, T.Tensor):
+        return {"shape": list(x.shape), "stride": list(x.stride()),
+                "dtype": str(x.dtype).replace("torch.", ""), "ptr": "0x%x" % x.data_ptr()}
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return x
+    if isinstance(x, (list, tuple)):
+        return [_describe(T, y) for y in x]
+    return str(x)
+
+
+class OpLog(object):
+    """The ATen view of a capture: one record per op the body dispatched
+    (name, arguments with each tensor's shape, strides, dtype and address,
+    outputs) and what fusion did with it: "chain" (its id) and "node", or
+    "reason" it was not deferred. write() appends JSON lines."""
+
+    def __init__(self, region=None):
+        self.region = region
+        self.ops = []
+
+    def add(self, fuser, func, args, kwargs, out, deferred):
+        T = fuser.T
+        r = {"i": len(self.ops), "op": func.name(),
+             "args": [_describe(T, a) for a in args],
+             "kwargs": {k: _describe(T, v) for k, v in (kwargs or {}).items()},
+             "out": _describe(T, out if isinstance(out, (list, tuple)) else [out])}
+        if self.region is not None:
+            r["region"] = self.region
+        if deferred:
+            r["chain"] = fuser.chain.id
+            r["node"] = len(fuser.chain.nodes) - 1
+        elif fuser.last_reason:
+            r["reason"] = fuser.last_reason
+        self.ops.append(r)
+
+    def write(self, path, fuser):
+        import json
+        with open(path, "a") as f:
+            for r in self.ops:
+                if "chain" in r:
+                    r["fate"] = fuser.fate.get(r["chain"], "pending")
+                f.write(json.dumps(r, sort_keys=True) + "\n")
+
+
+def mode(fuser, oplog=None, oplog_path=None):
     """A TorchDispatchMode feeding fuser; the chain is flushed on exit and
-    before any stream or event call that orders work between streams."""
+    before any stream or event call that orders work between streams.
+    oplog: an OpLog to record every op into (written to oplog_path, when
+    given, at exit)."""
     import threading
     from torch.utils._python_dispatch import TorchDispatchMode
     owner = threading.get_ident()
@@ -478,12 +541,18 @@ def mode(fuser):
                 # another thread (autograd's device threads): never defer
                 # there, and nothing it can see is pending (see defer)
                 return func(*args, **kwargs)
+            fuser.last_reason = None
             out = fuser.defer(func, args, kwargs)
             if out is not None:
+                if oplog is not None:
+                    oplog.add(fuser, func, args, kwargs, out, True)
                 return out
             if fuser.chain is not None and (writes(func) or fuser.touches(args, kwargs)):
                 fuser.flush()
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if oplog is not None:
+                oplog.add(fuser, func, args, kwargs, out, False)
+            return out
 
         def __exit__(self, et, ev, tb):
             try:
@@ -495,6 +564,12 @@ def mode(fuser):
                 fuser.flush()
             else:
                 fuser.chain = None
+            if oplog is not None and oplog_path:
+                try:
+                    oplog.write(oplog_path, fuser)
+                except OSError as e:
+                    fuser.log(1, "torch: fusion: cannot write the op log %s: %s"
+                              % (oplog_path, e))
             return r
 
     return FuseMode()

@@ -830,7 +830,7 @@ class Runtime(object):
                 if self.fuse == "off":
                     out = region.fn(*sargs, **skw)
                 else:
-                    with self._fuse_mode():
+                    with self._fuse_mode(st):
                         out = region.fn(*sargs, **skw)
         finally:
             _tl.depth -= 1
@@ -853,12 +853,15 @@ class Runtime(object):
             g.instantiate()
             self._patch_setup(st, e, tensors)
 
-    def _fuse_mode(self):
+    def _fuse_mode(self, st):
         from . import aten_fuse
         if self.fusion is None:
             self.fusion = aten_fuse.Stats()
+        path = os.environ.get("KPLAN_TORCH_ATEN_LOG")
         return aten_fuse.mode(aten_fuse.Fuser(self.crt, mode=self.fuse, stats=self.fusion,
-                                              log=_log))
+                                              log=_log),
+                              oplog=aten_fuse.OpLog(st.name) if path else None,
+                              oplog_path=path)
 
     # -- pointer patching (region(..., patch_inputs=True)) ---------------------
     def _can_patch(self, T):

@@ -65,6 +65,9 @@ def make_torch():
         def is_contiguous(self):
             return self._contig
 
+        def stride(self):
+            return self._strides
+
         def numel(self):
             n = 1
             for s in self.shape:
@@ -372,6 +375,32 @@ class TestFuser(unittest.TestCase):
         self.assertIs(self.T.cuda.Event.record, rec)
         self.assertIs(self.T.cuda.Stream.wait_event, we)
         del y
+
+    def test_op_log(self):
+        import json
+        import tempfile
+        O, x = self.O, self.x()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "aten.jsonl")
+            m = aten_fuse.mode(self.fz, oplog=aten_fuse.OpLog("mlp"), oplog_path=path)
+            with m:
+                t = m.__torch_dispatch__(O.mul, (), (x, 0.5), {})
+                y = m.__torch_dispatch__(O.tanh, (), (t,), {})
+                m.__torch_dispatch__(O.sum, (), (y,), {})
+                m.__torch_dispatch__(O.mul, (), (x, self.x(4, 768, dtype=self.T.float32)), {})
+            with open(path) as f:
+                recs = [json.loads(line) for line in f]
+        self.assertEqual([r["op"] for r in recs],
+                         ["aten::mul.Tensor", "aten::tanh", "aten::sum", "aten::mul.Tensor"])
+        self.assertEqual([(r.get("chain"), r.get("node"), r.get("fate")) for r in recs[:2]],
+                         [(0, 0, "fused"), (0, 1, "fused")])
+        self.assertEqual(recs[2]["reason"], "not-pointwise")
+        self.assertEqual(recs[3]["reason"], "mixed-dtypes")
+        self.assertEqual(recs[0]["args"][0], {"shape": [4, 768], "stride": [768, 1],
+                                              "dtype": "float16", "ptr": "0x%x" % x.data_ptr()})
+        self.assertEqual(recs[0]["args"][1], 0.5)
+        self.assertEqual(recs[0]["region"], "mlp")
+        del t, y
 
 
 if __name__ == "__main__":
