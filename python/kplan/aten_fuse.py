@@ -203,6 +203,9 @@ class Fuser(object):
         if dev.type != "cuda" or any(t.device != dev for t in targs):
             self._refuse("device")
             return None
+        if attrs.get("device") is not None and not _same_device(T, attrs["device"], dev):
+            self._refuse("device")       # a copy to another device
+            return None
         # the op's dtype: its floating inputs' (a where's condition and a
         # masked_fill's mask are bool)
         kinds = []
@@ -410,6 +413,14 @@ class Fuser(object):
             self.stats.ops_alone += 1
             nm = func.name()
             self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
+
+
+def _same_device(T, want, dev):
+    try:
+        w = want if isinstance(want, T.device) else T.device(want)
+    except Exception:
+        return False
+    return w.type == dev.type and (w.index is None or w.index == dev.index)
 
 
 def _torch_dtype(T, name):

@@ -400,9 +400,12 @@ def recognize(name, args, kwargs, is_tensor):
         rest_ok(1)
         extra = set(kwargs) - {"dtype", "layout", "device", "memory_format", "non_blocking",
                                "pin_memory"}
-        if extra or not _keeps_layout(kwargs.get("memory_format")):
+        if extra or not _keeps_layout(kwargs.get("memory_format")) or \
+                kwargs.get("pin_memory") or \
+                str(kwargs.get("layout", None)) not in ("None", "torch.strided"):
             raise Refuse("args", "%s: %s" % (name, sorted(kwargs)))
-        return ("copy", [t(0)], {"to": kwargs.get("dtype")}, {})
+        # a device, when given, must be the input's (the caller checks)
+        return ("copy", [t(0)], {"to": kwargs.get("dtype"), "device": kwargs.get("device")}, {})
     if base == "clone" and overload == "default":
         rest_ok(1)
         if set(kwargs) - {"memory_format"} or not _keeps_layout(kwargs.get("memory_format")):

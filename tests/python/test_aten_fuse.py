@@ -38,13 +38,15 @@ def make_torch():
 
     class device(object):
         def __init__(self, t):
-            self.type = t
+            self.type, _, i = str(t).partition(":")
+            self.index = int(i) if i else None
 
         def __eq__(self, o):
             return self.type == o.type
 
         def __ne__(self, o):
             return not self == o
+    T.device = device
     addr = [0x10000]
 
     class Tensor(object):
@@ -327,6 +329,14 @@ class TestFuser(unittest.TestCase):
         src = self.crt.loads[0][1]
         self.assertIn("x1[i % 768u]", src)
         self.assertIn("x2[0]", src)
+
+    def test_copy_to_another_device_is_not_deferred(self):
+        to = Op(self.T, "aten::_to_copy", [Arg("self", "Tensor")], lambda x, **k: x)
+        x = self.x()
+        self.assertIsNone(self.fz.defer(to, (x,), {"device": "cpu"}))
+        self.assertEqual(self.fz.stats.refused, {"device": 1})
+        self.assertIsNotNone(self.fz.defer(to, (x,), {"dtype": self.T.float32,
+                                                      "device": "cuda"}))
 
     def test_trailing_broadcast_joins(self):
         # an RMSNorm's x * rsqrt(var + eps): var is [.., S, 1]

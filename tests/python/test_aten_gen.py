@@ -91,7 +91,9 @@ class TestRecognize(unittest.TestCase):
         self.assertEqual(rec("aten::masked_fill.Scalar", x, m, -1e4)[:2], ("masked_fill", [x, m]))
         self.assertEqual(rec("aten::where.self", m, x, x)[0], "where")
         self.assertEqual(rec("aten::_to_copy.default", x, dtype="torch.float32")[2],
-                         {"to": "torch.float32"})
+                         {"to": "torch.float32", "device": None})
+        with self.assertRaises(A.Refuse):
+            rec("aten::_to_copy.default", x, pin_memory=True)
         self.assertEqual(rec("aten::clone.default", x, memory_format="torch.contiguous_format")[0],
                          "copy")
         with self.assertRaises(A.Refuse):
