@@ -38,7 +38,7 @@ from . import aten_gen as G
 from . import aten_ops as A
 
 _DT = {}          # torch dtype -> aten_gen dtype name (filled on first use)
-_kernels = {}     # source -> loaded function handle (for the process)
+_kernels = {}     # (device index, source) -> loaded function handle (for the process)
 _out_ops = {}     # functional OpOverload -> its out= overload (or None)
 
 
@@ -354,8 +354,10 @@ class Fuser(object):
         self.stats.ops_fused += len(ch.nodes)
         self.stats.dead_outputs += len(ch.nodes) - len(live)
 
-    def _kernel(self, src, name):
-        fn = _kernels.get(src)
+    def _kernel(self, src, name, device):
+        # a loaded function belongs to the device's context: one per device
+        key = (device.index, src)
+        fn = _kernels.get(key)
         if fn is None:
             if self.crt is None or not getattr(self.crt, "can_fuse", False):
                 raise _NoFuse("no-compiler", "libkplanrt has no kp_rt_kernel_load")
@@ -366,7 +368,7 @@ class Fuser(object):
                 raise _NoFuse("compile-failed", str(e))
             self.stats.compile_s += time.perf_counter() - t0
             self.stats.compiled += 1
-            _kernels[src] = fn
+            _kernels[key] = fn
         return fn
 
     def _launch(self, ch, live):
@@ -375,7 +377,7 @@ class Fuser(object):
             name, src = G.generate(chain)
         except G.GenError as e:
             raise _NoFuse("generate", str(e))
-        fn = self._kernel(src, name)
+        fn = self._kernel(src, name, ch.device)
         ptrs = [t.data_ptr() for t in ch.ext_t] + [ch.outs[k]().data_ptr() for k in live]
         grid, block = G.launch_dims(ch.numel)
         rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
