@@ -1188,6 +1188,14 @@ class Runtime(object):
             f.write("kplan-torch: eager.%s %d\n" % (r, n))
         for r, n in sorted(s["failures"].items()):
             f.write("kplan-torch: failures.%s %d\n" % (r, n))
+        fz = s.get("fusion")
+        if fz:
+            f.write("kplan-torch: fusion chains %d ops %d alone %d unwritten %d compiled %d "
+                    "(%.1f ms)%s%s\n" % (
+                        fz["chains"], fz["ops_fused"], fz["ops_alone"], fz["dead_outputs"],
+                        fz["compiled"], fz["compile_ms"],
+                        "".join(" refused.%s %d" % kv for kv in sorted(fz["refused"].items())),
+                        "".join(" fallback.%s %d" % kv for kv in sorted(fz["fallbacks"].items()))))
         for name, r in sorted(s["regions"].items()):
             f.write("kplan-torch: region %s calls %d replays %d captures %d eager %d state %s\n"
                     % (name, r["calls"], r["replays"], r["captures"], r["eager"], r["state"]))
