@@ -10,6 +10,7 @@
 
 #include "../common/kptime.h"
 #include "../common/log.h"
+#include "../common/printable.h"
 #include "../common/strbuf.h"
 #include "../db/csv.h"
 #include "internal.h"
@@ -373,6 +374,17 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	kp_u64map_init(&a.sigmap);
 	kp_u64map_init(&a.namemap);
 	rc = kp_cost_load_run(db, a.run, &a.cost, err);
+	/*
+	 * The runtime's watch costs once per process: it counts against the
+	 * regions only when the trace is a whole process (kplan record with no
+	 * capture window), whose occurrences are the run's. A profiler trace
+	 * or a window is a sample of a longer run.
+	 */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM kp_runs WHERE runId = %lld AND"
+		 " source = 'record' AND (note IS NULL OR note NOT LIKE '%%capture window%%')",
+		 (long long)a.run);
+	if (kp_db_int(db, sql, 0) == 0)
+		a.cost.v[KP_COST_WATCH] = 0;
 	sum->cost = a.cost;
 	snprintf(sql, sizeof(sql), "SELECT maxShmemPerBlock FROM TARGET_INFO_GPU"
 		 " WHERE runId = %lld ORDER BY id LIMIT 1", (long long)a.run);
@@ -517,6 +529,7 @@ static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fa
 		" WHERE b2.runId = ?1 AND b2.regionId = ?2 AND b2.fatal = ?3)"
 		" FROM kp_blockers WHERE runId = ?1 AND regionId = ?2 AND fatal = ?3"
 		" ORDER BY occIndex, start LIMIT 1";
+	char api[256], detail[2048];
 	sqlite3_stmt *st;
 
 	if (kp_db_prepare(db, sql, &st, NULL))
@@ -524,12 +537,14 @@ static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fa
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, id);
 	sqlite3_bind_int(st, 3, fatal);
+	/* the call and the detail (kernel names) come from the trace */
 	if (sqlite3_step(st) == SQLITE_ROW)
 		fprintf(f, "       %s %s (%s) in %lld occurrence(s), first occurrence %lld node "
 			"%lld: %s\n", what, (const char *)sqlite3_column_text(st, 0),
-			(const char *)sqlite3_column_text(st, 1),
+			kp_printable(api, sizeof(api), (const char *)sqlite3_column_text(st, 1)),
 			(long long)sqlite3_column_int64(st, 5), (long long)sqlite3_column_int64(st, 2),
-			(long long)sqlite3_column_int64(st, 3), (const char *)sqlite3_column_text(st, 4));
+			(long long)sqlite3_column_int64(st, 3),
+			kp_printable(detail, sizeof(detail), (const char *)sqlite3_column_text(st, 4)));
 	sqlite3_finalize(st);
 }
 
@@ -553,8 +568,10 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		const char *bl = (const char *)sqlite3_column_text(st, 9);
 		const char *src = (const char *)sqlite3_column_text(st, 10);
 		int id = sqlite3_column_int(st, 0), part = sqlite3_column_type(st, 1) != SQLITE_NULL;
-		char lab[64];
-		snprintf(lab, sizeof(lab), "%s%.*s", part ? "  " : "", 30, label ? label : "");
+		char lab[64], shown[31];
+
+		snprintf(lab, sizeof(lab), "%s%s", part ? "  " : "",
+			 kp_printable(shown, sizeof(shown), label));
 		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %11.1f %6.2fx %4s  %s\n",
 			id, lab, src ? src : "-",
 			(long long)sqlite3_column_int64(st, 3), (long long)sqlite3_column_int64(st, 4),

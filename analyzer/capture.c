@@ -448,6 +448,12 @@ static const char *fix_of(int kind)
 		return "use cudaLaunchHostFunc, which captures";
 	case KP__B_CROSS_STREAM_EVENT:
 		return "wait only on events recorded inside the region";
+	case KP__B_HOST_REGISTER:
+		return "register host memory before the region";
+	case KP__B_DEVICE_LIMIT:
+		return "set device limits before the region";
+	case KP__B_NESTED_CAPTURE:
+		return "capture outside the region: a region cannot hold a capture of its own";
 	default:
 		return "move it out of the region";
 	}

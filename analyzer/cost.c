@@ -26,6 +26,8 @@ struct qdef {
  * graph_traced_gap_ns, _gemm_ns: kplan-calibrate on an H100 (2026-11-25:
  * 101 and 347 ns); _pdl_ns: kplan-calibrate on an H100 and an H200 (2026-11-27:
  * -422 to -439 and -300 ns). graph_host_node_ns: the same (33.0 and 27.1 us).
+ * watch_ns: tests/gpu/watch_check.sh's first watch of a process (14-22 ms on
+ * H100 and H200, 2026-11-25 and -27).
  * Memory figures are estimates (kernel-node parameter buffers and the
  * executable graph's bookkeeping); dram bandwidth is ~90% of H100 SXM.
  */
@@ -68,6 +70,8 @@ static const struct qdef qdefs[KP_COST__N] = {
 		"the same for kernels with programmatic dependent launch (negative: hidden)" },
 	[KP_COST_GRAPH_HOST_NODE] = { "graph_host_node_ns", 30000,
 		"graph replay, device time per host node (cudaLaunchHostFunc)" },
+	[KP_COST_WATCH] = { "watch_ns", 20000000,
+		"the runtime's check before a first capture (CUPTI attached once)" },
 };
 
 const char *kp_cost_name(int q)

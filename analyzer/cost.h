@@ -71,6 +71,11 @@ enum kp_cost_q {
 	/* device time a host node (cudaLaunchHostFunc captured) adds to a
 	 * replay: the GPU waits for the host callback's round trip */
 	KP_COST_GRAPH_HOST_NODE,      /* "graph_host_node_ns" */
+	/* the runtime's check of one eager call before its first capture
+	 * (runtime/watch.c): attaching CUPTI, once per process; part of every
+	 * region's one-time cost, so that a run too short to repay it is
+	 * planned eager */
+	KP_COST_WATCH,                /* "watch_ns" */
 	KP_COST__N
 };
 

@@ -62,13 +62,17 @@ enum kp__cls {
 	KP__C_COPY_SYNC, KP__C_COPY_ASYNC, KP__C_MALLOC, KP__C_FREE,
 	KP__C_HOST_FUNC, KP__C_WAIT_EVENT, KP__C_MEMSET, KP__C_EVENT_RECORD,
 	KP__C_HOST_NODE,          /* cudaLaunchHostFunc: captures as a host node */
+	KP__C_REGISTER,           /* cudaHostRegister and its kin */
+	KP__C_LIMIT,              /* cudaDeviceSetLimit */
+	KP__C_CAPTURE,            /* cudaStreamBeginCapture: a capture of the body's own */
 };
 
 /* Blocker kinds, in the order of kp__blocker_kind_name. */
 enum kp__bk {
 	KP__B_SYNC = 0, KP__B_BLOCKING_COPY, KP__B_PAGEABLE_COPY, KP__B_MALLOC,
 	KP__B_FREE, KP__B_HOST_CALLBACK, KP__B_CROSS_STREAM_EVENT,
-	KP__B_LEGACY_STREAM, KP__B_SHAPE_KEY, KP__B_PATCH_SLOT, KP__B__N
+	KP__B_LEGACY_STREAM, KP__B_SHAPE_KEY, KP__B_PATCH_SLOT, KP__B_HOST_REGISTER,
+	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE, KP__B__N
 };
 
 struct kp__name {
@@ -202,7 +206,10 @@ int64_t kp__nth(int64_t *v, size_t n, size_t k);
 int64_t kp__median(int64_t *v, size_t n);
 /* Index of the name with StringIds id, loading and classifying it. */
 int kp__name_get(struct kp__ana *a, int64_t id, uint32_t *ix, struct kp_err *err);
+/* The capture class (enum kp__cls) of an API call, from common/cuda_api.def. */
 int kp__classify_api(const char *name);
+/* The blocker kind (enum kp__bk) a call of class c makes, or -1 for none. */
+int kp__api_blocker(int c);
 const char *kp__blocker_kind_name(int kind);
 /*
  * A kernel's signature as plan/FORMAT.md "Fingerprints" defines it (the

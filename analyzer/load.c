@@ -301,13 +301,6 @@ static int api_start(struct kp__ana *a, struct api_job *j, pthread_t *th, int *t
 /* Classify fetched calls: launch calls stay in rows, blocking ones become events. */
 static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struct kp_err *err)
 {
-	static const uint8_t cls_kind[] = {
-		[KP__C_SYNC] = KP__B_SYNC + 1, [KP__C_COPY_SYNC] = KP__B_BLOCKING_COPY + 1,
-		[KP__C_MALLOC] = KP__B_MALLOC + 1, [KP__C_FREE] = KP__B_FREE + 1,
-		[KP__C_HOST_FUNC] = KP__B_HOST_CALLBACK + 1,
-		[KP__C_WAIT_EVENT] = KP__B_CROSS_STREAM_EVENT + 1,
-		[KP__C_EVENT_RECORD] = 0,
-	};
 	KP_VEC(struct kp__ev) ev = KP_VEC_INIT;
 	KP_VEC(int64_t) rec = KP_VEC_INIT, hostfn = KP_VEC_INIT;
 	int64_t last_id = -1;
@@ -320,7 +313,7 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 	for (size_t i = 0; i < j->n; i++) {
 		struct lrow l = j->rows[i];
 		uint32_t ix;
-		int cls;
+		int cls, kind;
 
 		if ((int64_t)l.name == last_id) {
 			ix = last_ix;
@@ -342,10 +335,10 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			break;
 		}
-		if (cls < (int)sizeof(cls_kind) && cls_kind[cls]) {
+		if ((kind = kp__api_blocker(cls)) >= 0) {
 			struct kp__ev e = {
 				.start = l.start, .end = l.end, .corr = l.corr,
-				.name = ix, .kind = (uint8_t)(cls_kind[cls] - 1),
+				.name = ix, .kind = (uint8_t)kind,
 				.stream_id = -1,
 			};
 			if (kp_vec_push(&ev, e)) {

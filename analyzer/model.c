@@ -95,7 +95,7 @@ void kp_cost_predict(const struct kp_cost *c, const int64_t *dur_ns,
 	out->graph_ns = out->device_ns > out->host_ns ? out->device_ns : out->host_ns;
 	out->speedup = out->graph_ns > 0 ? (double)eager_ns / (double)out->graph_ns : 1.0;
 	out->one_time_ns = llround((c->v[KP_COST_CAPTURE] + c->v[KP_COST_INSTANTIATE]) *
-				   (double)n_nodes * (double)shape_keys);
+				   (double)n_nodes * (double)shape_keys + c->v[KP_COST_WATCH]);
 	if (eager_ns > out->graph_ns)
 		out->break_even = (out->one_time_ns + (eager_ns - out->graph_ns) - 1) /
 			(eager_ns - out->graph_ns);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cuda_api.h"
 #include "../common/hash.h"
 #include "../common/kname.h"
 #include "internal.h"
@@ -108,59 +109,49 @@ int64_t kp__median(int64_t *v, size_t n)
 	return kp__nth(v, n, (n - 1) / 2);
 }
 
-static int has(const char *s, const char *w)
-{
-	return strstr(s, w) != NULL;
-}
-
 /*
  * Runtime and driver API names (and PyTorch trace names, which use the
- * runtime's) to the classes that matter for capture. Stream-ordered
- * allocation (cudaMallocAsync/cudaFreeAsync) is capturable: not malloc.
+ * runtime's) to the classes that matter for capture, from the one table of
+ * CUDA calls (common/cuda_api.def) that the collector and the runtime's
+ * watch use too. Stream-ordered allocation (cudaMallocAsync/cudaFreeAsync)
+ * is capturable: not malloc. A synchronous memset runs on the legacy
+ * stream and syncs with it: a blocking copy.
  */
 int kp__classify_api(const char *n)
 {
-	if (!n)
-		return KP__C_OTHER;
-	if (has(n, "GraphLaunch"))
-		return KP__C_GRAPH_LAUNCH;
-	/* cudaLaunchHostFunc captures (a host node); stream callbacks do not */
-	if (has(n, "StreamAddCallback"))
-		return KP__C_HOST_FUNC;
-	if (has(n, "LaunchHostFunc"))
-		return KP__C_HOST_NODE;
-	if (has(n, "LaunchKernel") || has(n, "LaunchCooperativeKernel") ||
-	    strncmp(n, "cuLaunch", 8) == 0 || strcmp(n, "cuLaunchGrid") == 0)
-		return KP__C_LAUNCH;
-	if (has(n, "Synchronize") || has(n, "StreamQuery") || has(n, "EventQuery"))
-		return KP__C_SYNC;
-	if (has(n, "StreamWaitEvent") || has(n, "cuStreamWaitValue"))
-		return KP__C_WAIT_EVENT;
-	if (has(n, "EventRecord"))
-		return KP__C_EVENT_RECORD;
-	if (has(n, "MallocAsync") || has(n, "FreeAsync") || has(n, "AllocAsync"))
-		return KP__C_OTHER;
-	if (has(n, "Malloc") || has(n, "MemAlloc") || has(n, "HostAlloc") ||
-	    has(n, "MemCreate"))
-		return KP__C_MALLOC;
-	if ((strncmp(n, "cudaFree", 8) == 0 && strcmp(n, "cudaFreeAsync")) ||
-	    has(n, "MemFree") || has(n, "MemRelease"))
-		return KP__C_FREE;
-	/* a memset without Async runs on the legacy stream and syncs with it */
-	if (has(n, "Memset") || has(n, "cuMemsetD"))
-		return has(n, "Async") ? KP__C_MEMSET : KP__C_COPY_SYNC;
-	if (has(n, "Memcpy")) {
-		if (has(n, "Async"))
-			return KP__C_COPY_ASYNC;
-		return KP__C_COPY_SYNC;
-	}
-	return KP__C_OTHER;
+	static const uint8_t cls[KP_API__N] = {
+		[KP_API_LAUNCH] = KP__C_LAUNCH, [KP_API_GRAPH_LAUNCH] = KP__C_GRAPH_LAUNCH,
+		[KP_API_HOST_FUNC] = KP__C_HOST_NODE, [KP_API_STREAM_CALLBACK] = KP__C_HOST_FUNC,
+		[KP_API_SYNC] = KP__C_SYNC, [KP_API_QUERY] = KP__C_SYNC,
+		[KP_API_EVENT_QUERY] = KP__C_SYNC, [KP_API_ALLOC] = KP__C_MALLOC,
+		[KP_API_FREE] = KP__C_FREE, [KP_API_REGISTER] = KP__C_REGISTER,
+		[KP_API_COPY] = KP__C_COPY_SYNC, [KP_API_COPY_ASYNC] = KP__C_COPY_ASYNC,
+		[KP_API_MEMSET] = KP__C_COPY_SYNC, [KP_API_MEMSET_ASYNC] = KP__C_MEMSET,
+		[KP_API_EVENT_RECORD] = KP__C_EVENT_RECORD, [KP_API_EVENT_WAIT] = KP__C_WAIT_EVENT,
+		[KP_API_LIMIT] = KP__C_LIMIT, [KP_API_CAPTURE_BEGIN] = KP__C_CAPTURE,
+	};
+
+	return cls[kp_cuda_api_class(n)];   /* KP__C_OTHER (0) for the rest */
+}
+
+int kp__api_blocker(int c)
+{
+	static const int8_t kind[] = {
+		[KP__C_SYNC] = KP__B_SYNC + 1, [KP__C_COPY_SYNC] = KP__B_BLOCKING_COPY + 1,
+		[KP__C_MALLOC] = KP__B_MALLOC + 1, [KP__C_FREE] = KP__B_FREE + 1,
+		[KP__C_HOST_FUNC] = KP__B_HOST_CALLBACK + 1,
+		[KP__C_WAIT_EVENT] = KP__B_CROSS_STREAM_EVENT + 1,
+		[KP__C_REGISTER] = KP__B_HOST_REGISTER + 1, [KP__C_LIMIT] = KP__B_DEVICE_LIMIT + 1,
+		[KP__C_CAPTURE] = KP__B_NESTED_CAPTURE + 1,
+	};
+
+	return c >= 0 && c < (int)sizeof(kind) ? kind[c] - 1 : -1;
 }
 
 static const char *const bk_names[KP__B__N] = {
 	"sync", "blocking_copy", "pageable_copy", "malloc", "free",
 	"host_callback", "cross_stream_event", "legacy_stream", "shape_key",
-	"patch_slot",
+	"patch_slot", "host_register", "device_limit", "nested_capture",
 };
 
 const char *kp__blocker_kind_name(int kind)

@@ -10,6 +10,7 @@
 #define KP_CLI_H
 
 #include "../common/err.h"
+#include "../common/printable.h"
 
 /* Exit codes, documented in `kplan --help`. */
 enum kp_exit {

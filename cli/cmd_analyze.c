@@ -63,7 +63,7 @@ static void pr_time(const char *what, int64_t ns, int64_t total)
 static void print_fusion(struct kp_db *db, int64_t run_id, int max)
 {
 	sqlite3_stmt *st;
-	char chain[400];
+	char chain[400], shown[1600];
 
 	if (kp_db_prepare(db, "SELECT candId, coalesce(regionId, -1), n_kernels, kernel_names,"
 			  " coalesce(score, 0), feasible FROM kp_fusion_candidates WHERE runId = ?1"
@@ -77,7 +77,9 @@ static void print_fusion(struct kp_db *db, int64_t run_id, int max)
 		       (long long)sqlite3_column_int64(st, 0), (long long)sqlite3_column_int64(st, 1),
 		       (long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4) / 1e3,
 		       sqlite3_column_int(st, 5) ? "" : " (not feasible)",
-		       kp_kernel_chain_label((const char *)sqlite3_column_text(st, 3), chain, sizeof(chain)));
+		       kp_printable(shown, sizeof(shown),
+				    kp_kernel_chain_label((const char *)sqlite3_column_text(st, 3), chain,
+							  sizeof(chain))));
 	sqlite3_finalize(st);
 }
 
@@ -148,11 +150,14 @@ KP_CMD(analyze)
 	}
 	if (!quiet) {
 		int64_t idle = s.host_idle_ns + s.device_idle_ns, tot = s.busy_ns + idle;
+		char gpu[256];
+
 		printf("run %lld: %lld GPU ops (%lld kernels, %lld memset/memcpy) on %lld streams,"
 		       " %lld of %lld launch calls joined; cost model: %s%s\n",
 		       (long long)s.run_id, (long long)s.n_ops, (long long)s.n_kernels,
 		       (long long)s.n_memops, (long long)s.n_streams, (long long)s.n_joined,
-		       (long long)s.n_api, s.cost.gpu_name[0] ? s.cost.gpu_name : "unknown GPU",
+		       (long long)s.n_api, s.cost.gpu_name[0] ?
+		       kp_printable(gpu, sizeof(gpu), s.cost.gpu_name) : "unknown GPU",
 		       s.cost.n_calibrated ? " (calibrated)" : " (defaults)");
 		if (s.n_pdl)
 			printf("  %lld kernels launched with programmatic dependent launch: no dependency"

@@ -198,10 +198,14 @@ KP_CMD(check)
 	       verdict == KP_PLAN_APPLIES ? "applies" :
 	       verdict == KP_PLAN_SOFT_MISMATCH ? "applies, with soft mismatches" : "does not apply",
 	       described ? "the described GPU" : gpu.name);
-	for (k = 0; k < rep.n_items; k++)
+	for (k = 0; k < rep.n_items; k++) {
+		char msg[2048];
+
+		/* the plan's strings (model, GPU name) are in the messages */
 		printf("  %s %s: %s\n", rep.items[k].severity == KP_PLAN_NOT_APPLICABLE ? "hard" :
 		       rep.items[k].severity == KP_PLAN_SOFT_MISMATCH ? "soft" : "note",
-		       rep.items[k].key, rep.items[k].msg);
+		       rep.items[k].key, kp_printable(msg, sizeof(msg), rep.items[k].msg));
+	}
 	kp_plan_free(p);
 	return verdict == KP_PLAN_APPLIES ? KP_EXIT_OK :
 	       verdict == KP_PLAN_SOFT_MISMATCH ? KP_EXIT_VERDICT : KP_EXIT_ERROR;

@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "cli.h"
 
+#include "../common/fileio.h"
 #include "../db/csv.h"
 #include "../importers/chrome_export.h"
 
@@ -50,27 +52,25 @@ static int export_chrome(struct kp_db *db, const char *out, long long run)
 {
 	struct kp_chrome_export_stats st;
 	struct kp_err err = {0};
-	char tmp[4096];
+	struct kp_file_tmp t = { .fd = -1 };
 	FILE *f = stdout;
 	int rc;
 
 	if (strcmp(out, "-")) {
-		snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-		if (!(f = fopen(tmp, "w"))) {
-			kp_err_set(&err, KP_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+		/* written beside out and renamed over it (common/fileio.h) */
+		if (kp_file_tmp_open(&t, AT_FDCWD, out, 0666, &err) ||
+		    !(f = kp_file_tmp_stream(&t, &err))) {
+			kp_file_tmp_abort(&t);
 			return kp_cli_error(&err);
 		}
 		setvbuf(f, NULL, _IOFBF, 1 << 20);
 	}
 	rc = kp_export_chrome(db, run, f, &st, &err);
 	if (f != stdout) {
-		if (fclose(f) && !rc)
-			rc = kp_err_set(&err, KP_EIO, "%s: write failed", tmp);
-		if (!rc && rename(tmp, out))
-			rc = kp_err_set(&err, KP_EIO, "%s: cannot rename into place: %s", out,
-					strerror(errno));
 		if (rc)
-			unlink(tmp);
+			kp_file_tmp_abort(&t);
+		else
+			rc = kp_file_tmp_commit(&t, &err);
 	}
 	if (rc)
 		return kp_cli_error(&err);

@@ -78,6 +78,8 @@ KP_CMD(import)
 	if (kp_import(argv[optind], out, &io, &st, &err))
 		return kp_cli_error(&err);
 	if (!quiet) {
+		char shown[4 * sizeof(st.skipped_detail)];
+
 		printf("imported %s (%s) into %s as run %lld%s: %lld kernels, %lld api calls, "
 		       "%lld memcpys, %lld memsets, %lld syncs, %lld nvtx, %lld gpus",
 		       argv[optind], kp_import_format_name(st.format), out, (long long)st.run_id,
@@ -87,7 +89,8 @@ KP_CMD(import)
 		       (long long)st.rows[KP_T_SYNC], (long long)st.rows[KP_T_NVTX],
 		       (long long)st.rows[KP_T_GPU]);
 		if (st.skipped)
-			printf("; skipped %lld events (%s)", (long long)st.skipped, st.skipped_detail);
+			printf("; skipped %lld events (%s)", (long long)st.skipped,
+			       kp_printable(shown, sizeof(shown), st.skipped_detail));
 		if (st.uncorrelated)
 			printf("; %lld without correlation id", (long long)st.uncorrelated);
 		printf("\n");

@@ -1,5 +1,6 @@
 /* cmd_plan.c - `kplan plan DB [--run N] -o model.kplan`. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include "cli.h"
 
+#include "../common/fileio.h"
 #include "../common/strbuf.h"
 #include "../fusion/fusion_gen.h"
 #include "../planner/planner.h"
@@ -83,37 +85,15 @@ static int parse_num(const char *s, long long lo, long long hi, long long *out)
 	return errno || end == s || *end || *out < lo || *out > hi ? -1 : 0;
 }
 
-/* Write text to path through a temporary file, so a failed run leaves no half plan. */
+/* Write text to path atomically (common/fileio.h), so a failed run leaves no half plan. */
 static int write_atomic(const char *path, const char *text, size_t len, struct kp_err *err)
 {
-	struct kp_strbuf tmp = KP_STRBUF_INIT;
-	FILE *f;
-	int rc = 0;
-
 	if (!strcmp(path, "-")) {
 		if (fwrite(text, 1, len, stdout) != len || fflush(stdout))
 			return kp_err_set(err, KP_EIO, "writing the plan to stdout failed");
 		return 0;
 	}
-	kp_strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	f = fopen(tmp.buf, "wb");
-	if (!f) {
-		rc = kp_err_set(err, KP_EIO, "%s: cannot create: %s", tmp.buf, strerror(errno));
-		goto out;
-	}
-	if (fwrite(text, 1, len, f) != len || fflush(f) || fsync(fileno(f))) {
-		fclose(f);
-		unlink(tmp.buf);
-		rc = kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(errno));
-		goto out;
-	}
-	if (fclose(f) || rename(tmp.buf, path)) {
-		unlink(tmp.buf);
-		rc = kp_err_set(err, KP_EIO, "%s: cannot write: %s", path, strerror(errno));
-	}
-out:
-	kp_strbuf_release(&tmp);
-	return rc;
+	return kp_file_write_atomic(AT_FDCWD, path, text, len, 0666, err);
 }
 
 /* Directory of path ("." when it has none). */

@@ -112,7 +112,11 @@ KP_CMD(report)
 	if (csv && (rc = kp_report_csv(db, rep, csv, &err)))
 		goto out;
 	if (!html || strcmp(out, "-")) {
-		printf("%s\n", kp_report_verdict(rep, verdict, sizeof(verdict)));
+		char shown[4 * sizeof(verdict)];
+
+		/* it names the top region, whose label comes from the trace */
+		printf("%s\n", kp_printable(shown, sizeof(shown),
+					     kp_report_verdict(rep, verdict, sizeof(verdict))));
 		if (html)
 			printf("report: %s\n", out);
 		if (csv)

@@ -33,7 +33,7 @@ KP_CMD(show)
 {
 	struct kp_err err = {0};
 	struct kp_plan *p;
-	char a[32], b[32];
+	char a[32], b[32], t1[256], t2[256], t3[256], t4[256];
 	size_t i, w = 6;
 	int n[3] = {0, 0, 0};
 
@@ -46,13 +46,17 @@ KP_CMD(show)
 	       (unsigned long long)p->body_hash);
 	printf("  made for    compute capability %d.%d, CUDA %d (hard keys)\n",
 	       p->cc_major, p->cc_minor, p->cuda_major);
+	/* every text field may come from a trace or a hand edit: printable (common/printable.h) */
 	if (p->model)
-		printf("              model '%s' (hard key: kplan plan --for)\n", p->model);
+		printf("              model '%s' (hard key: kplan plan --for)\n",
+		       kp_printable(t1, sizeof(t1), p->model));
 	printf("              %s, %d SMs, driver %d (soft keys)\n",
-	       p->gpu_name[0] ? p->gpu_name : "unknown GPU", p->sm_count, p->driver_version);
+	       p->gpu_name[0] ? kp_printable(t1, sizeof(t1), p->gpu_name) : "unknown GPU",
+	       p->sm_count, p->driver_version);
 	printf("  source      run %lld (%s%s%s), kplan %s\n", (long long)p->source_run,
-	       p->source_kind[0] ? p->source_kind : "unknown", p->date[0] ? ", " : "", p->date,
-	       p->tool_version);
+	       p->source_kind[0] ? kp_printable(t2, sizeof(t2), p->source_kind) : "unknown",
+	       p->date[0] ? ", " : "", kp_printable(t3, sizeof(t3), p->date),
+	       kp_printable(t4, sizeof(t4), p->tool_version));
 	ms(a, sizeof(a), p->run_eager_ns);
 	ms(b, sizeof(b), p->run_pred_ns);
 	printf("  predicted   %s -> %s for the run (%.2fx)\n", a, b, p->speedup_pred);
@@ -72,16 +76,18 @@ KP_CMD(show)
 		       "kernels", "occ", "eager", "graph", "speedup", "reason");
 	for (i = 0; i < p->n_regions; i++) {
 		const struct kp_plan_region *r = &p->regions[i];
-		char lab[64];
+		char lab[64], why[1024];
 
-		snprintf(lab, sizeof(lab), "%s%s", r->parent ? "  " : "", r->label);
+		snprintf(lab, sizeof(lab), "%s%s", r->parent ? "  " : "",
+			 kp_printable(t1, sizeof(t1), r->label));
 		ms(a, sizeof(a), r->eager_ns);
 		ms(b, sizeof(b), r->graph_ns);
 		printf("  %-*.*s  %-5s  %7u  %6u  %10s  %10s  %6.2fx  %s\n", (int)w, (int)w, lab,
 		       kp_plan_decision_name(r->decision), r->kernels, r->occurrences, a, b,
 		       r->speedup_pred, kp_plan_reason_name(r->reason));
 		if (r->reason_text[0])
-			printf("  %-*s  %s\n", (int)w, "", r->reason_text);
+			printf("  %-*s  %s\n", (int)w, "",
+			       kp_printable(why, sizeof(why), r->reason_text));
 		if (r->decision == KP_PLAN_GRAPH) {
 			mib(a, sizeof(a), r->mem_budget_bytes);
 			size_t j, scalars = 0;
@@ -97,17 +103,19 @@ KP_CMD(show)
 	printf("\nfusion groups: %zu\n", p->n_fusions);
 	for (i = 0; i < p->n_fusions; i++) {
 		const struct kp_plan_fusion *u = &p->fusions[i];
-		char num[48], chain[400];
+		char num[48], chain[400], shown[1600];
 
 		if (u->exact || !u->tolerance)
 			snprintf(num, sizeof(num), "bit-exact");
 		else
 			snprintf(num, sizeof(num), "within %g of eager", u->tolerance);
 		printf("  %u  %s kernels %u..%u, gain %.1f us per occurrence, %s, %s\n", u->id,
-		       u->region, u->first_kernel, u->first_kernel + u->kernels - 1,
-		       (double)u->gain_ns / 1e3, num, u->source ? u->source : "source not generated");
+		       kp_printable(t1, sizeof(t1), u->region), u->first_kernel,
+		       u->first_kernel + u->kernels - 1, (double)u->gain_ns / 1e3, num,
+		       u->source ? kp_printable(t2, sizeof(t2), u->source) : "source not generated");
 		/* the kernels' labels (common/kname.h), as the report shows them */
-		printf("     %s\n", kp_kernel_chain_label(u->names, chain, sizeof(chain)));
+		printf("     %s\n", kp_printable(shown, sizeof(shown),
+					      kp_kernel_chain_label(u->names, chain, sizeof(chain))));
 	}
 	kp_plan_free(p);
 	return KP_EXIT_OK;

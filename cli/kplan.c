@@ -42,7 +42,11 @@ const struct kp_cmd *kp_cmd_find(const char *name)
 
 int kp_cli_error(const struct kp_err *err)
 {
-	fprintf(stderr, "kplan: error: %s\n", err->msg[0] ? err->msg : "unknown error");
+	char msg[4 * sizeof(err->msg)];
+
+	/* messages quote names and bytes from files and traces */
+	fprintf(stderr, "kplan: error: %s\n",
+		err->msg[0] ? kp_printable(msg, sizeof(msg), err->msg) : "unknown error");
 	if (kp_log_get_level() >= KP_LOG_DEBUG && err->where)
 		fprintf(stderr, "kplan: (%s, %s)\n", kp_errcode_name(err->code), err->where);
 	return KP_EXIT_ERROR;

@@ -43,6 +43,7 @@
 
 #include "decode.h"
 #include "window.h"
+#include "../common/cuda_api.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/strbuf.h"
@@ -65,35 +66,6 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 
-/*
- * The API calls that matter, by name prefix (leading underscores ignored),
- * matched against every callback id CUPTI knows so that new flavours
- * (_ptsz, _v2, Ex, ...) are included without listing them.
- */
-static const char *const rt_calls[] = {
-	"cudaLaunch",            /* Kernel, KernelExC, CooperativeKernel*, HostFunc */
-	"cudaGraphLaunch", "cudaGraphInstantiate", "cudaGraphUpload", "cudaGraphExecUpdate",
-	"cudaMemcpy", "cudaMemset",
-	"cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
-	"cudaEventSynchronize", "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventQuery",
-	"cudaStreamQuery",
-	"cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister", "cudaHostUnregister",
-	"cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaStreamAddCallback",
-	"cudaProfilerStart", "cudaProfilerStop",
-	NULL,
-};
-static const char *const drv_calls[] = {
-	"cuLaunch",              /* Kernel, KernelEx, CooperativeKernel*, HostFunc, Grid */
-	"cuGraphLaunch", "cuGraphInstantiate", "cuGraphUpload", "cuGraphExecUpdate",
-	"cuMemcpy", "cuMemset",
-	"cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuStreamWaitEvent",
-	"cuEventRecord", "cuEventQuery", "cuStreamQuery",
-	"cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemHostRegister",
-	"cuMemHostUnregister",
-	"cuStreamBeginCapture", "cuStreamEndCapture", "cuStreamAddCallback",
-	"cuProfilerStart", "cuProfilerStop",
-	NULL,
-};
 /* Launch calls whose arguments --args records (callback API). */
 static const char *const rt_launch_calls[] = { "cudaLaunchKernel", "cudaLaunchCooperativeKernel", NULL };
 static const char *const drv_launch_calls[] = { "cuLaunchKernel", "cuLaunchCooperativeKernel", NULL };
@@ -526,18 +498,13 @@ static void devices_from_driver(struct kp_writer *w)
 /* ------------------------------------------------------------------------ */
 /* enabling / disabling collection */
 
-/* cudaProfilerStart/Stop and cuProfilerStart/Stop: in the live window their
- * API rows come from callbacks while the others are turned on and off */
-static const char *const profiler_calls[] = {
-	"cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart", "cuProfilerStop", NULL,
-};
-
-/* Turn CUPTI's API records for the calls that matter on or off. */
+/* Turn CUPTI's API records for the calls that matter (common/cuda_api.def,
+ * RECORD) on or off. */
 static void api_record_one(int d, uint32_t cbid, const char *name, void *arg)
 {
 	uint8_t on = (uint8_t)*(const int *)arg, *en = d ? g.enabled_drv : g.enabled_rt;
 
-	if (en[cbid] != on && name_matches(name, d ? drv_calls : rt_calls) &&
+	if (en[cbid] != on && kp_decode_api_recorded(name, d) &&
 	    (d ? cuptiActivityEnableDriverApi(cbid, on)
 	       : cuptiActivityEnableRuntimeApi(cbid, on)) == CUPTI_SUCCESS)
 		en[cbid] = on;
@@ -613,7 +580,7 @@ static uint8_t prof_rt[N_CBIDS], prof_drv[N_CBIDS];
 static void profiler_one(int d, uint32_t cbid, const char *name, void *arg)
 {
 	(void)arg;
-	if (name_matches(name, profiler_calls) &&
+	if (kp_cuda_api_class(name) == KP_API_PROFILER &&
 	    cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
 		(d ? prof_drv : prof_rt)[cbid] = strstr(name, "Start") ? 1 : 2;
 }
@@ -870,8 +837,11 @@ static void classify_one(int d, uint32_t cbid, const char *name, void *arg)
 	uint8_t *tab = d ? api_drv : api_rt, *sync = d ? sync_drv : sync_rt;
 
 	(void)arg;
-	if (!name_matches(name, d ? drv_calls : rt_calls) ||
-	    (g.live && name_matches(name, profiler_calls)))
+	/* cudaProfilerStart/Stop and cuProfilerStart/Stop: in the live window
+	 * their API rows come from callbacks while the others are turned on
+	 * and off */
+	if (!kp_decode_api_recorded(name, d) ||
+	    (g.live && kp_cuda_api_class(name) == KP_API_PROFILER))
 		return;
 	tab[cbid] = API_CB_ROW;
 	if (sync[cbid] || (g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls)))
@@ -1221,6 +1191,8 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 		kp_warn("capture window: %s", err.msg);
 	if (note)
 		kp_run_note(db, g.run_id, note, NULL);
+	else if (kp_window_active(&win))
+		kp_run_note(db, g.run_id, "capture window: part of the run kept", NULL);
 	if (atomic_load(&g.sig_flush)) {
 		kp_run_note(db, g.run_id, g.flush_timed_out ?
 			    "ended by a signal; the final CUPTI flush did not finish in 3 s, records"

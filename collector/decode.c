@@ -9,6 +9,8 @@
 #include <string.h>
 #include <driver_types.h>
 
+#include "../common/cuda_api.h"
+
 void kp_decode_init(struct kp_decoder *d, struct kp_writer *w, int64_t pid,
 		    const struct kp_decode_hooks *hooks)
 {
@@ -501,35 +503,26 @@ int64_t kp_decode_finish(struct kp_decoder *d, int64_t end_ns, struct kp_err *er
 	return n;
 }
 
-static const struct {
-	const char *name;
-	int type;
-} sync_calls[] = {
-	{ "cudaDeviceSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE },
-	{ "cudaThreadSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE },
-	{ "cudaStreamSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE },
-	{ "cudaEventSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE },
-	{ "cudaStreamWaitEvent", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT },
-	{ "cuCtxSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE },
-	{ "cuStreamSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE },
-	{ "cuEventSynchronize", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE },
-	{ "cuStreamWaitEvent", CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT },
-};
-
 int kp_decode_sync_code(const char *name)
 {
-	size_t i, n;
+	static const int type[] = {
+		[KP_API_SYNC_CONTEXT] = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
+		[KP_API_SYNC_STREAM] = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+		[KP_API_SYNC_EVENT] = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
+		[KP_API_SYNC_WAIT] = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT,
+	};
+	const struct kp_cuda_api *a = kp_cuda_api_find(name);
 
-	if (!name)
+	if (!a || a->sync == KP_API_SYNC_NONE)
 		return 0;
-	while (*name == '_')
-		name++;
-	for (i = 0; i < sizeof(sync_calls) / sizeof(sync_calls[0]); i++) {
-		n = strlen(sync_calls[i].name);
-		if (!strncmp(name, sync_calls[i].name, n) && (!name[n] || name[n] == '_'))
-			return sync_calls[i].type | (strstr(name + n, "_ptsz") ? 1 << 4 : 0);
-	}
-	return 0;
+	return type[a->sync] | (strstr(name, "_ptsz") ? 1 << 4 : 0);
+}
+
+int kp_decode_api_recorded(const char *name, int driver)
+{
+	const struct kp_cuda_api *a = kp_cuda_api_find(name);
+
+	return a && a->record && a->driver == !!driver;
 }
 
 int kp_decode_launch_pdl(const void *attrs, unsigned n, size_t stride)

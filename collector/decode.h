@@ -113,11 +113,19 @@ static inline int64_t kp_global_tid(int64_t pid, int64_t tid)
 /*
  * For an API callback name: the CUpti_ActivitySynchronizationType of a call
  * that synchronizes (cudaStreamSynchronize, cuEventSynchronize,
- * cudaStreamWaitEvent_ptsz, ...), with 1 << 4 added for a per-thread-stream
- * (_ptsz) flavour; 0 for any other call. The collector records those calls'
- * synchronization records from callbacks.
+ * cudaStreamWaitEvent_ptsz, ...; common/cuda_api.def, SYNC), with 1 << 4
+ * added for a per-thread-stream (_ptsz) flavour; 0 for any other call. The
+ * collector records those calls' synchronization records from callbacks.
  */
 int kp_decode_sync_code(const char *name);
+
+/*
+ * 1 when the collector stores an API row for the call named name (any
+ * flavour) of the runtime (driver 0) or driver (driver 1) API: the
+ * calls common/cuda_api.def marks RECORD. CUPTI's API records are enabled
+ * for exactly these callback ids.
+ */
+int kp_decode_api_recorded(const char *name, int driver);
 
 /*
  * Whether a launch's attributes (n entries, stride bytes apart: a

@@ -55,6 +55,8 @@ COLLECTOR_UNIT_OBJ := $(BUILD)/obj/collector/decode.o $(BUILD)/obj/collector/win
 UNIT_EXTRA_OBJ += $(COLLECTOR_UNIT_OBJ)
 ALL_OBJ += $(COLLECTOR_UNIT_OBJ)
 $(COLLECTOR_UNIT_OBJ) $(BUILD)/obj/tests/unit/test_collector.o: CFLAGS += $(CUDA_INC)
+# the CUPTI callback ids test_collector.c checks common/cuda_api.def against
+$(BUILD)/obj/tests/unit/test_collector.o: CFLAGS += -DKP_CUPTI_INCLUDE='"$(CUDA_HOME)/include"'
 
 # `kplan record` sets NVTX_INJECTION64_PATH to this toolkit's CUPTI unless
 # the collector finds another one loaded.

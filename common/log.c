@@ -1,5 +1,6 @@
 /* log.c - see log.h. */
 #include "log.h"
+#include "printable.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ int kp_log_get_level(void)
 
 void kp_log(int l, const char *fmt, ...)
 {
-	char buf[1024];
+	char buf[1024], shown[4 * sizeof(buf)];
 	va_list ap;
 
 	if (l > kp_log_get_level())
@@ -43,8 +44,10 @@ void kp_log(int l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	/* one line, whatever names from traces and plans it quotes */
 	fprintf(stderr, "kplan: %s%s\n",
-		l == KP_LOG_WARN ? "warning: " : l == KP_LOG_ERROR ? "error: " : "", buf);
+		l == KP_LOG_WARN ? "warning: " : l == KP_LOG_ERROR ? "error: " : "",
+		kp_printable(shown, sizeof(shown), buf));
 }
 
 static int progress_open;

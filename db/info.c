@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "../common/printable.h"
+
 static const char *const counted[] = {
 	"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
 	"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -12,11 +14,13 @@ static const char *const counted[] = {
 	"kp_fusion_candidates", "kp_plans", "kp_validations",
 };
 
-static const char *col(sqlite3_stmt *st, int i)
+/* column i as printable text into buf[n] (a recorded command line, a GPU
+ * name: whatever the trace says), "-" for NULL */
+static const char *col(sqlite3_stmt *st, int i, char *buf, size_t n)
 {
 	const char *s = (const char *)sqlite3_column_text(st, i);
 
-	return s ? s : "-";
+	return s ? kp_printable(buf, n, s) : "-";
 }
 
 static void version(FILE *f, const char *label, int v)
@@ -45,18 +49,19 @@ int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
 	if (rc)
 		return rc;
 	while (sqlite3_step(st) == SQLITE_ROW) {
+		char b1[64], b2[64], b3[4096];
 		int64_t dropped = sqlite3_column_int64(st, 11);
 		int64_t span = sqlite3_column_int64(st, 15) - sqlite3_column_int64(st, 14);
 
 		fprintf(f, "run %lld    %s (%s)\n", (long long)sqlite3_column_int64(st, 0),
-			col(st, 1), col(st, 13));
+			col(st, 1, b1, sizeof(b1)), col(st, 13, b2, sizeof(b2)));
 		if (sqlite3_column_type(st, 2) != SQLITE_NULL)
-			fprintf(f, "  source     %s\n", col(st, 2));
+			fprintf(f, "  source     %s\n", col(st, 2, b3, sizeof(b3)));
 		if (sqlite3_column_type(st, 3) != SQLITE_NULL)
-			fprintf(f, "  command    %s\n", col(st, 3));
+			fprintf(f, "  command    %s\n", col(st, 3, b3, sizeof(b3)));
 		if (sqlite3_column_type(st, 16) != SQLITE_NULL)
-			fprintf(f, "  host       %s\n", col(st, 16));
-		fprintf(f, "  gpu        %s, compute %d.%d, %d SMs\n", col(st, 4),
+			fprintf(f, "  host       %s\n", col(st, 16, b3, sizeof(b3)));
+		fprintf(f, "  gpu        %s, compute %d.%d, %d SMs\n", col(st, 4, b3, sizeof(b3)),
 			sqlite3_column_int(st, 5), sqlite3_column_int(st, 6),
 			sqlite3_column_int(st, 7));
 		version(f, "driver", sqlite3_column_int(st, 8));
@@ -66,7 +71,7 @@ int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
 			fprintf(f, "  span       %.3f ms\n", span / 1e6);
 		if (dropped)
 			fprintf(f, "  DROPPED    %lld records (%s)\n", (long long)dropped,
-				col(st, 12));
+				col(st, 12, b3, sizeof(b3)));
 		else
 			fprintf(f, "  dropped    0 records\n");
 	}

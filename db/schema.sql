@@ -283,7 +283,8 @@ CREATE TABLE IF NOT EXISTS kp_region_occurrences (
 -- and when; detail names the kernel or call, the streams and the fix, and
 -- in PyTorch traces the CPU op and Python line it came from. Kinds: sync,
 -- blocking_copy, pageable_copy, malloc, free, host_callback,
--- cross_stream_event, legacy_stream, shape_key, patch_slot.
+-- cross_stream_event, legacy_stream, shape_key, patch_slot, host_register,
+-- device_limit, nested_capture.
 CREATE TABLE IF NOT EXISTS kp_blockers (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,

@@ -11,11 +11,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../common/fileio.h"
 
 static const struct {
 	const char *name;
@@ -1154,29 +1157,14 @@ struct kp_fx_catalog *kp_fx_catalog_parse(const char *buf, size_t len, const cha
 
 struct kp_fx_catalog *kp_fx_catalog_load(const char *path, struct kp_err *err)
 {
-	FILE *f = fopen(path, "rb");
 	struct kp_fx_catalog *cat;
 	char *buf;
 	size_t n;
 
-	if (!f) {
-		kp_err_set(err, KP_EIO, "%s: cannot open: %s", path, strerror(errno));
+	/* a FIFO or a device is refused, never waited on (common/fileio.h) */
+	if (kp_file_read(AT_FDCWD, path, 0, KP_FX_MAX_FILE_BYTES, &buf, &n, err))
 		return NULL;
-	}
-	buf = malloc(KP_FX_MAX_FILE_BYTES + 1);
-	if (!buf) {
-		fclose(f);
-		kp_err_set(err, KP_ENOMEM, "out of memory");
-		return NULL;
-	}
-	n = fread(buf, 1, KP_FX_MAX_FILE_BYTES + 1, f);
-	if (ferror(f)) {
-		kp_err_set(err, KP_EIO, "%s: read failed", path);
-		cat = NULL;
-	} else {
-		cat = kp_fx_catalog_parse(buf, n, path, err);
-	}
-	fclose(f);
+	cat = kp_fx_catalog_parse(buf, n, path, err);
 	free(buf);
 	return cat;
 }

@@ -7,14 +7,17 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../analyzer/cost.h"
+#include "../common/fileio.h"
 #include "../common/hash.h"
 #include "../common/log.h"
+#include "../common/printable.h"
 #include "../common/vec.h"
 
 /* penalty per elementwise kernel folded into a row-reduction kernel: its
@@ -1370,22 +1373,15 @@ int64_t kp_fx_predicted_gain(const struct kp_fx_group *g, int64_t analyzer_gain_
 /* ---------------------------------------------------------------------- */
 /* plans */
 
+/* A fused source beside the plan: atomically, never through a planted link. */
 static int write_file(const char *dir, const struct kp_fx_group *g, struct kp_err *err)
 {
 	struct kp_strbuf path = KP_STRBUF_INIT;
-	FILE *f;
-	int rc = 0;
+	int rc;
 
 	kp_strbuf_addf(&path, "%s/%s", dir, g->file);
-	f = fopen(path.buf, "wb");
-	if (!f) {
-		rc = kp_err_set(err, KP_EIO, "%s: cannot create: %s", path.buf, strerror(errno));
-	} else {
-		if (fwrite(g->source.buf, 1, g->source.len, f) != g->source.len)
-			rc = kp_err_set(err, KP_EIO, "%s: write failed", path.buf);
-		if (fclose(f) && !rc)
-			rc = kp_err_set(err, KP_EIO, "%s: write failed", path.buf);
-	}
+	rc = path.oom ? kp_err_set(err, KP_ENOMEM, "out of memory") :
+	     kp_file_write_atomic(AT_FDCWD, path.buf, g->source.buf, g->source.len, 0666, err);
 	kp_strbuf_release(&path);
 	return rc;
 }
@@ -1658,12 +1654,13 @@ size_t kp_fx_plan_filter(struct kp_plan *plan, int keep, FILE *note)
 			continue;
 		}
 		if (keep != KP_FX_KEEP_NONE && note) {
-			char tol[32];
+			char tol[32], shown[201], why[512];
 
 			snprintf(tol, sizeof(tol), "tolerance %g", u->tolerance);
-			fprintf(note, "fusion group %u (%.200s%s) dropped: not bit-exact (%s); use "
-				"--fusion tolerant\n", u->id, nm, strlen(nm) > 200 ? "..." : "",
-				u->inexact_why ? u->inexact_why : tol);
+			fprintf(note, "fusion group %u (%s%s) dropped: not bit-exact (%s); use "
+				"--fusion tolerant\n", u->id, kp_printable(shown, sizeof(shown), nm),
+				strlen(nm) > 200 ? "..." : "",
+				kp_printable(why, sizeof(why), u->inexact_why ? u->inexact_why : tol));
 		}
 		fusion_release(u);
 		dropped++;

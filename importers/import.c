@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/fileio.h"
 #include "../common/log.h"
 
 const char *kp_import_format_name(int format)
@@ -131,33 +132,22 @@ static void unlink_db(const char *path)
 	}
 }
 
-/* Build a new database under a temporary name and rename it into place. */
+/*
+ * Build a new database under a temporary name and rename it into place
+ * (common/fileio.h: created O_EXCL|O_NOFOLLOW, fsync'ed, renamed).
+ */
 static int import_new(const char *trace, const char *db_path, int format,
 		      const struct kp_import_opts *opts, struct kp_import_stats *st,
 		      struct kp_err *err)
 {
-	char tmp[4096];
-	const char *slash = strrchr(db_path, '/');
+	struct kp_file_tmp t;
 	struct kp_db *db = NULL;
-	mode_t mask;
-	int fd, rc;
+	int rc;
 
-	if (slash)
-		snprintf(tmp, sizeof(tmp), "%.*s/.%s.tmp-XXXXXX", (int)(slash - db_path), db_path,
-			 slash + 1);
-	else
-		snprintf(tmp, sizeof(tmp), ".%s.tmp-XXXXXX", db_path);
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return kp_err_set(err, KP_EIO, "%s: cannot create a file in its directory: %s",
-				  db_path, strerror(errno));
-	mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, 0666 & ~mask))
-		kp_debug("%s: fchmod: %s", tmp, strerror(errno));
-	close(fd);
-
-	db = kp_db_open(tmp, KP_DB_CREATE, err);
+	if ((rc = kp_file_tmp_open(&t, AT_FDCWD, db_path, 0666, err)))
+		return rc;
+	/* SQLite writes the file by name; t keeps it open for the fsync */
+	db = kp_db_open(t.tmp, KP_DB_CREATE, err);
 	if (!db) {
 		rc = err ? err->code : KP_EDB;
 		goto out_unlink;
@@ -181,18 +171,13 @@ static int import_new(const char *trace, const char *db_path, int format,
 	if (rc)
 		goto out_unlink;
 	kp_db_close(db);
-	db = NULL;
-	if (rename(tmp, db_path)) {
-		rc = kp_err_set(err, KP_EIO, "%s: cannot rename %s into place: %s", db_path, tmp,
-				strerror(errno));
-		goto out_unlink;
-	}
-	return 0;
+	return kp_file_tmp_commit(&t, err);
 
 out_unlink:
 	kp_db_close(db);
-	unlink_db(tmp);
-	kp_err_rename(err, tmp, db_path);  /* the user knows the file by its real name */
+	unlink_db(t.tmp);   /* its -wal, -shm, -journal */
+	kp_err_rename(err, t.tmp, db_path);  /* the user knows the file by its real name */
+	kp_file_tmp_abort(&t);
 	return rc;
 }
 

@@ -10,11 +10,13 @@
 #include "planfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/fileio.h"
 #include "../common/hash.h"
 
 /* ---------------------------------------------------------------------- */
@@ -1195,49 +1197,8 @@ fail:
 
 int kp_plan_read(const char *path, char **out, size_t *out_len, struct kp_err *err)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, r, cap = 0;
-	int rc = 0;
-
-	*out = NULL;
-	*out_len = 0;
-	if (!f)
-		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
-				  "%s: cannot open: %s", path, strerror(errno));
-	/* grow to the file's size, at most one byte past the limit */
-	for (;;) {
-		if (n == cap) {
-			char *nb;
-
-			if (cap > KP_PLAN_MAX_FILE_BYTES)
-				break;
-			cap = cap ? cap * 4 : 16384;
-			if (cap > KP_PLAN_MAX_FILE_BYTES + 1)
-				cap = KP_PLAN_MAX_FILE_BYTES + 1;
-			nb = realloc(buf, cap);
-			if (!nb) {
-				rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
-				goto out;
-			}
-			buf = nb;
-		}
-		r = fread(buf + n, 1, cap - n, f);
-		if (!r)
-			break;
-		n += r;
-	}
-	if (ferror(f)) {
-		rc = kp_err_set(err, KP_EIO, "%s: read failed", path);
-		goto out;
-	}
-	*out = buf;
-	*out_len = n;
-	buf = NULL;
-out:
-	free(buf);
-	fclose(f);
-	return rc;
+	/* a link to a plan is fine; a FIFO or a device is not (fileio.h) */
+	return kp_file_read(AT_FDCWD, path, 0, KP_PLAN_MAX_FILE_BYTES, out, out_len, err);
 }
 
 struct kp_plan *kp_plan_load(const char *path, struct kp_err *err)

@@ -194,10 +194,12 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 /* Read and parse the file at path (at most KP_PLAN_MAX_FILE_BYTES). */
 struct kp_plan *kp_plan_load(const char *path, struct kp_err *err);
 /*
- * Read the file at path into *buf (malloc'd, the caller frees; at most one
- * byte past KP_PLAN_MAX_FILE_BYTES, which kp_plan_parse then rejects) and
- * *len. Returns 0, or KP_ENOTFOUND / KP_EIO / KP_ENOMEM with *buf NULL.
- * For callers that check the bytes (a signature) before parsing them.
+ * Read the regular file at path into *buf (malloc'd, the caller frees;
+ * NUL-terminated after its *len bytes) and *len, through kp_file_read (a
+ * FIFO or a device is refused, never waited on). Returns 0, or
+ * KP_ENOTFOUND / KP_EIO / KP_ENOMEM, or KP_EFORMAT (larger than
+ * KP_PLAN_MAX_FILE_BYTES) with *buf NULL. For callers that check the bytes
+ * (a signature) before parsing them.
  */
 int kp_plan_read(const char *path, char **buf, size_t *len, struct kp_err *err);
 

@@ -15,6 +15,7 @@
 
 #include "sign.h"
 #include "planfile.h"
+#include "../common/fileio.h"
 #include "../common/hash.h"
 
 #define SECRET_TAG "kplan-ed25519-secret"
@@ -61,26 +62,33 @@ static int line_from_buf(const char *buf, size_t len, const char *name, char *li
 
 /*
  * Read a small text file of one line into line[MAX_LINE] (the trailing
- * newline removed). 0, KP_ENOTFOUND, KP_EIO, KP_EFORMAT (too long, several
- * lines).
+ * newline removed) through kp_file_open (a FIFO or a device is refused,
+ * not waited on). secret: the file is a secret key, refused (KP_EINVAL)
+ * when group or others may access it: the mode checked is the one of the
+ * file read. 0, KP_ENOTFOUND, KP_EIO, KP_EFORMAT (too long, several lines).
  */
-static int read_line(const char *path, char *line, struct kp_err *err)
+static int read_line(const char *path, char *line, int secret, struct kp_err *err)
 {
-	char raw[MAX_LINE + 1];
-	FILE *f = fopen(path, "rb");
-	size_t n;
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	int fd, rc;
 
-	if (!f)
-		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
-				  "%s: cannot open: %s", path, strerror(errno));
-	/* one byte more than a line may have, so that a longer file is seen */
-	n = fread(raw, 1, sizeof(raw), f);
-	if (ferror(f)) {
-		fclose(f);
-		return kp_err_set(err, KP_EIO, "%s: read failed", path);
-	}
-	fclose(f);
-	return line_from_buf(raw, n, path, line, err);
+	if ((fd = kp_file_open(AT_FDCWD, path, 0, &st, err)) < 0)
+		return fd;
+	if (secret && (st.st_mode & 077))
+		rc = kp_err_set(err, KP_EINVAL, "%s: secret key is accessible by group or "
+				"others (mode %03o); chmod 600 it", path,
+				(unsigned)(st.st_mode & 0777));
+	else   /* a longer file is refused like a longer line */
+		rc = kp_file_read_fd(fd, path, MAX_LINE, &buf, &len, err);
+	close(fd);
+	if (!rc)
+		rc = line_from_buf(buf, len, path, line, err);
+	if (buf)
+		sodium_memzero(buf, len);
+	free(buf);
+	return rc;
 }
 
 /* "TAG <hex>" with exactly len bytes of hex into out. */
@@ -103,7 +111,7 @@ static int parse_hex_field(const char *s, const char *tag, uint8_t *out, size_t 
 static int write_new(const char *path, const char *text, mode_t mode, struct kp_err *err)
 {
 	size_t len = strlen(text);
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 
 	if (fd < 0)
 		return kp_err_set(err, KP_EIO, "%s: cannot create: %s", path,
@@ -181,7 +189,7 @@ int kp_sign_load_public(const char *path, struct kp_sign_key *key, struct kp_err
 	char line[MAX_LINE];
 	int rc;
 
-	if ((rc = kp_sign_init(err)) || (rc = read_line(path, line, err)))
+	if ((rc = kp_sign_init(err)) || (rc = read_line(path, line, 0, err)))
 		return rc;
 	return kp_sign_parse_public(line, strlen(line), path, key, err);
 }
@@ -233,27 +241,15 @@ static void plan_dir(const char *plan_path, struct kp_strbuf *dir)
 /* SHA-256 of the source file at path; checks kp_hash64 against want. */
 static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_err *err)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf;
 	size_t len;
 	uint64_t h;
+	int rc;
 
-	if (!f)
-		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
-				  "%s: cannot read the source the plan references: %s", path,
-				  strerror(errno));
-	buf = malloc(MAX_SOURCE_BYTES + 1);
-	if (!buf) {
-		fclose(f);
-		return kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
+	if ((rc = kp_file_read(AT_FDCWD, path, 0, MAX_SOURCE_BYTES, &buf, &len, err))) {
+		kp_err_prefix(err, "cannot read the source the plan references");
+		return rc;
 	}
-	len = fread(buf, 1, MAX_SOURCE_BYTES + 1, f);
-	if (ferror(f) || len > MAX_SOURCE_BYTES) {
-		fclose(f);
-		free(buf);
-		return kp_err_set(err, KP_EIO, "%s: read failed or too large", path);
-	}
-	fclose(f);
 	h = kp_hash64(buf, len, KP_HASH_SEED);
 	crypto_hash_sha256(sha, (const unsigned char *)buf, len);
 	free(buf);
@@ -316,17 +312,9 @@ static int load_secret(const char *path, uint8_t *pk, uint8_t *sk, struct kp_err
 {
 	uint8_t seed[crypto_sign_SEEDBYTES];
 	char line[MAX_LINE];
-	struct stat st;
 	int rc;
 
-	if (stat(path, &st))
-		return kp_err_set(err, errno == ENOENT ? KP_ENOTFOUND : KP_EIO,
-				  "%s: cannot open: %s", path, strerror(errno));
-	if (st.st_mode & 077)
-		return kp_err_set(err, KP_EINVAL, "%s: secret key is accessible by group or "
-				  "others (mode %03o); chmod 600 it", path,
-				  (unsigned)(st.st_mode & 0777));
-	if ((rc = read_line(path, line, err)))
+	if ((rc = read_line(path, line, 1, err)))
 		return rc;
 	rc = parse_hex_field(line, SECRET_TAG, seed, sizeof(seed));
 	sodium_memzero(line, sizeof(line));
@@ -344,11 +332,10 @@ int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
 	uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
 	uint8_t sig[crypto_sign_BYTES];
 	char sighex[2 * crypto_sign_BYTES + 1], kid[KP_SIGN_ID_HEX];
-	struct kp_strbuf msg = KP_STRBUF_INIT, out = KP_STRBUF_INIT, tmp = KP_STRBUF_INIT;
+	struct kp_strbuf msg = KP_STRBUF_INIT, out = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
 	struct kp_plan *plan = NULL;
 	char *buf = NULL;
-	size_t len, wrote;
-	FILE *f;
+	size_t len;
 	int rc;
 
 	if ((rc = kp_sign_init(err)) || (rc = load_secret(key_path, pk, sk, err)))
@@ -366,29 +353,14 @@ int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
 	key_id(pk, kid);
 	sodium_bin2hex(sighex, sizeof(sighex), sig, sizeof(sig));
 	kp_strbuf_addf(&out, "%s %s %s\n", SIG_TAG, kid, sighex);
-	kp_strbuf_addf(&tmp, "%s.sig.tmp", plan_path);
-	if (out.oom || tmp.oom) {
+	kp_strbuf_addf(&path, "%s.sig", plan_path);
+	if (out.oom || path.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		goto out;
 	}
-	f = fopen(tmp.buf, "wb");
-	if (!f) {
-		rc = kp_err_set(err, KP_EIO, "%s: cannot create: %s", tmp.buf, strerror(errno));
+	/* never through a link planted at PLAN.sig or a temporary name (fileio.h) */
+	if ((rc = kp_file_write_atomic(AT_FDCWD, path.buf, out.buf, out.len, 0666, err)))
 		goto out;
-	}
-	wrote = fwrite(out.buf, 1, out.len, f);
-	if (fclose(f) || wrote != out.len) {
-		unlink(tmp.buf);
-		rc = kp_err_set(err, KP_EIO, "%s: write failed", tmp.buf);
-		goto out;
-	}
-	kp_strbuf_reset(&out);
-	kp_strbuf_addf(&out, "%s.sig", plan_path);
-	if (rename(tmp.buf, out.buf)) {
-		rc = kp_err_set(err, KP_EIO, "%s: cannot write: %s", out.buf, strerror(errno));
-		unlink(tmp.buf);
-		goto out;
-	}
 	if (id)
 		memcpy(id, kid, KP_SIGN_ID_HEX);
 out:
@@ -397,7 +369,7 @@ out:
 	free(buf);
 	kp_strbuf_release(&msg);
 	kp_strbuf_release(&out);
-	kp_strbuf_release(&tmp);
+	kp_strbuf_release(&path);
 	return rc;
 }
 
@@ -437,7 +409,7 @@ static int read_sig(const char *plan_path, char *id, uint8_t *sig, struct kp_err
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = read_line(path.buf, line, err);
+	rc = read_line(path.buf, line, 0, err);
 	if (rc == KP_ENOTFOUND)
 		kp_err_set(err, rc, "%s: plan is unsigned (no %s)", plan_path, path.buf);
 	if (!rc)

@@ -9,12 +9,14 @@
 #include "report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../analyzer/analyzer.h"
+#include "../common/fileio.h"
 #include "../common/u64map.h"
 #include "../db/csv.h"
 
@@ -167,14 +169,14 @@ static int copy_with_family(const struct kp_report *rep, const struct kp_u64map 
 /* regions.csv is the analyzer's (kp_analyze_write_csv) plus the family column. */
 static int add_family_column(const struct kp_report *rep, const char *dir, struct kp_err *err)
 {
-	char path[4096], tmp[4200];
+	struct kp_file_tmp t;
+	char path[4096];
 	struct kp_u64map ids;
 	FILE *in, *out;
 	size_t i;
 	int rc = 0;
 
 	snprintf(path, sizeof(path), "%s/regions.csv", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.regions.csv.tmp", dir);
 	kp_u64map_init(&ids);
 	for (i = 0; i < rep->regions.len && !rc; i++)
 		rc = kp_u64map_put(&ids, (uint64_t)rep->regions.data[i].id, (uint32_t)i);
@@ -187,20 +189,23 @@ static int add_family_column(const struct kp_report *rep, const char *dir, struc
 		kp_u64map_release(&ids);
 		return kp_err_set(err, KP_EIO, "%s: cannot read: %s", path, strerror(errno));
 	}
-	out = fopen(tmp, "w");
-	if (!out) {
-		rc = kp_err_set(err, KP_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+	/* the new regions.csv replaces the old one atomically (common/fileio.h) */
+	if ((rc = kp_file_tmp_open(&t, AT_FDCWD, path, 0666, err)))
+		goto out_close;
+	if (!(out = kp_file_tmp_stream(&t, err))) {
+		rc = KP_EIO;
+		kp_file_tmp_abort(&t);
 		goto out_close;
 	}
 	if (copy_with_family(rep, &ids, in, out))
 		rc = kp_err_set(err, KP_EFORMAT, "%s: expected a header row starting with region_id",
 				path);
-	if ((ferror(in) | ferror(out) | fclose(out)) && !rc)
-		rc = kp_err_set(err, KP_EIO, "%s: write failed", tmp);
-	if (!rc && rename(tmp, path))
-		rc = kp_err_set(err, KP_EIO, "%s: cannot replace: %s", path, strerror(errno));
+	if (ferror(in) && !rc)
+		rc = kp_err_set(err, KP_EIO, "%s: read failed", path);
 	if (rc)
-		unlink(tmp);
+		kp_file_tmp_abort(&t);
+	else
+		rc = kp_file_tmp_commit(&t, err);
 out_close:
 	fclose(in);
 	kp_u64map_release(&ids);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/hash.h"
+#include "../common/printable.h"
 #include "../db/csv.h"
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
@@ -249,21 +250,23 @@ static void short_cell(const char *s, char *out, size_t n)
 
 void kp_diff_text(const struct kp_diff *d, FILE *f)
 {
-	char a[32], b[32], p[32], nm[48];
+	char a[32], b[32], p[32], nm[48], t1[256], t2[256], why[2048];
 	size_t i;
 
+	/* names come from the traces: printable (common/printable.h) */
 	fprintf(f, "A: %s run %lld (%s)\nB: %s run %lld (%s)\n", d->a->db_path,
-		(long long)d->a->run_id, nz(d->a->device_name), d->b->db_path,
-		(long long)d->b->run_id, nz(d->b->device_name));
+		(long long)d->a->run_id, kp_printable(t1, sizeof(t1), nz(d->a->device_name)),
+		d->b->db_path, (long long)d->b->run_id,
+		kp_printable(t2, sizeof(t2), nz(d->b->device_name)));
 	if (d->comparable)
 		fprintf(f, "comparable: same GPU, driver, compute capability and kernel set\n");
 	else
-		fprintf(f, "NOT COMPARABLE: %s\n", d->why.buf);
+		fprintf(f, "NOT COMPARABLE: %s\n", kp_printable(why, sizeof(why), d->why.buf));
 	fprintf(f, "\n%-7s %-44s %12s %12s %9s\n", "kind", "name", "A", "B", "change");
 	for (i = 0; i < d->rows.len; i++) {
 		const struct kp_diff_row *r = &d->rows.data[i];
 
-		short_cell(r->label, nm, 45);
+		short_cell(kp_printable(t1, sizeof(t1), r->label), nm, 45);
 		fprintf(f, "%-7s %-44s %12s %12s %9s%s\n", kind_name[r->kind], nm,
 			cell_dur(r->a_ns, a, sizeof(a)), cell_dur(r->b_ns, b, sizeof(b)),
 			cell_pct(r, p, sizeof(p)), r->regressed ? "  REGRESSED" : "");

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/cuda_api.h"
 #include "../common/hash.h"
 #include "../common/kname.h"
 #include "../common/u64map.h"
@@ -644,16 +645,28 @@ static int on_op(struct kp_report *rep, const struct scan_op *op, void *arg)
 	return item_add(tb, r, &it);
 }
 
+/* The timeline's colour of a call, from its class (common/cuda_api.def). */
 static int api_class(const char *name)
 {
-	if (strstr(name, "aunch"))
+	switch (kp_cuda_api_class(name)) {
+	case KP_API_LAUNCH:
+	case KP_API_GRAPH_LAUNCH:
+	case KP_API_HOST_FUNC:
 		return KP_TL_API_LAUNCH;
-	if (strstr(name, "Synchronize") || strstr(name, "Sync") || strstr(name, "Query") ||
-	    strstr(name, "Wait"))
+	case KP_API_SYNC:
+	case KP_API_QUERY:
+	case KP_API_EVENT_QUERY:
+	case KP_API_EVENT_WAIT:
+	case KP_API_STREAM_MEMOP:
 		return KP_TL_API_SYNC;
-	if (strstr(name, "emcpy") || strstr(name, "emset") || strstr(name, "Copy"))
+	case KP_API_COPY:
+	case KP_API_COPY_ASYNC:
+	case KP_API_MEMSET:
+	case KP_API_MEMSET_ASYNC:
 		return KP_TL_API_COPY;
-	return KP_TL_API_OTHER;
+	default:
+		return KP_TL_API_OTHER;
+	}
 }
 
 /* The launch-call row: every CUDA API call, by class. */

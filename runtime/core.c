@@ -28,7 +28,7 @@
 #include "fusion.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
-enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY, M_WATCH };
+enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY, M_WATCH, M_BINDS };
 
 #define BACKOFF_BASE 16       /* calls of eager after the first failure, doubled per failure */
 #define THRASH_WINDOW 64      /* region calls per thrash window */
@@ -70,6 +70,8 @@ struct entry {
 	int watched;              /* the warm-up call before the first capture was watched
 				     (or could not be, or needs not be) */
 	int per_thread;           /* stream 0 means the per-thread default stream */
+	int binds_seen;           /* a warm-up call made the value binds the plan's
+				     scalar patch lines need (see M_BINDS) */
 	struct wlaunch *wl;       /* what the watched call launched, NULL: unknown */
 	size_t n_kernels;         /* kernel nodes of the capture (before fusion) */
 	size_t n_wl;
@@ -126,6 +128,8 @@ struct kp_rt {
 	struct kp_rt_stats st;
 	struct kp_rt *next_open;
 };
+
+static int plan_scalars(const struct kp_plan_region *pr);
 
 static _Thread_local int tl_capture_depth;
 static _Thread_local char tl_err[512];
@@ -514,6 +518,31 @@ static void wl_keep(struct entry *e, const struct kp__rt_watch *w)
 	}
 }
 
+/*
+ * Another entry has begun its warm-up and not yet been watched: a watch is
+ * coming (every region of a loop warms up in its first steps), so CUPTI
+ * stays attached for it rather than being detached and attached again.
+ */
+static int watch_coming(kp_rt *rt, const struct entry *self)
+{
+	size_t i;
+	int coming = 0;
+
+	pthread_mutex_lock(&rt->lock);
+	for (i = 0; i < rt->regions.len && !coming; i++) {
+		const struct region *reg = rt->regions.data[i];
+		const struct entry *x;
+
+		if (reg->static_reason)
+			continue;
+		for (x = reg->entries; x && !coming; x = x->next)
+			coming = x != self && x->state == S_WARMUP && !x->watched &&
+				 __atomic_load_n(&x->warm_done, __ATOMIC_RELAXED) > 0;
+	}
+	pthread_mutex_unlock(&rt->lock);
+	return coming;
+}
+
 static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
 {
 	struct kp__rt_watch w;
@@ -522,6 +551,8 @@ static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
 	memset(&w, 0, sizeof(w));
 	rt->be.watch_end(rt->be.ctx, &w);
 	e->watched = 1;
+	if (rt->be.watch_release && !watch_coming(rt, e))
+		rt->be.watch_release(rt->be.ctx);
 	ADD(rt, watched, 1);
 	ADD(rt, watch_ns, kp_now_ns() - r->t0_);
 	if (w.res.verdict > 0) {
@@ -676,6 +707,20 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 	case S_WARMUP:
 		if (!rt->watch)
 			e->watched = 1;
+		if (!e->binds_seen && reg->plan && plan_scalars(reg->plan)) {
+			/*
+			 * The plan lists scalars that change per call: replays
+			 * are right only if the application binds them. A
+			 * plain warm-up call first shows whether it does; if
+			 * not, the region is eager for good before the watch
+			 * (CUPTI's 12-22 ms) or a capture is paid for.
+			 */
+			if (e->warm_done < reg->warmup)
+				e->warm_done++;
+			r->entry_ = e;
+			r->mode_ = M_BINDS;
+			return eager(rt, KP_RT_R_WARMUP);   /* e->lock held until end */
+		}
 		if (e->warm_done < reg->warmup || !e->watched) {
 			e->warm_done++;
 			if (e->warm_done >= reg->warmup && !e->watched)
@@ -1398,6 +1443,21 @@ static int region_end(kp_rt *rt, kp_region *r)
 	case M_WATCH:
 		watch_end(rt, e, r);
 		break;
+	case M_BINDS: {
+		int i, values = 0;
+
+		for (i = 0; i < r->n_binds_; i++)
+			values += is_value(r, i);
+		if (values) {
+			e->binds_seen = 1;
+			break;
+		}
+		e->state = S_DISABLED;
+		region_off(rt, e->reg, KP_RT_R_UNBOUND_CHANGE, "the plan lists kernel arguments "
+			   "that change between calls (a seed, a step) and the call bound no value "
+			   "with kp_rt_bind_value: no replay could be right");
+		break;
+	}
 	default:
 		break;
 	}
@@ -1644,6 +1704,8 @@ KP_RT_API void kp_rt_get_stats(kp_rt *rt, struct kp_rt_stats *st)
 
 	for (i = 0; i < sizeof(*st) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	if (rt->be.watch_counts)
+		rt->be.watch_counts(&st->cupti_attaches, &st->cupti_detaches, &st->cupti_attached);
 }
 
 KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
@@ -1665,9 +1727,12 @@ KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
 		(unsigned long long)st.graphs, (unsigned long long)st.graph_nodes,
 		(long long)st.graph_mem_bytes);
 	fprintf(f, "kplan-rt: watched %llu\nkplan-rt: unwatched %llu\nkplan-rt: watch_ns %lld\n"
-		"kplan-rt: patched_values %llu\n", (unsigned long long)st.watched,
+		"kplan-rt: patched_values %llu\nkplan-rt: cupti_attaches %llu\n"
+		"kplan-rt: cupti_detaches %llu\nkplan-rt: cupti_attached %llu\n",
+		(unsigned long long)st.watched,
 		(unsigned long long)st.unwatched, (long long)st.watch_ns,
-		(unsigned long long)st.patched_values);
+		(unsigned long long)st.patched_values, (unsigned long long)st.cupti_attaches,
+		(unsigned long long)st.cupti_detaches, (unsigned long long)st.cupti_attached);
 	for (i = 1; i < KP_RT_R_COUNT; i++) {
 		if (st.eager_by_reason[i])
 			fprintf(f, "kplan-rt: eager.%s %llu\n", kp_rt_reason_name(i),
@@ -1807,6 +1872,12 @@ KP_RT_API int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res)
 	if (res)
 		*res = w.res;
 	return w.res.verdict;
+}
+
+KP_RT_API void kp_rt_watch_release(kp_rt *rt)
+{
+	if (rt && rt->be.watch_release)
+		rt->be.watch_release(rt->be.ctx);
 }
 
 /* Print the counters of handles never closed (KPLAN_RT_STATS=1). */

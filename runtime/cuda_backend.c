@@ -623,6 +623,12 @@ static int cb_watch_begin(void *ctx, void *stream, unsigned flags)
 	return kp__rt_watch_begin(&cx->watch, cx, stream, flags);
 }
 
+static void cb_watch_release(void *ctx)
+{
+	(void)ctx;
+	kp__rt_watch_release();
+}
+
 static int cb_watch_end(void *ctx, struct kp__rt_watch *w)
 {
 	return kp__rt_watch_end(((struct cuda_ctx *)ctx)->watch, w);
@@ -726,6 +732,8 @@ int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err)
 	be->range_pop = cb_range_pop;
 	be->watch_begin = cb_watch_begin;
 	be->watch_end = cb_watch_end;
+	be->watch_counts = kp__rt_watch_counts;
+	be->watch_release = cb_watch_release;
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include <sodium.h>
 
+#include "../common/fileio.h"
 #include "../common/hash.h"
 #include "../common/log.h"
 #include "../common/strbuf.h"
@@ -449,27 +451,6 @@ static int parse_header(struct group *g, const char *src, size_t len, char *msg,
 /* ---------------------------------------------------------------------- */
 /* open / close */
 
-static char *read_source(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-
-	if (!f)
-		return NULL;
-	buf = malloc(MAX_SOURCE_BYTES + 1);
-	if (buf) {
-		*len = fread(buf, 1, MAX_SOURCE_BYTES + 1, f);
-		if (ferror(f) || *len > MAX_SOURCE_BYTES) {
-			free(buf);
-			buf = NULL;
-		} else {
-			buf[*len] = 0;
-		}
-	}
-	fclose(f);
-	return buf;
-}
-
 /*
  * sha: the SHA-256 the plan's signature covers for this source (NULL when
  * no signature was checked). The signature was verified over the file as it
@@ -480,16 +461,17 @@ static void open_group(struct kp__rt_fusion *fz, struct group *g, const char *di
 {
 	uint8_t got[crypto_hash_sha256_BYTES];
 	struct kp_strbuf path = KP_STRBUF_INIT;
+	struct kp_err err = {0};
 	char msg[512] = "";
 	size_t len = 0;
-	char *src;
+	char *src = NULL;
 	uint64_t h;
 
 	kp_strbuf_addf(&path, "%s/%s", dir, g->plan->source);
-	src = read_source(path.buf, &len);
-	if (!src) {
+	/* a FIFO or a device under the name is refused, never waited on (fileio.h) */
+	if (kp_file_read(AT_FDCWD, path.buf, 0, MAX_SOURCE_BYTES, &src, &len, &err)) {
 		g->status = KP__RT_FX_SOURCE;
-		gfail(fz, g, g->status, "cannot read %s: %s", path.buf, errno ? strerror(errno) : "too large");
+		gfail(fz, g, g->status, "cannot read %s", err.msg);
 		goto out;
 	}
 	h = kp_hash64(src, len, KP_HASH_SEED);

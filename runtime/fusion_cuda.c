@@ -8,11 +8,12 @@
  * time a source is loaded, so the library needs no NVRTC at link time and a
  * machine without it only loses fusion (reason fusion-compile). CUBINs are
  * cached under $XDG_CACHE_HOME/kplan (default ~/.cache/kplan;
- * KPLAN_CACHE_DIR overrides) by runtime/fcache.c, which checks the
- * directory (ours alone, else no cache) and each entry's digest, and keys
- * entries by the source's SHA-256, the compute capability and the NVRTC
- * version; the source was checked against the plan (and its signature)
- * before we get here.
+ * KPLAN_CACHE_DIR overrides) by runtime/fcache.c, which opens and checks the
+ * directory once (ours alone, under parents nobody else can rearrange, else
+ * no cache; entries only through that descriptor), checks each entry's
+ * digest, and keys entries by the source's SHA-256, the compute capability
+ * and the NVRTC version; the source was checked against the plan (and its
+ * signature) before we get here.
  *
  * Driver entry points come through the runtime
  * (cudaGetDriverEntryPointByVersion), like cuda_backend.c.
@@ -59,6 +60,8 @@ static struct {
 struct fctx {
 	CUmodule mods[256];
 	size_t n_mods;
+	int cache_fd;       /* the checked cache directory (fcache.h), or -1: none */
+	int cache_tried;    /* cache_fd is set */
 };
 
 static int drv_load(char *msg, size_t mlen)
@@ -127,20 +130,23 @@ static const char *drv_str(CUresult r)
 }
 
 /*
- * The checked cache directory (fcache.h), or "" when none may be used: the
- * reason is logged once per process.
+ * The cache directory, opened and checked once per runtime (fcache.h):
+ * every entry is then read and written through that descriptor. -1 when
+ * none may be used: the reason is logged once per process.
  */
-static void cache_dir(char *out, size_t n)
+static int cache_dir(struct fctx *c)
 {
 	static int logged;
 	char why[512];
 
-	if (!kp__rt_fcache_dir(out, n, why, sizeof(why)))
-		return;
-	out[0] = 0;
-	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+	if (c->cache_tried)
+		return c->cache_fd;
+	c->cache_tried = 1;
+	c->cache_fd = kp__rt_fcache_open(NULL, 0, why, sizeof(why));
+	if (c->cache_fd < 0 && !__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
 		kp_warn("runtime: fusion: not using the kernel cache (%s); compiling in memory",
 			why);
+	return c->cache_fd;
 }
 
 static void *compile(const char *src, size_t len, int cc_major, int cc_minor, size_t *out_len,
@@ -204,8 +210,8 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 		  void **fn, char *msg, size_t mlen)
 {
 	struct fctx *c = ctx;
-	char dir[4096], path[4200];
-	int dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0;
+	char entry[200];
+	int dfd, dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0;
 	void *bin = NULL;
 	size_t blen = 0;
 	CUmodule mod = NULL;
@@ -232,13 +238,11 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 		snprintf(msg, mlen, "nvrtcVersion failed");
 		return -1;
 	}
-	cache_dir(dir, sizeof(dir));
-	path[0] = 0;
-	if (dir[0] && kp__rt_fcache_path(path, sizeof(path), dir, src, len, maj, min, nv_maj,
-					 nv_min))
-		path[0] = 0;
-	if (path[0])
-		bin = kp__rt_fcache_read(path, &blen);   /* its digest checked */
+	dfd = cache_dir(c);
+	if (dfd >= 0 && kp__rt_fcache_name(entry, sizeof(entry), src, len, maj, min, nv_maj, nv_min))
+		dfd = -1;
+	if (dfd >= 0)
+		bin = kp__rt_fcache_read(dfd, entry, &blen);   /* its digest checked */
 	if (bin && drv.ModuleLoadData(&mod, bin) != CUDA_SUCCESS) {
 		/* intact but refused (a driver change): compile again */
 		free(bin);
@@ -254,8 +258,8 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 			free(bin);
 			return -1;
 		}
-		if (path[0])
-			kp__rt_fcache_write(path, bin, blen);
+		if (dfd >= 0)
+			kp__rt_fcache_write(dfd, entry, bin, blen);
 	}
 	free(bin);
 	if ((r = drv.ModuleGetFunction(&f, mod, name)) != CUDA_SUCCESS) {
@@ -480,6 +484,8 @@ static void f_destroy(void *ctx)
 
 	for (i = 0; i < c->n_mods; i++)
 		drv.ModuleUnload(c->mods[i]);
+	if (c->cache_fd >= 0 && c->cache_tried)
+		close(c->cache_fd);
 	free(c);
 }
 

@@ -129,6 +129,10 @@ struct kp__rt_backend {
 	 */
 	int (*watch_begin)(void *ctx, void *stream, unsigned flags);
 	int (*watch_end)(void *ctx, struct kp__rt_watch *w);
+	/* Optional: no other watch is expected soon (detach CUPTI now). */
+	void (*watch_release)(void *ctx);
+	/* Optional: process-wide CUPTI attachments, detachments, attached now. */
+	void (*watch_counts)(uint64_t *attaches, uint64_t *detaches, uint64_t *attached);
 	void (*destroy)(void *ctx);
 	/* Optional: the fused kernels' ops (runtime/fusion.h); NULL: CUDA's
 	 * (NVRTC), when linked in. A test's fake backend gives its own. */

@@ -19,7 +19,8 @@
  *   stream's end. Stream 0 is the legacy stream for the plain entry points
  *   and the per-thread stream for the _ptsz/_ptds ones; a capture stream
  *   given as 0 is settled by the body (per-thread use: w->per_thread).
- * - Calls no capture holds, by name (every flavour, _v2, _ptsz...):
+ * - Calls no capture holds, by name (every flavour, _v2, _ptsz...; the
+ *   capture-breaking classes of common/cuda_api.def, watch_calls.h):
  *   synchronisations, queries, allocations (allowed with
  *   KP_RT_WATCH_ALLOW_ALLOC), synchronous copies and memsets, stream
  *   callbacks, device limits, nested captures; asynchronous copies from or
@@ -37,10 +38,12 @@
  * of parameter bytes or 32 family streams nothing more is recorded, and
  * the verdict is -1 ("could not check: body too large") unless an offence
  * was found. libcupti is loaded with
- * dlopen (libkplanrt does not link it), subscribed at begin and
- * unsubscribed at end: the cost is paid once per region, and a profiler
- * attached later is not blocked. CUPTI takes one subscriber: with another
- * one attached (kplan record), begin fails and the verdict is -1.
+ * dlopen (libkplanrt does not link it). The subscription outlives a watch,
+ * narrowed to a few calls, and CUPTI is detached (cuptiFinalize) once no
+ * watch has run for a while (see "the subscription" below): the watches of
+ * a start-up share one attachment, and the rest of the process runs with
+ * no CUPTI at all. CUPTI takes one subscriber: with another one attached
+ * (kplan record), begin fails and the verdict is -1.
  *
  * The CUDA calls made from inside a callback (cudaGetFuncBySymbol,
  * cudaPointerGetAttributes, the layout probe) raise callbacks of their
@@ -61,9 +64,12 @@
 #include <cupti.h>   /* types, ids and the *_params structs; nothing is linked */
 
 #include "../common/arena.h"
+#include "../common/cuda_api.h"
+#include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/u64map.h"
 #include "../common/vec.h"
+#include "watch_calls.h"
 
 #ifndef KP_CUDA_HOME
 #define KP_CUDA_HOME "/usr/local/cuda"
@@ -91,7 +97,62 @@ static struct {
 	__typeof__(&cuptiUnsubscribe) Unsubscribe;
 	__typeof__(&cuptiEnableDomain) EnableDomain;
 	__typeof__(&cuptiGetResultString) GetResultString;
+	__typeof__(&cuptiEnableCallback) EnableCallback;
+	__typeof__(&cuptiFinalize) Finalize;    /* NULL: detaching is off */
 } cupti = { .once = PTHREAD_ONCE_INIT };
+
+/*
+ * The subscription, one per process, kept from one watch to the next.
+ *
+ * Unsubscribing does not detach CUPTI from the driver: once attached, every
+ * later CUDA call of the process paid for it (bench/watch_cost.cu measures
+ * it). Only cuptiFinalize detaches, and NVIDIA documents it as safe only
+ * from inside a callback at an API exit. So when a watch ends the
+ * subscription stays, narrowed to the exits of the launch calls
+ * (detach_cbids), and the first such exit DETACH_DELAY_NS after the last
+ * watch finalizes. The delay lets the watches of one start-up (every region
+ * warms up in the same few steps) share one attachment: each attachment
+ * costs CUPTI's initialisation, 12-22 ms. When the caller knows that no
+ * other watch is coming (core.c: no region is between its first warm-up
+ * call and its watch), kp__rt_watch_release detaches at once. A watch that
+ * begins while the subscription is idle widens it again.
+ * KPLAN_RT_WATCH_DETACH=0 keeps CUPTI attached for the life of the process
+ * instead (as a profiler would), =ms sets the delay.
+ */
+#define DETACH_DELAY_MS 200
+
+static struct {
+	pthread_mutex_t mu;           /* subscribe, widen, narrow, finalize */
+	CUpti_SubscriberHandle h;
+	int subscribed;               /* 1 while h is valid */
+	int idle;                     /* narrowed: waiting to detach (atomic) */
+	int64_t idle_since_ns;        /* when it was narrowed (atomic) */
+	int64_t delay_ns;             /* < 0: never detach */
+	uint64_t attaches, detaches;
+} sub = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* the watch in progress, NULL between watches (the gate orders writes) */
+static struct kp__rt_watcher *cur_w;
+
+/* the launch calls whose exits may detach: the calls a busy process makes */
+static const struct { CUpti_CallbackDomain dom; CUpti_CallbackId id; } detach_cbids[] = {
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020 },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz },
+	/* the call kp__rt_watch_release makes to detach at once */
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 },
+};
 
 static void cupti_load(void)
 {
@@ -127,7 +188,24 @@ static void cupti_load(void)
 	SYM(cuptiUnsubscribe, Unsubscribe)
 	SYM(cuptiEnableDomain, EnableDomain)
 	SYM(cuptiGetResultString, GetResultString)
+	SYM(cuptiEnableCallback, EnableCallback)
 #undef SYM
+	sub.delay_ns = (int64_t)DETACH_DELAY_MS * 1000000;
+	if ((fn = dlsym(h, "cuptiFinalize"))) {
+		const char *e = getenv("KPLAN_RT_WATCH_DETACH");
+		char *end;
+		long ms = e && *e ? strtol(e, &end, 10) : -1;
+
+		if (e && *e && (*end || ms < 0))
+			kp_warn("runtime: KPLAN_RT_WATCH_DETACH=%s is not a number of milliseconds; "
+				"%d used", e, DETACH_DELAY_MS);
+		else if (ms == 0)
+			sub.delay_ns = -1;
+		else if (ms > 0)
+			sub.delay_ns = (int64_t)ms * 1000000;
+		if (sub.delay_ns >= 0)
+			memcpy(&cupti.Finalize, &fn, sizeof(fn));
+	}
 	cupti.ok = 1;           /* never unloaded: CUPTI does not support it */
 }
 
@@ -228,7 +306,6 @@ struct kp__rt_watcher {
 	int state;
 	int on;                       /* callbacks count (atomic) */
 	unsigned flags;
-	CUpti_SubscriberHandle sub;
 	char fail[256];               /* W_FAILED: why */
 
 	struct kp_rt_watch_result res;/* verdict 1 once an offence is found */
@@ -800,86 +877,10 @@ static void drv_launch(struct kp__rt_watcher *w, const CUpti_CallbackData *cb, v
 }
 
 /* ------------------------------------------------------------------------ */
-/* calls no capture holds, classified by name (every flavour of each) */
+/* calls no capture holds, classified by name (watch_calls.h: every flavour
+ * of each, from common/cuda_api.def) */
 
-enum {
-	K_NONE = 1, K_SYNC, K_QUERY, K_ALLOC, K_REGISTER, K_COPY, K_SET, K_CALLBACK, K_LIMIT,
-	K_CAPTURE,
-};
-
-/* Per class: what the call does wrong and the fix, after "CALL inside the
- * region (after kernel K)"; a %s is the capture stream. */
-static const char *const offence[] = {
-	[K_SYNC] = ": a capture cannot wait for the GPU: move it out of the region",
-	[K_QUERY] = ": a capture cannot query a stream or an event: move it out of the region",
-	[K_ALLOC] = ": allocate and free outside the region (or use cudaMallocAsync / "
-		"cudaFreeAsync on %s)",
-	[K_REGISTER] = ": register host memory before the region",
-	[K_COPY] = " is synchronous: use cudaMemcpyAsync on %s (with pinned host memory)",
-	[K_SET] = " is synchronous: use cudaMemsetAsync on %s",
-	[K_CALLBACK] = ": a capture cannot hold a stream callback: use cudaLaunchHostFunc on %s",
-	[K_LIMIT] = ": set device limits before the region",
-	[K_CAPTURE] = ": the body starts a stream capture of its own: capture it outside the "
-		"region",
-};
-
-static const struct {
-	const char *name;
-	uint8_t cls;
-} blockers[] = {
-	{ "cudaDeviceSynchronize", K_SYNC }, { "cudaThreadSynchronize", K_SYNC },
-	{ "cudaStreamSynchronize", K_SYNC }, { "cudaEventSynchronize", K_SYNC },
-	{ "cuCtxSynchronize", K_SYNC }, { "cuStreamSynchronize", K_SYNC },
-	{ "cuEventSynchronize", K_SYNC },
-	{ "cudaStreamQuery", K_QUERY }, { "cudaEventQuery", K_QUERY },
-	{ "cudaEventElapsedTime", K_QUERY }, { "cuStreamQuery", K_QUERY },
-	{ "cuEventQuery", K_QUERY }, { "cuEventElapsedTime", K_QUERY },
-	{ "cudaMalloc", K_ALLOC }, { "cudaMallocPitch", K_ALLOC }, { "cudaMalloc3D", K_ALLOC },
-	{ "cudaMallocArray", K_ALLOC }, { "cudaMalloc3DArray", K_ALLOC },
-	{ "cudaMallocMipmappedArray", K_ALLOC }, { "cudaMallocManaged", K_ALLOC },
-	{ "cudaMallocHost", K_ALLOC }, { "cudaHostAlloc", K_ALLOC }, { "cudaFree", K_ALLOC },
-	{ "cudaFreeHost", K_ALLOC }, { "cudaFreeArray", K_ALLOC },
-	{ "cudaFreeMipmappedArray", K_ALLOC },
-	{ "cuMemAlloc", K_ALLOC }, { "cuMemAllocPitch", K_ALLOC },
-	{ "cuMemAllocManaged", K_ALLOC }, { "cuMemAllocHost", K_ALLOC },
-	{ "cuMemHostAlloc", K_ALLOC }, { "cuMemFree", K_ALLOC }, { "cuMemFreeHost", K_ALLOC },
-	{ "cudaHostRegister", K_REGISTER }, { "cudaHostUnregister", K_REGISTER },
-	{ "cuMemHostRegister", K_REGISTER }, { "cuMemHostUnregister", K_REGISTER },
-	{ "cudaStreamAddCallback", K_CALLBACK }, { "cuStreamAddCallback", K_CALLBACK },
-	{ "cudaDeviceSetLimit", K_LIMIT }, { "cuCtxSetLimit", K_LIMIT },
-	{ "cudaStreamBeginCapture", K_CAPTURE }, { "cudaStreamBeginCaptureToGraph", K_CAPTURE },
-	{ "cuStreamBeginCapture", K_CAPTURE }, { "cuStreamBeginCaptureToGraph", K_CAPTURE },
-};
-
-/* name is entry or entry followed by a suffix (_v2, _ptsz, _v3020) */
-static int name_is(const char *name, const char *entry)
-{
-	size_t n = strlen(entry);
-
-	return !strncmp(name, entry, n) && (!name[n] || name[n] == '_');
-}
-
-static uint8_t classify(const char *fn)
-{
-	size_t i;
-
-	if (!fn)
-		return K_NONE;
-	while (*fn == '_')
-		fn++;
-	for (i = 0; i < sizeof(blockers) / sizeof(blockers[0]); i++) {
-		if (name_is(fn, blockers[i].name))
-			return blockers[i].cls;
-	}
-	/* the asynchronous ones are handled by id before this */
-	if (!strncmp(fn, "cudaMemcpy", 10) || !strncmp(fn, "cuMemcpy", 8))
-		return strstr(fn, "Async") ? K_NONE : K_COPY;
-	if (!strncmp(fn, "cudaMemset", 10) || !strncmp(fn, "cuMemset", 8))
-		return strstr(fn, "Async") ? K_NONE : K_SET;
-	return K_NONE;
-}
-
-static uint8_t cls_tab[2][N_CLS];   /* 0: not classified yet */
+static uint8_t cls_tab[2][N_CLS];   /* class + 1; 0: not classified yet */
 
 static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 		    const CUpti_CallbackData *cb)
@@ -889,7 +890,7 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 	const char *af, *cap;
 
 	if (!k) {
-		k = classify(cb->functionName);
+		k = (uint8_t)(kp__rt_watch_breaker(cb->functionName) + 1);
 		if (id < N_CLS)
 			cls_tab[drv][id] = k;
 	}
@@ -899,14 +900,13 @@ static void blocker(struct kp__rt_watcher *w, int drv, CUpti_CallbackId id,
 	 * it switches to the graph's pool and stops querying, so with
 	 * KP_RT_WATCH_ALLOW_ALLOC none of that is a blocker.
 	 */
-	if (k == K_NONE || ((k == K_ALLOC || (k == K_QUERY && strstr(cb->functionName, "Event"))) &&
-			    w->flags & KP_RT_WATCH_ALLOW_ALLOC))
+	if (k == KP_API_OTHER + 1 || kp__rt_watch_allowed(k - 1, w->flags))
 		return;
 	call_name(c, sizeof(c), cb->functionName);
 	af = after(w, ab, sizeof(ab));
 	cap = cap_name(w, b, sizeof(b));
 	/* the tail of the message; a fix on the capture stream names it (%s) */
-	snprintf(tail, sizeof(tail), offence[k], cap);
+	snprintf(tail, sizeof(tail), kp__rt_watch_offence(k - 1), cap);
 	offend(w, cb, w->last_kernel, "%s inside the region%s%s", c, af, tail);
 }
 
@@ -1178,13 +1178,128 @@ static void on_driver_nested(struct kp__rt_watcher *w, CUpti_CallbackId id,
 	}
 }
 
+/* ------------------------------------------------------------------------ */
+/* the subscription: attach, widen, narrow, detach */
+
+/*
+ * In an idle subscription's callback, at an API exit: past the delay, and
+ * unless a watch is starting (the lock is busy), finalize CUPTI. Any thread
+ * may get here; trylock keeps application threads from ever waiting.
+ */
+static void maybe_detach(void)
+{
+	if (!__atomic_load_n(&sub.idle, __ATOMIC_ACQUIRE) || !cupti.Finalize ||
+	    kp_now_ns() - __atomic_load_n(&sub.idle_since_ns, __ATOMIC_RELAXED) < sub.delay_ns)
+		return;
+	if (pthread_mutex_trylock(&sub.mu))
+		return;
+	if (sub.idle && sub.subscribed && !__atomic_load_n(&cur_w, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
+		sub.subscribed = 0;
+		sub.detaches++;
+		cupti.Finalize();    /* the handle goes with it */
+	}
+	pthread_mutex_unlock(&sub.mu);
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
+				 const void *data);
+
+/* Callbacks on every runtime and driver call (the gate is held). */
+static CUptiResult sub_widen(void)
+{
+	CUptiResult r = CUPTI_SUCCESS;
+
+	pthread_mutex_lock(&sub.mu);
+	__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
+	if (!sub.subscribed) {
+		if ((r = cupti.Subscribe(&sub.h, on_callback, NULL)) != CUPTI_SUCCESS)
+			goto out;
+		sub.subscribed = 1;
+		sub.attaches++;
+	}
+	if ((r = cupti.EnableDomain(1, sub.h, CUPTI_CB_DOMAIN_RUNTIME_API)) != CUPTI_SUCCESS ||
+	    (r = cupti.EnableDomain(1, sub.h, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS) {
+		cupti.Unsubscribe(sub.h);
+		sub.subscribed = 0;
+	}
+out:
+	pthread_mutex_unlock(&sub.mu);
+	return r;
+}
+
+/*
+ * After a watch: callbacks only at the launch calls' exits, where the
+ * detach will happen; or, with detaching off, no subscription (CUPTI stays
+ * attached regardless).
+ */
+static void sub_narrow(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&sub.mu);
+	if (!sub.subscribed)
+		goto out;
+	if (!cupti.Finalize) {
+		cupti.Unsubscribe(sub.h);
+		sub.subscribed = 0;
+		goto out;
+	}
+	cupti.EnableDomain(0, sub.h, CUPTI_CB_DOMAIN_RUNTIME_API);
+	cupti.EnableDomain(0, sub.h, CUPTI_CB_DOMAIN_DRIVER_API);
+	for (i = 0; i < sizeof(detach_cbids) / sizeof(detach_cbids[0]); i++)
+		cupti.EnableCallback(1, sub.h, detach_cbids[i].dom, detach_cbids[i].id);
+	__atomic_store_n(&sub.idle_since_ns, kp_now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&sub.idle, 1, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&sub.mu);
+}
+
+void kp__rt_watch_release(void)
+{
+	int dev;
+
+	if (!__atomic_load_n(&sub.idle, __ATOMIC_ACQUIRE) || !cupti.Finalize)
+		return;
+	/* due now; the exit of this call's callback detaches */
+	__atomic_store_n(&sub.idle_since_ns, kp_now_ns() - sub.delay_ns, __ATOMIC_RELAXED);
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		cudaGetLastError();
+}
+
+/* libkplanrt unloaded (dlclose) while subscribed: no callback may reach it */
+__attribute__((destructor)) static void sub_unload(void)
+{
+	pthread_mutex_lock(&sub.mu);
+	if (sub.subscribed)
+		cupti.Unsubscribe(sub.h);
+	sub.subscribed = 0;
+	__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sub.mu);
+}
+
+void kp__rt_watch_counts(uint64_t *attaches, uint64_t *detaches, uint64_t *attached)
+{
+	pthread_mutex_lock(&sub.mu);
+	*attaches = sub.attaches;
+	*detaches = sub.detaches;
+	*attached = sub.subscribed;
+	pthread_mutex_unlock(&sub.mu);
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
 				 const void *data)
 {
-	struct kp__rt_watcher *w = ud;
+	struct kp__rt_watcher *w = __atomic_load_n(&cur_w, __ATOMIC_ACQUIRE);
 	const CUpti_CallbackData *cb = data;
 
-	if (!w || !cb || !pthread_equal(w->thread, pthread_self()) ||
+	(void)ud;
+	if (!w) {
+		if (cb && cb->callbackSite == CUPTI_API_EXIT)
+			maybe_detach();
+		return;
+	}
+	if (!cb || !pthread_equal(w->thread, pthread_self()) ||
 	    !__atomic_load_n(&w->on, __ATOMIC_ACQUIRE) || tl_self)
 		return;
 	if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -1240,7 +1355,8 @@ static void reset(struct kp__rt_watcher *w)
 static void stop(struct kp__rt_watcher *w)
 {
 	__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-	cupti.Unsubscribe(w->sub);
+	__atomic_store_n(&cur_w, NULL, __ATOMIC_RELEASE);
+	sub_narrow();
 }
 
 static void result_free(struct wresult *r)
@@ -1385,15 +1501,10 @@ int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
 	__atomic_store_n(&w->on, 1, __ATOMIC_RELEASE);
 	tl_rt_depth = 0;
 	tl_self = 0;
-	r = cupti.Subscribe(&w->sub, on_callback, w);
-	if (r != CUPTI_SUCCESS) {
+	__atomic_store_n(&cur_w, w, __ATOMIC_RELEASE);
+	if ((r = sub_widen()) != CUPTI_SUCCESS) {
 		__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-		return failed(w, "could not check: %s", cupti_str(r));
-	}
-	if ((r = cupti.EnableDomain(1, w->sub, CUPTI_CB_DOMAIN_RUNTIME_API)) != CUPTI_SUCCESS ||
-	    (r = cupti.EnableDomain(1, w->sub, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS) {
-		__atomic_store_n(&w->on, 0, __ATOMIC_RELEASE);
-		cupti.Unsubscribe(w->sub);
+		__atomic_store_n(&cur_w, NULL, __ATOMIC_RELEASE);
 		return failed(w, "could not check: %s", cupti_str(r));
 	}
 	w->state = W_ACTIVE;

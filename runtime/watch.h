@@ -4,7 +4,7 @@
  *
  * The backend's watch_begin/watch_end hooks (struct kp__rt_backend) wrap
  * these. Between begin and end, CUPTI callbacks (libcupti loaded with
- * dlopen, subscribed at begin and unsubscribed at end) classify every
+ * dlopen; detached once no watch has run for a while) classify every
  * runtime and driver API call of the thread that called begin: stream
  * membership (the capture stream and the streams forked from it with
  * events), synchronisations, queries, allocations, pageable copies. The
@@ -48,7 +48,20 @@ int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
  */
 int kp__rt_watch_end(struct kp__rt_watcher *w, struct kp__rt_watch *out);
 
-/* Free w (unsubscribing first if a watch is still running); NULL is a no-op. */
+/*
+ * How often this process attached CUPTI (subscribed) and detached it
+ * (cuptiFinalize), and whether it is attached now: for the counters and
+ * the benchmarks.
+ */
+void kp__rt_watch_counts(uint64_t *attaches, uint64_t *detaches, uint64_t *attached);
+
+/*
+ * No other watch is expected soon: detach CUPTI now rather than after the
+ * delay (a no-op while a watch runs, or when CUPTI is not attached).
+ */
+void kp__rt_watch_release(void);
+
+/* Free w (ending a watch still running first); NULL is a no-op. */
 void kp__rt_watch_free(struct kp__rt_watcher *w);
 
 /* A kernel's parameter layout, borrowed from the backend's layout cache

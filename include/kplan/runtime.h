@@ -89,6 +89,10 @@
  *                        capture (default: watch it with CUPTI callbacks; a
  *                        region whose body cannot be captured then stays
  *                        eager, reason would-break-capture)
+ *   KPLAN_RT_WATCH_DETACH=MS CUPTI is detached when no other watch is coming,
+ *                        else MS ms after the last watch (default 200); 0:
+ *                        kept attached for the life of the process (every
+ *                        later launch then costs ~0.5 us more)
  *   KPLAN_RT_TRUST=K.pub[:K2.pub...] trusted public keys (kplan keygen), added
  *                        to kp_rt_options.trust: the plan must be signed by
  *                        one of them (kplan sign; PLAN.sig next to it, covering
@@ -229,6 +233,10 @@ struct kp_rt_stats {
 				     CUPTI client, KPLAN_RT_WATCH=0) */
 	int64_t watch_ns;         /* host time spent in watched calls (body included) */
 	uint64_t patched_values;  /* scalar words rewritten (kp_rt_bind_value) */
+	uint64_t cupti_attaches;  /* process-wide: times the watch attached CUPTI */
+	uint64_t cupti_detaches;  /* process-wide: times it detached it (cuptiFinalize)
+				     after its watches (KPLAN_RT_WATCH_DETACH) */
+	uint64_t cupti_attached;  /* 1 while the watch's CUPTI subscription exists */
 };
 
 /* Flags of kp_rt_bind. */
@@ -393,6 +401,17 @@ struct kp_rt_watch_result {
  */
 int kp_rt_watch_begin(kp_rt *rt, void *stream, unsigned flags);
 int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res);
+
+/*
+ * After a watch CUPTI stays attached, narrowed to a few calls, and is
+ * detached once no watch has run for 200 ms (KPLAN_RT_WATCH_DETACH=ms; 0:
+ * never), so that the watches of one start-up share one attachment (each
+ * costs CUPTI's initialisation, 12-22 ms) and the rest of the process runs
+ * without CUPTI (attached, every launch costs ~0.5 us more). A binding that
+ * knows no other watch is coming calls this to detach at once; the C
+ * regions do it themselves. No-op when nothing is attached.
+ */
+void kp_rt_watch_release(kp_rt *rt);
 
 /*
  * Pointer patching in a graph captured by other means (the PyTorch package:

@@ -98,6 +98,9 @@ class kp_rt_stats(ctypes.Structure):
         ("unwatched", _u64),
         ("watch_ns", _i64),
         ("patched_values", _u64),
+        ("cupti_attaches", _u64),
+        ("cupti_detaches", _u64),
+        ("cupti_attached", _u64),
     ]
 
 
@@ -239,6 +242,8 @@ class Library(object):
                                     required=False)
         self.watch_end = _declare(lib, "kp_rt_watch_end", _int,
                                   [vp, P(kp_rt_watch_result)], required=False)
+        self.watch_release = _declare(lib, "kp_rt_watch_release", None, [vp],
+                                      required=False)
         self.gpatch_open = _declare(lib, "kp_rt_gpatch_open", _int,
                                     [vp, vp, vp, vp, ctypes.c_size_t, P(vp)], required=False)
         self.gpatch_set = _declare(lib, "kp_rt_gpatch_set", _int, [vp, vp], required=False)
@@ -365,6 +370,11 @@ class Runtime(object):
         res = kp_rt_watch_result()
         self.lib.watch_end(self.handle, ctypes.byref(res))
         return (int(res.verdict), _s(res.call), _s(res.kernel), _s(res.msg))
+
+    def watch_release(self):
+        """No other watch is coming: detach CUPTI now (kp_rt_watch_release)."""
+        if self.lib.watch_release is not None and self.handle:
+            self.lib.watch_release(self.handle)
 
     def gpatch_open(self, graph, exec_, ptr, nbytes):
         """Find the kernel-parameter words of a foreign graph pointing into

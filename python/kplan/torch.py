@@ -382,6 +382,7 @@ class _RegionState(object):
         self.win_calls = 0
         self.win_evict = 0
         self.captured = False
+        self.fails = 0            # failed captures of any key while none succeeded
         self.logged = set()
         self.n = collections.Counter()             # calls, replays, captures, eager
 
@@ -394,6 +395,56 @@ class _Counters(object):
         self.patched_inputs = 0
         self.eager_by_reason = collections.Counter()
         self.failures = collections.Counter()
+
+
+# Capture failures that the next try would meet again: the body does what a
+# capture cannot hold, whatever its shapes. (substring of the exception's
+# text, what to do about it). The first such failure makes the region eager
+# for good, where other failures back off and retry (a lazy first-use set-up
+# can fail one capture and not the next).
+PERMANENT_FAILURES = (
+    ("capturable is False",
+     "pass capturable=True to the optimizer (e.g. torch.optim.AdamW(params, "
+     "capturable=True)), or keep optimizer.step() out of the region"),
+    ("operation not permitted when stream is capturing",
+     "the body synchronizes with the host (.item(), .cpu(), .tolist(), printing a "
+     "tensor, torch.nonzero, a data-dependent Python branch): move that out of the "
+     "region"),
+    ("operation would make the legacy stream depend on a capturing blocking stream",
+     "the body uses the legacy default stream (a library call on stream 0): give "
+     "that library the current stream"),
+    ("Cannot copy between CPU and CUDA tensors during CUDA graph capture",
+     "the body copies between CPU and GPU: make the CPU tensor a pinned buffer "
+     "outside the region, or move the copy out"),
+    ("during CUDA graph capture",
+     "the body calls something torch refuses while a graph is captured: move that "
+     "call out of the region"),
+)
+
+
+def _permanent(exc):
+    """The fix when exc is a capture failure that cannot change, else None.
+    The body's own exception is the context of the one capture_end raises
+    ("operation failed due to a previous error during capture")."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = str(exc)
+        for needle, fix in PERMANENT_FAILURES:
+            if needle in text:
+                return fix
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _multi_rank(T):
+    """torch.distributed is up with more than one rank: one rank's failed
+    capture of a collective leaves the others waiting in it."""
+    try:
+        d = T.distributed
+        return d.is_available() and d.is_initialized() and d.get_world_size() > 1
+    except Exception:
+        return False
 
 
 def _key_hex(key):
@@ -705,6 +756,20 @@ class Runtime(object):
             self.c.failures[reason] += 1
             _log(1, "torch: region '%s': %s: %s; eager for good" % (st.name, reason, msg))
 
+    def _watch_coming(self, me):
+        """Another key has begun its warm-up and not been watched yet: CUPTI
+        stays attached for its watch (each attachment costs 12-22 ms);
+        otherwise the runtime detaches it now, and the process runs on
+        without CUPTI."""
+        with self.lock:
+            for st in self.states.values():
+                if st.static_reason is not None:
+                    continue
+                for x in st.entries.values():
+                    if x is not me and x.state == _WARMUP and not x.watched and x.warm_done > 0:
+                        return True
+        return False
+
     def _watched_call(self, region, st, e, args, kwargs):
         """The last warm-up call: eager on the capture stream (so that its
         lazy per-stream set-up happens before the capture), watched by the C
@@ -728,6 +793,8 @@ class Runtime(object):
             _tl.depth -= 1
             if watching:
                 verdict = crt.watch_end()
+                if not self._watch_coming(e):
+                    crt.watch_release()
             cur.wait_stream(side)
         if verdict is None or verdict[0] < 0:
             self.c.unwatched += 1
@@ -748,6 +815,12 @@ class Runtime(object):
             self.c.watched += 1
             v, call, kernel, msg = verdict
             st.watch_msg = msg or ("%s%s" % (call, " after kernel %s" % kernel if kernel else ""))
+            if _multi_rank(T):
+                # a capture that fails on one rank leaves the others waiting
+                # in its collectives: no try
+                self._region_off(st, "would-break-capture", "%s (several ranks: not tried "
+                                 "as a capture)" % st.watch_msg)
+                return out
             _log(2, "torch: region '%s': the watched eager call did what a capture cannot hold "
                  "(%s); trying the capture, where libraries may avoid it" % (st.name, st.watch_msg))
         else:
@@ -792,6 +865,14 @@ class Runtime(object):
                 self._region_off(st, "would-break-capture", "%s (the capture failed: %s)"
                                  % (st.watch_msg, _first_line(exc)))
                 return self._eager(st, "would-break-capture", region, args, kwargs)
+            fix = _permanent(exc)
+            st.fails += 1
+            if fix is not None or (not st.captured and st.fails >= MAX_FAILURES):
+                # it would fail again: decided once, for every key
+                self._region_off(st, "capture-failed", "the capture failed: %s%s" % (
+                    _first_line(exc), "; fix: " + fix if fix else
+                    " (%d failed captures, none succeeded)" % st.fails))
+                return self._eager(st, "capture-failed", region, args, kwargs)
             self._fail(st, e, "capture-failed", _first_line(exc))
             return self._eager(st, "capture-failed", region, args, kwargs)
         e.state = _READY

@@ -21,7 +21,11 @@
 # speed-up (eager / plan us_per_step, best of 2 each), identical (every
 # runtime and plan run's hash = eager's) and the exit codes. Outcomes that
 # differ from the one each program's header comment expects are MISS lines
-# (reported, not failures).
+# (reported, not failures). Never slower: a third eager run, and the same
+# plan with every region eager (kplan plan --min-gain 100000) timed twice;
+# the plan's and the all-eager plan's best us_per_step must be at least
+# NEVER_MIN (0.99) of eager's speed, the whole default run (warm-up, watch,
+# capture) included, else FAIL.
 #
 # Writes OUT/corpus.md, OUT/corpus.csv, OUT/corpus.log and every command's
 # output under OUT; prints the table last. Exit 1 if any program crashed or
@@ -135,7 +139,7 @@ for id in $IDS; do
 	rcs=""
 	if [ ! -x "$exe" ]; then
 		bad "$id: $exe missing (make corpus)"
-		rows+=("$id|-|-|-|-|-|missing")
+		rows+=("$id|-|-|-|-|-|-|missing")
 		continue
 	fi
 	# eager reference, twice
@@ -170,17 +174,32 @@ for id in $IDS; do
 	run "$id" plan timeout "$T_KPLAN" "$K" plan "$db" -o "$pl"
 	cat "$O/$id.plan.out" "$O/$id.plan.err" >"$O/$id.plan.log" 2>/dev/null
 	# with the plan: counters, then timed (KPLAN_PLAN, the other way in)
-	p_us="" n_regions=0 graphed="" eager=""
+	p_us="" f_us="" n_regions=0 graphed="" eager=""
 	if [ -s "$pl" ]; then
 		run "$id" run env KPLAN_RT_STATS=1 timeout "$T_RUN" "$exe" --plan "$pl" $fl
 		h=$(result "$O/$id.run.out" 10)
 		[ "$h" = "$e_h" ] || { bad "$id: plan run differs from eager (${h:-no RESULT} vs $e_h)"; same=NO; }
+		"$K" plan "$db" --min-gain 100000 --no-store -o "$O/$id.eager.kplan" >>"$LOG" 2>&1 ||
+			bad "$id: plan --min-gain 100000"
 		for i in 1 2; do
 			run "$id" "timed$i" env KPLAN_PLAN="$pl" timeout "$T_RUN" "$exe" $fl
 			us=$(result "$O/$id.timed$i.out" 8)
 			h=$(result "$O/$id.timed$i.out" 10)
 			faster "$us" "$p_us" && p_us=$us
 			[ "$h" = "$e_h" ] || { bad "$id: plan run $i differs from eager (${h:-no RESULT} vs $e_h)"; same=NO; }
+			run "$id" "forced$i" env KPLAN_PLAN="$O/$id.eager.kplan" timeout "$T_RUN" "$exe" $fl
+			us=$(result "$O/$id.forced$i.out" 8)
+			h=$(result "$O/$id.forced$i.out" 10)
+			faster "$us" "$f_us" && f_us=$us
+			[ "$h" = "$e_h" ] || { bad "$id: all-eager plan run $i differs from eager (${h:-no RESULT} vs $e_h)"; same=NO; }
+		done
+		run "$id" eager3 timeout "$T_RUN" "$exe" --eager $fl
+		us=$(result "$O/$id.eager3.out" 8)
+		faster "$us" "$e_us" && e_us=$us
+		for v in "plan $p_us" "every-region-eager $f_us"; do
+			read -r what us <<<"$v"
+			awk -v e="$e_us" -v p="$us" -v m="${NEVER_MIN:-0.99}" 'BEGIN { exit !(p > 0 && e / p >= m) }' ||
+				bad "$id: never-slower: $what $us us per step against eager $e_us ($(awk -v e="$e_us" -v p="$us" 'BEGIN { if (p > 0) printf "%.3f", e / p }')x, limit ${NEVER_MIN:-0.99})"
 		done
 		# per region: the plan's decision and the runtime's counters
 		declare -A dec=() rsn=() seen=()
@@ -243,10 +262,11 @@ for id in $IDS; do
 		grep -qF "$lab" <<<" $graphed ; $eager" || note "MISS $id: region $lab neither in the plan nor run"
 	done
 	sp=$(awk -v e="$e_us" -v p="$p_us" 'BEGIN { if (p > 0 && e > 0) printf "%.2fx", e / p; else print "-" }')
+	fsp=$(awk -v e="$e_us" -v p="$f_us" 'BEGIN { if (p > 0 && e > 0) printf "%.2fx", e / p; else print "-" }')
 	rc=${rcs:- 0}
 	rc=${rc# }
-	rows+=("$id|$n_regions|${graphed:--}|${eager:--}|$sp|$same|$rc")
-	note "$id: eager ${e_us:-?} us/step, plan ${p_us:-?} us/step ($sp), identical $same, rc $rc"
+	rows+=("$id|$n_regions|${graphed:--}|${eager:--}|$sp|$fsp|$same|$rc")
+	note "$id: eager ${e_us:-?} us/step, plan ${p_us:-?} us/step ($sp), every region eager ${f_us:-?} ($fsp), identical $same, rc $rc"
 	echo "$id,$n_regions,$(q "${graphed:--}"),$(q "${eager:--}"),${e_us:--},${p_us:--},$sp,$same,$(q "$rc")" >>"$csv"
 done
 
@@ -256,13 +276,13 @@ done
 	echo
 	echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $(nvidia-smi -L 2>/dev/null | head -1)"
 	echo
-	echo "| program | regions | graphed | eager (reason) | speed-up | identical | rc |"
-	echo "| --- | --- | --- | --- | --- | --- | --- |"
+	echo "| program | regions | graphed | eager (reason) | speed-up | all eager | identical | rc |"
+	echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 	for r in "${rows[@]}"; do
 		echo "| ${r//|/ | } |"
 	done
 	echo
-	echo "speed-up: eager us_per_step / plan us_per_step (best of 2 runs each, the programs' default length);"
+	echo "speed-up: eager us_per_step / plan us_per_step (best of 3 eager and 2 plan runs, the programs' default length); all eager: the same with the plan made by --min-gain 100000;"
 	echo "graphed: the plan says graph and the runtime replayed it; eager: the plan's decision/reason, then the runtime's eager reasons other than warmup."
 	echo
 	echo "## Regions"
@@ -271,10 +291,10 @@ done
 } >"$md"
 rm -f "$details"
 {
-	printf "%-16s | %-7s | %-34s | %-60s | %-8s | %-9s | %s\n" program regions graphed "eager (reason)" speed-up identical rc
+	printf "%-16s | %-7s | %-34s | %-60s | %-8s | %-9s | %-9s | %s\n" program regions graphed "eager (reason)" speed-up "all eager" identical rc
 	for r in "${rows[@]}"; do
-		IFS='|' read -r a1 a2 a3 a4 a5 a6 a7 <<<"$r"
-		printf "%-16s | %-7s | %-34s | %-60s | %-8s | %-9s | %s\n" "$a1" "$a2" "$a3" "$a4" "$a5" "$a6" "$a7"
+		IFS='|' read -r a1 a2 a3 a4 a5 a6 a7 a8 <<<"$r"
+		printf "%-16s | %-7s | %-34s | %-60s | %-8s | %-9s | %-9s | %s\n" "$a1" "$a2" "$a3" "$a4" "$a5" "$a6" "$a7" "$a8"
 	done
 } | tee -a "$LOG" >"$O/table.txt"
 note "(table: $md, $csv; log: $LOG)"

@@ -13,8 +13,12 @@
 # the plan): fused time, chains fused per capture, and its outputs (decode:
 # must be bit-identical, every chain the catalog fuses there keeps the bits;
 # mlp's fused layer norm sums in another order: reported only).
-# Exit 1 when a correctness check fails; performance is reported (a
-# prediction outside ±15 % of the graph's measured body is a MISS line).
+# Exit 1 when a correctness check fails, or when the example runs slower
+# under its plan, or under the same plan with every region eager (planned
+# with --min-gain 100000), than eager: below NEVER_MIN (0.99) of eager's
+# speed over the whole run (the promise that a plan never loses). Other
+# performance is reported (a prediction outside ±15 % of the graph's
+# measured body is a MISS line).
 # PIPELINE_FUSION=0 leaves the fused plans out.
 set -u
 B=${1:-build}
@@ -94,6 +98,18 @@ for ex in mlp decode solver; do
 	echo "== $ex runtime $O/$ex.kplan" >>"$LOG"
 	echo "$o" >>"$LOG"
 	read -r p_us p_h _ <<<"$(best "$ex" runtime "$O/$ex.kplan")"
+	# the same program with every region eager (what a deployment where
+	# nothing can be graphed runs)
+	"$K" plan "$DB" --run "$run" --min-gain 100000 --no-store -o "$O/$ex.eager.kplan" >>"$LOG" 2>&1 ||
+		bad "$ex: plan --min-gain 100000"
+	read -r fe_us fe_h _ <<<"$(best "$ex" runtime "$O/$ex.eager.kplan")"
+	[ "$fe_h" = "$e_h" ] || bad "$ex: outputs with every region eager differ (eager $e_h, $fe_h)"
+	for v in "plan $p_us" "every-region-eager $fe_us"; do
+		read -r what us <<<"$v"
+		awk -v e="$e_us" -v p="$us" -v m="${NEVER_MIN:-0.99}" 'BEGIN { exit !(p > 0 && e / p >= m) }' ||
+			bad "$ex: never-slower: $what $us us per step against eager $e_us ($(awk -v e="$e_us" -v p="$us" 'BEGIN { if (p > 0) printf "%.3f", e / p }')x, limit ${NEVER_MIN:-0.99})"
+	done
+	note "never-slower $ex: eager $e_us, plan $p_us, every region eager $fe_us us per step"
 	replays=$(stat "$o" replays)
 	same=yes
 	[ "$e_h" = "$p_h" ] && [ "$e_h" = "$g_h" ] || { same=NO; bad "$ex: outputs differ (eager $e_h plan $p_h graph $g_h)"; }

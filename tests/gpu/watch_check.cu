@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,7 @@
 #include <kplan/runtime.h>
 extern "C" {
 #include "runtime/rt_internal.h"
+#include "runtime/watch.h"
 }
 
 #define CK(x) \
@@ -500,7 +502,7 @@ static double eager_many(void)
 {
 	double best = 1e30;
 
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 20; i++) {
 		auto t0 = std::chrono::steady_clock::now();
 		b_many();
 		double us = us_since(t0);
@@ -512,14 +514,37 @@ static double eager_many(void)
 }
 
 /*
+ * Launch eagerly until the watch has detached CUPTI (its delay past), at
+ * most 3 s: the ms it took, or -1 when it stayed attached.
+ */
+static double wait_detached(void)
+{
+	uint64_t a, d, on = 1;
+	auto t0 = std::chrono::steady_clock::now();
+
+	while (us_since(t0) < 3e6) {
+		kp__rt_watch_counts(&a, &d, &on);
+		if (!on)
+			return us_since(t0) / 1000;
+		b_many();
+		CK(cudaStreamSynchronize(g.s));
+		usleep(2000);
+	}
+	return -1;
+}
+
+/*
  * The watch's cost: the first watch of the process (libcupti loaded, CUPTI
  * initialised and subscribed), a later empty one, a watched 100-kernel body;
- * and the same body unwatched before and after (what CUPTI leaves behind).
+ * the same body unwatched before and after (what CUPTI leaves behind while
+ * attached, and once the watch has detached it); a watch that attaches
+ * again after a detach.
  */
 static int cost(void)
 {
 	struct kp__rt_watch w;
-	double first, empty, many, before, again, after;
+	double first, empty, many, before, again, after, detach_ms, detached = -1, reattach = -1;
+	uint64_t na, nd, on;
 	int rc;
 
 	b_many();   /* modules loaded */
@@ -545,12 +570,36 @@ static int cost(void)
 	many = us_since(t0);
 	CK(cudaStreamSynchronize(g.s));
 	after = eager_many();
+	detach_ms = wait_detached();
+	if (detach_ms >= 0) {
+		struct kp__rt_watch w2;
+
+		detached = eager_many();
+		t0 = std::chrono::steady_clock::now();
+		be.watch_begin(be.ctx, g.s, 0);
+		be.watch_end(be.ctx, &w2);
+		reattach = us_since(t0);
+		/* released: detached at once, without the delay */
+		if (be.watch_release)
+			be.watch_release(be.ctx);
+		kp__rt_watch_counts(&na, &nd, &on);
+		if (on) {
+			printf("FAIL cost: still attached after watch_release\n");
+			return 1;
+		}
+	}
+	kp__rt_watch_counts(&na, &nd, &on);
 	printf("watch-cost-first-us %.1f\n", first);       /* empty body, first watch */
 	printf("watch-cost-empty-us %.1f\n", empty);       /* empty body, later watch */
 	printf("watch-cost-100k-us %.1f\n", many);         /* 100-kernel body, watched */
 	printf("eager-100k-us %.1f\n", before);            /* same body, unwatched, before */
 	printf("eager-100k-again-us %.1f\n", again);      /* ... measured again, no watch */
 	printf("eager-100k-after-watch-us %.1f\n", after); /* ... and after the watches */
+	printf("watch-detach-ms %.1f\n", detach_ms);      /* until CUPTI was detached (-1: never) */
+	printf("eager-100k-after-detach-us %.1f\n", detached); /* ... once detached */
+	printf("watch-cost-reattach-us %.1f\n", reattach); /* empty body, attaching again */
+	printf("watch-attaches %llu detaches %llu\n", (unsigned long long)na,
+	       (unsigned long long)nd);
 	if (w.res.verdict || w.n_launches != 100) {
 		printf("FAIL cost: 100-kernel watch: verdict %d, %zu launches\n", w.res.verdict,
 		       w.n_launches);

@@ -58,6 +58,26 @@ run() {
 
 # 1. cost: the first watch of the process loads and subscribes CUPTI
 run cost cost
+# once the watch has detached CUPTI, eager launches cost what they did
+# before any watch (within the noise the control measures)
+cost_out=$(sed -n '/^== cost:/,/^== /p' "$LOG")
+val() { echo "$cost_out" | awk -v k="$1" '$1 == k { print $2 }'; }
+before=$(val eager-100k-us); again=$(val eager-100k-again-us)
+attached=$(val eager-100k-after-watch-us); detached=$(val eager-100k-after-detach-us)
+note "PERF eager 100-kernel body: ${before} / ${again} us before any watch, ${attached} us" \
+	"attached after a watch, ${detached} us detached ($(val watch-detach-ms) ms after the" \
+	"last watch); first watch $(val watch-cost-first-us) us, attaching again" \
+	"$(val watch-cost-reattach-us) us"
+if [ -z "$detached" ] || awk -v d="$detached" 'BEGIN { exit !(d < 0) }'; then
+	note "FAIL cupti-detach: the watch never detached CUPTI"
+	fail=1
+elif awk -v b="$before" -v a="$again" -v d="$detached" \
+	'BEGIN { m = b > a ? b : a; exit !(d > 1.05 * m) }'; then
+	note "FAIL cupti-detach: eager body ${detached} us once detached, ${before}/${again} us before"
+	fail=1
+else
+	note "PASS cupti-detach"
+fi
 
 # 2. one process per case: a crash names its case
 for c in $("$X" list); do

@@ -448,6 +448,23 @@ def _make_cuda():
 
 
 cuda = _make_cuda()
+
+
+class _Distributed(object):
+    """torch.distributed: `world` ranks once initialized (0: not initialized)."""
+    world = 0
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return self.world > 0
+
+    def get_world_size(self):
+        return self.world
+
+
+distributed = _Distributed()
 compiler = types.SimpleNamespace(is_compiling=lambda: False)
 
 

@@ -69,6 +69,9 @@ class FakeCRT(object):
         self.events.append(("watch", stream, flags))
         return 0 if self.can_watch else -1
 
+    def watch_release(self):
+        self.events.append(("release",))
+
     def watch_end(self):
         self.events.append(("unwatch",))
         if not self.can_watch:
@@ -185,6 +188,20 @@ class TestStateMachine(Base):
         self.assertEqual(len([e for e in self.crt.events if e[0] == "pop"]), 7)
         self.assertIs(T.cuda.current_stream(), faketorch._default_stream)
         self.assertIs(rt, kt.current())
+
+    def test_cupti_released_once_no_other_watch_is_coming(self):
+        T = self.T
+        self.open({"a": plan(warmup=2), "b": plan(warmup=2)})
+        a = kt.region("a")(lambda x: T.add(x, 1.0))
+        b = kt.region("b")(lambda x: T.add(x, 2.0))
+        for i in range(4):
+            self.assertEqual(a(self.x(i)).tolist(), [i + 1.0])
+            self.assertEqual(b(self.x(i)).tolist(), [i + 2.0])
+        ev = [e[0] for e in self.crt.events if e[0] in ("watch", "unwatch", "release")]
+        # a's watch: b has warmed up once and waits for its own, so CUPTI
+        # stays attached; after b's, nothing is coming: released
+        self.assertEqual(ev, ["watch", "unwatch", "watch", "unwatch", "release"])
+        self.assertEqual(kt.stats()["captures"], 2)
 
     def _pushes_in_seven_calls(self):
         T = self.T
@@ -449,7 +466,9 @@ class TestStateMachine(Base):
         def step(x):
             streams.append(T.cuda.current_stream())
             y = T.add(x, 1.0)
-            y.item()   # a sync: fine eagerly, breaks a capture
+            if T.cuda.is_current_stream_capturing():
+                # a failure the binding cannot tell permanent: retried
+                raise RuntimeError("CUDA error: operation not supported (lazy set-up)")
             return y
 
         results = []
@@ -460,10 +479,11 @@ class TestStateMachine(Base):
         s = kt.stats()
         # calls 1-2 warm-up, 3 capture fails (retry at 3+16), 4-18 backoff,
         # 19 warm-up on the capture stream, 20 fails (retry at 20+32), 21-51
-        # backoff, 52 warm-up, 53 fails: gave up, 54-60 gave-up
+        # backoff, 52 warm-up, 53 fails: the region never captured, eager for
+        # good (every key), 54-60 capture-failed
         self.assertEqual(s["failures"], {"capture-failed": 3})
-        self.assertEqual(s["eager_by_reason"], {"warmup": 4, "capture-failed": 3,
-                                                "backoff": 15 + 31, "gave-up": 7})
+        self.assertEqual(s["eager_by_reason"], {"warmup": 4, "capture-failed": 3 + 7,
+                                                "backoff": 15 + 31})
         self.assertEqual(s["captures"], 0)
         self.assertEqual(faketorch.captures_begun, 3)
         # each retry warms up and captures on a new side stream (a failed
@@ -473,9 +493,73 @@ class TestStateMachine(Base):
         self.assertEqual(len(set(map(id, side))), 3)
         self.assertIs(side[0], side[1])
         lines = self.logs("capture-failed")
-        self.assertEqual(len(lines), 2)   # once per reason, and the give-up
-        self.assertIn("gave-up", lines[-1])
+        self.assertEqual(len(lines), 2)   # once per reason, and eager for good
+        self.assertIn("eager for good", lines[-1])
+        self.assertIn("3 failed captures", lines[-1])
         self.assertIn("operation", lines[0])
+
+    def test_permanent_capture_failure_decided_once_with_the_fix(self):
+        T = self.T
+        self.open({"step": plan(warmup=2)}, can_watch=False)
+
+        @kt.region("step")
+        def step(x, n):
+            y = T.add(x, float(n))
+            y.item()   # a sync: fine eagerly, breaks every capture
+            return y
+
+        for i in range(40):
+            # from call 20 on, a new shape key each call (n is part of the
+            # key): the decision holds for the region, not the key
+            n = 1 if i < 20 else i
+            self.assertEqual(step(self.x(i), n).tolist(), [i + float(n)])
+        s = kt.stats()
+        self.assertEqual(faketorch.captures_begun, 1)
+        self.assertEqual(s["failures"], {"capture-failed": 1})
+        self.assertEqual(s["captures"], 0)
+        lines = self.logs("capture-failed")
+        self.assertEqual(len(lines), 1)
+        self.assertIn("eager for good", lines[0])
+        self.assertIn("fix: the body synchronizes with the host", lines[0])
+
+    def test_optimizer_not_capturable_names_the_fix(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, can_watch=False)
+
+        @kt.region("step")
+        def step(x):
+            if T.cuda.is_current_stream_capturing():
+                raise RuntimeError("Attempting CUDA graph capture of step() for an instance "
+                                   "of AdamW but param_groups' capturable is False.")
+            return T.add(x, 1.0)
+
+        for i in range(30):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        self.assertEqual(faketorch.captures_begun, 1)
+        lines = self.logs("capture-failed")
+        self.assertEqual(len(lines), 1)
+        self.assertIn("capturable=True", lines[0])
+
+    def test_several_ranks_take_the_watch_at_its_word(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, verdict=1)
+        T.distributed.world = 2
+
+        @kt.region("step")
+        def step(x):
+            y = T.add(x, 1.0)
+            y.item()
+            return y
+
+        try:
+            for i in range(10):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        finally:
+            T.distributed.world = 0
+        self.assertEqual(faketorch.captures_begun, 0)
+        s = kt.stats()
+        self.assertEqual(s["failures"], {"would-break-capture": 1})
+        self.assertIn("several ranks", self.logs("would-break-capture")[0])
 
     def test_user_exception_during_capture_does_not_escape(self):
         T = self.T

@@ -226,6 +226,33 @@ static void region_fixture(struct tl *t, int n_occ, uint32_t stream)
 	}
 }
 
+/*
+ * The runtime's watch (CUPTI attached once per process) is a one-time cost
+ * of a region only when the trace is a whole process: a recording with no
+ * capture window. A profiler trace or a window samples a longer run.
+ */
+static void test_watch_cost_whole_runs(void)
+{
+	struct tl t;
+	struct kp_analysis_summary s;
+	struct kp_err err = {0};
+	int64_t sampled, whole;
+
+	tl_open(&t, "watchcost.db");
+	region_fixture(&t, 3, 13);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	sampled = q(&t, "SELECT one_time_ns FROM kp_regions WHERE label = 'r'");
+	CU_ASSERT_EQUAL(kp_db_exec(t.db, "UPDATE kp_runs SET source = 'record'", &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	whole = q(&t, "SELECT one_time_ns FROM kp_regions WHERE label = 'r'");
+	CU_ASSERT_EQUAL(whole - sampled, 20000000);
+	CU_ASSERT_EQUAL(kp_db_exec(t.db, "UPDATE kp_runs SET note = "
+				   "'capture window: part of the run kept'", &err), 0);
+	CU_ASSERT_EQUAL_FATAL(tl_analyze(&t, NULL, &s), 0);
+	CU_ASSERT_EQUAL(q(&t, "SELECT one_time_ns FROM kp_regions WHERE label = 'r'"), sampled);
+	kp_db_close(t.db);
+}
+
 static void test_nvtx_region(void)
 {
 	struct tl t;
@@ -319,6 +346,15 @@ static void test_blocker_free(void) { check_blocker("cudaFree", "free", 1); }
 static void test_blocker_memset(void) { check_blocker("cudaMemset", "blocking_copy", 1); }
 static void test_blocker_callback(void) { check_blocker("cudaStreamAddCallback", "host_callback", 1); }
 static void test_blocker_event(void) { check_blocker("cudaStreamWaitEvent", "cross_stream_event", 1); }
+/* issue 30: calls the runtime's watch refused and the analyzer let pass */
+static void test_blocker_watch_calls(void)
+{
+	check_blocker("cudaEventElapsedTime", "sync", 1);
+	check_blocker("cudaDeviceSetLimit", "device_limit", 1);
+	check_blocker("cudaStreamBeginCapture", "nested_capture", 1);
+	check_blocker("cudaHostRegister", "host_register", 1);
+}
+
 static void test_not_blockers(void)
 {
 	check_blocker("cudaMallocAsync", NULL, 0);
@@ -326,6 +362,8 @@ static void test_not_blockers(void)
 	check_blocker("cudaGetDevice", NULL, 0);
 	check_blocker("cudaMemsetAsync", NULL, 0);
 	check_blocker("cudaLaunchHostFunc", NULL, 0);   /* a host node */
+	check_blocker("cudaGraphAddMemsetNode", NULL, 0);   /* builds a graph: no memset */
+	check_blocker("cudaStreamIsCapturing", NULL, 0);
 }
 
 static void test_fork_join(void)
@@ -756,8 +794,13 @@ static void test_cost_model(void)
 	CU_ASSERT_EQUAL(p.host_ns, 1210 + 3 * 19);
 	CU_ASSERT_EQUAL(p.graph_ns, 7100);
 	CU_ASSERT_DOUBLE_EQUAL(p.speedup, 20000.0 / 7100.0, 1e-9);
+	/* capture + instantiate per node, and the runtime's watch once */
+	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3 + 20000000);
+	CU_ASSERT_EQUAL(p.break_even, (20100 + 20000000 + 12900 - 1) / 12900);
+	c.v[KP_COST_WATCH] = 0;     /* a sampled trace (the analyzer's choice) */
+	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 20000, 0, 1, &p);
 	CU_ASSERT_EQUAL(p.one_time_ns, (1700 + 5000) * 3);
-	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12600 rounded up */
+	CU_ASSERT_EQUAL(p.break_even, 2);   /* 20100 / 12900 rounded up */
 	CU_ASSERT_EQUAL(p.extra_mem_bytes, 65536 + 3 * 4096);
 	/* host-bound graph: many patched nodes make the launch the limit */
 	kp_cost_predict(&c, dur, mem, NULL, 0, 3, 20000, 20, 2, &p);
@@ -1790,6 +1833,7 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "gaps: host-bound vs device-side", test_gaps },
 	{ "gaps: largest kept under --gap-rows", test_gap_rows_cap },
 	{ "regions from nvtx ranges", test_nvtx_region },
+	{ "watch cost: whole recorded runs only", test_watch_cost_whole_runs },
 	{ "blocker: device sync", test_blocker_sync },
 	{ "blocker: driver stream sync", test_blocker_stream_sync },
 	{ "blocker: blocking copy", test_blocker_copy },
@@ -1797,6 +1841,8 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "blocker: free", test_blocker_free },
 	{ "blocker: stream callback", test_blocker_callback },
 	{ "blocker: cross-stream event", test_blocker_event },
+	{ "blocker: elapsed time, device limit, nested capture, host register",
+	  test_blocker_watch_calls },
 	{ "blocker: pageable copy", test_blocker_pageable },
 	{ "event wait after a record inside: fork/join", test_fork_join },
 	{ "not blockers: async alloc, other calls", test_not_blockers },

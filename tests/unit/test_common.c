@@ -1,14 +1,21 @@
-/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families. */
+/* test_common.c - common/: errors, strbuf, vec, arena, hash map, region families, fileio, printable. */
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <CUnit/CUnit.h>
 
 #include "common/arena.h"
 #include "common/err.h"
 #include "common/family.h"
+#include "common/fileio.h"
 #include "common/hash.h"
 #include "common/kname.h"
+#include "common/printable.h"
 #include "common/strbuf.h"
 #include "common/vec.h"
+#include "testutil.h"
 
 static void test_err(void)
 {
@@ -204,6 +211,95 @@ static void test_family(void)
 	CU_ASSERT_EQUAL(out[0], 'x');
 }
 
+/*
+ * fileio: a regular file is read whole; a FIFO, a directory, a link under
+ * KP_FILE_NOFOLLOW and a file past the bound are refused with what was
+ * found (a FIFO without blocking); an atomic write replaces a link planted
+ * at the target instead of writing through it, and leaves no temporary.
+ */
+static void test_fileio(void)
+{
+	const char *f = kp_test_path("fio.txt"), *fifo = kp_test_path("fio.fifo");
+	const char *lnk = kp_test_path("fio.lnk"), *victim = kp_test_path("fio.victim");
+	struct kp_file_tmp t;
+	struct kp_err err = {0};
+	struct stat st;
+	char *buf;
+	size_t len;
+
+	CU_ASSERT_EQUAL(kp_file_write_atomic(AT_FDCWD, f, "hello\n", 6, 0644, &err), 0);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, f, 0, 6, &buf, &len, &err), 0);
+	CU_ASSERT(len == 6 && buf && !strcmp(buf, "hello\n"));
+	free(buf);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, f, 0, 5, &buf, &len, &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NULL(buf);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "larger than"));
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, kp_test_path("none"), 0, 9, &buf, &len, &err),
+			KP_ENOTFOUND);
+	CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, fifo, 0, 9, &buf, &len, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a FIFO, expected a regular file"));
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, kp_test_path(""), 0, 9, &buf, &len, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a directory"));
+	CU_ASSERT_EQUAL(symlink(f, lnk), 0);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, lnk, 0, 9, &buf, &len, &err), 0);
+	free(buf);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, lnk, KP_FILE_NOFOLLOW, 9, &buf, &len, &err), KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a symbolic link"));
+	/* a link at the target is replaced, its target untouched */
+	CU_ASSERT_EQUAL(kp_test_write(victim, "keep", 4), 0);
+	CU_ASSERT_EQUAL(unlink(lnk), 0);
+	CU_ASSERT_EQUAL(symlink(victim, lnk), 0);
+	CU_ASSERT_EQUAL(kp_file_write_atomic(AT_FDCWD, lnk, "new", 3, 0600, &err), 0);
+	CU_ASSERT_EQUAL(lstat(lnk, &st), 0);
+	CU_ASSERT(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	buf = kp_test_read(victim, &len);
+	CU_ASSERT(buf && !strcmp(buf, "keep"));
+	free(buf);
+	/* through a stream, then abandoned: nothing is left */
+	CU_ASSERT_EQUAL_FATAL(kp_file_tmp_open(&t, AT_FDCWD, f, 0644, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t.tmp, "/.fio.txt.tmp-"));
+	CU_ASSERT_PTR_NOT_NULL(kp_file_tmp_stream(&t, &err));
+	fputs("half", t.f);
+	kp_file_tmp_abort(&t);
+	kp_file_tmp_abort(&t);   /* twice: a no-op */
+	CU_ASSERT_EQUAL(kp_test_sh("ls -a '%s' | grep -q 'fio.txt.tmp-'", kp_test_path("")), 1);
+	CU_ASSERT_EQUAL(kp_file_read(AT_FDCWD, f, 0, 9, &buf, &len, &err), 0);
+	CU_ASSERT(buf && !strcmp(buf, "hello\n"));
+	free(buf);
+	/* a directory that cannot take the temporary: one error naming the target */
+	CU_ASSERT_EQUAL(kp_file_write_atomic(AT_FDCWD, kp_test_path("nodir/x"), "x", 1, 0644, &err),
+			KP_EIO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nodir/x: cannot create"));
+}
+
+/* printable: control bytes, C1 controls and broken UTF-8 as \xNN; text as it is */
+static void test_printable(void)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	char buf[64];
+
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "k<float>(a, b) \\ ok"),
+			       "k<float>(a, b) \\ ok");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "a\x1b]0;t\x07\nb\tc\x7f"),
+			       "a\\x1b]0;t\\x07\\x0ab\\x09c\\x7f");
+	/* UTF-8 passes; U+009B (CSI as a C1 control), a lone byte, an overlong
+	 * form and a cut sequence do not */
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "caf\xc3\xa9 \xe2\x86\x92"),
+			       "caf\xc3\xa9 \xe2\x86\x92");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), "\xc2\x9b" "2J \xff \xc0\xaf \xe2\x86"),
+			       "\\xc2\\x9b2J \\xff \\xc0\\xaf \\xe2\\x86");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, sizeof(buf), NULL), "");
+	/* cut where the next character does not fit, never inside one */
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 6, "ab\x1b" "cd"), "ab");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 7, "ab\x1b" "cd"), "ab\\x1b");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 4, "a\xc3\xa9" "b"), "a\xc3\xa9");
+	CU_ASSERT_STRING_EQUAL(kp_printable(buf, 3, "a\xc3\xa9" "b"), "a");
+	kp_strbuf_add_printable(&sb, "x\0y", 3);
+	CU_ASSERT_STRING_EQUAL(sb.buf, "x\\x00y");
+	kp_strbuf_release(&sb);
+}
+
 CU_TestInfo kp_tests_common[] = {
 	{ "kname", test_kname },
 	{ "region family", test_family },
@@ -212,5 +308,7 @@ CU_TestInfo kp_tests_common[] = {
 	{ "vec", test_vec },
 	{ "arena", test_arena },
 	{ "hash", test_hash },
+	{ "fileio: regular files only, atomic replacement", test_fileio },
+	{ "printable: terminal-safe names", test_printable },
 	CU_TEST_INFO_NULL,
 };

@@ -8,6 +8,8 @@
  */
 #include <CUnit/CUnit.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1292,9 +1294,10 @@ static void test_fcache(void)
 	static const char bin[] = "\x7f" "ELF not really a cubin";
 	const char *dir = kp_test_path("fcache"), *lnk = kp_test_path("fcache-link");
 	const char *file = kp_test_path("fcache-file");
-	char path[4200], p2[4200], sub[600], why[512], got_dir[600], *old, *raw;
+	char path[4200], name[200], n2[200], sub[600], why[512], got_dir[600], *old, *raw;
 	unsigned char *b;
 	size_t len = 0, rlen;
+	int fd;
 
 	/* directories: created 0700; group or other writable, a link, a file,
 	 * refused with the reason */
@@ -1302,7 +1305,10 @@ static void test_fcache(void)
 	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
 	old = getenv("KPLAN_CACHE_DIR") ? strdup(getenv("KPLAN_CACHE_DIR")) : NULL;
 	setenv("KPLAN_CACHE_DIR", sub, 1);
-	CU_ASSERT_EQUAL(kp__rt_fcache_dir(got_dir, sizeof(got_dir), why, sizeof(why)), 0);
+	fd = kp__rt_fcache_open(got_dir, sizeof(got_dir), why, sizeof(why));
+	CU_ASSERT(fd >= 0);
+	if (fd >= 0)
+		close(fd);
 	CU_ASSERT_STRING_EQUAL(got_dir, sub);
 	{
 		struct stat st;
@@ -1310,21 +1316,28 @@ static void test_fcache(void)
 		CU_ASSERT_EQUAL(lstat(sub, &st), 0);
 		CU_ASSERT_EQUAL(st.st_mode & 0777, 0700);
 	}
-	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), 0);
+#define OPEN_OK(d) do { \
+		int f_ = kp__rt_fcache_open_dir(d, 0, why, sizeof(why)); \
+		CU_ASSERT(f_ >= 0); \
+		if (f_ >= 0) \
+			close(f_); \
+	} while (0)
+	OPEN_OK(dir);
 	CU_ASSERT_EQUAL(chmod(dir, 0770), 0);
-	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(dir, 0, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "writable by group or others"));
 	CU_ASSERT_EQUAL(chmod(dir, 0703), 0);
-	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(dir, 0, why, sizeof(why)), -1);
 	CU_ASSERT_EQUAL(chmod(dir, 0755), 0);
-	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(dir, why, sizeof(why)), 0);
+	OPEN_OK(dir);
+	CU_ASSERT_EQUAL(chmod(dir, 0700), 0);
 	CU_ASSERT_EQUAL(symlink(dir, lnk), 0);
-	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(lnk, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(lnk, 0, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "symbolic link"));
 	setenv("KPLAN_CACHE_DIR", lnk, 1);
-	CU_ASSERT_EQUAL(kp__rt_fcache_dir(got_dir, sizeof(got_dir), why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open(NULL, 0, why, sizeof(why)), -1);
 	CU_ASSERT_EQUAL(kp_test_write(file, "x", 1), 0);
-	CU_ASSERT_EQUAL(kp__rt_fcache_check_dir(file, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(file, 0, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "not a directory"));
 	if (old)
 		setenv("KPLAN_CACHE_DIR", old, 1);
@@ -1333,28 +1346,31 @@ static void test_fcache(void)
 	free(old);
 
 	/* names: the source's SHA-256, the compute capability, the NVRTC version */
-	CU_ASSERT_EQUAL(kp__rt_fcache_path(path, sizeof(path), "/c", "abc", 3, 9, 0, 13, 0), 0);
-	CU_ASSERT_STRING_EQUAL(path, "/c/ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61"
+	CU_ASSERT_EQUAL(kp__rt_fcache_name(name, sizeof(name), "abc", 3, 9, 0, 13, 0), 0);
+	CU_ASSERT_STRING_EQUAL(name, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61"
 			       "f20015ad-sm90-nvrtc13.0.cubin");
-	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), "/c", "abd", 3, 9, 0, 13, 0), 0);
-	CU_ASSERT_STRING_NOT_EQUAL(path, p2);
-	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), "/c", "abc", 3, 10, 0, 13, 0), 0);
-	CU_ASSERT_STRING_NOT_EQUAL(path, p2);
-	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), "/c", "abc", 3, 9, 0, 13, 1), 0);
-	CU_ASSERT_STRING_NOT_EQUAL(path, p2);
-	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, 20, "/c", "abc", 3, 9, 0, 13, 0), -1);
+	CU_ASSERT_EQUAL(kp__rt_fcache_name(n2, sizeof(n2), "abd", 3, 9, 0, 13, 0), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(name, n2);
+	CU_ASSERT_EQUAL(kp__rt_fcache_name(n2, sizeof(n2), "abc", 3, 10, 0, 13, 0), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(name, n2);
+	CU_ASSERT_EQUAL(kp__rt_fcache_name(n2, sizeof(n2), "abc", 3, 9, 0, 13, 1), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(name, n2);
+	CU_ASSERT_EQUAL(kp__rt_fcache_name(n2, 20, "abc", 3, 9, 0, 13, 0), -1);
 
 	/* entries: written 0600, read back intact */
-	CU_ASSERT_EQUAL_FATAL(kp__rt_fcache_path(path, sizeof(path), dir, "src", 3, 9, 0, 13, 0), 0);
-	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
-	CU_ASSERT_EQUAL(kp__rt_fcache_write(path, bin, sizeof(bin)), 0);
+	fd = kp__rt_fcache_open_dir(dir, 0, why, sizeof(why));
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(kp__rt_fcache_name(name, sizeof(name), "src", 3, 9, 0, 13, 0), 0);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(fd, name, &len));
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, name, bin, sizeof(bin)), 0);
 	{
 		struct stat st;
 
 		CU_ASSERT_EQUAL(stat(path, &st), 0);
 		CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
 	}
-	b = kp__rt_fcache_read(path, &len);
+	b = kp__rt_fcache_read(fd, name, &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 	CU_ASSERT_EQUAL(len, sizeof(bin));
 	CU_ASSERT_EQUAL(memcmp(b, bin, sizeof(bin)), 0);
@@ -1364,20 +1380,151 @@ static void test_fcache(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
 	raw[rlen - 3] ^= 0x20;
 	CU_ASSERT_EQUAL(kp_test_write(path, raw, (long)rlen), 0);
-	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(fd, name, &len));
 	CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
 	/* truncated, or a raw CUBIN without the header: the same */
 	CU_ASSERT_EQUAL(kp_test_write(path, raw, (long)rlen - 5), 0);
-	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(fd, name, &len));
 	CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
 	CU_ASSERT_EQUAL(kp_test_write(path, bin, (long)sizeof(bin)), 0);
-	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(fd, name, &len));
 	free(raw);
-	/* an entry that is a symbolic link is not followed */
-	CU_ASSERT_EQUAL(kp__rt_fcache_path(p2, sizeof(p2), dir, "src", 3, 9, 0, 13, 1), 0);
-	CU_ASSERT_EQUAL(kp__rt_fcache_write(p2, bin, sizeof(bin)), 0);
-	CU_ASSERT_EQUAL(symlink(p2, path), 0);
-	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(path, &len));
+	/* an entry that is a symbolic link is not followed, and removed */
+	CU_ASSERT_EQUAL(kp__rt_fcache_name(n2, sizeof(n2), "src", 3, 9, 0, 13, 1), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, n2, bin, sizeof(bin)), 0);
+	CU_ASSERT_EQUAL(symlink(n2, path), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(fd, name, &len));
+	CU_ASSERT_NOT_EQUAL(faccessat(fd, name, F_OK, AT_SYMLINK_NOFOLLOW), 0);
+	/* a FIFO under an entry's name: refused at once (never waited on), removed */
+	CU_ASSERT_EQUAL(mkfifo(path, 0600), 0);
+	CU_ASSERT_PTR_NULL(kp__rt_fcache_read(fd, name, &len));
+	CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+	/* a link planted at every temporary name cannot be written through:
+	 * the temporary file is created O_EXCL under a random name */
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, name, bin, sizeof(bin)), 0);
+	b = kp__rt_fcache_read(fd, name, &len);
+	CU_ASSERT_PTR_NOT_NULL(b);
+	free(b);
+	close(fd);
+}
+
+/* Swap two directories' names as fast as possible until *stop. */
+struct swapper {
+	const char *a, *b;
+	volatile int stop;
+	long swaps;
+};
+
+static void *swap_loop(void *arg)
+{
+	struct swapper *s = arg;
+
+	while (!s->stop)
+		s->swaps += !renameat2(AT_FDCWD, s->a, AT_FDCWD, s->b, RENAME_EXCHANGE);
+	return NULL;
+}
+
+/*
+ * Issue 30, defect 1: the cache directory was checked by path (lstat) and
+ * its entries opened by path again, so a directory exchanged in between
+ * (renameat2 RENAME_EXCHANGE in a loop) served a forged entry with its own
+ * correct digest. The directory is now opened once, checked through the
+ * descriptor, and entries are read only through it: while a thread keeps
+ * exchanging the genuine cache with a forged one (group-writable, so that
+ * the check can tell them apart), every open either refuses what it got or
+ * reads the genuine entry, never the forged one.
+ */
+static void test_fcache_swap(void)
+{
+	static const char good[] = "genuine cubin", evil[] = "forged cubin!";
+	const char *cache = kp_test_path("swap-cache"), *forged = kp_test_path("swap-forged");
+	struct swapper sw = { cache, forged, 0, 0 };
+	char name[200], why[512];
+	long opened = 0, refused = 0, forged_reads = 0, i;
+	pthread_t th;
+	size_t len;
+	void *b;
+	int fd;
+
+	CU_ASSERT_EQUAL_FATAL(mkdir(cache, 0700), 0);
+	CU_ASSERT_EQUAL_FATAL(mkdir(forged, 0700), 0);
+	CU_ASSERT_EQUAL_FATAL(kp__rt_fcache_name(name, sizeof(name), "src", 3, 9, 0, 13, 0), 0);
+	fd = kp__rt_fcache_open_dir(forged, 0, why, sizeof(why));
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, name, evil, sizeof(evil)), 0);   /* a valid digest */
+	close(fd);
+	CU_ASSERT_EQUAL(chmod(forged, 0770), 0);
+	fd = kp__rt_fcache_open_dir(cache, 0, why, sizeof(why));
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, name, good, sizeof(good)), 0);
+	close(fd);
+	if (pthread_create(&th, NULL, swap_loop, &sw)) {
+		CU_FAIL("pthread_create");
+		return;
+	}
+	for (i = 0; i < 5000; i++) {
+		fd = kp__rt_fcache_open_dir(cache, 0, why, sizeof(why));
+		if (fd < 0) {
+			refused++;
+			continue;
+		}
+		opened++;
+		b = kp__rt_fcache_read(fd, name, &len);
+		if (b && len == sizeof(evil) && !memcmp(b, evil, len))
+			forged_reads++;
+		else
+			CU_ASSERT(b && len == sizeof(good) && !memcmp(b, good, len));
+		free(b);
+		close(fd);
+	}
+	sw.stop = 1;
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(forged_reads, 0);
+	CU_ASSERT(opened > 0);
+	CU_ASSERT(sw.swaps > 0);
+	(void)refused;   /* how often the swap won the race: varies, and both outcomes are safe */
+}
+
+/*
+ * The cache directory's parents: writable by others and not sticky (a
+ * shared group directory) or owned by another user, someone else could
+ * rename the cache away and put theirs in its place: refused. Sticky (as
+ * /tmp) is fine, and links in the path are resolved first.
+ */
+static void test_fcache_parents(void)
+{
+	const char *shared = kp_test_path("shared"), *lnk = kp_test_path("shared-link");
+	char cache[600], via[600], why[512];
+	int fd;
+
+	snprintf(cache, sizeof(cache), "%s/cache", shared);
+	snprintf(via, sizeof(via), "%s/cache", lnk);
+	CU_ASSERT_EQUAL_FATAL(mkdir(shared, 0755), 0);
+	CU_ASSERT_EQUAL(chmod(shared, 0777), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(cache, 1, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "writable by group or others and not sticky"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, shared));
+	CU_ASSERT_NOT_EQUAL(access(cache, F_OK), 0);   /* refused before creating anything */
+	CU_ASSERT_EQUAL(chmod(shared, 0775), 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(cache, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(chmod(shared, 01777), 0);
+	fd = kp__rt_fcache_open_dir(cache, 1, why, sizeof(why));
+	CU_ASSERT(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CU_ASSERT_EQUAL(chmod(shared, 0755), 0);
+	CU_ASSERT_EQUAL(symlink(shared, lnk), 0);
+	fd = kp__rt_fcache_open_dir(via, 0, why, sizeof(why));
+	CU_ASSERT(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	if (geteuid() == 0) {
+		/* only root can give a directory away */
+		CU_ASSERT_EQUAL(chown(shared, 65534, 65534), 0);
+		CU_ASSERT_EQUAL(kp__rt_fcache_open_dir(cache, 0, why, sizeof(why)), -1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "owned by another user"));
+		CU_ASSERT_EQUAL(chown(shared, 0, 0), 0);
+	}
 }
 
 static void test_runtime_load_failures(void)
@@ -1976,6 +2123,9 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "runtime: f16, row stride, [0] reads, span", test_runtime_f16_stride },
 	{ "runtime: hash, compile, missing source", test_runtime_load_failures },
 	{ "runtime: kernel cache directory, names, damaged entries", test_fcache },
+	{ "runtime: kernel cache opened once: a swapped directory is never used", test_fcache_swap },
+	{ "runtime: kernel cache parents writable by others refused unless sticky",
+	  test_fcache_parents },
 	{ "cli: plan --base --kernels --catalog", test_cli_plan_catalog },
 	CU_TEST_INFO_NULL,
 };

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <CUnit/CUnit.h>
 
@@ -1248,8 +1249,116 @@ static void test_cli_sign(void)
 				   gpu), 2);
 }
 
+/*
+ * Issue 30, defect 2: a FIFO planted under the name of a file kplan reads
+ * (plan, PLAN.sig, KEY.pub, a fused source) blocked `kplan check --trust`
+ * forever in fopen. Every one is refused at once now, naming the file and
+ * what it is (common/fileio.h: O_NONBLOCK, fstat, regular files only).
+ * Each command runs under timeout(1): a hang is exit 124.
+ */
+static void test_fifo_inputs(void)
+{
+	const char *k = kp_test_kplan(), *log = kp_test_path("fifo.log");
+	const char *key = fresh_key("fifo.key", NULL), *plan, *fifo = kp_test_path("fifo.kplan");
+	const char *gpu = "--cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200' --sms 132 --driver 13000";
+	const char *src = kp_test_path("kpfuse-a.cu");
+	char sig[4200], pub[4200];
+
+	plan = signed_fixture("fifo-signed.kplan", key);
+	snprintf(sig, sizeof(sig), "%s.sig", plan);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s check '%s' --trust '%s' %s >/dev/null", k, plan,
+				   pub, gpu), 0);
+	/* a fused source */
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("rm -f '%s' && mkfifo '%s'", src, src), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s check '%s' --trust '%s' %s 2>'%s'", k, plan, pub,
+				   gpu, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'kpfuse-a.cu: a FIFO, expected a regular file' '%s'",
+				   log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s sign '%s' --key '%s' 2>/dev/null", k, plan, key),
+			2);
+	CU_ASSERT_EQUAL(kp_test_sh("rm -f '%s'", src), 0);
+	kp_test_write(src, src_a, -1);
+	/* the signature */
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("rm -f '%s' && mkfifo '%s'", sig, sig), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s check '%s' --trust '%s' %s 2>'%s'", k, plan, pub,
+				   gpu, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'sig: a FIFO' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s check '%s' %s >'%s'", k, plan, gpu, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'signature unreadable' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("rm -f '%s' && timeout 20 %s sign '%s' --key '%s' >/dev/null",
+				   sig, k, plan, key), 0);
+	/* the public key, the secret key */
+	CU_ASSERT_EQUAL(kp_test_sh("rm -f '%s' && mkfifo '%s'", pub, pub), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s check '%s' --trust '%s' %s 2>'%s'", k, plan, pub,
+				   gpu, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'pub: a FIFO' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("rm -f '%s' '%s' && mkfifo -m 600 '%s'", pub, key, key), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s sign '%s' --key '%s' 2>'%s'", k, plan, key, log),
+			2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'key: a FIFO' '%s'", log), 0);
+	/* the plan itself: check, show, sign */
+	CU_ASSERT_EQUAL(kp_test_sh("rm -f '%s' && mkfifo '%s'", fifo, fifo), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s check '%s' %s 2>'%s'", k, fifo, gpu, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'fifo.kplan: a FIFO, expected a regular file' '%s'",
+				   log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s show '%s' 2>/dev/null", k, fifo), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("rm -f '%s'", fifo), 0);
+	/* a directory is not a plan either */
+	CU_ASSERT_EQUAL(kp_test_sh("timeout 20 %s show '%s' 2>'%s'", k, kp_test_path(""), log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'a directory, expected a regular file' '%s'", log), 0);
+}
+
+/*
+ * Issue 30, defect 3: `kplan sign` wrote PLAN.sig.tmp with fopen("wb"), so
+ * a symbolic link planted at that name made the signer overwrite the
+ * link's target (any file it can write) and left PLAN.sig a link. The
+ * signature is now written through common/fileio.h: a new file under a
+ * random name (O_CREAT|O_EXCL|O_NOFOLLOW) renamed over PLAN.sig, which
+ * replaces a link there rather than following it.
+ */
+static void test_sign_planted_links(void)
+{
+	const char *k = kp_test_kplan(), *key = fresh_key("links.key", NULL);
+	const char *victim = kp_test_path("victim.txt"), *plan;
+	char sig[4200], tmp[4200], pub[4200], *got;
+	struct stat st;
+
+	plan = signed_fixture("links.kplan", NULL);
+	snprintf(sig, sizeof(sig), "%s.sig", plan);
+	snprintf(tmp, sizeof(tmp), "%s.sig.tmp", plan);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	kp_test_write(victim, "precious\n", -1);
+	CU_ASSERT_EQUAL_FATAL(symlink(victim, tmp), 0);
+	CU_ASSERT_EQUAL_FATAL(symlink(victim, sig), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s sign '%s' --key '%s' >/dev/null", k, plan, key), 0);
+	got = kp_test_read(victim, NULL);
+	CU_ASSERT(got && !strcmp(got, "precious\n"));
+	free(got);
+	CU_ASSERT_EQUAL(lstat(sig, &st), 0);
+	CU_ASSERT(S_ISREG(st.st_mode));
+	CU_ASSERT_EQUAL(lstat(tmp, &st), 0);
+	CU_ASSERT(S_ISLNK(st.st_mode));   /* not written, not removed */
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust '%s' --cc 9.0 --cuda-major 13 --gpu-name "
+				   "'NVIDIA H200' --sms 132 --driver 13000 >/dev/null", k, plan, pub),
+			0);
+	/* no temporary file left behind */
+	CU_ASSERT_EQUAL(kp_test_sh("ls -a '%s' | grep -q 'links.kplan.sig.tmp-'", kp_test_path("")),
+			1);
+	/* a key never overwrites, and never follows, a planted link */
+	unlink(tmp);
+	CU_ASSERT_EQUAL(symlink(victim, kp_test_path("planted.key")), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s keygen -o '%s' 2>/dev/null", k, kp_test_path("planted.key")),
+			2);
+	got = kp_test_read(victim, NULL);
+	CU_ASSERT(got && !strcmp(got, "precious\n"));
+	free(got);
+}
+
 CU_TestInfo kp_tests_plan[] = {
 	{ "plan file round trip, sorted and byte-identical", test_roundtrip },
+	{ "a FIFO as plan, signature, key or source: refused at once", test_fifo_inputs },
+	{ "kplan sign: links planted at PLAN.sig and its temporary name", test_sign_planted_links },
 	{ "load from a file", test_load_file },
 	{ "truncated file", test_truncated },
 	{ "flipped byte", test_flipped_byte },

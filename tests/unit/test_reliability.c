@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include "fusion/fusion_gen.h"
 #include "plan/planfile.h"
 #include "plan/sign.h"
+#include "runtime/fcache.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------------------ */
@@ -867,6 +869,188 @@ static void test_catalog_number_at_end(void)
 	free(buf);
 }
 
+/*
+ * Issue 30, defect 4: ESC, BEL and newlines in kernel, region and op names
+ * of a trace reached the terminal raw through `kplan analyze`, `show`,
+ * `diff` (a trace could retitle the terminal or forge output lines). A
+ * stepped trace whose region label, kernel names and device name carry
+ * them goes through every command that prints; the output holds no control
+ * byte but the line ends, and shows them as \xNN (common/printable.h).
+ */
+static void test_terminal_escapes(void)
+{
+	struct kp_strbuf t = KP_STRBUF_INIT;
+	const char *k = kp_test_kplan(), *db = kp_test_path("esc.db"), *json;
+	const char *plan = kp_test_path("esc.kplan"), *log = kp_test_path("esc.log");
+	char *out;
+	size_t len, i;
+	int step, j, corr = 1, bad = 0;
+
+	json = kp_test_path("esc.json");
+	kp_strbuf_adds(&t, "{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":0,\"name\":"
+		       "\"GPU\\u001b]0;owned\\u0007\",\"computeMajor\":9,\"computeMinor\":0,"
+		       "\"numSms\":132}],\"traceEvents\":[");
+	for (step = 0; step < 6; step++) {
+		double t0 = 1000.0 + step * 1000.0;
+
+		kp_strbuf_addf(&t, "%s{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":"
+			       "\"step\\u001b[2J\\nkplan: error: forged\",\"pid\":400,\"tid\":400,"
+			       "\"ts\":%.1f,\"dur\":600}", step ? "," : "", t0);
+		for (j = 0; j < 6; j++, corr++) {
+			double ts = t0 + 10 + j * 90;
+
+			kp_strbuf_addf(&t, ",{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":"
+				       "\"cudaLaunchKernel\",\"pid\":400,\"tid\":400,\"ts\":%.1f,"
+				       "\"dur\":5,\"args\":{\"correlation\":%d}}", ts, corr);
+			kp_strbuf_addf(&t, ",{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":"
+				       "\"void k%d\\u0007\\u001b[31m<float>(float*, int)\",\"pid\":0,"
+				       "\"tid\":7,\"ts\":%.1f,\"dur\":20,\"args\":{\"device\":0,"
+				       "\"context\":1,\"stream\":7,\"correlation\":%d,\"grid\":[64,1,1],"
+				       "\"block\":[256,1,1]}}", j, ts + 40, corr);
+		}
+	}
+	kp_strbuf_adds(&t, "]}");
+	CU_ASSERT_EQUAL_FATAL(kp_test_write(json, t.buf, (long)t.len), 0);
+	kp_strbuf_release(&t);
+	rm_db(db);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import %s -o %s > %s 2>&1", k, json, db, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("(%s analyze %s && %s plan %s -o %s --no-store --cuda-major 13; %s show %s;"
+				   " %s diff %s %s; %s info %s; %s report %s -o %s;"
+				   " %s check %s --cc 8.0 --cuda-major 13) >> %s 2>&1", k, db, k, db,
+				   plan, k, plan, k, db, db, k, db, k, db,
+				   kp_test_path("esc.html"), k, plan, log) >= 0, 1);
+	out = kp_test_read(log, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+	for (i = 0; i < len; i++)
+		bad += ((unsigned char)out[i] < 0x20 && out[i] != '\n') || out[i] == 0x7f;
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "step\\x1b[2J\\x0akplan: error: forged"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\\x07\\x1b[31m"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "GPU\\x1b]0;owned\\x07"));
+	/* no line starts with the forged text */
+	CU_ASSERT_PTR_NULL(strstr(out, "\nkplan: error: forged"));
+	if (bad)
+		fprintf(stderr, "\n%s\n", out);
+	free(out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the kernel cache between two users */
+
+#define VICTIM_UID 65534   /* nobody */
+#define THIEF_UID 65533
+
+/*
+ * As uid (its own group, no others) in a child process: open the kernel
+ * cache at dir (created when missing) and store content as entry name,
+ * or with content NULL read that entry. out gets "refused: WHY",
+ * "read: CONTENT", "none" or "wrote".
+ */
+static void cache_as(uid_t uid, const char *dir, const char *name, const char *content,
+		     char *out, size_t n)
+{
+	char buf[600] = "";
+	int pfd[2], fd;
+	pid_t pid;
+	ssize_t r;
+
+	out[0] = 0;
+	if (pipe(pfd))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		char why[512];
+		size_t len;
+		void *b;
+
+		close(pfd[0]);
+		if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+			snprintf(buf, sizeof(buf), "setresuid failed");
+		else if ((fd = kp__rt_fcache_open_dir(dir, 1, why, sizeof(why))) < 0)
+			snprintf(buf, sizeof(buf), "refused: %s", why);
+		else if (content)
+			snprintf(buf, sizeof(buf), "%s", kp__rt_fcache_write(fd, name, content,
+								  strlen(content)) ? "none" : "wrote");
+		else if ((b = kp__rt_fcache_read(fd, name, &len)))
+			snprintf(buf, sizeof(buf), "read: %.*s", (int)len, (char *)b);
+		else
+			snprintf(buf, sizeof(buf), "none");
+		r = write(pfd[1], buf, strlen(buf));
+		_exit(r < 0);
+	}
+	close(pfd[1]);
+	r = pid > 0 ? read(pfd[0], out, n - 1) : -1;
+	out[r > 0 ? r : 0] = 0;
+	close(pfd[0]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/*
+ * Issue 30, defect 1, with two real users: a victim (nobody) keeps its
+ * kernel cache in a shared directory, a thief (another uid, through
+ * setpriv) tries to put a forged cache with a valid entry in its place.
+ * Writable by all and not sticky, the directory is refused before anything
+ * is created or read; sticky (1777), the thief cannot rename the victim's
+ * cache away and the victim reads its own entry; made non-sticky again
+ * after the swap, the victim refuses the directory rather than read the
+ * forged entry. Needs root (to be both users) and setpriv; otherwise
+ * skipped, saying why.
+ */
+static void test_cache_two_users(void)
+{
+	const char *pub, *thief = "setpriv --reuid=65533 --regid=65533 --clear-groups ";
+	char shared[200], cache[256], forged[256], scratch[256], entry[700], name[200], out[600];
+	int fd;
+
+	if (geteuid() != 0 || kp_test_sh("command -v setpriv > /dev/null 2>&1")) {
+		fprintf(stderr, "(skipped: the two-user cache check needs root and setpriv) ");
+		return;
+	}
+	pub = public_dir();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pub);
+	snprintf(shared, sizeof(shared), "%s/shared", pub);
+	snprintf(cache, sizeof(cache), "%s/cache", shared);
+	snprintf(forged, sizeof(forged), "%s/forged", shared);
+	snprintf(scratch, sizeof(scratch), "%s/scratch", pub);
+	CU_ASSERT_EQUAL_FATAL(kp__rt_fcache_name(name, sizeof(name), "src", 3, 9, 0, 13, 0), 0);
+	/* the forged entry: a valid header and digest over the thief's bytes */
+	CU_ASSERT_EQUAL_FATAL(mkdir(scratch, 0700), 0);
+	fd = kp__rt_fcache_open_dir(scratch, 0, NULL, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(kp__rt_fcache_write(fd, name, "forged", 6), 0);
+	close(fd);
+	snprintf(entry, sizeof(entry), "%s/%s", scratch, name);
+	CU_ASSERT_EQUAL(chmod(scratch, 0755) | chmod(entry, 0644), 0);
+	CU_ASSERT_EQUAL_FATAL(mkdir(shared, 0777) | chmod(shared, 0777), 0);
+
+	/* writable by all, not sticky: refused, nothing created */
+	cache_as(VICTIM_UID, cache, name, "genuine", out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused: "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "not sticky"));
+	CU_ASSERT_NOT_EQUAL(access(cache, F_OK), 0);
+	/* sticky: the victim's cache works, the thief cannot move it */
+	CU_ASSERT_EQUAL(chmod(shared, 01777), 0);
+	cache_as(VICTIM_UID, cache, name, "genuine", out, sizeof(out));
+	CU_ASSERT_STRING_EQUAL(out, "wrote");
+	CU_ASSERT_EQUAL(kp_test_sh("%s sh -c 'mkdir %s && cp %s %s/ && mv -T %s %s/stolen' "
+				   "2>/dev/null", thief, forged, entry, forged, cache, shared) != 0, 1);
+	cache_as(VICTIM_UID, cache, name, NULL, out, sizeof(out));
+	CU_ASSERT_STRING_EQUAL(out, "read: genuine");
+	/* not sticky: the swap succeeds, and the victim refuses what it finds */
+	CU_ASSERT_EQUAL(chmod(shared, 0777), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s sh -c 'mv -T %s %s/stolen && mv -T %s %s'", thief, cache,
+				   shared, forged, cache), 0);
+	cache_as(VICTIM_UID, cache, name, NULL, out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused: "));
+	CU_ASSERT_PTR_NULL(strstr(out, "forged"));
+	/* even under a parent of its own, a cache owned by the thief is refused */
+	CU_ASSERT_EQUAL(chmod(shared, 01777), 0);
+	cache_as(VICTIM_UID, cache, name, NULL, out, sizeof(out));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "owned by another user"));
+	kp_test_sh("rm -rf '%s'", pub);
+}
+
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
@@ -882,5 +1066,7 @@ CU_TestInfo kp_tests_reliability[] = {
 	{ "analyze_huge_grid", test_analyze_huge_grid },
 	{ "report_no_streams", test_report_no_streams },
 	{ "catalog_number_at_end", test_catalog_number_at_end },
+	{ "cache_two_users", test_cache_two_users },
+	{ "terminal_escapes", test_terminal_escapes },
 	CU_TEST_INFO_NULL,
 };

@@ -8,9 +8,13 @@
  * holding a pointer at an inner offset.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <CUnit/CUnit.h>
 #include <sodium.h>
 #include "common/kname.h"
@@ -53,6 +57,8 @@ struct fake {
 	int cc_major;
 	/* watch: launches seen while watching, the verdict to report */
 	int watching, watch_fail, watch_verdict, watch_per_thread, n_watch_begin;
+	int n_release;            /* watch_release calls */
+	char watch_log[64];       /* b: begin, e: end, r: release, in order */
 	struct fk_kernel wk[MAXK];
 	int n_wk;
 	struct kp__rt_wlaunch wl[MAXK];
@@ -316,8 +322,23 @@ static void f_range_push(void *ctx, const char *name, int kind)
 
 static void f_range_pop(void *ctx) { rng.depth--; }
 
+static void f_watch_log(char c)
+{
+	size_t n = strlen(fk.watch_log);
+
+	if (n + 1 < sizeof(fk.watch_log))
+		fk.watch_log[n] = c;
+}
+
+static void f_watch_release(void *ctx)
+{
+	fk.n_release++;
+	f_watch_log('r');
+}
+
 static int f_watch_begin(void *ctx, void *stream, unsigned flags)
 {
+	f_watch_log('b');
 	fk.n_watch_begin++;
 	if (fk.watch_fail)
 		return 1;
@@ -328,6 +349,7 @@ static int f_watch_begin(void *ctx, void *stream, unsigned flags)
 
 static int f_watch_end(void *ctx, struct kp__rt_watch *w)
 {
+	f_watch_log('e');
 	int i;
 
 	fk.watching = 0;
@@ -376,6 +398,9 @@ struct preg {
 	uint64_t shape;          /* one extra `shape` fingerprint, 0: none */
 };
 
+/* scalar patch lines (kernel 0, params 1..n) write_plan gives every region */
+static uint32_t wp_scalars;
+
 static const char *write_plan(const char *name, int cc_major, const struct preg *regs, int n)
 {
 	struct kp_plan *p = kp_plan_new();
@@ -412,6 +437,14 @@ static const char *write_plan(const char *name, int cc_major, const struct preg 
 			r->shapes = malloc(sizeof(*r->shapes));
 			r->shapes[0] = regs[i].shape;
 			r->n_shapes = 1;
+		}
+		if (wp_scalars) {
+			uint32_t j;
+
+			r->patches = calloc(wp_scalars, sizeof(*r->patches));
+			r->n_patches = wp_scalars;
+			for (j = 0; j < wp_scalars; j++)
+				r->patches[j] = (struct kp_plan_patch){ 0, j + 1, 8 * (j + 1), 8, 1 };
 		}
 	}
 	f = fopen(path, "w");
@@ -459,6 +492,7 @@ static kp_rt *open_rt_watch(const char *plan)
 
 	be.watch_begin = f_watch_begin;
 	be.watch_end = f_watch_end;
+	be.watch_release = f_watch_release;
 	rt = quiet_open(&be, plan, &o, &err);
 	if (!rt)
 		fprintf(stderr, "open: %s\n", err.msg);
@@ -1561,6 +1595,101 @@ static void test_fused_verified_sources(void)
 	kp_plan_free(p);
 }
 
+/* what fifo_child opens, and how */
+struct fifo_case {
+	const char *plan, *trust;
+	int use_env, strict;
+	const struct kp__rt_backend *be;
+};
+
+/*
+ * Open the runtime as c says and check the outcome: opened with the fused
+ * group failing (or refused under strict or for a FIFO plan), never stuck.
+ * 0 when as expected. Runs in a child process under alarm(10).
+ */
+static int fifo_child(const struct fifo_case *c)
+{
+	struct kp_rt_options o = { c->use_env ? 0 : KP_RT_NO_ENV, 0, -1, 0, c->trust, NULL };
+	struct kp_rt_err rerr;
+	kp_rt *rt;
+
+	if (c->strict)
+		o.flags |= KP_RT_STRICT;
+	if (c->use_env)
+		setenv("KPLAN_RT_TRUST", c->trust, 1);
+	o.trust = c->use_env ? NULL : c->trust;
+	kp_log_set_level(KP_LOG_ERROR);
+	rt = kp__rt_open_backend(c->be, c->plan, &o, &rerr);
+	if (!rt)
+		return c->strict || strstr(c->plan, "fifo-plan") ? !strstr(rerr.msg, "FIFO") : 1;
+	kp_rt_close(rt);
+	return c->strict;
+}
+
+/* fifo_child(c) in a child process: 1 when it returned as expected within 10 s */
+static int returns_in_time(const struct fifo_case *c)
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	if (pid == 0) {
+		alarm(10);
+		_exit(fifo_child(c));
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st);
+}
+
+/*
+ * Issue 30, defect 2: a FIFO planted beside a plan under a fused source's
+ * name (or as the plan) blocked kp_rt_open forever in fopen, with or
+ * without KPLAN_RT_TRUST. It is refused at once now (common/fileio.h): the
+ * group stays unfused (fusion-source), or without the source the
+ * signature cannot be checked (untrusted-plan; strict: open fails).
+ */
+static void test_fifo_no_hang(void)
+{
+	struct kp__rt_fusion_ops fops = { NULL, fx_count_load, fx_replace, NULL };
+	struct kp__rt_backend be = fake_be;
+	const char *key = kp_test_path("fifo-rt.key"), *fplan = kp_test_path("fifo-plan.kplan");
+	struct kp_err err = {0};
+	char src[600], pub[600], *saved;
+	size_t saved_len;
+	int loads = 0;
+	const char *path;
+
+	fops.ctx = &loads;
+	be.fusion_ops = &fops;
+	path = write_fused_plan("fifo-rt.kplan", src, sizeof(src));
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	saved = kp_test_read(src, &saved_len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(saved);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("rm -f '%s' && mkfifo '%s'", src, src), 0);
+	{
+		struct fifo_case no_trust = { path, NULL, 0, 0, &be };
+		struct fifo_case trust = { path, pub, 0, 0, &be };
+		struct fifo_case env = { path, pub, 1, 0, &be };
+		struct fifo_case strict = { path, pub, 0, 1, &be };
+
+		CU_ASSERT(returns_in_time(&no_trust));
+		CU_ASSERT(returns_in_time(&trust));
+		CU_ASSERT(returns_in_time(&env));
+		CU_ASSERT(returns_in_time(&strict));
+	}
+	CU_ASSERT_EQUAL(unlink(src), 0);
+	CU_ASSERT_EQUAL(kp_test_write(src, saved, (long)saved_len), 0);
+	free(saved);
+	/* the plan itself */
+	CU_ASSERT_EQUAL(mkfifo(fplan, 0600), 0);
+	{
+		struct fifo_case plan = { fplan, NULL, 0, 0, &be };
+
+		CU_ASSERT(returns_in_time(&plan));
+	}
+	unlink(fplan);
+}
+
 /*
  * The call before the first capture is watched: a body that would break a
  * capture never gets one (the application never sees a capture error).
@@ -1666,6 +1795,76 @@ static void test_value_binds(void)
 	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 0, out, 8), 0);
 	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 0, out, 9), KP_EINVAL);
 	CU_ASSERT_EQUAL(kp_rt_bind_value(NULL, &r, 16, out, 4), KP_EINVAL);
+}
+
+/*
+ * A plan whose scalars change per call, run by a program that binds no
+ * value: eager for good after one plain warm-up call, before any watch or
+ * capture is paid for. With the binds, the watch and the capture follow.
+ */
+static void test_unbound_scalars_decided_before_the_watch(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 1, 1, 0 } };
+	uint64_t out[8] = {0};
+	struct kp_rt_stats st;
+	const char *plan;
+	kp_rt *rt;
+	int i;
+
+	wp_scalars = 2;
+	plan = write_plan("scalars.kplan", 9, rg, 1);
+	wp_scalars = 0;
+	fake_reset();
+	rt = open_rt_watch(plan);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 6; i++) {
+		CU_ASSERT_EQUAL(call_value(rt, (void *)1, out, 500 + i, 0), 1);
+		CU_ASSERT_EQUAL(out[2], 500 + (uint64_t)i);
+	}
+	st = stats(rt);
+	CU_ASSERT_EQUAL(fk.n_watch_begin, 0);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_UNBOUND_CHANGE], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WARMUP], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_UNBOUND_CHANGE], 5);
+	kp_rt_close(rt);
+
+	/* bound: one plain warm-up call, the watched one, then the capture */
+	fake_reset();
+	rt = open_rt_watch(plan);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 6; i++)
+		call_value(rt, (void *)1, out, 500 + i, 1);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(fk.n_watch_begin, 1);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_UNBOUND_CHANGE], 0);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WARMUP], 2);
+	kp_rt_close(rt);
+}
+
+/*
+ * CUPTI is released after a watch unless another region has begun its
+ * warm-up and waits for its own watch (one attachment for both).
+ */
+static void test_watch_release_after_the_last_watch(void)
+{
+	struct preg rg[] = { { "a", KP_PLAN_GRAPH, 0, 2, 1, 0 },
+			     { "b", KP_PLAN_GRAPH, 0, 2, 1, 0 } };
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_rt_watch(write_plan("release.kplan", 9, rg, 2));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 4; i++) {
+		call(rt, "a", 0, (void *)1, out, 8, &scratch, 3, 0);
+		call(rt, "b", 0, (void *)2, out, 8, &scratch, 4, 0);
+	}
+	CU_ASSERT_STRING_EQUAL(fk.watch_log, "beber");
+	CU_ASSERT_EQUAL(fk.n_release, 1);
+	CU_ASSERT_EQUAL(stats(rt).captures, 2);
+	kp_rt_close(rt);
 }
 
 /* Stream 0: the legacy stream is never captured; the per-thread one is. */
@@ -1781,11 +1980,14 @@ static void test_gpatch(void)
 
 CU_TestInfo kp_tests_runtime[] = {
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
+	{ "unbound scalars: eager before the watch", test_unbound_scalars_decided_before_the_watch },
+	{ "watch: CUPTI released after the last watch", test_watch_release_after_the_last_watch },
 	{ "values bound per call, or eager when unbound", test_value_binds },
 	{ "stream 0: legacy never captured, per-thread is", test_default_streams },
 	{ "fused graph: bound buffers keep the capture's overlaps", test_fused_bind_overlap },
 	{ "fused graph: a signed plan's sources compile only as verified",
 	  test_fused_verified_sources },
+	{ "a FIFO as the plan or a fused source: kp_rt_open does not block", test_fifo_no_hang },
 	{ "named ranges per region call", test_named_ranges },
 	{ "kplan calibrate (fake program)", test_calibrate_cli },
 	{ "no plan, disabled, NULL runtime", test_no_plan_and_disable },

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""never_slower.py - whole PyTorch runs eager and under kplan.torch.
+
+A plan must never make a program slower than eager, including the runs in
+which every region ends up eager. Each invocation runs ONE workload in ONE
+variant in this process (CUPTI's state is per process) and prints one JSON
+line:
+
+  {"workload", "variant", "steps", "total_ms", "step_ms", "losses", "stats"}
+
+total_ms is the whole run of --steps steps from the first call (warm-up,
+watch, capture and failures included), synchronised once at the end;
+step_ms the median of --timed further steps, each synchronised; losses a
+hash of every step's loss (bit-identical runs hash alike).
+
+Workloads (tests/gpu/never_slower_check.sh runs them all):
+  gpt2_adamw      GPT-2 (4 layers) training step, AdamW(capturable=False):
+                  the capture cannot hold the optimizer, the region stays eager
+  gpt2_adamw_cap  the same with AdamW(capturable=True): the step is graphed
+  ddp             DistributedDataParallel step of 16 Linear+GELU layers
+                  (run under torchrun; one rank per GPU)
+  mlp_sync        an MLP whose step reads its loss with .item() inside the
+                  region: the watch keeps it eager
+
+Variants:
+  eager           no kplan at all
+  forced-eager    kplan.torch with every region eager (policy "eager")
+  graph           kplan.torch, policy "graph" (watch, capture, replay)
+  graph-nowatch   the same with the watch off (KPLAN_RT_WATCH=0)
+  graph-attached  the same with CUPTI kept attached after the watch
+                  (KPLAN_RT_WATCH_DETACH=0: the behaviour before detaching)
+"""
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+VARIANT_ENV = {
+    "eager": {},
+    "forced-eager": {"KPLAN_TORCH_POLICY": "eager"},
+    "graph": {"KPLAN_TORCH_POLICY": "graph"},
+    "graph-nowatch": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_RT_WATCH": "0"},
+    "graph-attached": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_RT_WATCH_DETACH": "0"},
+}
+
+
+def gpt2_adamw(torch, capturable):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=4, n_embd=768, n_head=12, n_positions=256, vocab_size=8192,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=capturable)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (4, 128), device="cuda", generator=g)
+
+    def step(x):
+        loss = model(x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+    return step, (ids,)
+
+
+def mlp_sync(torch):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(8):
+        layers += [torch.nn.Linear(512, 512), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers).cuda()
+    x = torch.randn(64, 512, device="cuda")
+
+    def step(inp):
+        with torch.no_grad():
+            y = model(inp)
+            if y.abs().max().item() > 1e6:     # a host read inside the region
+                y = y / 2
+            return y.sum()
+    return step, (x,)
+
+
+def ddp(torch):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(16):
+        layers += [torch.nn.Linear(1024, 1024), torch.nn.GELU()]
+    model = DDP(torch.nn.Sequential(*layers).cuda())
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    g = torch.Generator(device="cuda").manual_seed(1 + rank)
+    x = torch.randn(32, 1024, device="cuda", generator=g)
+
+    def step(inp):
+        loss = model(inp).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+    return step, (x,)
+
+
+def build(torch, name):
+    if name == "gpt2_adamw":
+        return gpt2_adamw(torch, False)
+    if name == "gpt2_adamw_cap":
+        return gpt2_adamw(torch, True)
+    if name == "ddp":
+        return ddp(torch)
+    if name == "mlp_sync":
+        return mlp_sync(torch)
+    raise SystemExit("never_slower: unknown workload %r" % name)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workload")
+    ap.add_argument("variant", choices=sorted(VARIANT_ENV))
+    ap.add_argument("--steps", type=int, default=100, help="steps of the whole run")
+    ap.add_argument("--timed", type=int, default=30, help="synchronised steps after it")
+    a = ap.parse_args()
+    os.environ.update(VARIANT_ENV[a.variant])
+    import torch
+    step, args = build(torch, a.workload)
+    kt = None
+    if a.variant != "eager":
+        import kplan.torch as kt
+        kt.open(policy=os.environ["KPLAN_TORCH_POLICY"])
+        step = kt.region("step")(step)
+    torch.cuda.synchronize()
+    losses = []
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        losses.append(step(*args))
+    torch.cuda.synchronize()
+    total = (time.perf_counter() - t0) * 1e3
+    times = []
+    for _ in range(a.timed):
+        s = time.perf_counter()
+        losses.append(step(*args))
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - s) * 1e3)
+    h = hashlib.sha256()
+    for l in losses:
+        h.update(l.float().cpu().numpy().tobytes())
+    out = {"workload": a.workload, "variant": a.variant, "steps": a.steps,
+           "total_ms": round(total, 3), "step_ms": round(statistics.median(times), 4),
+           "losses": h.hexdigest()[:16], "rank": int(os.environ.get("RANK", "0"))}
+    if kt is not None:
+        st = kt.stats()
+        rt = st.get("rt") or {}
+        out["stats"] = {k: st.get(k) for k in ("calls", "replays", "captures", "eager",
+                                               "eager_by_reason", "failures")}
+        out["stats"]["cupti"] = [rt.get("cupti_attaches"), rt.get("cupti_detaches"),
+                                 rt.get("cupti_attached")]
+        kt.close()
+    print(json.dumps(out), flush=True)
+    if a.workload == "ddp":
+        import torch.distributed as dist
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+#!/bin/bash
+# never_slower_check.sh - a plan never makes a PyTorch program slower than
+# eager: whole runs of bench/never_slower.py, each workload in each variant
+# in a process of its own, rounds interleaved.
+#
+#   tests/gpu/never_slower_check.sh [BUILD] [OUTDIR]
+#
+# Per workload: eager (no kplan), forced-eager (kplan.torch, every region
+# eager), graph (policy graph: watch, capture, replay) and graph-nowatch
+# (the watch off), plus graph-attached (CUPTI kept attached after the watch,
+# KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1. The ratio is eager's whole
+# run over the variant's (best of NS_ROUNDS rounds each, default 2).
+# Fails (exit 1) when forced-eager or graph falls below NS_MIN (0.99) of
+# eager, when graph is more than 1 % slower than graph-nowatch where both
+# graph the region, or when a kplan variant's losses differ from eager's.
+# The ddp workload runs under torchrun on every GPU when there are two or
+# more, else it is skipped. Writes OUT/never_slower.md and .jsonl.
+set -u
+B=${1:-build}
+O=${2:-${OUT:-/tmp/kplan-never-slower}}
+ROUNDS=${NS_ROUNDS:-2}
+MIN=${NS_MIN:-0.99}
+mkdir -p "$O"
+LOG=$O/never_slower.log
+J=$O/never_slower.jsonl
+: >"$LOG"
+: >"$J"
+TMP=$(mktemp)
+trap 'rm -f "$TMP"' EXIT
+fail=0
+note() { echo "$*" | tee -a "$LOG"; }
+export KPLAN_RT_LIB=$PWD/$B/lib PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 \
+	TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if ! python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>>"$LOG"; then
+	note "SKIP never_slower: no torch with CUDA (or no transformers) here"
+	exit 0
+fi
+ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+WORKLOADS=${NS_WORKLOADS:-"gpt2_adamw gpt2_adamw_cap mlp_sync ddp"}
+VARIANTS="eager forced-eager graph graph-nowatch"
+[ "${NS_ATTACHED:-0}" = 1 ] && VARIANTS="$VARIANTS graph-attached"
+
+# long enough that the one-time costs (the first watch attaches CUPTI:
+# 15-25 ms) are under 1 % of the whole run
+declare -A steps=([gpt2_adamw]=500 [gpt2_adamw_cap]=800 [mlp_sync]=10000 [ddp]=1000)
+one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
+	local w=$1 v=$2 cmd
+	if [ "$w" = ddp ]; then
+		cmd=(torchrun --standalone --nproc_per_node "$ngpu" bench/never_slower.py)
+	else
+		cmd=(python3 bench/never_slower.py)
+	fi
+	echo "== $w $v: ${cmd[*]} $w $v --steps ${steps[$w]}" >>"$LOG"
+	timeout 300 "${cmd[@]}" "$w" "$v" --steps "${steps[$w]}" >"$TMP" 2>>"$LOG"
+	local rc=$?
+	cat "$TMP" >>"$LOG"
+	if [ $rc -ne 0 ]; then
+		note "FAIL $w $v: exit $rc (see $LOG)"
+		fail=1
+	fi
+	grep '^{' "$TMP" >>"$J"
+}
+
+for w in $WORKLOADS; do
+	if [ "$w" = ddp ] && [ "$ngpu" -lt 2 ]; then
+		note "SKIP ddp: $ngpu GPU (needs 2 or more)"
+		continue
+	fi
+	for r in $(seq "$ROUNDS"); do
+		for v in $VARIANTS; do
+			one "$w" "$v"
+		done
+	done
+done
+
+# the table: best total per (workload, variant, rank 0), ratios against eager
+python3 - "$J" "$MIN" "$O/never_slower.md" <<'EOF' | tee -a "$LOG"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+lim = float(sys.argv[2])
+best, loss, info, ranks = {}, {}, {}, {}
+for r in rows:
+    k = (r["workload"], r["variant"])
+    ranks.setdefault(k, set()).add(r["losses"])
+    if r.get("rank", 0) != 0:
+        continue
+    if k not in best or r["total_ms"] < best[k]["total_ms"]:
+        best[k] = r
+out = ["| workload | variant | whole run ms | / eager | step ms | losses | regions |",
+       "| --- | --- | --- | --- | --- | --- | --- |"]
+bad = []
+for w in dict.fromkeys(k[0] for k in best):
+    e = best.get((w, "eager"))
+    for v in ("eager", "forced-eager", "graph", "graph-nowatch", "graph-attached"):
+        r = best.get((w, v))
+        if r is None:
+            continue
+        ratio = e["total_ms"] / r["total_ms"] if e else float("nan")
+        same = "same" if e and ranks[(w, v)] == ranks[(w, "eager")] else "DIFFER"
+        st = r.get("stats") or {}
+        what = "-"
+        if st:
+            what = "replays %s, eager %s, cupti %s" % (st.get("replays"),
+                    ",".join("%s:%s" % kv for kv in sorted((st.get("eager_by_reason") or {}).items())
+                             if kv[1]), st.get("cupti"))
+        out.append("| %s | %s | %.1f | %.3f | %.3f | %s | %s |" % (w, v, r["total_ms"], ratio,
+                                                                r["step_ms"], same, what))
+        if v != "eager" and same != "same":
+            bad.append("%s %s: losses differ from eager" % (w, v))
+        if v in ("forced-eager", "graph") and ratio < lim:
+            bad.append("%s %s: %.3f of eager's speed (limit %.2f)" % (w, v, ratio, lim))
+    g, n = best.get((w, "graph")), best.get((w, "graph-nowatch"))
+    if g and n and (g.get("stats") or {}).get("replays") and (n.get("stats") or {}).get("replays"):
+        if g["total_ms"] > 1.01 * n["total_ms"]:
+            bad.append("%s: graph %.1f ms, more than 1%% over the same without the watch (%.1f)"
+                       % (w, g["total_ms"], n["total_ms"]))
+open(sys.argv[3], "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+for b in bad:
+    print("FAIL " + b)
+if not bad:
+    print("PASS never_slower: every kplan variant >= %.2f of eager, losses identical" % lim)
+sys.exit(1 if bad else 0)
+EOF
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+exit $fail
