@@ -152,6 +152,7 @@ class Fuser(object):
         self.log = log or (lambda level, msg: None)
         self.chain = None
         self.last_reason = None
+        self.quiet = False        # data_ptr() asked by kplan itself: no flush
         self.n_chains = 0         # chains begun (their ids)
         self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
 
@@ -445,6 +446,9 @@ class _NoFuse(Exception):
 # Stream and event calls that order work between streams: a chain still
 # pending when one of them runs is launched first, else an event recorded
 # now would not cover the chain's kernel (nor a wait made now order it).
+# Tensor.data_ptr() of a chain output launches the chain too: whoever asks
+# for the address (a Triton kernel's launcher, __cuda_array_interface__)
+# reads the memory outside the dispatcher.
 _SYNC_CALLS = (("Stream", ("wait_event", "wait_stream", "record_event")),
                ("Event", ("record", "wait")))
 
@@ -476,6 +480,19 @@ def _hook_syncs(T, fuser, owner):
                 return __f(self, *a, **k)
             saved.append((cls, n, cls.__dict__.get(n)))
             setattr(cls, n, w)
+    # a chain output's address given out (a Triton kernel or any launcher
+    # outside the dispatcher asks data_ptr()): its values must be there
+    base_dp = getattr(T.Tensor, "data_ptr", None)
+    if base_dp is not None:
+        def dp(self):
+            ch = fuser.chain
+            if ch is not None and not fuser.quiet and threading.get_ident() == owner and \
+                    fuser._touches(ch, [self]):
+                with _disable_current_modes():
+                    fuser.flush()
+            return base_dp(self)
+        saved.append((T.Tensor, "data_ptr", T.Tensor.__dict__.get("data_ptr")))
+        T.Tensor.data_ptr = dp
     return saved
 
 
@@ -511,10 +528,14 @@ class OpLog(object):
 
     def add(self, fuser, func, args, kwargs, out, deferred):
         T = fuser.T
-        r = {"i": len(self.ops), "op": func.name(),
-             "args": [_describe(T, a) for a in args],
-             "kwargs": {k: _describe(T, v) for k, v in (kwargs or {}).items()},
-             "out": _describe(T, out if isinstance(out, (list, tuple)) else [out])}
+        fuser.quiet = True
+        try:
+            r = {"i": len(self.ops), "op": func.name(),
+                 "args": [_describe(T, a) for a in args],
+                 "kwargs": {k: _describe(T, v) for k, v in (kwargs or {}).items()},
+                 "out": _describe(T, out if isinstance(out, (list, tuple)) else [out])}
+        finally:
+            fuser.quiet = False
         if self.region is not None:
             r["region"] = self.region
         if deferred:

@@ -412,6 +412,18 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(recs[0]["region"], "mlp")
         del t, y
 
+    def test_data_ptr_of_a_chain_output_launches_the_chain(self):
+        O, x = self.O, self.x()
+        orig = self.T.Tensor.__dict__["data_ptr"]
+        with aten_fuse.mode(self.fz):
+            y = self.run_op(O.tanh, self.run_op(O.mul, x, 0.5))
+            x.data_ptr()                        # not a chain output: nothing
+            self.assertEqual(self.crt.launches, [])
+            p = y.data_ptr()                    # a Triton kernel is about to read y
+            self.assertEqual(len(self.crt.launches), 1)
+            self.assertEqual(self.crt.launches[0][4][-1], p)
+        self.assertIs(self.T.Tensor.__dict__["data_ptr"], orig)
+
 
 if __name__ == "__main__":
     unittest.main()
