@@ -103,6 +103,7 @@ def binary_ops():
         ("div", lambda x, y: x / y), ("add_a2", lambda x, y: torch.add(x, y, alpha=2)),
         ("sub_a.5", lambda x, y: torch.sub(x, y, alpha=0.5)),
         ("add_row", lambda x, y: x + y[0]), ("mul_scal", lambda x, y: x * y[0, :1]),
+        ("mul_col", lambda x, y: x * y[:, :1].contiguous()),
         ("where", lambda x, y: torch.where(x > y, x, y)),
         ("masked_fill", lambda x, y: x.masked_fill(y > 0, -1e4)),
     ]
@@ -124,7 +125,28 @@ def chains():
         ("sigmoid_gate", lambda x, y: torch.sigmoid(x) * y + (1 - torch.sigmoid(x)) * x),
         ("softplusish", lambda x, y: torch.log(1.0 + torch.exp(-x.abs())) + x.clamp_min(0)),
         ("mask_scale", lambda x, y: (x / 8.0).masked_fill(y < 0, float("-inf")) * 2),
+        # an RMSNorm: the per-row scale is broadcast over the row
+        ("rms_norm", lambda x, y: (x.float() * torch.rsqrt(
+            x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * y[0]),
+        ("two_streams", two_streams),
+        ("data_ptr", lambda x, y: _read_ptr(torch.tanh(x) * 2) + y),
     ]
+
+
+def two_streams(x, y):
+    """A chain value read on another stream after wait_stream."""
+    a = torch.tanh(x) * 2
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        b = (a + y) * 0.5
+    torch.cuda.current_stream().wait_stream(s)
+    return b
+
+
+def _read_ptr(t):
+    t.data_ptr()        # as a Triton launcher would
+    return t
 
 
 def random_chain(rng):
