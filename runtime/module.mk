@@ -13,7 +13,7 @@
 
 RT_SRC := runtime/core.c runtime/cuda_backend.c $(plan_SRC) $(wildcard common/*.c) \
 	runtime/fusion.c runtime/fcache.c runtime/fusion_cuda.c runtime/watch.c runtime/watch_calls.c \
-	runtime/gpatch.c
+	runtime/gpatch.c runtime/kfuse.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
 # libsodium (plan signatures) goes in statically, its symbols kept local

@@ -445,6 +445,23 @@ int kp_rt_gpatch_open(kp_rt *rt, void *graph, void *exec, const void *ptr, size_
 int kp_rt_gpatch_set(kp_rt_gpatch *p, const void *new_ptr);
 void kp_rt_gpatch_close(kp_rt_gpatch *p);
 
+/*
+ * Fused kernels built outside a plan (kplan.torch's ATen chains,
+ * python/kplan/aten_gen.py): kp_rt_kernel_load compiles CUDA source `src`
+ * (len bytes) with NVRTC, through the same options and the same on-disk
+ * CUBIN cache (keyed by the source's SHA-256) as a plan's fused sources,
+ * and loads kernel `name` into *fn. The module stays loaded for the life of
+ * the process: graphs that captured a launch of it may outlive rt. Safe
+ * while the calling thread captures a stream (the load runs in relaxed
+ * capture mode). 0, or -1 with msg (msg_len bytes) filled.
+ * kp_rt_kernel_launch launches fn on `stream` (a cudaStream_t: a kernel
+ * node when the stream captures) with grid x block threads; args holds one
+ * pointer per kernel parameter, as for cuLaunchKernel. 0, or the CUresult.
+ */
+int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const char *name, void **fn,
+		      char *msg, size_t msg_len);
+int kp_rt_kernel_launch(void *fn, unsigned grid, unsigned block, void *stream, void **args);
+
 /* The region-marking names of ARCHITECTURE.md, as inline aliases. */
 static inline int kp_region_begin(kp_rt *rt, kp_region *r, const char *name,
 				  uint64_t shape_key, void *stream)

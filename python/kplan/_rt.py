@@ -248,6 +248,12 @@ class Library(object):
                                     [vp, vp, vp, vp, ctypes.c_size_t, P(vp)], required=False)
         self.gpatch_set = _declare(lib, "kp_rt_gpatch_set", _int, [vp, vp], required=False)
         self.gpatch_close = _declare(lib, "kp_rt_gpatch_close", None, [vp], required=False)
+        self.kernel_load = _declare(lib, "kp_rt_kernel_load", _int,
+                                    [vp, cp, ctypes.c_size_t, cp, P(vp), cp, ctypes.c_size_t],
+                                    required=False)
+        self.kernel_launch = _declare(lib, "kp_rt_kernel_launch", _int,
+                                      [vp, ctypes.c_uint, ctypes.c_uint, vp, P(vp)],
+                                      required=False)
 
 
 _loaded = {}
@@ -294,6 +300,7 @@ class Runtime(object):
         self.plan_path = plan_path
         self.can_watch = lib.watch_begin is not None and lib.watch_end is not None
         self.has_plan_lookup = lib.region_plan is not None
+        self.can_fuse = lib.kernel_load is not None and lib.kernel_launch is not None
         self.can_patch = (lib.gpatch_open is not None and lib.gpatch_set is not None and
                           lib.gpatch_close is not None)
 
@@ -388,6 +395,33 @@ class Runtime(object):
     def gpatch_close(self, handle):
         if handle is not None:
             self.lib.gpatch_close(handle)
+
+    # fused kernels of kplan.torch's ATen chains (kp_rt_kernel_*)
+    def kernel_load(self, src, name):
+        """Compile and load kernel `name` of CUDA source `src` (str): a
+        handle (int), or raises RtError(-1, why)."""
+        lib = self.lib
+        if lib.kernel_load is None or not self.handle:
+            raise RtError(-1, "libkplanrt has no kp_rt_kernel_load")
+        b = src.encode("utf-8")
+        fn = ctypes.c_void_p()
+        msg = ctypes.create_string_buffer(512)
+        rc = lib.kernel_load(self.handle, b, len(b), name.encode("ascii"), ctypes.byref(fn),
+                             msg, len(msg))
+        if rc != 0 or not fn.value:
+            raise RtError(-1, _s(msg.value) or "kp_rt_kernel_load failed")
+        return fn.value
+
+    def kernel_launch(self, fn, grid, block, stream, ptrs):
+        """Launch fn on stream (an int cudaStream_t) with one pointer
+        argument per entry of ptrs (ints). 0, or the CUresult."""
+        lib = self.lib
+        if lib.kernel_launch is None:
+            return -1
+        vals = [ctypes.c_void_p(p) for p in ptrs]
+        args = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.addressof(v) for v in vals])
+        return lib.kernel_launch(ctypes.c_void_p(fn), grid, block, ctypes.c_void_p(stream),
+                                 args)
 
     def stats(self):
         st = kp_rt_stats()

@@ -462,7 +462,7 @@ class Runtime(object):
     def __init__(self, crt, plan_path, policy="plan", verify=0, strict=False,
                  warmup=None, max_keys=None, capture_error_mode="thread_local",
                  disabled=False, print_stats=False, key_warmup=False, watch=True,
-                 verify_tol=None, global_reason=None):
+                 verify_tol=None, global_reason=None, fuse="off"):
         if policy not in ("plan", "graph", "eager"):
             raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
         self.crt = crt
@@ -477,6 +477,11 @@ class Runtime(object):
         self.print_stats = print_stats
         self.key_warmup = key_warmup
         self.watch = watch
+        # fusion of pointwise ATen chains in captured graphs (kplan.aten_fuse)
+        if fuse not in ("off", "exact", "tolerant"):
+            raise ValueError("fuse must be 'off', 'exact' or 'tolerant', not %r" % (fuse,))
+        self.fuse = fuse
+        self.fusion = None
         self.lock = threading.RLock()
         self.states = {}
         self.plan_info = {}
@@ -915,7 +920,11 @@ class Runtime(object):
         _tl.depth = _depth() + 1
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
-                out = region.fn(*sargs, **skw)
+                if self.fuse == "off":
+                    out = region.fn(*sargs, **skw)
+                else:
+                    with self._fuse_mode(st):
+                        out = region.fn(*sargs, **skw)
         finally:
             _tl.depth -= 1
         leaves = []
@@ -936,6 +945,16 @@ class Runtime(object):
         if keep:
             g.instantiate()
             self._patch_setup(st, e, tensors)
+
+    def _fuse_mode(self, st):
+        from . import aten_fuse
+        if self.fusion is None:
+            self.fusion = aten_fuse.Stats()
+        path = os.environ.get("KPLAN_TORCH_ATEN_LOG")
+        return aten_fuse.mode(aten_fuse.Fuser(self.crt, mode=self.fuse, stats=self.fusion,
+                                              log=_log),
+                              oplog=aten_fuse.OpLog(st.name) if path else None,
+                              oplog_path=path)
 
     # -- pointer patching (region(..., patch_inputs=True)) ---------------------
     def _can_patch(self, T):
@@ -1168,6 +1187,12 @@ class Runtime(object):
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         if self.verify_tol is None:
+            if self.fuse == "exact":
+                # fused in exact mode: bit for bit (NaN payloads, the sign of 0)
+                from .aten_fuse import bits_equal
+                eq = bits_equal(T, a, b)
+                if eq is not None:
+                    return eq
             return bool(T.equal(a, b))
         rtol, atol = self.verify_tol
         return bool(T.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
@@ -1243,6 +1268,7 @@ class Runtime(object):
             "failures": dict(c.failures),
             "regions": regions,
             "plan": self.plan_path, "policy": self.policy,
+            "fusion": self.fusion.as_dict() if self.fusion is not None else None,
             "rt": rt,
         }
 
@@ -1255,6 +1281,14 @@ class Runtime(object):
             f.write("kplan-torch: eager.%s %d\n" % (r, n))
         for r, n in sorted(s["failures"].items()):
             f.write("kplan-torch: failures.%s %d\n" % (r, n))
+        fz = s.get("fusion")
+        if fz:
+            f.write("kplan-torch: fusion chains %d ops %d alone %d unwritten %d compiled %d "
+                    "(%.1f ms)%s%s\n" % (
+                        fz["chains"], fz["ops_fused"], fz["ops_alone"], fz["dead_outputs"],
+                        fz["compiled"], fz["compile_ms"],
+                        "".join(" refused.%s %d" % kv for kv in sorted(fz["refused"].items())),
+                        "".join(" fallback.%s %d" % kv for kv in sorted(fz["fallbacks"].items()))))
         for name, r in sorted(s["regions"].items()):
             f.write("kplan-torch: region %s calls %d replays %d captures %d eager %d state %s\n"
                     % (name, r["calls"], r["replays"], r["captures"], r["eager"], r["state"]))
@@ -1271,7 +1305,7 @@ _atexit_done = []
 
 def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          max_keys=None, capture_error_mode="thread_local", verify_tol=None,
-         disable=None, lib=None, runtime=None):
+         disable=None, lib=None, runtime=None, fuse=None):
     """Open the runtime (replacing the current one) and return it.
 
     plan_path   a plan written by `kplan plan`; None (default): $KPLAN_PLAN,
@@ -1295,6 +1329,9 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     disable     every region eager; default $KPLAN_RT_DISABLE
     lib         path of libkplanrt.so (default: kplan._rt.find_library())
     runtime     an open kplan._rt.Runtime (or an object with its methods)
+    fuse        "off" (default; $KPLAN_TORCH_FUSE), "exact" or "tolerant":
+                fuse chains of pointwise ATen ops in each captured graph
+                (kplan.aten_fuse; python/README.md, "Fusion")
 
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
@@ -1312,6 +1349,8 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     print_stats = _env_flag("KPLAN_RT_STATS")
     key_warmup = _env_flag("KPLAN_RT_KEY_WARMUP")
     watch = os.environ.get("KPLAN_RT_WATCH", "1") != "0"
+    if fuse is None:
+        fuse = os.environ.get("KPLAN_TORCH_FUSE", "") or "off"
     if plan_path is None:
         plan_path = os.environ.get("KPLAN_PLAN")
     plan_path = os.fspath(plan_path) if plan_path else None
@@ -1342,7 +1381,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     rt = Runtime(crt, plan_path, policy=policy, verify=verify, strict=strict,
                  warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
                  disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
-                 watch=watch, verify_tol=verify_tol, global_reason=global_reason)
+                 watch=watch, verify_tol=verify_tol, global_reason=global_reason, fuse=fuse)
     with _open_lock:
         old, _current = _current, rt
         if not _atexit_done:

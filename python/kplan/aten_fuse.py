@@ -1,0 +1,609 @@
+"""Fusion of pointwise ATen chains while kplan.torch captures a region.
+
+`FuseMode` is a TorchDispatchMode entered inside the capture. Every ATen op
+of the body passes through it:
+
+- a pointwise op of the catalog (kplan.aten_ops) whose tensors fit the
+  current chain (one iteration space, external tensors full, scalar or
+  row-broadcast, contiguous; one floating dtype per op) is *deferred*: its
+  output is allocated (contiguous, the dtype and shape ATen gives it) and
+  returned, nothing is launched;
+- any other op runs as usual, after *flushing* the chain when it reads a
+  chain output or may write to one of its arguments (an in-place or out=
+  op: it could change what the chain reads). An op that writes only fresh
+  outputs (a GEMM between a gate's activation and its product, a view) runs
+  first and the chain goes on: the chain's inputs are held and unchanged,
+  and a fresh output never shares memory with an output the chain will
+  write (those are held too).
+
+A flush launches one generated kernel (kplan.aten_gen) on the chain's
+stream, which writes only the outputs something still holds: an output
+whose Python object is gone (weakref dead: no Python reference, and no C++
+owner either, since PyTorch keeps a tensor's PyObject alive while C++ holds
+the tensor) is never read again, so it is not written. A chain of one op, or
+one that cannot be compiled, runs op by op through the ops' out= variants
+into the tensors already handed out: the same ATen kernels as eager, no
+copy. Under capture the fused kernel becomes one node of the graph in place
+of the chain's nodes; outside a capture (tests) it simply runs.
+
+Counters per Fuser (kt.stats()["fusion"]): chains fused, ops fused, ops run
+alone, outputs not written, kernels compiled and their compile time, and
+ops not deferred by reason.
+"""
+
+import time
+import weakref
+
+from . import aten_gen as G
+from . import aten_ops as A
+
+_DT = {}          # torch dtype -> aten_gen dtype name (filled on first use)
+_kernels = {}     # (device index, source) -> loaded function handle (for the process)
+_out_ops = {}     # functional OpOverload -> its out= overload (or None)
+
+
+def _dtypes(T):
+    if not _DT:
+        _DT.update({T.float32: "f32", T.float16: "f16", T.bfloat16: "bf16", T.bool: "b8"})
+    return _DT
+
+
+class Stats(object):
+    def __init__(self):
+        self.chains = 0
+        self.ops_fused = 0
+        self.ops_alone = 0
+        self.dead_outputs = 0
+        self.compiled = 0
+        self.compile_s = 0.0
+        self.refused = {}
+        self.fallbacks = {}
+        self.alone = {}           # op name -> ops run alone through out=
+        self.alone_copies = 0     # of which without an out= variant (one more copy)
+
+    def refuse(self, reason):
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+
+    def as_dict(self):
+        return {"chains": self.chains, "ops_fused": self.ops_fused,
+                "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
+                "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
+                "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
+                "alone": dict(self.alone), "alone_copies": self.alone_copies}
+
+
+_writes = {}      # OpOverload -> whether it writes to an argument
+
+
+def writes(func):
+    """Whether the op may write to one of its arguments (an in-place or
+    out= op, or one whose schema is unknown)."""
+    w = _writes.get(func)
+    if w is None:
+        try:
+            w = any(a.alias_info is not None and a.alias_info.is_write
+                    for a in func._schema.arguments)
+        except Exception:
+            w = True
+        _writes[func] = w
+    return w
+
+
+def bits_equal(T, a, b):
+    """Whether two tensors of one floating dtype hold the same bits (NaN
+    payloads and signed zeros included), or None for other dtypes."""
+    iv = {T.float32: T.int32, T.float16: T.int16, T.bfloat16: T.int16}.get(a.dtype)
+    if iv is None or a.dtype != b.dtype or a.shape != b.shape:
+        return None
+    return bool(T.equal(a.contiguous().view(iv), b.contiguous().view(iv)))
+
+
+def out_variant(func):
+    """The out= overload of a functional ATen op (same arguments plus a
+    keyword `out`), or None."""
+    if func in _out_ops:
+        return _out_ops[func]
+    res = None
+    try:
+        sig = [(a.name, str(a.type)) for a in func._schema.arguments]
+        pk = func.overloadpacket
+        for ov in pk.overloads():
+            op = getattr(pk, ov)
+            args = [(a.name, str(a.type)) for a in op._schema.arguments]
+            if args[:-1] == sig and args[-1][0] == "out":
+                res = op
+                break
+    except Exception:
+        res = None
+    _out_ops[func] = res
+    return res
+
+
+class _Chain(object):
+    def __init__(self, shape, numel, device, stream):
+        self.shape = shape
+        self.numel = numel
+        self.device = device
+        self.stream = stream
+        self.nodes = []       # aten_ops.Node
+        self.exts = []        # aten_gen.Ext
+        self.ext_t = []       # the external tensors (kept alive until the flush)
+        self.ext_ids = {}     # id(tensor) -> ext index
+        self.outs = []        # weakref to each node's output
+        self.ids = {}         # id(output) -> node index
+        self.calls = []       # (func, args, kwargs) per node, for the op-by-op path
+
+
+class Fuser(object):
+    """One capture's fusion state. crt: the kplan._rt.Runtime (kernel_load /
+    kernel_launch); mode "exact" or "tolerant"; min_ops: shorter chains run
+    op by op; stats: a Stats to count into."""
+
+    def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
+                 log=None):
+        import torch
+        self.T = torch
+        self.crt = crt
+        self.exact = mode != "tolerant"
+        self.min_ops = max(1, int(min_ops))
+        self.max_ops = max_ops
+        self.max_exts = max_exts
+        self.stats = stats if stats is not None else Stats()
+        self.log = log or (lambda level, msg: None)
+        self.chain = None
+        self.last_reason = None
+        self.quiet = False        # data_ptr() asked by kplan itself: no flush
+        self.n_chains = 0         # chains begun (their ids)
+        self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
+
+    def _refuse(self, reason):
+        self.last_reason = reason
+        self.stats.refuse(reason)
+
+    # -- deferring --------------------------------------------------------
+    def _ext_mode(self, t, shape):
+        """How the chain reads tensor t over its iteration space shape:
+        (mode, n, inner) for aten_gen.Ext, or None."""
+        if tuple(t.shape) == shape:
+            return ("full", 0, 1) if t.is_contiguous() else None
+        n = t.numel()
+        if n == 1:
+            return ("scalar", 1, 1)
+        if not t.is_contiguous() or len(t.shape) > len(shape):
+            return None
+        # broadcast over leading and/or trailing dims: t's sizes are the
+        # chain's on one range of dims [a, b) and 1 elsewhere
+        p = (1,) * (len(shape) - len(t.shape)) + tuple(t.shape)
+        nz = [d for d in range(len(shape)) if p[d] != 1]
+        a, b = nz[0], nz[-1] + 1
+        if any(p[d] != shape[d] for d in range(a, b)):
+            return None
+        inner = 1
+        for d in range(b, len(shape)):
+            inner *= shape[d]
+        return ("row", n, 1) if inner == 1 else ("bcast", n, inner)
+
+    def defer(self, func, args, kwargs):
+        """The op's output tensor when deferred, else None (after flushing
+        when the op may read or write what the chain holds)."""
+        T = self.T
+        try:
+            op, targs, attrs, sins = A.recognize(func.name(), args, kwargs,
+                                                 lambda x: isinstance(x, T.Tensor))
+        except A.Refuse as r:
+            if r.reason != "not-pointwise":
+                self._refuse(r.reason)
+            else:
+                self.last_reason = r.reason
+            return None
+        dt = _dtypes(T)
+        if T.is_grad_enabled() and any(t.requires_grad for t in targs):
+            self._refuse("autograd")
+            return None
+        dev = targs[0].device
+        if dev.type != "cuda" or any(t.device != dev for t in targs):
+            self._refuse("device")
+            return None
+        if attrs.get("device") is not None and not _same_device(T, attrs["device"], dev):
+            self._refuse("device")       # a copy to another device
+            return None
+        # the op's dtype: its floating inputs' (a where's condition and a
+        # masked_fill's mask are bool)
+        kinds = []
+        for i, t in enumerate(targs):
+            d = dt.get(t.dtype)
+            want_bool = (op == "where" and i == 0) or (op == "masked_fill" and i == 1)
+            if d is None or (d == "b8") != want_bool:
+                self._refuse("dtype")
+                return None
+            kinds.append(d)
+        fl = [d for d in kinds if d != "b8"]
+        if len(set(fl)) != 1:
+            self._refuse("mixed-dtypes")
+            return None
+        dname = fl[0]
+        out_dtype = targs[[i for i, d in enumerate(kinds) if d != "b8"][0]].dtype
+        if op == "copy" and attrs.get("to") is not None:
+            out_dtype = attrs["to"]
+            if dt.get(out_dtype) not in A.FLOAT_DTYPES:
+                self._refuse("dtype")
+                return None
+            dname = dt[out_dtype]
+        try:
+            shape = tuple(T.broadcast_shapes(*[tuple(t.shape) for t in targs]))
+        except Exception:
+            self._refuse("broadcast")
+            return None
+        numel = 1
+        for s in shape:
+            numel *= s
+        if numel == 0:
+            self._refuse("empty")
+            return None
+        stream = T.cuda.current_stream(dev)
+        ch = self.chain
+        if ch is not None and (ch.shape != shape or ch.device != dev or ch.stream != stream or
+                               len(ch.nodes) >= self.max_ops):
+            self.flush()
+            ch = None
+        # inputs: earlier nodes of the chain or external tensors
+        refs = []
+        new_ext = []
+        for t in targs:
+            k = ch.ids.get(id(t)) if ch is not None else None
+            if k is not None and ch.outs[k]() is t:
+                refs.append(("n", k))
+                continue
+            if ch is not None and id(t) in ch.ext_ids and ch.ext_t[ch.ext_ids[id(t)]] is t:
+                refs.append(("x", ch.ext_ids[id(t)]))
+                continue
+            m = self._ext_mode(t, shape)
+            if m is None:
+                self._refuse("broadcast")
+                if ch is not None and self._touches(ch, targs):
+                    self.flush()
+                return None
+            refs.append(("new", len(new_ext)))
+            new_ext.append((t, m))
+        if not any(r[0] == "n" for r in refs) and \
+                not any(m[0] == "full" for _t, m in new_ext) and \
+                not (ch is not None and any(r[0] == "x" and ch.exts[r[1]].mode == "full"
+                                            for r in refs)):
+            self._refuse("broadcast")
+            return None
+        if ch is not None and len(ch.exts) + len(new_ext) > self.max_exts:
+            self.flush()
+            return self.defer(func, args, kwargs)
+        if ch is None:
+            ch = self.chain = _Chain(shape, numel, dev, stream)
+            ch.id = self.n_chains
+            self.n_chains += 1
+        for i, r in enumerate(refs):
+            if r[0] == "new":
+                t, (mode, n, inner) = new_ext[r[1]]
+                j = len(ch.exts)
+                ch.exts.append(G.Ext(dt[t.dtype], mode, n, inner))
+                ch.ext_t.append(t)
+                ch.ext_ids[id(t)] = j
+                refs[i] = ("x", j)
+        ins = list(refs)
+        for pos in sorted(sins):
+            ins.insert(pos, ("s", sins[pos]))
+        node = A.Node(op, ins, dname, A.finish_attrs(op, attrs, dname))
+        out = T.empty(shape, dtype=out_dtype, device=dev)
+        ch.nodes.append(node)
+        ch.outs.append(weakref.ref(out))
+        ch.ids[id(out)] = len(ch.nodes) - 1
+        ch.calls.append((func,) + self._refs(ch, args, kwargs))
+        return out
+
+    def _refs(self, ch, args, kwargs):
+        # the call as recorded for the op-by-op path: chain outputs become
+        # _Ref(k), so that the record does not keep them alive
+        from torch.utils._pytree import tree_map
+        T = self.T
+
+        def ref(x):
+            if isinstance(x, T.Tensor):
+                k = ch.ids.get(id(x))
+                if k is not None and ch.outs[k]() is x:
+                    return _Ref(k)
+            return x
+        return tree_map(ref, tuple(args)), tree_map(ref, dict(kwargs or {}))
+
+    def _touches(self, ch, tensors):
+        for t in tensors:
+            k = ch.ids.get(id(t))
+            if k is not None and ch.outs[k]() is t:
+                return True
+        return False
+
+    def touches(self, args, kwargs):
+        """Whether any tensor among args/kwargs is a pending output."""
+        ch = self.chain
+        if ch is None:
+            return False
+        from torch.utils._pytree import tree_leaves
+        return self._touches(ch, [x for x in tree_leaves((args, kwargs))
+                                  if isinstance(x, self.T.Tensor)])
+
+    # -- flushing ---------------------------------------------------------
+    def flush(self):
+        ch, self.chain = self.chain, None
+        if ch is None:
+            return
+        live = [k for k, w in enumerate(ch.outs) if w() is not None]
+        if not live:
+            self.stats.dead_outputs += len(ch.nodes)
+            self.fate[ch.id] = "dead"
+            return
+        if len(ch.nodes) < self.min_ops:
+            self.fate[ch.id] = "alone"
+            self._run_ops(ch)
+            return
+        try:
+            self._launch(ch, live)
+        except _NoFuse as e:
+            self.stats.fallbacks[e.reason] = self.stats.fallbacks.get(e.reason, 0) + 1
+            self.log(2, "torch: fusion: a chain of %d ops runs op by op (%s)"
+                     % (len(ch.nodes), e))
+            self.fate[ch.id] = "op-by-op: %s" % e.reason
+            self._run_ops(ch)
+            return
+        self.fate[ch.id] = "fused"
+        self.stats.chains += 1
+        self.stats.ops_fused += len(ch.nodes)
+        self.stats.dead_outputs += len(ch.nodes) - len(live)
+
+    def _kernel(self, src, name, device):
+        # a loaded function belongs to the device's context: one per device
+        key = (device.index, src)
+        fn = _kernels.get(key)
+        if fn is None:
+            if self.crt is None or not getattr(self.crt, "can_fuse", False):
+                raise _NoFuse("no-compiler", "libkplanrt has no kp_rt_kernel_load")
+            t0 = time.perf_counter()
+            try:
+                fn = self.crt.kernel_load(src, name)
+            except Exception as e:
+                raise _NoFuse("compile-failed", str(e))
+            self.stats.compile_s += time.perf_counter() - t0
+            self.stats.compiled += 1
+            _kernels[key] = fn
+        return fn
+
+    def _launch(self, ch, live):
+        chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact)
+        try:
+            name, src = G.generate(chain)
+        except G.GenError as e:
+            raise _NoFuse("generate", str(e))
+        fn = self._kernel(src, name, ch.device)
+        ptrs = [t.data_ptr() for t in ch.ext_t] + [ch.outs[k]().data_ptr() for k in live]
+        grid, block = G.launch_dims(ch.numel)
+        rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
+        if rc != 0:
+            raise _NoFuse("launch-failed", "cuLaunchKernel: %d" % rc)
+
+    def _run_ops(self, ch):
+        """Each op of the chain through its out= variant, into the outputs
+        handed out (fresh tensors for the ones nobody holds)."""
+        T = self.T
+        from torch.utils._pytree import tree_map
+        outs = []
+        for k, (func, args, kwargs) in enumerate(ch.calls):
+            o = ch.outs[k]()
+            if o is None:
+                o = T.empty(ch.shape, dtype=_torch_dtype(T, ch.nodes[k].dtype),
+                            device=ch.device)
+            outs.append(o)
+
+            def sub(x):
+                return outs[x.k] if isinstance(x, _Ref) else x
+            a = tree_map(sub, args)
+            kw = tree_map(sub, kwargs)
+            ov = out_variant(func)
+            with T.cuda.stream(ch.stream):
+                if ch.nodes[k].op == "copy" and not kw.get("memory_format") and \
+                        func.name() in ("aten::_to_copy", "aten::clone"):
+                    # both are an empty tensor and copy_: the same kernel
+                    o.copy_(a[0])
+                elif ov is not None:
+                    ov(*a, out=o, **kw)
+                else:
+                    o.copy_(func(*a, **kw))
+                    self.stats.alone_copies += 1
+            self.stats.ops_alone += 1
+            nm = func.name()
+            self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
+
+
+def _same_device(T, want, dev):
+    try:
+        w = want if isinstance(want, T.device) else T.device(want)
+    except Exception:
+        return False
+    return w.type == dev.type and (w.index is None or w.index == dev.index)
+
+
+def _torch_dtype(T, name):
+    return {"f32": T.float32, "f16": T.float16, "bf16": T.bfloat16}[name]
+
+
+class _Ref(object):
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+
+class _NoFuse(Exception):
+    def __init__(self, reason, detail=""):
+        Exception.__init__(self, "%s: %s" % (reason, detail) if detail else reason)
+        self.reason = reason
+
+
+# Stream and event calls that order work between streams: a chain still
+# pending when one of them runs is launched first, else an event recorded
+# now would not cover the chain's kernel (nor a wait made now order it).
+# Tensor.data_ptr() of a chain output launches the chain too: whoever asks
+# for the address (a Triton kernel's launcher, __cuda_array_interface__)
+# reads the memory outside the dispatcher.
+_SYNC_CALLS = (("Stream", ("wait_event", "wait_stream", "record_event")),
+               ("Event", ("record", "wait")))
+
+
+def _hook_syncs(T, fuser, owner):
+    """Wrap torch.cuda.Stream/Event's ordering calls to flush fuser's chain
+    (on the owning thread). Returns what unhook() restores."""
+    import contextlib
+    import threading
+    try:
+        from torch.utils._python_dispatch import _disable_current_modes
+    except ImportError:
+        # the flush's own ops then pass through the mode, which runs them
+        _disable_current_modes = contextlib.nullcontext
+    saved = []
+    for cname, names in _SYNC_CALLS:
+        cls = getattr(T.cuda, cname, None)
+        if cls is None:
+            continue
+        for n in names:
+            f = getattr(cls, n, None)
+            if f is None:
+                continue
+
+            def w(self, *a, __f=f, **k):
+                if fuser.chain is not None and threading.get_ident() == owner:
+                    with _disable_current_modes():
+                        fuser.flush()
+                return __f(self, *a, **k)
+            saved.append((cls, n, cls.__dict__.get(n)))
+            setattr(cls, n, w)
+    # a chain output's address given out (a Triton kernel or any launcher
+    # outside the dispatcher asks data_ptr()): its values must be there
+    base_dp = getattr(T.Tensor, "data_ptr", None)
+    if base_dp is not None:
+        def dp(self):
+            ch = fuser.chain
+            if ch is not None and not fuser.quiet and threading.get_ident() == owner and \
+                    fuser._touches(ch, [self]):
+                with _disable_current_modes():
+                    fuser.flush()
+            return base_dp(self)
+        saved.append((T.Tensor, "data_ptr", T.Tensor.__dict__.get("data_ptr")))
+        T.Tensor.data_ptr = dp
+    return saved
+
+
+def _unhook(saved):
+    for cls, n, orig in reversed(saved):
+        if orig is None:
+            delattr(cls, n)
+        else:
+            setattr(cls, n, orig)
+
+
+def _describe(T, x):
+    """An argument as the op log writes it."""
+    if isinstance(x, T.Tensor):
+        return {"shape": list(x.shape), "stride": list(x.stride()),
+                "dtype": str(x.dtype).replace("torch.", ""), "ptr": "0x%x" % x.data_ptr()}
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return x
+    if isinstance(x, (list, tuple)):
+        return [_describe(T, y) for y in x]
+    return str(x)
+
+
+class OpLog(object):
+    """The ATen view of a capture: one record per op the body dispatched
+    (name, arguments with each tensor's shape, strides, dtype and address,
+    outputs) and what fusion did with it: "chain" (its id) and "node", or
+    "reason" it was not deferred. write() appends JSON lines."""
+
+    def __init__(self, region=None):
+        self.region = region
+        self.ops = []
+
+    def add(self, fuser, func, args, kwargs, out, deferred):
+        T = fuser.T
+        fuser.quiet = True
+        try:
+            r = {"i": len(self.ops), "op": func.name(),
+                 "args": [_describe(T, a) for a in args],
+                 "kwargs": {k: _describe(T, v) for k, v in (kwargs or {}).items()},
+                 "out": _describe(T, out if isinstance(out, (list, tuple)) else [out])}
+        finally:
+            fuser.quiet = False
+        if self.region is not None:
+            r["region"] = self.region
+        if deferred:
+            r["chain"] = fuser.chain.id
+            r["node"] = len(fuser.chain.nodes) - 1
+        elif fuser.last_reason:
+            r["reason"] = fuser.last_reason
+        self.ops.append(r)
+
+    def write(self, path, fuser):
+        import json
+        with open(path, "a") as f:
+            for r in self.ops:
+                if "chain" in r:
+                    r["fate"] = fuser.fate.get(r["chain"], "pending")
+                f.write(json.dumps(r, sort_keys=True) + "\n")
+
+
+def mode(fuser, oplog=None, oplog_path=None):
+    """A TorchDispatchMode feeding fuser; the chain is flushed on exit and
+    before any stream or event call that orders work between streams.
+    oplog: an OpLog to record every op into (written to oplog_path, when
+    given, at exit)."""
+    import threading
+    from torch.utils._python_dispatch import TorchDispatchMode
+    owner = threading.get_ident()
+    hooks = []
+
+    class FuseMode(TorchDispatchMode):
+        def __enter__(self):
+            hooks[:] = _hook_syncs(fuser.T, fuser, owner)
+            return TorchDispatchMode.__enter__(self)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if threading.get_ident() != owner:
+                # another thread (autograd's device threads): never defer
+                # there, and nothing it can see is pending (see defer)
+                return func(*args, **kwargs)
+            fuser.last_reason = None
+            out = fuser.defer(func, args, kwargs)
+            if out is not None:
+                if oplog is not None:
+                    oplog.add(fuser, func, args, kwargs, out, True)
+                return out
+            if fuser.chain is not None and (writes(func) or fuser.touches(args, kwargs)):
+                fuser.flush()
+            out = func(*args, **kwargs)
+            if oplog is not None:
+                oplog.add(fuser, func, args, kwargs, out, False)
+            return out
+
+        def __exit__(self, et, ev, tb):
+            try:
+                r = TorchDispatchMode.__exit__(self, et, ev, tb)
+            finally:
+                _unhook(hooks)
+                hooks[:] = []
+            if et is None:
+                fuser.flush()
+            else:
+                fuser.chain = None
+            if oplog is not None and oplog_path:
+                try:
+                    oplog.write(oplog_path, fuser)
+                except OSError as e:
+                    fuser.log(1, "torch: fusion: cannot write the op log %s: %s"
+                              % (oplog_path, e))
+            return r
+
+    return FuseMode()

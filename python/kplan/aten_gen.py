@@ -1,0 +1,249 @@
+"""One CUDA kernel per chain of pointwise ATen ops (kplan.aten_ops).
+
+A chain is a DAG of nodes over one iteration space of `numel` elements,
+with external tensors read either at [i] (`full`), at [0] (`scalar`: one
+element broadcast), at [i % n] (`row`: a contiguous trailing-dims tensor
+broadcast over the leading dims) or at [(i / inner) % n] (`bcast`: broadcast
+over trailing dims too). The kernel computes every node per
+element and stores only the nodes listed in `outs` (the values something
+outside the chain still reads).
+
+Numerics. `exact`: each node's value is rounded to its storage dtype as
+ATen's kernel does when it stores it (f16: cvt.rn.f16.f32, bf16:
+cvt.rn.bf16.f32, the instructions c10::Half / c10::BFloat16 use on sm_80+),
+f16/bf16 values are carried as their bits (a selection such as where or
+masked_fill passes the bits through as ATen does), and each op's last
+arithmetic uses the _rn intrinsics so that no FMA is formed across two ops
+(ATen stores between them). `tolerant`: values stay float from op to op and
+round once, when stored.
+
+The source needs no headers (NVRTC, no include path); conversions are inline
+PTX as in fusion/fusion_gen.c. Torch-free.
+"""
+
+import hashlib
+
+from . import aten_ops as A
+
+BLOCK = 256
+MAX_BLOCKS = 4096
+
+_CTYPE = {"f32": "float", "f16": "unsigned short", "bf16": "unsigned short",
+          "b8": "unsigned char"}
+
+_PRELUDE = r"""
+static __device__ __forceinline__ float kp_h2f(unsigned short u)
+{ float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u)); return f; }
+static __device__ __forceinline__ unsigned short kp_f2h(float f)
+{ unsigned short u; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f)); return u; }
+static __device__ __forceinline__ float kp_b2f(unsigned short u)
+{ return __int_as_float(((unsigned int)u) << 16); }
+static __device__ __forceinline__ unsigned short kp_f2b(float f)
+{ unsigned short u; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f)); return u; }
+"""
+
+
+class Ext(object):
+    """An external tensor: dtype (f32 f16 bf16 b8) and how element i of
+    the chain reads it (mode): full [i], scalar [0], row [i % n] (a
+    contiguous tensor broadcast over leading dims), bcast [(i / inner) % n]
+    (contiguous, broadcast over trailing dims too: inner is the element
+    count of those, e.g. an RMSNorm's per-row scale)."""
+
+    __slots__ = ("dtype", "mode", "n", "inner")
+
+    def __init__(self, dtype, mode="full", n=0, inner=1):
+        self.dtype = dtype
+        self.mode = mode
+        self.n = int(n)
+        self.inner = int(inner)
+
+    def __repr__(self):
+        return "Ext(%s, %s, %d, %d)" % (self.dtype, self.mode, self.n, self.inner)
+
+
+class Chain(object):
+    """nodes (aten_ops.Node, inputs before users), exts (Ext), numel, outs
+    (node indices written, in parameter order), exact (bool)."""
+
+    def __init__(self, nodes, exts, numel, outs, exact=True):
+        self.nodes = list(nodes)
+        self.exts = list(exts)
+        self.numel = int(numel)
+        self.outs = list(outs)
+        self.exact = bool(exact)
+
+
+class GenError(Exception):
+    pass
+
+
+def _to_bits(dtype):
+    return "kp_f2h" if dtype == "f16" else "kp_f2b"
+
+
+def _from_bits(dtype):
+    return "kp_h2f" if dtype == "f16" else "kp_b2f"
+
+
+def _bits_of(value, dtype):
+    """The storage bits of a float value already representable in dtype."""
+    import struct
+    if dtype == "f16":
+        return struct.unpack("<H", struct.pack("<e", value))[0]
+    b = struct.unpack("<I", struct.pack("<f", A.f32(value)))[0]
+    return b >> 16
+
+
+def _rounder(dtype, exact):
+    if dtype == "f32" or not exact:
+        return lambda e: e
+    to, fr = _to_bits(dtype), _from_bits(dtype)
+    return lambda e: "%s(%s(%s))" % (fr, to, e)
+
+
+def _bits_expr(node, fl, bits, dts):
+    """The storage bits of a f16/bf16 node whose ATen kernel selects or
+    copies values in the storage type (exact mode), else None. dts: the
+    inputs' dtypes (None for scalars)."""
+    op, d = node.op, node.dtype
+    if op == "where":
+        return "(%s ? %s : %s)" % (fl[0], bits[1], bits[2])
+    if op == "masked_fill":
+        return "(%s ? (unsigned short)0x%04x : %s)" % (fl[1], _bits_of(node.attrs["value"], d),
+                                                      bits[0])
+    if op == "copy" and dts[0] == d:
+        return bits[0]
+    if op in ("relu", "clamp"):
+        # clamp_min / clamp kernels: a NaN is returned as it is
+        x = fl[0]
+        if op == "relu":
+            e = "fmaxf(%s, 0.0f)" % x
+        else:
+            e = x
+            if node.attrs.get("lo") is not None:
+                e = "fmaxf(%s, %s)" % (e, A.flit(node.attrs["lo"]))
+            if node.attrs.get("hi") is not None:
+                e = "fminf(%s, %s)" % (e, A.flit(node.attrs["hi"]))
+        return "((%s != %s) ? %s : %s(%s))" % (x, x, bits[0], _to_bits(d), e)
+    if op == "neg" and A.NEG_HALF_BITFLIP:
+        return "(unsigned short)(%s ^ 0x8000u)" % bits[0]
+    return None
+
+
+def generate(chain):
+    """(kernel name, CUDA source) for chain. Raises GenError when the
+    chain is malformed."""
+    ch = chain
+    if not ch.nodes or not ch.outs:
+        raise GenError("empty chain")
+    if ch.numel <= 0:
+        raise GenError("no elements")
+    idx_t = "unsigned int" if ch.numel < (1 << 31) else "unsigned long long"
+    sfx = "u" if idx_t == "unsigned int" else "ull"
+    body = []
+    params = []
+    # external loads
+    xf, xb = [], []
+    for j, x in enumerate(ch.exts):
+        if x.dtype not in _CTYPE:
+            raise GenError("dtype %s" % x.dtype)
+        params.append("const %s *x%d" % (_CTYPE[x.dtype], j))
+        if x.mode == "full":
+            at = "i"
+        elif x.mode == "scalar":
+            at = "0"
+        elif x.mode == "row":
+            if x.n <= 0:
+                raise GenError("row of %d" % x.n)
+            at = "i %% %d%s" % (x.n, sfx)
+        elif x.mode == "bcast":
+            if x.n <= 0 or x.inner <= 0:
+                raise GenError("bcast of %d x %d" % (x.n, x.inner))
+            if x.n * x.inner == ch.numel:
+                at = "i / %d%s" % (x.inner, sfx)
+            else:
+                at = "(i / %d%s) %% %d%s" % (x.inner, sfx, x.n, sfx)
+        else:
+            raise GenError("mode %s" % x.mode)
+        if x.dtype == "b8":
+            body.append("const bool a%d = x%d[%s] != 0;" % (j, j, at))
+            xf.append("a%d" % j)
+            xb.append(None)
+        elif x.dtype == "f32":
+            body.append("const float a%d = x%d[%s];" % (j, j, at))
+            xf.append("a%d" % j)
+            xb.append(None)
+        else:
+            body.append("const unsigned short b%d = x%d[%s];" % (j, j, at))
+            body.append("const float a%d = %s(b%d);" % (j, _from_bits(x.dtype), j))
+            xf.append("a%d" % j)
+            xb.append("b%d" % j)
+    nf, nb = [], []
+    for k, n in enumerate(ch.nodes):
+        if n.op not in A.OPS:
+            raise GenError("op %s" % n.op)
+        if n.dtype not in A.FLOAT_DTYPES:
+            raise GenError("node dtype %s" % n.dtype)
+        fl, bits, dts = [], [], []
+        for kind, v in n.ins:
+            if kind == "n":
+                if not 0 <= v < k:
+                    raise GenError("node %d reads node %d" % (k, v))
+                fl.append(nf[v])
+                bits.append(nb[v])
+                dts.append(ch.nodes[v].dtype)
+            elif kind == "x":
+                if not 0 <= v < len(ch.exts):
+                    raise GenError("node %d reads external %d" % (k, v))
+                fl.append(xf[v])
+                bits.append(xb[v])
+                dts.append(ch.exts[v].dtype)
+            elif kind == "s":
+                fl.append(A.flit(v))
+                bits.append(None)
+                dts.append(None)
+            else:
+                raise GenError("input kind %r" % (kind,))
+        R = _rounder(n.dtype, ch.exact)
+        if n.dtype == "f32" or not ch.exact:
+            body.append("const float v%d = %s;" % (k, A.expr(n, fl, R)))
+            nf.append("v%d" % k)
+            nb.append(None)
+            continue
+        be = _bits_expr(n, fl, bits, dts)
+        if be is None:
+            be = "%s(%s)" % (_to_bits(n.dtype), A.expr(n, fl, R))
+        body.append("const unsigned short h%d = %s;" % (k, be))
+        body.append("const float v%d = %s(h%d);" % (k, _from_bits(n.dtype), k))
+        nf.append("v%d" % k)
+        nb.append("h%d" % k)
+    for o, k in enumerate(ch.outs):
+        n = ch.nodes[k]
+        params.append("%s *y%d" % (_CTYPE[n.dtype], o))
+        if n.dtype == "f32":
+            body.append("y%d[i] = %s;" % (o, nf[k]))
+        elif nb[k] is not None:
+            body.append("y%d[i] = %s;" % (o, nb[k]))
+        else:
+            body.append("y%d[i] = %s(%s);" % (o, _to_bits(n.dtype), nf[k]))
+    desc = "; ".join("%d %s%s %s <- %s" % (k, n.op, "" if not n.attrs else repr(sorted(
+        (a, v) for a, v in n.attrs.items() if not a.endswith("_raw"))), n.dtype,
+        ",".join("%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))
+        for k, n in enumerate(ch.nodes))
+    loop = ("\tfor (%s i = blockIdx.x * %d%s + threadIdx.x; i < %d%s; i += gridDim.x * %d%s) {\n"
+            % (idx_t, BLOCK, sfx, ch.numel, sfx, BLOCK, sfx) +
+            "".join("\t\t%s\n" % line for line in body) + "\t}\n")
+    core = ("extern \"C\" __global__ void __launch_bounds__(%d) KPNAME(%s)\n{\n%s}\n"
+            % (BLOCK, ", ".join(params), loop))
+    head = ("// kplan ATen chain (python/kplan/aten_gen.py): %d ops, %d elements, %s\n"
+            "// %s\n" % (len(ch.nodes), ch.numel, "exact" if ch.exact else "tolerant",
+                         desc.replace("\n", " ")))
+    name = "kp_aten_" + hashlib.sha256((_PRELUDE + core).encode()).hexdigest()[:16]
+    return name, head + _PRELUDE + core.replace("KPNAME", name)
+
+
+def launch_dims(numel):
+    """(grid, block) for a chain of numel elements."""
+    g = (numel + BLOCK - 1) // BLOCK
+    return max(1, min(g, MAX_BLOCKS)), BLOCK

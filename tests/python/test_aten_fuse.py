@@ -1,0 +1,429 @@
+"""Tests of kplan.aten_fuse's deferral and flush rules, CPU only, no torch.
+
+A small stand-in torch (below) gives tensors with shapes, strides, dtypes and
+fake addresses, and ATen ops with schemas; a stand-in runtime records the
+kernels kplan compiles and launches. What is checked: which ops join a chain,
+which outputs the fused kernel writes (only those still held), that a lone op
+runs through its out= overload, which ops flush the chain and which run
+before it, and the reasons counted for ops left alone.
+"""
+import gc
+import os
+import sys
+import types
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+from kplan import aten_fuse  # noqa: E402
+
+
+def make_torch():
+    T = types.ModuleType("torch")
+    log = []
+    T.log = log
+
+    class dtype(object):
+        def __init__(self, n, size):
+            self.n, self.itemsize = n, size
+
+        def __repr__(self):
+            return "torch." + self.n
+    T.float32, T.float16, T.bfloat16, T.bool, T.int64 = (
+        dtype("float32", 4), dtype("float16", 2), dtype("bfloat16", 2), dtype("bool", 1),
+        dtype("int64", 8))
+
+    class device(object):
+        def __init__(self, t):
+            self.type, _, i = str(t).partition(":")
+            self.index = int(i) if i else None
+
+        def __eq__(self, o):
+            return self.type == o.type
+
+        def __ne__(self, o):
+            return not self == o
+    T.device = device
+    addr = [0x10000]
+
+    class Tensor(object):
+        def __init__(self, shape, dt, strides=None, dev="cuda", requires_grad=False):
+            self.shape = tuple(shape)
+            self.dtype = dt
+            self.device = device(dev)
+            self.requires_grad = requires_grad
+            st, acc = [], 1
+            for s in reversed(self.shape):
+                st.insert(0, acc)
+                acc *= s
+            self._strides = tuple(strides) if strides else tuple(st)
+            self._contig = strides is None
+            self._ptr = addr[0]
+            addr[0] += 0x10000
+
+        def is_contiguous(self):
+            return self._contig
+
+        def stride(self):
+            return self._strides
+
+        def numel(self):
+            n = 1
+            for s in self.shape:
+                n *= s
+            return n
+
+        def data_ptr(self):
+            return self._ptr
+
+        def copy_(self, src):
+            log.append(("copy_", self, src))
+            return self
+    T.Tensor = Tensor
+    T.empty = lambda shape, dtype, device: Tensor(shape, dtype)
+    T.is_grad_enabled = lambda: False
+
+    def broadcast_shapes(*shapes):
+        n = max(len(s) for s in shapes)
+        out = []
+        for d in range(n):
+            dims = [s[len(s) - n + d] for s in shapes if len(s) - n + d >= 0]
+            big = max(dims)
+            if any(x not in (1, big) for x in dims):
+                raise RuntimeError("shapes")
+            out.append(big)
+        return tuple(out)
+    T.broadcast_shapes = broadcast_shapes
+
+    class Stream(object):
+        cuda_stream = 0x5
+
+        def __eq__(self, o):
+            return True
+
+        def __ne__(self, o):
+            return False
+    stream = Stream()
+
+    class _Ctx(object):
+        def __init__(self, s):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+    class CudaStream(object):
+        def wait_event(self, e):
+            log.append(("wait_event",))
+
+    class Event(object):
+        def record(self, stream=None):
+            log.append(("record",))
+    T.cuda = types.SimpleNamespace(current_stream=lambda d=None: stream, stream=_Ctx,
+                                   Stream=CudaStream, Event=Event)
+    pd = types.ModuleType("torch.utils._python_dispatch")
+
+    class TorchDispatchMode(object):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+    pd.TorchDispatchMode = TorchDispatchMode
+    pd._disable_current_modes = lambda: _Ctx(None)
+    pytree = types.ModuleType("torch.utils._pytree")
+
+    def tree_map(f, x):
+        if isinstance(x, tuple):
+            return tuple(tree_map(f, y) for y in x)
+        if isinstance(x, list):
+            return [tree_map(f, y) for y in x]
+        if isinstance(x, dict):
+            return {k: tree_map(f, v) for k, v in x.items()}
+        return f(x)
+
+    def tree_leaves(x):
+        out = []
+        tree_map(out.append, x)
+        return out
+    pytree.tree_map, pytree.tree_leaves = tree_map, tree_leaves
+    utils = types.ModuleType("torch.utils")
+    utils._pytree = pytree
+    utils._python_dispatch = pd
+    T.utils = utils
+    return T, {"torch": T, "torch.utils": utils, "torch.utils._pytree": pytree,
+               "torch.utils._python_dispatch": pd}
+
+
+class Arg(object):
+    def __init__(self, name, typ, write=False):
+        self.name, self.type = name, typ
+        self.alias_info = types.SimpleNamespace(is_write=True) if write else None
+
+
+class Op(object):
+    """An ATen op overload: name(), _schema.arguments, overloadpacket."""
+
+    def __init__(self, T, name, args, impl, packet=None):
+        self.T, self._name, self.impl = T, name, impl
+        self._schema = types.SimpleNamespace(arguments=args)
+        self.overloadpacket = packet
+
+    def name(self):
+        return self._name
+
+    def __call__(self, *a, **kw):
+        self.T.log.append((self._name,) + a + tuple(sorted(kw.items())))
+        return self.impl(*a, **kw)
+
+
+def ops(T):
+    def fresh(x, *a, **kw):
+        return T.Tensor(x.shape, x.dtype)
+
+    class Packet(object):
+        def __init__(self, **ovs):
+            self.ovs = ovs
+            for k, v in ovs.items():
+                setattr(self, k, v)
+
+        def overloads(self):
+            return list(self.ovs)
+    ts, tt = "Tensor", "Tensor"
+    mul_out = Op(T, "aten::mul.out", [Arg("self", ts), Arg("other", tt), Arg("out", ts, True)],
+                 lambda *a, **k: k["out"])
+    mul = Op(T, "aten::mul.Tensor", [Arg("self", ts), Arg("other", tt)], fresh)
+    mul.overloadpacket = Packet(Tensor=mul, out=mul_out)
+    O = types.SimpleNamespace(
+        mul=mul, mul_out=mul_out,
+        tanh=Op(T, "aten::tanh", [Arg("self", ts)], fresh),
+        add=Op(T, "aten::add.Tensor", [Arg("self", ts), Arg("other", tt),
+                                       Arg("alpha", "Scalar")], fresh),
+        mm=Op(T, "aten::mm", [Arg("self", ts), Arg("mat2", ts)], fresh),
+        add_=Op(T, "aten::add_.Tensor", [Arg("self", ts, True), Arg("other", tt),
+                                         Arg("alpha", "Scalar")], lambda x, *a, **k: x),
+        sum=Op(T, "aten::sum", [Arg("self", ts)], lambda x: T.Tensor((), x.dtype)))
+    for o in (O.tanh, O.add, O.mm, O.add_, O.sum):
+        o.overloadpacket = Packet(default=o)
+    return O
+
+
+class FakeCRT(object):
+    can_fuse = True
+
+    def __init__(self):
+        self.loads, self.launches = [], []
+
+    def kernel_load(self, src, name):
+        self.loads.append((name, src))
+        return 0x1000 + len(self.loads)
+
+    def kernel_launch(self, fn, grid, block, stream, ptrs):
+        self.launches.append((fn, grid, block, stream, list(ptrs)))
+        return 0
+
+
+class TestFuser(unittest.TestCase):
+    def setUp(self):
+        self.T, mods = make_torch()
+        p = mock.patch.dict(sys.modules, mods)
+        p.start()
+        self.addCleanup(p.stop)
+        aten_fuse._DT.clear()
+        aten_fuse._kernels.clear()
+        aten_fuse._out_ops.clear()
+        aten_fuse._writes.clear()
+        self.O = ops(self.T)
+        self.crt = FakeCRT()
+        self.fz = aten_fuse.Fuser(self.crt)
+
+    def run_op(self, op, *args, **kw):
+        """What FuseMode.__torch_dispatch__ does."""
+        fz = self.fz
+        out = fz.defer(op, args, kw)
+        if out is not None:
+            return out
+        if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
+            fz.flush()
+        return op(*args, **kw)
+
+    def x(self, *shape, **kw):
+        return self.T.Tensor(shape or (4, 768), kw.pop("dtype", self.T.float16), **kw)
+
+    def test_chain_writes_only_what_is_held(self):
+        O, x = self.O, self.x()
+        t = self.run_op(O.mul, x, 0.5)
+        u = self.run_op(O.tanh, t)
+        y = self.run_op(O.add, u, 1.0)
+        del t, u
+        gc.collect()
+        self.assertEqual(self.crt.launches, [])         # nothing launched yet
+        self.run_op(O.sum, y)                          # reads y: flush first
+        self.assertEqual(len(self.crt.launches), 1)
+        fn, grid, block, stream, ptrs = self.crt.launches[0]
+        self.assertEqual(ptrs, [x.data_ptr(), y.data_ptr()])
+        self.assertEqual((grid, block, stream), (12, 256, 0x5))
+        st = self.fz.stats
+        self.assertEqual((st.chains, st.ops_fused, st.dead_outputs), (1, 3, 2))
+        src = self.crt.loads[0][1]
+        self.assertIn("tanhf(", src)
+        self.assertIn("y0[i] = h2;", src)
+
+    def test_held_intermediate_is_written(self):
+        O, x = self.O, self.x()
+        t = self.run_op(O.mul, x, 0.5)
+        y = self.run_op(O.tanh, t)
+        self.fz.flush()
+        self.assertEqual(self.crt.launches[0][4], [x.data_ptr(), t.data_ptr(), y.data_ptr()])
+
+    def test_fresh_output_op_runs_before_the_chain(self):
+        O, x, w = self.O, self.x(), self.x()
+        g = self.run_op(O.tanh, x)                     # SwiGLU-like: act(gate) ...
+        up = self.run_op(O.mm, w, w)                   # ... a GEMM in between ...
+        self.assertEqual(self.crt.launches, [])
+        y = self.run_op(O.mul, g, up)                  # ... joins the same chain
+        del g
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.ops_fused, 2)
+        self.assertEqual(self.crt.launches[0][4], [x.data_ptr(), up.data_ptr(), y.data_ptr()])
+
+    def test_writing_op_flushes(self):
+        O, x, z = self.O, self.x(), self.x()
+        y = self.run_op(O.tanh, x)
+        self.run_op(O.mul, y, 2.0)
+        self.run_op(O.add_, z, x)                       # may change what the chain read
+        self.assertEqual(len(self.crt.launches), 1)
+        del y
+
+    def test_lone_op_runs_through_out(self):
+        O, x, y = self.O, self.x(), self.x()
+        r = self.run_op(O.mul, x, y)
+        self.fz.flush()
+        self.assertEqual(self.crt.launches, [])
+        self.assertEqual(self.T.log[-1][0], "aten::mul.out")
+        self.assertIs(dict(self.T.log[-1][3:])["out"], r)
+        self.assertEqual((self.fz.stats.ops_alone, self.fz.stats.alone_copies), (1, 0))
+
+    def test_refusals(self):
+        O = self.O
+        cases = [((self.x(4, 768), self.x(4, 768, dtype=self.T.float32)), "mixed-dtypes"),
+                 ((self.x(4, 768, strides=(1, 4)), 2.0), "broadcast"),
+                 ((self.x(4, 1), self.x(1, 768)), "broadcast"),
+                 ((self.x(4, 768, dtype=self.T.int64), 2.0), "dtype"),
+                 ((self.x(4, 768, dev="cpu"), 2.0), "device")]
+        for args, reason in cases:
+            self.assertIsNone(self.fz.defer(O.mul, args, {}), reason)
+            self.assertEqual(self.fz.stats.refused.get(reason, 0) > 0, True, reason)
+
+    def test_row_and_scalar_inputs_join(self):
+        O, x = self.O, self.x()
+        b, s = self.x(768), self.x(1)
+        y = self.run_op(O.add, x, b)
+        y = self.run_op(O.mul, y, s)
+        self.fz.flush()
+        src = self.crt.loads[0][1]
+        self.assertIn("x1[i % 768u]", src)
+        self.assertIn("x2[0]", src)
+
+    def test_copy_to_another_device_is_not_deferred(self):
+        to = Op(self.T, "aten::_to_copy", [Arg("self", "Tensor")], lambda x, **k: x)
+        x = self.x()
+        self.assertIsNone(self.fz.defer(to, (x,), {"device": "cpu"}))
+        self.assertEqual(self.fz.stats.refused, {"device": 1})
+        self.assertIsNotNone(self.fz.defer(to, (x,), {"dtype": self.T.float32,
+                                                      "device": "cuda"}))
+
+    def test_trailing_broadcast_joins(self):
+        # an RMSNorm's x * rsqrt(var + eps): var is [.., S, 1]
+        O = self.O
+        x, v, m = self.x(2, 4, 768), self.x(2, 4, 1), self.x(4, 1)
+        y = self.run_op(O.mul, x, v)
+        y = self.run_op(O.add, y, m)
+        self.fz.flush()
+        src = self.crt.loads[0][1]
+        self.assertIn("x1[i / 768u]", src)
+        self.assertIn("x2[(i / 768u) % 4u]", src)
+        self.assertIsNone(self.fz.defer(O.mul, (x, self.x(2, 1, 768)), {}))   # [a, b) only
+        del y
+
+    def test_shape_change_starts_a_new_chain(self):
+        O = self.O
+        a = self.run_op(O.tanh, self.x(4, 768))
+        a = self.run_op(O.tanh, a)
+        b = self.run_op(O.tanh, self.x(8, 768))
+        b = self.run_op(O.tanh, b)
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.chains, 2)
+        del a, b
+
+    def test_no_compiler_runs_op_by_op(self):
+        self.crt.can_fuse = False
+        O, x = self.O, self.x()
+        y = self.run_op(O.tanh, self.run_op(O.mul, x, 0.5))
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.fallbacks, {"no-compiler": 1})
+        self.assertEqual(self.fz.stats.ops_alone, 2)
+        del y
+
+    def test_event_record_launches_the_chain_first(self):
+        O, x = self.O, self.x()
+        rec, we = self.T.cuda.Event.record, self.T.cuda.Stream.wait_event
+        with aten_fuse.mode(self.fz):
+            self.assertIsNot(self.T.cuda.Event.record, rec)
+            y = self.run_op(O.tanh, self.run_op(O.mul, x, 0.5))
+            self.assertEqual(self.crt.launches, [])
+            self.T.cuda.Event().record()       # another stream will wait for this
+            self.assertEqual(len(self.crt.launches), 1)
+            self.assertEqual(self.T.log[-1], ("record",))
+            self.T.cuda.Stream().wait_event(None)   # nothing pending: no launch
+            self.assertEqual(len(self.crt.launches), 1)
+        self.assertIs(self.T.cuda.Event.record, rec)
+        self.assertIs(self.T.cuda.Stream.wait_event, we)
+        del y
+
+    def test_op_log(self):
+        import json
+        import tempfile
+        O, x = self.O, self.x()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "aten.jsonl")
+            m = aten_fuse.mode(self.fz, oplog=aten_fuse.OpLog("mlp"), oplog_path=path)
+            with m:
+                t = m.__torch_dispatch__(O.mul, (), (x, 0.5), {})
+                y = m.__torch_dispatch__(O.tanh, (), (t,), {})
+                m.__torch_dispatch__(O.sum, (), (y,), {})
+                m.__torch_dispatch__(O.mul, (), (x, self.x(4, 768, dtype=self.T.float32)), {})
+            with open(path) as f:
+                recs = [json.loads(line) for line in f]
+        self.assertEqual([r["op"] for r in recs],
+                         ["aten::mul.Tensor", "aten::tanh", "aten::sum", "aten::mul.Tensor"])
+        self.assertEqual([(r.get("chain"), r.get("node"), r.get("fate")) for r in recs[:2]],
+                         [(0, 0, "fused"), (0, 1, "fused")])
+        self.assertEqual(recs[2]["reason"], "not-pointwise")
+        self.assertEqual(recs[3]["reason"], "mixed-dtypes")
+        self.assertEqual(recs[0]["args"][0], {"shape": [4, 768], "stride": [768, 1],
+                                              "dtype": "float16", "ptr": "0x%x" % x.data_ptr()})
+        self.assertEqual(recs[0]["args"][1], 0.5)
+        self.assertEqual(recs[0]["region"], "mlp")
+        del t, y
+
+    def test_data_ptr_of_a_chain_output_launches_the_chain(self):
+        O, x = self.O, self.x()
+        orig = self.T.Tensor.__dict__["data_ptr"]
+        with aten_fuse.mode(self.fz):
+            y = self.run_op(O.tanh, self.run_op(O.mul, x, 0.5))
+            x.data_ptr()                        # not a chain output: nothing
+            self.assertEqual(self.crt.launches, [])
+            p = y.data_ptr()                    # a Triton kernel is about to read y
+            self.assertEqual(len(self.crt.launches), 1)
+            self.assertEqual(self.crt.launches[0][4][-1], p)
+        self.assertIs(self.T.Tensor.__dict__["data_ptr"], orig)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,212 @@
+"""Tests of the ATen pointwise catalog and chain generator (kplan.aten_ops,
+kplan.aten_gen): CPU only, no torch. The generated sources also go through
+nvcc (-arch=sm_90, compile only) when the machine has it; their numerics are
+checked against eager ATen on a GPU by tests/gpu/torch_fusion_ops.py.
+"""
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+from kplan import aten_gen as G  # noqa: E402
+from kplan import aten_ops as A  # noqa: E402
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+class T(object):
+    """A stand-in tensor: recognize() only asks whether an argument is one."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+def is_t(x):
+    return isinstance(x, T)
+
+
+def rec(name, *args, **kwargs):
+    return A.recognize(name, args, kwargs, is_t)
+
+
+def gelu_new_chain(dtype="f16", exact=True, outs=(7,), n=3072):
+    """HF NewGELUActivation: 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))."""
+    N = A.Node
+    nodes = [N("pow", [("x", 0)], dtype, A.finish_attrs("pow", {"exp": 3.0}, dtype)),
+             N("mul", [("n", 0), ("s", 0.044715)], dtype),
+             N("add", [("x", 0), ("n", 1)], dtype),
+             N("mul", [("n", 2), ("s", math.sqrt(2.0 / math.pi))], dtype),
+             N("tanh", [("n", 3)], dtype),
+             N("add", [("n", 4), ("s", 1.0)], dtype),
+             N("mul", [("x", 0), ("s", 0.5)], dtype),
+             N("mul", [("n", 6), ("n", 5)], dtype)]
+    return G.Chain(nodes, [G.Ext(dtype)], n, list(outs), exact=exact)
+
+
+class TestRecognize(unittest.TestCase):
+    def test_binary_with_scalars(self):
+        x, y = T("x"), T("y")
+        self.assertEqual(rec("aten::add.Tensor", x, y), ("add", [x, y], {"alpha": 1.0}, {}))
+        self.assertEqual(rec("aten::add.Tensor", x, 1.0), ("add", [x], {"alpha": 1.0}, {1: 1.0}))
+        self.assertEqual(rec("aten::sub.Tensor", x, y, alpha=2), ("add", [x, y], {"alpha": -2.0},
+                                                                  {}))
+        # rsub(self, other) = other - self: the scalar comes first
+        self.assertEqual(rec("aten::rsub.Scalar", x, 1.0), ("add", [x], {"alpha": -1.0},
+                                                             {0: 1.0}))
+        self.assertEqual(rec("aten::mul.Tensor", x, 0.5), ("mul", [x], {}, {1: 0.5}))
+
+    def test_div_by_scalar_is_a_product(self):
+        op, ts, attrs, sc = rec("aten::div.Tensor", T("x"), 3.0)
+        self.assertEqual(op, "div_scalar")
+        self.assertEqual(attrs["inv"], A.f32(1.0 / A.f32(3.0)))
+        self.assertEqual(rec("aten::div.Tensor", T("x"), T("y"))[0], "div")
+        with self.assertRaises(A.Refuse) as cm:
+            rec("aten::div.Tensor_mode", T("x"), T("y"), rounding_mode="floor")
+        self.assertEqual(cm.exception.reason, "div-mode")
+
+    def test_pow_special_cases(self):
+        x = T("x")
+        want = {0.0: "fill", 1.0: "copy", 0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal",
+                2.0: "pow", 3: "pow", -2.0: "pow", 1.7: "pow"}
+        for e, op in want.items():
+            self.assertEqual(rec("aten::pow.Tensor_Scalar", x, e)[0], op, e)
+        at = A.finish_attrs("pow", {"exp": 1.7}, "f16")
+        self.assertEqual(at["exp_s"], 1.7001953125)   # the exponent as a half
+
+    def test_activations_and_selects(self):
+        x, m = T("x"), T("m")
+        self.assertEqual(rec("aten::gelu.default", x, approximate="tanh")[2],
+                         {"approximate": "tanh"})
+        self.assertEqual(rec("aten::gelu.default", x)[2], {"approximate": "none"})
+        self.assertEqual(rec("aten::silu.default", x)[0], "silu")
+        self.assertEqual(rec("aten::clamp.default", x, None, 6.0)[2], {"hi_raw": 6.0})
+        self.assertEqual(rec("aten::masked_fill.Scalar", x, m, -1e4)[:2], ("masked_fill", [x, m]))
+        self.assertEqual(rec("aten::where.self", m, x, x)[0], "where")
+        self.assertEqual(rec("aten::_to_copy.default", x, dtype="torch.float32")[2],
+                         {"to": "torch.float32", "device": None})
+        with self.assertRaises(A.Refuse):
+            rec("aten::_to_copy.default", x, pin_memory=True)
+        self.assertEqual(rec("aten::clone.default", x, memory_format="torch.contiguous_format")[0],
+                         "copy")
+        with self.assertRaises(A.Refuse):
+            rec("aten::clone.default", x, memory_format="torch.channels_last")
+
+    def test_refusals(self):
+        for name, args in (("aten::mm.default", (T("a"), T("b"))),
+                           ("aten::add.Tensor", (T("x"), True)),
+                           ("aten::clamp.default", (T("x"), float("nan"))),
+                           ("aten::clamp.default", (T("x"),))):
+            with self.assertRaises(A.Refuse):
+                rec(name, *args)
+
+    def test_scalar_conversions(self):
+        self.assertEqual(A.to_storage(0.1, "f32"), A.f32(0.1))
+        self.assertEqual(A.to_storage(-1e4, "f16"), -10000.0)
+        self.assertEqual(A.to_storage(70000.0, "f16"), float("inf"))
+        self.assertEqual(A.to_storage(1.0 + 2 ** -9, "bf16"), 1.0)        # ties to even
+        self.assertEqual(A.to_storage(1.0 + 3 * 2 ** -9, "bf16"), 1.0 + 2 ** -7)
+        self.assertEqual(A.flit(1.0), "__int_as_float(0x3f800000)")
+        self.assertEqual(A.flit(-0.0), "__int_as_float(0x80000000)")
+
+
+class TestGenerate(unittest.TestCase):
+    def test_gelu_chain_exact(self):
+        name, src = G.generate(gelu_new_chain())
+        self.assertTrue(name.startswith("kp_aten_"))
+        self.assertIn("extern \"C\" __global__ void __launch_bounds__(256) %s(" % name, src)
+        # every intermediate rounds to half; only the result is stored
+        self.assertEqual(src.count("kp_f2h("), 8 + 1 + 1)   # 8 ops, the inner product, the prelude
+        self.assertIn("y0[i] = h7;", src)
+        self.assertNotIn("y1", src)
+        # the cube rounds after each product (at::Half's operator*)
+        self.assertIn("__fmul_rn(kp_h2f(kp_f2h(__fmul_rn(a0, a0))), a0)", src)
+
+    def test_tolerant_keeps_floats(self):
+        _n, src = G.generate(gelu_new_chain(exact=False, outs=(3, 7)))
+        body = src.split("__global__", 1)[1]
+        self.assertEqual(body.count("kp_f2h("), 2)             # the two stores only
+        self.assertIn("y1[i] = kp_f2h(v7);", body)
+
+    def test_same_chain_same_name(self):
+        a, b = G.generate(gelu_new_chain()), G.generate(gelu_new_chain())
+        self.assertEqual(a, b)
+        self.assertNotEqual(a[0], G.generate(gelu_new_chain(n=768))[0])
+
+    def test_broadcast_modes(self):
+        N = A.Node
+        ch = G.Chain([N("add", [("x", 0), ("x", 1)], "f32"),
+                      N("mul", [("n", 0), ("x", 2)], "f32"),
+                      N("masked_fill", [("n", 1), ("x", 3)], "f32",
+                        A.finish_attrs("masked_fill", {"value_raw": -1e9}, "f32"))],
+                     [G.Ext("f32"), G.Ext("f32", "row", 768), G.Ext("f32", "scalar", 1),
+                      G.Ext("b8", "row", 768)], 4 * 768, [2])
+        _n, src = G.generate(ch)
+        self.assertIn("x1[i % 768u]", src)
+        self.assertIn("x2[0]", src)
+        self.assertIn("const bool a3 = x3[i % 768u] != 0;", src)
+        ch.exts[2] = G.Ext("f32", "bcast", 4, 768)
+        self.assertIn("x2[i / 768u]", G.generate(ch)[1])
+        ch.exts[2] = G.Ext("f32", "bcast", 2, 768)
+        self.assertIn("x2[(i / 768u) % 2u]", G.generate(ch)[1])
+
+    def test_bad_chains(self):
+        N = A.Node
+        for ch in (G.Chain([], [], 4, [0]),
+                   G.Chain([N("exp", [("n", 0)], "f32")], [], 4, [0]),
+                   G.Chain([N("exp", [("x", 3)], "f32")], [G.Ext("f32")], 4, [0]),
+                   G.Chain([N("exp", [("x", 0)], "f64")], [G.Ext("f32")], 4, [0]),
+                   G.Chain([N("exp", [("x", 0)], "f32")], [G.Ext("f32", "row", 0)], 4, [0])):
+            with self.assertRaises(G.GenError):
+                G.generate(ch)
+
+    def test_launch_dims(self):
+        self.assertEqual(G.launch_dims(1), (1, 256))
+        self.assertEqual(G.launch_dims(3072), (12, 256))
+        self.assertEqual(G.launch_dims(1 << 30), (G.MAX_BLOCKS, 256))
+
+    @unittest.skipUnless(NVCC, "no nvcc")
+    def test_sources_compile(self):
+        N = A.Node
+        every = []
+        for d in ("f32", "f16", "bf16"):
+            x = ("x", 0)
+            for op in ("neg", "abs", "exp", "log", "tanh", "sqrt", "rsqrt", "reciprocal",
+                       "sigmoid", "relu", "silu"):
+                every.append(N(op, [x], d))
+            every += [N("gelu", [x], d, {"approximate": "none"}),
+                      N("gelu", [x], d, {"approximate": "tanh"}),
+                      N("add", [x, ("s", 2.5)], d, {"alpha": 0.5}),
+                      N("div", [x, x], d), N("div_scalar", [x], d, {"inv": 0.25}),
+                      N("clamp", [x], d, A.finish_attrs("clamp", {"lo_raw": 0, "hi_raw": 6}, d)),
+                      N("where", [("x", 1), x, x], d),
+                      N("fill", [x], d, {"value": 1.0}),
+                      N("copy", [x], "f32")]
+            for e in (2.0, 3.0, -2.0, 1.7):
+                every.append(N("pow", [x], d, A.finish_attrs("pow", {"exp": e}, d)))
+        with tempfile.TemporaryDirectory() as tmp:
+            srcs = []
+            for d in ("f32", "f16", "bf16"):
+                nodes = [n for n in every if n.dtype == d or n.op == "copy"]
+                ch = G.Chain(nodes, [G.Ext(d), G.Ext("b8")], 1000,
+                             list(range(len(nodes))))
+                srcs.append(G.generate(ch)[1])
+            srcs.append(G.generate(gelu_new_chain(exact=False))[1])
+            for i, s in enumerate(srcs):
+                p = os.path.join(tmp, "k%d.cu" % i)
+                with open(p, "w") as f:
+                    f.write(s)
+                r = subprocess.run([NVCC, "-arch=sm_90", "-c", "-o", p + ".o", p],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
