@@ -25,7 +25,8 @@
 # plan with every region eager (kplan plan --min-gain 100) timed twice;
 # the plan's and the all-eager plan's best us_per_step must be at least
 # NEVER_MIN (0.99) of eager's speed, the whole default run (warm-up, watch,
-# capture) included, else FAIL.
+# capture) included, within the spread of the eager runs (never_slower), else
+# FAIL.
 #
 # Writes OUT/corpus.md, OUT/corpus.csv, OUT/corpus.log and every command's
 # output under OUT; prints the table last. Exit 1 if any program crashed or
@@ -98,6 +99,7 @@ run() {
 }
 
 q() { printf '"%s"' "${1//\"/\"\"}"; }   # a CSV field
+. "$(dirname "$0")/never_slower.sh"   # never_slower ID "EAGER_US..." "WHAT US"...
 faster() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && (b == "" || a + 0 < b + 0)) }'; }
 
 # plan regions: "LABEL DECISION REASON PARENT" (top level and parts)
@@ -143,12 +145,13 @@ for id in $IDS; do
 		continue
 	fi
 	# eager reference, twice
-	e_us="" e_h="" same=yes
+	e_us="" e_h="" e_all="" same=yes
 	for i in 1 2; do
 		run "$id" "eager$i" timeout "$T_RUN" "$exe" --eager $fl
 		us=$(result "$O/$id.eager$i.out" 8)
 		h=$(result "$O/$id.eager$i.out" 10)
 		faster "$us" "$e_us" && e_us=$us
+		e_all="$e_all $us"
 		if [ -z "$e_h" ]; then
 			e_h=$h
 		elif [ "$h" != "$e_h" ]; then
@@ -196,11 +199,8 @@ for id in $IDS; do
 		run "$id" eager3 timeout "$T_RUN" "$exe" --eager $fl
 		us=$(result "$O/$id.eager3.out" 8)
 		faster "$us" "$e_us" && e_us=$us
-		for v in "plan $p_us" "every-region-eager $f_us"; do
-			read -r what us <<<"$v"
-			awk -v e="$e_us" -v p="$us" -v m="${NEVER_MIN:-0.99}" 'BEGIN { exit !(p > 0 && e / p >= m) }' ||
-				bad "$id: never-slower: $what $us us per step against eager $e_us ($(awk -v e="$e_us" -v p="$us" 'BEGIN { if (p > 0) printf "%.3f", e / p }')x, limit ${NEVER_MIN:-0.99})"
-		done
+		e_all="$e_all $us"
+		never_slower "$id" "$e_all" "plan $p_us" "every-region-eager $f_us"
 		# per region: the plan's decision and the runtime's counters
 		declare -A dec=() rsn=() seen=()
 		order=()

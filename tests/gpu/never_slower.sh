@@ -1,0 +1,25 @@
+# never_slower.sh - sourced by corpus_check.sh and pipeline_check.sh: the
+# promise that a plan never makes a program slower than eager, beyond the
+# noise. Needs note() and bad() from the caller.
+#
+# never_slower ID "EAGER_US..." "WHAT US"...: the promise, beyond the noise.
+# The best of each against the best eager run must reach NEVER_MIN (0.99)
+# of eager's speed, divided by the spread of the eager runs themselves
+# (slowest / fastest: these machines vary 5-10 % between processes), so
+# that only a loss larger than eager's own variation fails.
+never_slower() {
+	local id=$1 e_runs=$2 v what us verdict
+	shift 2
+	for v in "$@"; do
+		read -r what us <<<"$v"
+		# "ok|LOSS ratio limit": best eager / us against NEVER_MIN * fastest / slowest eager
+		verdict=$(echo "$e_runs" | awk -v p="$us" -v m="${NEVER_MIN:-0.99}" '{ lo = 0; hi = 0
+			for (i = 1; i <= NF; i++) { if (lo == 0 || $i < lo) lo = $i; if ($i > hi) hi = $i }
+			lim = lo > 0 ? m * lo / hi : m
+			if (!(p > 0) || lo <= 0) { printf "LOSS - %.3f", lim; exit }
+			printf "%s %.3f %.3f", (lo / p >= lim) ? "ok" : "LOSS", lo / p, lim }')
+		note "never-slower $id: $what $us us per step, eager$e_runs: $verdict"
+		[ "${verdict%% *}" = ok ] ||
+			bad "$id: never-slower: $what $us us per step against eager's best of$e_runs ($verdict)"
+	done
+}
