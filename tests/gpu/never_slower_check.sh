@@ -11,7 +11,9 @@
 # KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1. The ratio is eager's whole
 # run over the variant's (best of NS_ROUNDS rounds each, default 2).
 # Fails (exit 1) when forced-eager or graph falls below NS_MIN (0.99) of
-# eager, when graph is more than 1 % slower than graph-nowatch where both
+# eager beyond the eager runs' own spread (slowest / fastest: these machines
+# vary 5-10 % between processes), when graph is more than 1 % slower than
+# graph-nowatch where both
 # graph the region, or when a kplan variant's losses differ from eager's.
 # The ddp workload runs under torchrun on every GPU when there are two or
 # more, else it is skipped. Writes OUT/never_slower.md and .jsonl.
@@ -78,12 +80,14 @@ python3 - "$J" "$MIN" "$O/never_slower.md" <<'EOF' | tee -a "$LOG"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 lim = float(sys.argv[2])
-best, loss, info, ranks = {}, {}, {}, {}
+best, ranks, eager_runs = {}, {}, {}
 for r in rows:
     k = (r["workload"], r["variant"])
     ranks.setdefault(k, set()).add(r["losses"])
     if r.get("rank", 0) != 0:
         continue
+    if r["variant"] == "eager":
+        eager_runs.setdefault(r["workload"], []).append(r["total_ms"])
     if k not in best or r["total_ms"] < best[k]["total_ms"]:
         best[k] = r
 out = ["| workload | variant | whole run ms | / eager | step ms | losses | regions |",
@@ -91,6 +95,9 @@ out = ["| workload | variant | whole run ms | / eager | step ms | losses | regio
 bad = []
 for w in dict.fromkeys(k[0] for k in best):
     e = best.get((w, "eager"))
+    # beyond the noise: the limit shrinks by the eager runs' own spread
+    er = eager_runs.get(w) or [1.0]
+    wlim = lim * min(er) / max(er)
     for v in ("eager", "forced-eager", "graph", "graph-nowatch", "graph-attached"):
         r = best.get((w, v))
         if r is None:
@@ -107,8 +114,9 @@ for w in dict.fromkeys(k[0] for k in best):
                                                                 r["step_ms"], same, what))
         if v != "eager" and same != "same":
             bad.append("%s %s: losses differ from eager" % (w, v))
-        if v in ("forced-eager", "graph") and ratio < lim:
-            bad.append("%s %s: %.3f of eager's speed (limit %.2f)" % (w, v, ratio, lim))
+        if v in ("forced-eager", "graph") and ratio < wlim:
+            bad.append("%s %s: %.3f of eager's speed (limit %.3f: %.2f within the eager runs' "
+                       "spread)" % (w, v, ratio, wlim, lim))
     g, n = best.get((w, "graph")), best.get((w, "graph-nowatch"))
     if g and n and (g.get("stats") or {}).get("replays") and (n.get("stats") or {}).get("replays"):
         if g["total_ms"] > 1.01 * n["total_ms"]:
