@@ -72,6 +72,8 @@ struct entry {
 	int per_thread;           /* stream 0 means the per-thread default stream */
 	int binds_seen;           /* a warm-up call made the value binds the plan's
 				     scalar patch lines need (see M_BINDS) */
+	int w_clean;              /* the watch saw the body and found nothing a
+				     capture cannot hold */
 	struct wlaunch *wl;       /* what the watched call launched, NULL: unknown */
 	size_t n_kernels;         /* kernel nodes of the capture (before fusion) */
 	size_t n_wl;
@@ -248,7 +250,7 @@ static void entry_free(kp_rt *rt, struct entry *e)
  */
 static int fail(kp_rt *rt, struct entry *e, int reason, const char *detail)
 {
-	int gave_up;
+	int gave_up, decided;
 
 	entry_drop_graph(rt, e);
 	ADD(rt, failures[reason], 1);
@@ -263,7 +265,20 @@ static int fail(kp_rt *rt, struct entry *e, int reason, const char *detail)
 		return 1;
 	}
 	e->fails++;
-	gave_up = e->fails >= (uint32_t)rt->opt.max_failures;
+	/*
+	 * A capture that fails after a clean watch would fail again (what
+	 * breaks it is what the watch missed) and each try may hand the
+	 * application an error from its own call: decided once, for the
+	 * region.
+	 */
+	decided = reason == KP_RT_R_CAPTURE && e->w_clean;
+	gave_up = decided || e->fails >= (uint32_t)rt->opt.max_failures;
+	if (decided) {
+		pthread_mutex_lock(&rt->lock);
+		if (!e->reg->static_reason)
+			e->reg->static_reason = reason;
+		pthread_mutex_unlock(&rt->lock);
+	}
 	if (gave_up) {
 		e->state = S_DISABLED;
 	} else {
@@ -278,6 +293,8 @@ static int fail(kp_rt *rt, struct entry *e, int reason, const char *detail)
 		e->logged |= 1u << reason;
 		kp_warn("runtime: region '%s' key %#llx: %s: %s; eager %s", e->reg->name,
 			(unsigned long long)e->key, kp_rt_reason_name(reason), detail,
+			decided ? "for the life of the process (the watch saw nothing a capture "
+			"cannot hold: the next capture would fail alike)" :
 			gave_up ? "for good (gave-up)" : "for a while, then retried");
 	}
 	return 1;
@@ -571,6 +588,7 @@ static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
 		return;
 	}
 	e->per_thread = w.per_thread;
+	e->w_clean = 1;
 	wl_keep(e, &w);
 	e->w_values = 0;
 	for (i = 0; i < r->n_binds_; i++) {

@@ -1829,6 +1829,35 @@ static void test_value_binds(void)
 }
 
 /*
+ * A capture that fails after a clean watch (the watch missed what breaks
+ * it) is not retried: the region is eager for good after the first failure.
+ */
+static void test_capture_failure_after_clean_watch(void)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 1, 1, 0 } };
+	uint64_t out[8] = {0}, scratch = 0;
+	struct kp_rt_stats st;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_rt_watch(write_plan("cleanwatch.kplan", 9, rg, 1));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 100; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 20 + i, 1), 1);
+	CU_ASSERT_EQUAL(out[2], 119);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(fk.n_watch_begin, 1);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_CAPTURE], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_BACKOFF], 0);
+	/* call 1 watched, call 2's capture fails and its body re-runs eagerly,
+	 * then every call: 99 eager for capture-failed */
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_CAPTURE], 99);
+	CU_ASSERT_EQUAL(st.captures, 0);
+	kp_rt_close(rt);
+}
+
+/*
  * A plan whose scalars change per call, run by a program that binds no
  * value: eager for good after one plain warm-up call, before any watch or
  * capture is paid for. With the binds, the watch and the capture follow.
@@ -2012,6 +2041,7 @@ static void test_gpatch(void)
 CU_TestInfo kp_tests_runtime[] = {
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
 	{ "unbound scalars: eager before the watch", test_unbound_scalars_decided_before_the_watch },
+	{ "capture failed after a clean watch: decided once", test_capture_failure_after_clean_watch },
 	{ "watch: CUPTI released after the last watch", test_watch_release_after_the_last_watch },
 	{ "values bound per call, or eager when unbound", test_value_binds },
 	{ "stream 0: legacy never captured, per-thread is", test_default_streams },
