@@ -42,6 +42,7 @@
 #include <cupti.h>
 
 #include "decode.h"
+#include "rank.h"
 #include "window.h"
 #include "../common/cuda_api.h"
 #include "../common/kptime.h"
@@ -1140,8 +1141,14 @@ static void writer_fail(const char *what, const struct kp_err *err)
 			err && err->msg[0] ? err->msg : "failed");
 }
 
+static const char *getenv_const(const char *name)
+{
+	return getenv(name);
+}
+
 static struct kp_db *open_db(struct kp_err *err)
 {
+	struct kp_rank rank = { 0, -1, -1, NULL };
 	struct kp_run_info ri;
 	struct kp_db *db;
 	char host[256] = "";
@@ -1163,6 +1170,10 @@ static struct kp_db *open_db(struct kp_err *err)
 	ri.driver_version = driver_version();
 	ri.runtime_version = runtime_version();
 	ri.cupti_version = (int)cupti_v;
+	ri.has_rank = kp_rank_from_env(getenv_const, &rank);
+	ri.rank = rank.rank;
+	ri.local_rank = rank.local_rank;
+	ri.world_size = rank.world_size;
 	if (kp_db_run_insert(db, &ri, &g.run_id, err))
 		goto fail;
 	return db;

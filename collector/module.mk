@@ -51,7 +51,8 @@ $(COLLECTOR_LIB): $(COLLECTOR_PIC_OBJ) $(BUILD)/obj/collector/collector.map
 collector: $(COLLECTOR_LIB)
 
 # Unit tests: decoding and window code without CUPTI (CUDA headers only).
-COLLECTOR_UNIT_OBJ := $(BUILD)/obj/collector/decode.o $(BUILD)/obj/collector/window.o
+COLLECTOR_UNIT_OBJ := $(BUILD)/obj/collector/decode.o $(BUILD)/obj/collector/window.o \
+	$(BUILD)/obj/collector/rank.o
 UNIT_EXTRA_OBJ += $(COLLECTOR_UNIT_OBJ)
 ALL_OBJ += $(COLLECTOR_UNIT_OBJ)
 $(COLLECTOR_UNIT_OBJ) $(BUILD)/obj/tests/unit/test_collector.o: CFLAGS += $(CUDA_INC)

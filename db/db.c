@@ -23,8 +23,9 @@ extern const char kp__schema_sql[];
 
 /* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
  * only creates what is missing, so it is every step so far (v2: the
- * kp_launch_attrs table; v3: columns, see added_columns). */
+ * kp_launch_attrs table; v3, v4: columns, see added_columns). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
+	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
@@ -39,6 +40,10 @@ static const struct { const char *table, *column, *decl; } added_columns[] = {
 	{ "kp_blockers", "py_frame", "TEXT" },
 	{ "kp_blockers", "cost_ns", "INTEGER" },
 	{ "kp_regions", "edge_ns", "INTEGER NOT NULL DEFAULT 0" },
+	/* v4: which rank of a multi-process job a recorded run was */
+	{ "kp_runs", "rank", "INTEGER" },
+	{ "kp_runs", "local_rank", "INTEGER" },
+	{ "kp_runs", "world_size", "INTEGER" },
 };
 
 static int add_columns(struct kp_db *db, struct kp_err *err)
@@ -525,8 +530,8 @@ int kp_db_run_insert(struct kp_db *db, const struct kp_run_info *ri,
 	rc = kp_db_prepare(db,
 		"INSERT INTO kp_runs(created_ns, source, source_path, command, host, pid,"
 		" device_name, compute_major, compute_minor, sm_count, driver_version,"
-		" runtime_version, cupti_version, kplan_version, status)"
-		" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,'partial')", &st, err);
+		" runtime_version, cupti_version, kplan_version, rank, local_rank, world_size,"
+		" status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'partial')", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, i++, ri->created_ns ? ri->created_ns : kp_wall_ns());
@@ -543,6 +548,13 @@ int kp_db_run_insert(struct kp_db *db, const struct kp_run_info *ri,
 	sqlite3_bind_int(st, i++, ri->runtime_version);
 	sqlite3_bind_int(st, i++, ri->cupti_version);
 	sqlite3_bind_text(st, i++, KP_VERSION, -1, SQLITE_STATIC);
+	if (ri->has_rank) {     /* else NULL: not a rank of a job */
+		sqlite3_bind_int(st, i, ri->rank);
+		if (ri->local_rank >= 0)
+			sqlite3_bind_int(st, i + 1, ri->local_rank);
+		if (ri->world_size >= 0)
+			sqlite3_bind_int(st, i + 2, ri->world_size);
+	}
 	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kp_db_error(db, err, "inserting run");
 	if (!rc && run_id)
 		*run_id = sqlite3_last_insert_rowid(db->h);

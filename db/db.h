@@ -19,7 +19,7 @@
 #include "../common/hash.h"
 
 #define KP_DB_APPLICATION_ID 0x4b504c4e  /* "KPLN" */
-#define KP_DB_SCHEMA_VERSION 3
+#define KP_DB_SCHEMA_VERSION 4
 
 enum kp_db_flags {
 	KP_DB_RDONLY = 1 << 0,  /* reading command: never writes */
@@ -98,6 +98,8 @@ struct kp_run_info {
 	int compute_major, compute_minor, sm_count;
 	int driver_version, runtime_version, cupti_version;
 	int64_t created_ns;        /* 0: now */
+	int has_rank;              /* a rank of a multi-process job (record): */
+	int rank, local_rank, world_size;   /* local_rank, world_size: -1 unknown */
 };
 
 /* Insert a run row; OUT: *run_id. */

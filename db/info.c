@@ -44,8 +44,8 @@ int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
 	rc = kp_db_prepare(db,
 		"SELECT runId, source, source_path, command, device_name, compute_major,"
 		" compute_minor, sm_count, driver_version, runtime_version, cupti_version,"
-		" dropped_records, dropped_detail, status, t_begin_ns, t_end_ns, host"
-		" FROM kp_runs ORDER BY runId", &st, err);
+		" dropped_records, dropped_detail, status, t_begin_ns, t_end_ns, host,"
+		" rank, local_rank, world_size FROM kp_runs ORDER BY runId", &st, err);
 	if (rc)
 		return rc;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -61,6 +61,15 @@ int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
 			fprintf(f, "  command    %s\n", col(st, 3, b3, sizeof(b3)));
 		if (sqlite3_column_type(st, 16) != SQLITE_NULL)
 			fprintf(f, "  host       %s\n", col(st, 16, b3, sizeof(b3)));
+		if (sqlite3_column_type(st, 17) != SQLITE_NULL) {
+			/* one run per process of a multi-process job */
+			fprintf(f, "  rank       %d", sqlite3_column_int(st, 17));
+			if (sqlite3_column_type(st, 19) != SQLITE_NULL)
+				fprintf(f, " of %d", sqlite3_column_int(st, 19));
+			if (sqlite3_column_type(st, 18) != SQLITE_NULL)
+				fprintf(f, " (local rank %d)", sqlite3_column_int(st, 18));
+			fputc('\n', f);
+		}
 		fprintf(f, "  gpu        %s, compute %d.%d, %d SMs\n", col(st, 4, b3, sizeof(b3)),
 			sqlite3_column_int(st, 5), sqlite3_column_int(st, 6),
 			sqlite3_column_int(st, 7));

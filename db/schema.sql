@@ -183,7 +183,10 @@ CREATE TABLE IF NOT EXISTS kp_runs (
 	dropped_detail TEXT,             -- what was dropped and why
 	overhead_ns INTEGER,             -- collector time, when known
 	status TEXT NOT NULL DEFAULT 'complete',  -- complete | partial | failed
-	note TEXT
+	note TEXT,
+	rank INTEGER,                    -- a rank of a multi-process job (torchrun, mpirun,
+	local_rank INTEGER,              -- Slurm: collector/rank.h), else NULL; local rank
+	world_size INTEGER               -- and ranks in the job, NULL when not said
 );
 
 -- Per launch argument, recorded with `kplan record --args`.

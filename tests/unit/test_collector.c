@@ -13,6 +13,7 @@
 
 #include "analyzer/internal.h"
 #include "collector/decode.h"
+#include "collector/rank.h"
 #include "collector/window.h"
 #include "db/db.h"
 #include "common/cuda_api.h"
@@ -1011,7 +1012,64 @@ static void test_cuda_api_cupti(void)
 	CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* the environment kp_rank_from_env reads in test_rank: NAME=VALUE pairs */
+static const char *const *rank_env;
+
+static const char *rank_getenv(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *const *e = rank_env; *e; e++) {
+		if (!strncmp(*e, name, n) && (*e)[n] == '=')
+			return *e + n + 1;
+	}
+	return NULL;
+}
+
+static int rank_of(const char *const *env, struct kp_rank *r)
+{
+	rank_env = env;
+	memset(r, 0, sizeof(*r));
+	return kp_rank_from_env(rank_getenv, r);
+}
+
+/* Which rank a recorded process is, from its launcher's variables. */
+static void test_rank(void)
+{
+	static const char *const none[] = { "PATH=/bin", NULL };
+	static const char *const torchrun[] = { "RANK=3", "LOCAL_RANK=1", "WORLD_SIZE=4",
+						"SLURM_PROCID=0", NULL };
+	static const char *const ompi[] = { "OMPI_COMM_WORLD_RANK=5",
+					    "OMPI_COMM_WORLD_LOCAL_RANK=1",
+					    "OMPI_COMM_WORLD_SIZE=8", NULL };
+	static const char *const pmi[] = { "PMI_RANK=2", NULL };
+	static const char *const bad[] = { "RANK=two", "PMI_RANK=-1", NULL };
+	static const char *const odd[] = { "RANK=4", "WORLD_SIZE=4", "LOCAL_RANK=x", NULL };
+	struct kp_rank r;
+
+	CU_ASSERT_EQUAL(rank_of(none, &r), 0);
+	CU_ASSERT_EQUAL(rank_of(torchrun, &r), 1);   /* torchrun before Slurm */
+	CU_ASSERT_EQUAL(r.rank, 3);
+	CU_ASSERT_EQUAL(r.local_rank, 1);
+	CU_ASSERT_EQUAL(r.world_size, 4);
+	CU_ASSERT_STRING_EQUAL(r.by, "RANK");
+	CU_ASSERT_EQUAL(rank_of(ompi, &r), 1);
+	CU_ASSERT_EQUAL(r.rank, 5);
+	CU_ASSERT_EQUAL(r.world_size, 8);
+	CU_ASSERT_STRING_EQUAL(r.by, "OMPI_COMM_WORLD_RANK");
+	CU_ASSERT_EQUAL(rank_of(pmi, &r), 1);
+	CU_ASSERT_EQUAL(r.rank, 2);
+	CU_ASSERT_EQUAL(r.local_rank, -1);
+	CU_ASSERT_EQUAL(r.world_size, -1);
+	CU_ASSERT_EQUAL(rank_of(bad, &r), 0);        /* not whole numbers >= 0 */
+	CU_ASSERT_EQUAL(rank_of(odd, &r), 1);        /* rank past the size: size unknown */
+	CU_ASSERT_EQUAL(r.rank, 4);
+	CU_ASSERT_EQUAL(r.world_size, -1);
+	CU_ASSERT_EQUAL(r.local_rank, -1);
+}
+
 CU_TestInfo kp_tests_collector[] = {
+	{ "rank of a process of a multi-process job", test_rank },
 	{ "cuda_api.def: collector, analyzer and watch classify every call alike",
 	  test_cuda_api_agree },
 	{ "cuda_api.def: every CUPTI callback id classified alike; none missing",

@@ -305,10 +305,24 @@ static void test_info(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
 	kp_db_run_insert(db, &ri, &run, &err);
 	kp_db_run_finish(db, run, 12, "cupti buffer full", "partial", &err);
+	/* two ranks of a job: one run each, with its rank */
+	ri.has_rank = 1;
+	ri.rank = 1;
+	ri.local_rank = 1;
+	ri.world_size = 2;
+	kp_db_run_insert(db, &ri, &run, &err);
+	ri.rank = 0;
+	ri.local_rank = -1;   /* a launcher that does not say */
+	kp_db_run_insert(db, &ri, &run, &err);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_runs WHERE rank IS NULL", -1), 1);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_runs WHERE local_rank IS NULL", -1),
+			2);
 	f = fopen(out, "w");
 	CU_ASSERT_EQUAL(kp_db_info(db, f, &err), 0);
 	fclose(f);
 	text = kp_test_read(out, NULL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "rank       1 of 2 (local rank 1)\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "rank       0 of 2\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "NVIDIA H100, compute 9.0, 132 SMs"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "driver     13.0"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "./app --x"));
