@@ -206,11 +206,12 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 	p = kp_plan_parse(buf, len, name, err);
 	if (!p)
 		return err && err->code ? err->code : KP_EFORMAT;
+	target_name(p, t, sizeof(t));
 	for (i = 0; i < b->n_entries; i++) {
 		if (b->entries[i].len == len && !memcmp(b->entries[i].bytes, buf, len)) {
 			if (notes)
-				kp_strbuf_addf(notes, "%s: the same plan as entry #%zu: kept once\n",
-					       name, i + 1);
+				kp_strbuf_addf(notes, "%s: the same plan as the entry for %s: kept "
+					       "once\n", name, t);
 			kp_plan_free(p);
 			return 0;
 		}
@@ -222,10 +223,9 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 	}
 	if ((rc = fits(b, p, name, (size_t)-1, &dup, err)))
 		goto fail;
-	target_name(p, t, sizeof(t));
 	if (dup >= 0 && !replace) {
-		rc = kp_err_set(err, KP_EMISMATCH, "%s: entry #%ld is another plan for the same "
-				"GPU (%s): give one plan per GPU", name, dup + 1, t);
+		rc = kp_err_set(err, KP_EMISMATCH, "%s: another plan for the same GPU (%s) is "
+				"there already: give one plan per GPU", name, t);
 		goto fail;
 	}
 	kp_plan_dir(name, &dir);
@@ -239,8 +239,8 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 		struct kp_bundle_entry *e = &b->entries[dup];
 
 		if (notes)
-			kp_strbuf_addf(notes, "%s: replaces entry #%ld, the plan for the same GPU "
-				       "(%s)\n", name, dup + 1, t);
+			kp_strbuf_addf(notes, "%s: replaces the bundle's plan for the same GPU "
+				       "(%s)\n", name, t);
 		entry_release(e);
 		e->bytes = bytes;
 		e->len = len;
