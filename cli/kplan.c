@@ -18,6 +18,7 @@ const struct kp_cmd kp_cmds[] = {
 	{ "diff", cmd_diff, "compare two runs (exit 1 on regression)", kp_usage_diff },
 	{ "show", cmd_show, "summarise a plan file or list a bundle's entries", kp_usage_show },
 	{ "check", cmd_check, "say whether a plan applies on this GPU (and who signed it)", kp_usage_check },
+	{ "plans", cmd_plans, "list the plans a database keeps, per model and GPU", kp_usage_plans },
 	{ "bundle", cmd_bundle, "put one model's plans for several GPUs in one bundle", kp_usage_bundle },
 	{ "keygen", cmd_keygen, "make an Ed25519 key pair for signing plans", kp_usage_keygen },
 	{ "sign", cmd_sign, "sign a plan or a bundle and the sources it references", kp_usage_sign },

@@ -99,8 +99,7 @@ static int same_str(const char *a, const char *b)
 	return (!a || !*a) ? (!b || !*b) : (b && !strcmp(a, b));
 }
 
-/* Target order: GPU name, SM count, compute capability, CUDA major. */
-static int target_cmp(const struct kp_plan *a, const struct kp_plan *b)
+int kp_bundle_target_cmp(const struct kp_plan *a, const struct kp_plan *b)
 {
 	int c = strcmp(a->gpu_name ? a->gpu_name : "", b->gpu_name ? b->gpu_name : "");
 
@@ -117,7 +116,7 @@ static int target_cmp(const struct kp_plan *a, const struct kp_plan *b)
 	return 0;
 }
 
-static void target_name(const struct kp_plan *p, char *buf, size_t n)
+void kp_bundle_target_name(const struct kp_plan *p, char *buf, size_t n)
 {
 	char name[128];
 	size_t i, j = 0;
@@ -139,7 +138,7 @@ void kp_bundle_entry_name(const struct kp_bundle *b, size_t i, char *buf, size_t
 		snprintf(buf, n, "#%zu", i + 1);
 		return;
 	}
-	target_name(b->entries[i].plan, t, sizeof(t));
+	kp_bundle_target_name(b->entries[i].plan, t, sizeof(t));
 	snprintf(buf, n, "#%zu %s", i + 1, t);
 }
 
@@ -170,7 +169,7 @@ static int fits(const struct kp_bundle *b, const struct kp_plan *p, const char *
 					  "bundle's entries for '%.200s': one bundle holds one "
 					  "model (kplan plan --for)", name, model_name(p),
 					  model_name(q));
-		if (!target_cmp(p, q) && *dup < 0)
+		if (!kp_bundle_target_cmp(p, q) && *dup < 0)
 			*dup = (long)i;
 	}
 	return 0;
@@ -206,7 +205,7 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 	p = kp_plan_parse(buf, len, name, err);
 	if (!p)
 		return err && err->code ? err->code : KP_EFORMAT;
-	target_name(p, t, sizeof(t));
+	kp_bundle_target_name(p, t, sizeof(t));
 	for (i = 0; i < b->n_entries; i++) {
 		if (b->entries[i].len == len && !memcmp(b->entries[i].bytes, buf, len)) {
 			if (notes)
@@ -263,7 +262,7 @@ fail:
 static int entry_cmp(const void *a, const void *b)
 {
 	const struct kp_bundle_entry *x = a, *y = b;
-	int c = target_cmp(x->plan, y->plan);
+	int c = kp_bundle_target_cmp(x->plan, y->plan);
 
 	if (c)
 		return c;

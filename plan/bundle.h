@@ -159,6 +159,15 @@ int kp_bundle_choose(const struct kp_bundle *b, const struct kp_gpu_desc *gpu,
  */
 void kp_bundle_entry_name(const struct kp_bundle *b, size_t i, char *buf, size_t n);
 
+/*
+ * Plans by target, the GPU a plan is for: GPU name, then SM count, compute
+ * capability, CUDA major (strcmp-like). Two plans of one target are
+ * duplicates in a bundle.
+ */
+int kp_bundle_target_cmp(const struct kp_plan *a, const struct kp_plan *b);
+/* "NVIDIA H200, 132 SMs, cc 9.0, CUDA 13" (printable) into buf[n]. */
+void kp_bundle_target_name(const struct kp_plan *p, char *buf, size_t n);
+
 /* Take entry i's plan out of b (the caller frees it); NULL when taken. */
 struct kp_plan *kp_bundle_take(struct kp_bundle *b, size_t i);
 

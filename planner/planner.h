@@ -79,4 +79,32 @@ struct kp_plan *kp_planner_run(struct kp_db *db, const struct kp_planner_opts *o
 int kp_planner_store(struct kp_db *db, const struct kp_plan *plan, const char *text,
 		     size_t len, const char *path, int64_t *plan_id, struct kp_err *err);
 
+/* One row of kp_plans (kp_planner_list). Strings are owned by the row. */
+struct kp_plan_row {
+	int64_t plan_id, run_id;
+	char *status;            /* current | stale */
+	char *stale_reason;      /* NULL when none */
+	char *path;              /* where it was written; NULL: stdout */
+	struct kp_plan *plan;    /* the stored body parsed; NULL when it does not parse */
+	char *error;             /* why it does not parse; NULL when it does */
+};
+
+/*
+ * Every plan in kp_plans, bodies parsed with plan/'s reader, sorted by
+ * model identity, target GPU (name, SM count, compute capability, CUDA
+ * major), then newest first: the plans a bundle (kplan bundle) can be made
+ * of, per model and GPU (planner/plan_list.c). OUT: *rows (free with
+ * kp_plan_rows_free), *n. 0, KP_EDB, KP_ENOMEM.
+ */
+int kp_planner_list(struct kp_db *db, struct kp_plan_row **rows, size_t *n,
+		    struct kp_err *err);
+void kp_plan_rows_free(struct kp_plan_row *rows, size_t n);
+
+/*
+ * The stored text of plan plan_id (kp_plans.body) into out (appended).
+ * 0, KP_ENOTFOUND, KP_EDB, KP_ENOMEM.
+ */
+int kp_planner_body(struct kp_db *db, int64_t plan_id, struct kp_strbuf *out,
+		    struct kp_err *err);
+
 #endif
