@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -61,7 +60,6 @@ KP_CMD(bundle)
 	struct kp_err err = {0};
 	struct input *in = NULL;
 	const char *out = NULL;
-	struct stat st;
 	int i, n = 0, rc = KP_EXIT_ERROR, unsigned_now = 0, existed = 0;
 	size_t k, before;
 
@@ -94,7 +92,7 @@ KP_CMD(bundle)
 		    kp_bundle_add(given, in[i].buf, in[i].len, in[i].name, 0, &notes, &err))
 			goto fail;
 	}
-	if (!stat(out, &st)) {
+	if (kp_bundle_is(out)) {
 		existed = 1;
 		b = kp_bundle_load(out, NULL, NULL, &err);
 		if (!b) {

@@ -74,8 +74,17 @@ int kp_bundle_is(const char *path)
 
 	if (stat(path, &st))
 		return 0;
-	if (S_ISDIR(st.st_mode))
-		return 1;
+	if (S_ISDIR(st.st_mode)) {
+		/* a directory without an index is not a bundle: the plan reader
+		 * then says "a directory, expected a regular file" */
+		struct kp_strbuf index = KP_STRBUF_INIT;
+		int is;
+
+		kp_strbuf_addf(&index, "%s/%s", path, KP_BUNDLE_FILE);
+		is = !index.oom && !lstat(index.buf, &st);
+		kp_strbuf_release(&index);
+		return is;
+	}
 	fd = kp_file_open(AT_FDCWD, path, 0, NULL, NULL);
 	if (fd < 0)
 		return 0;

@@ -64,9 +64,10 @@ struct kp_bundle *kp_bundle_new(void);
 void kp_bundle_free(struct kp_bundle *b);
 
 /*
- * 1 when path is a bundle: a directory (its index DIR/bundle), or a
- * regular file starting with "kplan-bundle ". 0 otherwise (a plan, a
- * missing file: the plan reader says what is wrong).
+ * 1 when path is a bundle: a directory holding an index (DIR/bundle, of
+ * any kind: reading it refuses what is not a regular file), or a regular
+ * file starting with "kplan-bundle ". 0 otherwise (a plan, a missing file,
+ * a directory without an index: the plan reader says what is wrong).
  */
 int kp_bundle_is(const char *path);
 
