@@ -1504,107 +1504,84 @@ static char *trust_list(const struct kp_rt_options *opt)
 }
 
 /*
- * Read and parse the plan; with a trust list, check its signature over the
- * very bytes parsed. 0 with rt->plan set and *untrusted 0 or 1 (the check
- * failed: kerr says why), or an error (the plan cannot be read). When the
- * signature holds, *source_sha (malloc'd, the caller frees; else NULL) has
- * the signed SHA-256 of each fusion group's source (kp_plan_verify): the
- * fusion loader reads the sources again and must compile those bytes only.
+ * Per entry of bundle b, room for the SHA-256 of its sources as signed
+ * (kp_bundle_verify): the pointers, then the digests, in one block the
+ * caller frees. NULL: out of memory.
  */
-static int load_plan(kp_rt *rt, const char *plan_path, int *untrusted, uint8_t **source_sha,
+static uint8_t **bundle_digests(const struct kp_bundle *b)
+{
+	size_t i, n = 0, at = 0;
+	uint8_t **sha;
+
+	for (i = 0; i < b->n_entries; i++)
+		n += b->entries[i].plan->n_fusions;
+	sha = calloc(1, b->n_entries * sizeof(*sha) + n * KP_SIGN_SHA256_BYTES);
+	for (i = 0; sha && i < b->n_entries; i++) {
+		sha[i] = (uint8_t *)(sha + b->n_entries) + at * KP_SIGN_SHA256_BYTES;
+		at += b->entries[i].plan->n_fusions;
+	}
+	return sha;
+}
+
+/*
+ * Read and parse the plan, or with *bundle non-NULL on return the bundle
+ * (is_bundle: plan/bundle.h, every entry parsed); with a trust list, check
+ * its signature over the very bytes parsed (a bundle's: over every entry
+ * and source). 0 with rt->plan or *bundle set and *untrusted 0 or 1 (the
+ * check failed: kerr says why), or an error (unreadable, invalid). When the
+ * signature holds, *source_sha (a plan) or *bundle_sha (a bundle: per
+ * entry, from bundle_digests) has the signed SHA-256 of each fusion
+ * group's source (kp_plan_verify): the fusion loader reads the sources
+ * again and must compile those bytes only. The caller frees both.
+ */
+static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_bundle **bundle,
+		     int *untrusted, uint8_t **source_sha, uint8_t ***bundle_sha,
 		     struct kp_err *kerr)
 {
 	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
 	char *buf = NULL, *trust = trust_list(&rt->opt);
 	char signer[KP_SIGN_ID_HEX];
 	size_t len, n_keys;
-	uint8_t *sha = NULL;
-	int rc;
+	uint8_t *sha = NULL, **bsha = NULL;
+	int rc = 0;
 
 	*untrusted = 0;
 	*source_sha = NULL;
-	if ((rc = kp_plan_read(plan_path, &buf, &len, kerr)))
-		goto out;
-	rt->plan = kp_plan_parse(buf, len, plan_path, kerr);
-	if (!rt->plan) {
-		rc = kerr->code ? kerr->code : KP_EFORMAT;
-		goto out;
+	*bundle_sha = NULL;
+	if (is_bundle) {
+		if (!(*bundle = kp_bundle_load(plan_path, &buf, &len, kerr))) {
+			rc = kerr->code ? kerr->code : KP_EFORMAT;
+			goto out;
+		}
+	} else {
+		if ((rc = kp_plan_read(plan_path, &buf, &len, kerr)))
+			goto out;
+		if (!(rt->plan = kp_plan_parse(buf, len, plan_path, kerr))) {
+			rc = kerr->code ? kerr->code : KP_EFORMAT;
+			goto out;
+		}
 	}
 	if (!trust)
 		goto out;
-	if (rt->plan->n_fusions &&
-	    !(sha = malloc(rt->plan->n_fusions * KP_SIGN_SHA256_BYTES))) {
+	if (is_bundle ? !(bsha = bundle_digests(*bundle)) :
+	    rt->plan->n_fusions && !(sha = malloc(rt->plan->n_fusions * KP_SIGN_SHA256_BYTES))) {
 		rc = kp_err_set(kerr, KP_ENOMEM, "%s: out of memory", plan_path);
 		goto out;
 	}
 	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
-	    kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha, kerr)) {
+	    (is_bundle ? kp_bundle_verify(*bundle, buf, len, keys, n_keys, signer, bsha, kerr) :
+	     kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha, kerr))) {
 		*untrusted = 1;
 		goto out;
 	}
 	kp_info("runtime: %s: signed by %s, signature ok", plan_path, signer);
 	*source_sha = sha;
+	*bundle_sha = bsha;
 	sha = NULL;
+	bsha = NULL;
 out:
 	free(sha);
-	free(trust);
-	free(buf);
-	return rc;
-}
-
-/*
- * The bundle at path (plan/bundle.h): read and parse its index and every
- * entry; with a trust list, check the one signature over all of it (one
- * tampered entry or source: *untrusted 1, kerr says why). 0 with *bundle
- * set, or an error (unreadable, invalid). *source_sha (when the signature
- * holds; else NULL) has per entry the signed SHA-256 of its sources, in one
- * allocation the caller frees (*source_sha, then the entries' pointers are
- * into it).
- */
-static int load_bundle(kp_rt *rt, const char *path, struct kp_bundle **bundle,
-		       int *untrusted, uint8_t ***source_sha, struct kp_err *kerr)
-{
-	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
-	char *buf = NULL, *trust = trust_list(&rt->opt);
-	char signer[KP_SIGN_ID_HEX];
-	size_t len, n_keys, i, n_sha = 0, at;
-	struct kp_bundle *b;
-	uint8_t **sha = NULL;
-	int rc = 0;
-
-	*untrusted = 0;
-	*source_sha = NULL;
-	b = kp_bundle_load(path, &buf, &len, kerr);
-	if (!b) {
-		rc = kerr->code ? kerr->code : KP_EFORMAT;
-		goto out;
-	}
-	*bundle = b;
-	if (!trust)
-		goto out;
-	for (i = 0; i < b->n_entries; i++)
-		n_sha += b->entries[i].plan->n_fusions;
-	/* the pointers, then the digests they point to, in one block */
-	sha = calloc(1, b->n_entries * sizeof(*sha) + n_sha * KP_SIGN_SHA256_BYTES);
-	if (!sha) {
-		rc = kp_err_set(kerr, KP_ENOMEM, "%s: out of memory", path);
-		goto out;
-	}
-	for (i = 0, at = 0; i < b->n_entries; i++) {
-		sha[i] = (uint8_t *)(sha + b->n_entries) + at * KP_SIGN_SHA256_BYTES;
-		at += b->entries[i].plan->n_fusions;
-	}
-	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
-	    kp_bundle_verify(b, buf, len, keys, n_keys, signer, sha, kerr)) {
-		*untrusted = 1;
-		goto out;
-	}
-	kp_info("runtime: %s: signed by %s, signature ok (all %zu entries)", b->path, signer,
-		b->n_entries);
-	*source_sha = sha;
-	sha = NULL;
-out:
-	free(sha);
+	free(bsha);
 	free(trust);
 	free(buf);
 	return rc;
@@ -1695,9 +1672,9 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		struct kp__rt_device dev;
 		struct kp_gpu_desc gpu;
 		struct kp_plan_report rep;
-		int rc;
+		int rc, is_bundle = kp_bundle_is(plan_path);
 
-		if (kp_bundle_is(plan_path)) {
+		if (is_bundle) {
 			/* fused sources and the signature are the index's neighbours */
 			kp_bundle_index_path(plan_path, &index);
 			if (index.oom) {
@@ -1705,11 +1682,10 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 				goto out_err;
 			}
 			plan_path = index.buf;
-			if (load_bundle(rt, plan_path, &bundle, &untrusted, &bundle_sha, &kerr))
-				goto out_err;
-		} else if (load_plan(rt, plan_path, &untrusted, &source_sha, &kerr)) {
-			goto out_err;
 		}
+		if (load_plan(rt, plan_path, is_bundle, &bundle, &untrusted, &source_sha,
+			      &bundle_sha, &kerr))
+			goto out_err;
 		if (untrusted) {
 			if (rt->opt.flags & KP_RT_STRICT) {
 				kp_err_prefix(&kerr, bundle ? "untrusted bundle" : "untrusted plan");
