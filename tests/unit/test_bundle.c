@@ -29,46 +29,44 @@ struct target {
 	int fused;               /* 1: a fusion group whose source is kpfuse-b.cu */
 };
 
-/* The text of a one-region plan for t (malloc'd, *len set). */
+/*
+ * The text of a one-region plan for t (malloc'd, *len set): a fixture as
+ * text, with its header's length and checksum computed as the writer does.
+ */
 static char *plan_text(const struct target *t, size_t *len)
 {
-	struct kp_plan *p = kp_plan_new();
-	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_strbuf body = KP_STRBUF_INIT, out = KP_STRBUF_INIT;
 	struct kp_err err = {0};
-	struct kp_plan_region *r;
+	struct kp_plan *p;
 
-	p->cc_major = t->cc_major;
-	p->cuda_major = 13;
-	p->gpu_name = kp_strdup(t->gpu ? t->gpu : "");
-	p->sm_count = t->sms;
-	p->driver_version = t->driver;
-	p->model = t->model ? kp_strdup(t->model) : NULL;
-	p->tool_version = kp_strdup("test");
-	p->source_kind = kp_strdup("synthetic");
-	p->date = kp_strdup("");
-	p->regions = r = calloc(1, sizeof(*r));
-	p->n_regions = 1;
-	r->label = kp_strdup("step");
-	r->decision = KP_PLAN_GRAPH;
-	r->reason = KP_PLAN_R_LAUNCH_BOUND;
-	r->reason_text = kp_strdup("");
-	r->kernels = 2;
-	r->occurrences = 10;
-	r->shape_keys = 1;
-	r->warmup = (uint32_t)t->warmup;
-	if (t->fused) {
-		p->fusions = calloc(1, sizeof(*p->fusions));
-		p->n_fusions = 1;
-		p->fusions[0].id = 1;
-		p->fusions[0].region = kp_strdup("step");
-		p->fusions[0].kernels = 2;
-		p->fusions[0].names = kp_strdup("a -> b");
-		p->fusions[0].source = kp_strdup("kpfuse-b.cu");
-		p->fusions[0].source_hash = kp_hash64(src_text, strlen(src_text), KP_HASH_SEED);
-	}
-	CU_ASSERT_EQUAL(kp_plan_write(p, &sb, &err), 0);
+	kp_strbuf_addf(&body, "[hard]\ncompute-capability %d.0\ncuda-major 13\n", t->cc_major);
+	if (t->model)
+		kp_strbuf_addf(&body, "for %s\n", t->model);
+	kp_strbuf_addf(&body, "\n[soft]\ngpu-name %s\nsm-count %d\ndriver-version %d\n\n"
+		       "[info]\ntool-version test\nsource-run 0\nsource-kind synthetic\ndate -\n"
+		       "run-eager-ns 0\nrun-pred-ns 0\nspeedup-pred 0.0000\n"
+		       "graph-mem-budget-bytes 0\n\n"
+		       "[region step]\ndecision graph\nreason launch-bound\nreason-text -\n"
+		       "fingerprint 0000000000000000\nkernels 2\nnodes 2\noccurrences 10\n"
+		       "shape-keys 1\nwarmup %d\nbreak-even 0\neager-ns 0\ngraph-ns 0\n"
+		       "one-time-ns 0\nspeedup-pred 0.0000\nmem-budget-bytes 0\n",
+		       t->gpu ? t->gpu : "-", t->sms, t->driver, t->warmup);
+	if (t->fused)
+		kp_strbuf_addf(&body, "\n[fusion 1]\nregion step\nfirst-kernel 0\nkernels 2\n"
+			       "names a -> b\ngain-ns 0\nscore 0.0000\nsource kpfuse-b.cu\n"
+			       "source-hash %016llx\nnumerics exact\n", (unsigned long long)
+			       kp_hash64(src_text, strlen(src_text), KP_HASH_SEED));
+	kp_strbuf_addf(&out, "kplan-plan %d\nbody-bytes %zu\nbody-hash %016llx\n",
+		       t->model ? 3 : 2, body.len,
+		       (unsigned long long)kp_hash64(body.buf, body.len, KP_HASH_SEED));
+	kp_strbuf_add(&out, body.buf, body.len);
+	kp_strbuf_release(&body);
+	p = kp_plan_parse(out.buf, out.len, "fixture", &err);
+	if (!p)
+		fprintf(stderr, "fixture: %s\n", err.msg);
+	CU_ASSERT_PTR_NOT_NULL(p);
 	kp_plan_free(p);
-	return kp_strbuf_detach(&sb, len);
+	return kp_strbuf_detach(&out, len);
 }
 
 /* kp_bundle_add of t's plan: its code */
@@ -354,6 +352,39 @@ static void test_index_format(void)
 	kp_bundle_free(b);
 }
 
+/* Add t's plan to the bundle at dir (a new one when there is none) and save it */
+static int add_and_save(const char *dir, const struct target *t, int *unsigned_now)
+{
+	struct kp_err err = {0};
+	struct kp_bundle *b = kp_bundle_is(dir) ? kp_bundle_load(dir, NULL, NULL, &err) :
+			      kp_bundle_new();
+	int rc;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	rc = add(b, t, 1, NULL, &err);
+	if (!rc)
+		rc = kp_bundle_save(b, dir, unsigned_now, &err);
+	kp_bundle_free(b);
+	return rc;
+}
+
+/* kp_bundle_verify of the bundle at dir as it is now: 0 or the code (err) */
+static int verify_dir(const char *dir, const struct kp_sign_key *key, struct kp_err *err)
+{
+	struct kp_bundle *b;
+	char *bytes;
+	size_t len;
+	int rc;
+
+	b = kp_bundle_load(dir, &bytes, &len, err);
+	if (!b)
+		return err->code;
+	rc = kp_bundle_verify(b, bytes, len, key, 1, NULL, NULL, err);
+	kp_bundle_free(b);
+	free(bytes);
+	return rc;
+}
+
 /*
  * Saving copies the fused sources in; adding keeps the other entries; one
  * signature covers every entry: one entry tampered (checksum recomputed)
@@ -367,7 +398,7 @@ static void test_save_sign_tamper(void)
 	struct kp_err err = {0};
 	const char *dir = kp_test_path("save.kplanb"), *in = kp_test_path("in.kplan");
 	const char *keypath = kp_test_path("bundle.key");
-	char pub[4200], src[4200], sig[4200], *bytes, *t;
+	char pub[4200], src[4200], path[4200], *bytes, *t;
 	struct kp_bundle *b;
 	size_t len, tl;
 	int unsigned_now = 1;
@@ -378,76 +409,53 @@ static void test_save_sign_tamper(void)
 	CU_ASSERT_EQUAL_FATAL(kp_sign_load_public(pub, &key, &err), 0);
 	kp_test_write(kp_test_path("kpfuse-b.cu"), src_text, -1);
 	fused.fused = 1;
-	b = kp_bundle_new();
-	CU_ASSERT_EQUAL(add(b, &fused, 0, NULL, &err), 0);
-	CU_ASSERT_EQUAL(kp_bundle_save(b, dir, &unsigned_now, &err), 0);
+	CU_ASSERT_EQUAL(add_and_save(dir, &fused, &unsigned_now), 0);
 	CU_ASSERT_EQUAL(unsigned_now, 0);
-	kp_bundle_free(b);
 	snprintf(src, sizeof(src), "%s/kpfuse-b.cu", dir);
 	CU_ASSERT_EQUAL(access(src, R_OK), 0);
 	CU_ASSERT(kp_bundle_is(dir));
 	CU_ASSERT(!kp_bundle_is(in));
 	/* add a GPU: the other entry stays */
-	b = kp_bundle_load(dir, NULL, NULL, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-	CU_ASSERT_EQUAL(add(b, &h200, 1, NULL, &err), 0);
-	CU_ASSERT_EQUAL(kp_bundle_save(b, dir, NULL, &err), 0);
-	kp_bundle_free(b);
+	CU_ASSERT_EQUAL(add_and_save(dir, &h200, NULL), 0);
+	CU_ASSERT_EQUAL(verify_dir(dir, &key, &err), KP_ENOTFOUND);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bundle is unsigned"));
 	CU_ASSERT_EQUAL(kp_bundle_sign(dir, keypath, NULL, &err), 0);
+	CU_ASSERT_EQUAL(verify_dir(dir, &key, &err), 0);
+	/* the message covers the index, both entries, and the source */
 	b = kp_bundle_load(dir, &bytes, &len, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 	CU_ASSERT_EQUAL(b->n_entries, 2);
-	CU_ASSERT_EQUAL(kp_bundle_verify(b, bytes, len, &key, 1, NULL, NULL, &err), 0);
-	/* the message covers the index and the source */
 	CU_ASSERT_EQUAL(kp_bundle_sign_message(b, bytes, len, &msg, &err), 0);
 	CU_ASSERT(msg.len > len + strlen("kpfuse-b.cu") + 32);
-	kp_bundle_free(b);
 	free(bytes);
 	/* entry 2 (the H200's, no source) re-made with another warm-up: its
 	 * checksum holds, the bundle's signature does not */
 	h200.warmup = 9;
 	t = plan_text(&h200, &tl);
-	b = kp_bundle_load(dir, NULL, NULL, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 	free(b->entries[1].bytes);
 	b->entries[1].bytes = t;
 	b->entries[1].len = tl;
 	CU_ASSERT_EQUAL(kp_bundle_write(b, &text, &err), 0);
 	kp_bundle_free(b);
-	snprintf(sig, sizeof(sig), "%s/bundle", dir);
-	kp_test_write(sig, text.buf, (long)text.len);
-	b = kp_bundle_load(dir, &bytes, &len, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-	CU_ASSERT_EQUAL(kp_bundle_verify(b, bytes, len, &key, 1, NULL, NULL, &err), KP_EMISMATCH);
+	snprintf(path, sizeof(path), "%s/bundle", dir);
+	kp_test_write(path, text.buf, (long)text.len);
+	CU_ASSERT_EQUAL(verify_dir(dir, &key, &err), KP_EMISMATCH);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bad signature"));
-	kp_bundle_free(b);
-	free(bytes);
 	/* signed again, then entry 1's source changed: untrusted, named */
 	CU_ASSERT_EQUAL(kp_bundle_sign(dir, keypath, NULL, &err), 0);
 	kp_test_write(src, "// evil\n", -1);
-	b = kp_bundle_load(dir, &bytes, &len, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-	CU_ASSERT_EQUAL(kp_bundle_verify(b, bytes, len, &key, 1, NULL, NULL, &err), KP_EMISMATCH);
+	CU_ASSERT_EQUAL(verify_dir(dir, &key, &err), KP_EMISMATCH);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kpfuse-b.cu: source file changed"));
-	kp_bundle_free(b);
-	free(bytes);
 	kp_test_write(src, src_text, -1);
 	/* a change removes the signature (it would not verify) */
-	b = kp_bundle_load(dir, NULL, NULL, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 	h200.warmup = 10;
-	CU_ASSERT_EQUAL(add(b, &h200, 1, NULL, &err), 0);
-	CU_ASSERT_EQUAL(kp_bundle_save(b, dir, &unsigned_now, &err), 0);
+	CU_ASSERT_EQUAL(add_and_save(dir, &h200, &unsigned_now), 0);
 	CU_ASSERT_EQUAL(unsigned_now, 1);
-	kp_bundle_free(b);
-	snprintf(sig, sizeof(sig), "%s/bundle.sig", dir);
-	CU_ASSERT_NOT_EQUAL(access(sig, F_OK), 0);
-	/* a source already in the bundle with other bytes is not overwritten */
+	snprintf(path, sizeof(path), "%s/bundle.sig", dir);
+	CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+	/* a source changed inside the bundle: the next save refuses it */
 	kp_test_write(src, "// other\n", -1);
-	b = kp_bundle_load(dir, NULL, NULL, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-	CU_ASSERT_NOT_EQUAL(kp_bundle_save(b, dir, NULL, &err), 0);
-	kp_bundle_free(b);
+	CU_ASSERT_EQUAL(add_and_save(dir, &fused, NULL), KP_EMISMATCH);
 	kp_strbuf_release(&text);
 	kp_strbuf_release(&msg);
 }

@@ -1029,6 +1029,25 @@ static kp_rt *open_trust(const char *plan, const char *trust, unsigned flags,
 	return quiet_open(&fake_be, plan, &o, err);
 }
 
+/*
+ * Open path over the fake backend (its state reset; trusting the keys of
+ * trust, NULL: none) and call "step" n times.
+ */
+static kp_rt *open_calls(const char *path, const char *trust, int n)
+{
+	struct kp_rt_err rerr;
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_trust(path, trust, KP_RT_NO_ENV, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < n; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, (uint64_t)i + 1, 0);
+	return rt;
+}
+
 /* eager calls for untrusted-plan after one call of "step" (-1: no runtime) */
 static int untrusted_calls(kp_rt *rt)
 {
@@ -1087,14 +1106,9 @@ static void test_trust(void)
 	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
 
 	/* signed by the trusted key: applies (captures) */
-	fake_reset();
 	{
-		kp_rt *rt = open_trust(path, pub, KP_RT_NO_ENV, &rerr);
-		uint64_t out[8] = {0}, scratch = 0;
+		kp_rt *rt = open_calls(path, pub, 2);
 
-		CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0);
 		CU_ASSERT_EQUAL(stats(rt).captures, 1);
 		CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_UNTRUSTED], 0);
 		kp_rt_close(rt);
@@ -2050,6 +2064,18 @@ static void make_bundle(const char *dir, const char *const *plans, int n)
 	kp_bundle_free(b);
 }
 
+/* The bundle fields of rt's stats, and words of kp_rt_plan_choice */
+static void expect_choice(kp_rt *rt, uint64_t entries, uint64_t entry, uint64_t match,
+			  const char *why)
+{
+	struct kp_rt_stats st = stats(rt);
+
+	CU_ASSERT_EQUAL(st.bundle_entries, entries);
+	CU_ASSERT_EQUAL(st.bundle_entry, entry);
+	CU_ASSERT_EQUAL(st.bundle_match, match);
+	CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), why));
+}
+
 /*
  * The runtime opens a bundle like a plan and applies the entry of its GPU
  * (the fake one: "Fake H100", cc 9.0, 132 SMs), whatever order the plans
@@ -2070,7 +2096,6 @@ static void test_bundle(void)
 	struct kp_bundle *b;
 	struct kp_strbuf text = KP_STRBUF_INIT;
 	struct kp_err err = {0};
-	uint64_t out[8] = {0}, scratch = 0;
 	char pub[4200], *t;
 	size_t len;
 	kp_rt *rt;
@@ -2089,17 +2114,10 @@ static void test_bundle(void)
 	rev[2] = plans[0];
 	for (order = 0; order < 2; order++) {
 		make_bundle(dir, order ? rev : plans, 3);
-		fake_reset();
-		rt = open_rt(dir, 0, 0);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0);
+		rt = open_calls(dir, NULL, 2);
 		CU_ASSERT_EQUAL(stats(rt).captures, 1);
-		CU_ASSERT_EQUAL(stats(rt).bundle_entries, 3);
 		/* entries sorted by GPU name: Fake A100, Fake H100, Fake H200 */
-		CU_ASSERT_EQUAL(stats(rt).bundle_entry, 2);
-		CU_ASSERT_EQUAL(stats(rt).bundle_match, KP_BUNDLE_M_EXACT);
-		CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "entry #2 Fake H100"));
+		expect_choice(rt, 3, 2, KP_BUNDLE_M_EXACT, "entry #2 Fake H100");
 		CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "gpu-name and sm-count match"));
 		CU_ASSERT_EQUAL(kp_rt_region_plan(rt, "step", &info), 0);
 		CU_ASSERT_EQUAL(info.bundle_entry, 2);
@@ -2116,15 +2134,9 @@ static void test_bundle(void)
 	/* no entry for this GPU: every region eager, with the reason */
 	a100[0] = plans[2];
 	make_bundle(kp_test_path("a100.kplanb"), a100, 1);
-	fake_reset();
-	rt = open_rt(kp_test_path("a100.kplanb"), 0, 0);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	call(rt, "step", 0, (void *)1, out, 8, &scratch, 3, 0);
+	rt = open_calls(kp_test_path("a100.kplanb"), NULL, 1);
 	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_PLAN_MISMATCH], 1);
-	CU_ASSERT_EQUAL(stats(rt).bundle_entries, 1);
-	CU_ASSERT_EQUAL(stats(rt).bundle_entry, 0);
-	CU_ASSERT_EQUAL(stats(rt).bundle_match, KP_BUNDLE_M_NONE);
-	CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "no entry applies"));
+	expect_choice(rt, 1, 0, KP_BUNDLE_M_NONE, "no entry applies");
 	CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "plan wants 8.0, gpu has 9.0"));
 	CU_ASSERT_EQUAL(kp_rt_region_plan(rt, "step", &info), 1);
 	CU_ASSERT_EQUAL(fk.n_captures, 0);
@@ -2140,11 +2152,7 @@ static void test_bundle(void)
 	snprintf(pub, sizeof(pub), "%s.pub", key);
 	CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, pub, KP_RT_NO_ENV, &rerr)), 1);
 	CU_ASSERT_EQUAL(kp_bundle_sign(dir, key, NULL, &err), 0);
-	fake_reset();
-	rt = open_trust(dir, pub, KP_RT_NO_ENV, &rerr);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
-	call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0);
+	rt = open_calls(dir, pub, 2);
 	CU_ASSERT_EQUAL(stats(rt).captures, 1);
 	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_UNTRUSTED], 0);
 	kp_rt_close(rt);
