@@ -346,7 +346,9 @@ static void test_index_format(void)
 	CU_ASSERT_PTR_NULL(kp_bundle_parse(bad.buf, bad.len, "flip", &err));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "flip: entry 2"));
 	CU_ASSERT_PTR_NULL(kp_bundle_parse("", 0, "empty", &err));
-	CU_ASSERT_EQUAL(kp_bundle_write(kp_bundle_new(), &bad, &err), KP_EINVAL);
+	p = kp_bundle_new();
+	CU_ASSERT_EQUAL(kp_bundle_write(p, &bad, &err), KP_EINVAL);
+	kp_bundle_free(p);
 	kp_strbuf_release(&text);
 	kp_strbuf_release(&bad);
 	kp_bundle_free(b);
