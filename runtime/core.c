@@ -1828,9 +1828,9 @@ KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
 		(unsigned long long)st.cupti_detaches, (unsigned long long)st.cupti_attached);
 	if (st.bundle_entries)
 		fprintf(f, "kplan-rt: bundle_entries %llu\nkplan-rt: bundle_entry %llu\n"
-			"kplan-rt: bundle_match %s\n", (unsigned long long)st.bundle_entries,
-			(unsigned long long)st.bundle_entry,
-			kp_bundle_match_name((int)st.bundle_match));
+			"kplan-rt: bundle_match %s\nkplan-rt: bundle_choice %s\n",
+			(unsigned long long)st.bundle_entries, (unsigned long long)st.bundle_entry,
+			kp_bundle_match_name((int)st.bundle_match), rt->choice);
 	for (i = 1; i < KP_RT_R_COUNT; i++) {
 		if (st.eager_by_reason[i])
 			fprintf(f, "kplan-rt: eager.%s %llu\n", kp_rt_reason_name(i),

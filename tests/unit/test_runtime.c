@@ -2096,9 +2096,10 @@ static void test_bundle(void)
 	struct kp_bundle *b;
 	struct kp_strbuf text = KP_STRBUF_INIT;
 	struct kp_err err = {0};
-	char pub[4200], *t;
-	size_t len;
+	char pub[4200], *t, *printed;
+	size_t len, n_printed;
 	kp_rt *rt;
+	FILE *mf;
 	int order;
 
 	plans[0] = kp_test_path("b-h100.kplan");
@@ -2118,6 +2119,12 @@ static void test_bundle(void)
 		CU_ASSERT_EQUAL(stats(rt).captures, 1);
 		/* entries sorted by GPU name: Fake A100, Fake H100, Fake H200 */
 		expect_choice(rt, 3, 2, KP_BUNDLE_M_EXACT, "entry #2 Fake H100");
+		mf = open_memstream(&printed, &n_printed);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mf);
+		kp_rt_print_stats(rt, mf);
+		fclose(mf);
+		CU_ASSERT_PTR_NOT_NULL(strstr(printed, "kplan-rt: bundle_choice entry #2 Fake H100"));
+		free(printed);
 		CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "gpu-name and sm-count match"));
 		CU_ASSERT_EQUAL(kp_rt_region_plan(rt, "step", &info), 0);
 		CU_ASSERT_EQUAL(info.bundle_entry, 2);
