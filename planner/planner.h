@@ -35,8 +35,13 @@ struct kp_planner_opts {
 	int warmup;              /* eager calls before capture; < 0: default 2 */
 	double min_gain;         /* least predicted saving, fraction of eager; < 0: 0.05 */
 	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */
-	/* hard keys when the run does not record them; < 0: take from the run */
+	/* hard keys of the GPU the plan is for (a described one, or when the
+	 * run does not record them); < 0: take from the run */
 	int cc_major, cc_minor, cuda_major;
+	/* soft keys of a described GPU (a plan for another kind of machine,
+	 * for a bundle); NULL / < 0: the run's */
+	const char *gpu_name;
+	int sm_count, driver_version;
 	/* when set: the kernels of each region planned as a graph (its first
 	 * occurrence, launch order) are appended as "LABEL<TAB>INDEX<TAB>NAME"
 	 * lines, with "<TAB>ARGS" when the run recorded arguments (--args), the
