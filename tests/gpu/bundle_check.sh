@@ -19,9 +19,7 @@ B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-bundle-check}}
 BIN=$B/bin
 mkdir -p "$O"
-fail=0
-pass() { echo "PASS $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/check_lib.sh"
 dev=$("$BIN/ex_mlp" device) || { echo "no GPU: $dev"; exit 2; }
 set -- $dev
 cc=$2 cuda=$4 driver=$6 sms=$8 name=${dev#* gpu }
@@ -49,9 +47,6 @@ grep -q "entry #$want .*applies on .*gpu-name and sm-count match" "$O/check.txt"
 	pass "kplan check: $(grep 'applies on' "$O/check.txt")" ||
 	bad "kplan check (want entry #$want): $(cat "$O/check.txt")"
 ref=$("$BIN/ex_mlp" eager --steps 200 2>/dev/null | awk '/^RESULT/ {print $NF}')
-counter() { # NAME OUTPUT -> the KPLAN_RT_STATS counter, 0 when not printed
-	awk -v k="$1" '$2 == k {v = $3} END {print v + 0}' <<<"$2"
-}
 run() { # BUNDLE [TRUST] -> "hash replays entry untrusted"
 	local o
 	o=$(KPLAN_RT_TRUST="${2:-}" KPLAN_RT_STATS=1 "$BIN/ex_mlp" runtime "$1" --steps 200 2>&1)
