@@ -6,12 +6,13 @@
 #include "cli.h"
 
 #include "../common/strbuf.h"
+#include "../plan/bundle.h"
 #include "../plan/planfile.h"
 #include "../plan/sign.h"
 #include "../planner/gpuinfo.h"
 
 const char kp_usage_check[] =
-	"usage: kplan check model.kplan [--trust KEY.pub]... [--model ID] [--device N]\n"
+	"usage: kplan check model.kplan|model.kplanb [--trust KEY.pub]... [--model ID] [--device N]\n"
 	"       kplan check model.kplan [--trust KEY.pub]... [--model ID] [--gpu-name S]\n"
 	"                               [--cc M.m] [--sms N] [--driver V] [--cuda-major N]\n"
 	"\n"
@@ -33,6 +34,14 @@ const char kp_usage_check[] =
 	"whether the plan is unsigned or signed (not verified). Signed or not, a\n"
 	"fused source (kpfuse-*.cu) the plan names that is missing or changed since\n"
 	"the plan was written is an error (exit 2, naming the file).\n"
+	"\n"
+	"Bundles (kplan bundle): the one signature must hold over every entry and\n"
+	"source; then it says which entry applies on the GPU and why (the order:\n"
+	"hard keys must match, then the same GPU name and SM count, the same name,\n"
+	"the same SM count, hard keys only; among equals the one made with the GPU's\n"
+	"driver, then the first), lists why each other entry does not apply or was\n"
+	"not chosen, and the chosen entry's mismatches as for a plan. Exit status\n"
+	"as for a plan: 2 when no entry applies.\n"
 	"\n"
 	"options:\n"
 	"  --trust KEY.pub   a trusted public key (kplan keygen); repeatable, or a\n"
@@ -56,6 +65,7 @@ const char kp_usage_check[] =
 	"  kplan check model.kplan\n"
 	"  kplan check model.kplan --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200'\n"
 	"  kplan check model.kplan --trust release.key.pub\n"
+	"  kplan check model.kplanb --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200' --sms 132\n"
 	"  kplan check model.kplan --model 'gpt2-124M@sha256:...'\n";
 
 static int num(const char *s, int lo, int hi, int *out)
@@ -103,6 +113,98 @@ static int check_signature(const char *path, const char *buf, size_t len,
 	else
 		printf("%s: signed by %s (not verified: no --trust key)\n", path, id);
 	return 0;
+}
+
+/* The items of rep, one line each. */
+static void print_report(const struct kp_plan_report *rep)
+{
+	size_t k;
+
+	for (k = 0; k < rep->n_items; k++) {
+		char msg[2048];
+
+		/* the plan's strings (model, GPU name) are in the messages */
+		printf("  %s %s: %s\n", rep->items[k].severity == KP_PLAN_NOT_APPLICABLE ? "hard" :
+		       rep->items[k].severity == KP_PLAN_SOFT_MISMATCH ? "soft" : "note",
+		       rep->items[k].key, kp_printable(msg, sizeof(msg), rep->items[k].msg));
+	}
+}
+
+/*
+ * `kplan check BUNDLE`: its signature over every entry (as check_signature
+ * for a plan), then which entry applies on gpu (described or this
+ * machine's, named gpu_name) and why the others do not.
+ */
+static int check_bundle(const char *path, const struct kp_gpu_desc *gpu, const char *gpu_name,
+			const struct kp_sign_key *keys, size_t n_keys)
+{
+	struct kp_strbuf msg = KP_STRBUF_INIT;
+	struct kp_bundle_choice c;
+	struct kp_plan_report rep;
+	struct kp_err err = {0};
+	struct kp_bundle *b;
+	char id[KP_SIGN_ID_HEX], t[256], why[1024];
+	char *buf = NULL;
+	size_t len, i;
+	int rc, verdict;
+
+	b = kp_bundle_load(path, &buf, &len, &err);
+	if (!b)
+		return kp_cli_error(&err);
+	if (n_keys) {
+		rc = kp_bundle_verify(b, buf, len, keys, n_keys, id, NULL, &err);
+		if (!rc)
+			printf("%s: signed by %s, signature ok (all %zu entries)\n", b->path, id,
+			       b->n_entries);
+	} else {
+		/* signed or not, every fused source must be there as the entries pin it */
+		rc = kp_bundle_sign_message(b, buf, len, &msg, &err);
+		if (!rc) {
+			int sr = kp_bundle_sig_read(b, id, &err);
+
+			if (sr == KP_ENOTFOUND)
+				printf("%s: unsigned\n", b->path);
+			else if (sr)
+				printf("%s: signature unreadable (%s)\n", b->path, err.msg);
+			else
+				printf("%s: signed by %s (not verified: no --trust key)\n", b->path, id);
+		}
+	}
+	free(buf);
+	kp_strbuf_release(&msg);
+	if (rc) {
+		kp_bundle_free(b);
+		return kp_cli_error(&err);
+	}
+	kp_bundle_choose(b, gpu, &c);
+	if (c.entry < 0) {
+		printf("%s: no entry applies on %s\n", path, gpu_name);
+	} else {
+		kp_bundle_entry_name(b, (size_t)c.entry, t, sizeof(t));
+		printf("%s: entry %s applies on %s: %s\n", path, kp_printable(why, sizeof(why), t),
+		       gpu_name, c.v[c.entry].why);
+	}
+	for (i = 0; i < b->n_entries; i++) {
+		if ((int)i == c.entry)
+			continue;
+		kp_bundle_entry_name(b, i, t, sizeof(t));
+		printf("  %s: %s", kp_printable(why, sizeof(why), t),
+		       c.v[i].match == KP_BUNDLE_M_NONE ? "does not apply: " : "applies, not chosen: ");
+		printf("%s%s\n", kp_printable(why, sizeof(why), c.v[i].why),
+		       c.v[i].match == KP_BUNDLE_M_NONE ? "" :
+		       c.v[i].match > c.match ? " (the chosen entry matches better)" :
+		       " (the chosen entry matches as well and comes first or has the GPU's driver)");
+	}
+	if (c.entry < 0) {
+		kp_bundle_free(b);
+		return KP_EXIT_ERROR;
+	}
+	verdict = kp_plan_check(b->entries[c.entry].plan, gpu, &rep);
+	if (rep.n_items)
+		printf("entry #%d on %s:\n", c.entry + 1, gpu_name);
+	print_report(&rep);
+	kp_bundle_free(b);
+	return verdict == KP_PLAN_APPLIES ? KP_EXIT_OK : KP_EXIT_VERDICT;
 }
 
 KP_CMD(check)
@@ -182,6 +284,17 @@ KP_CMD(check)
 		return kp_cli_error(&err);
 	}
 	kp_strbuf_release(&trust);
+	if (kp_bundle_is(path)) {
+		if (!described && kp_gpuinfo_local(device, &gpu, name, sizeof(name), &err)) {
+			fprintf(stderr, "kplan: error: %s: cannot check against this machine: %s; "
+				"describe the target GPU with --cc M.m --cuda-major N [--gpu-name S "
+				"--sms N --driver V]\n", path, err.msg);
+			return KP_EXIT_ERROR;
+		}
+		gpu.model = model;
+		return check_bundle(path, &gpu, described ? "the described GPU" : gpu.name, keys,
+				    n_keys);
+	}
 	if (kp_plan_read(path, &buf, &len, &err))
 		return kp_cli_error(&err);
 	p = kp_plan_parse(buf, len, path, &err);
@@ -209,14 +322,7 @@ KP_CMD(check)
 	       verdict == KP_PLAN_APPLIES ? "applies" :
 	       verdict == KP_PLAN_SOFT_MISMATCH ? "applies, with soft mismatches" : "does not apply",
 	       described ? "the described GPU" : gpu.name);
-	for (k = 0; k < rep.n_items; k++) {
-		char msg[2048];
-
-		/* the plan's strings (model, GPU name) are in the messages */
-		printf("  %s %s: %s\n", rep.items[k].severity == KP_PLAN_NOT_APPLICABLE ? "hard" :
-		       rep.items[k].severity == KP_PLAN_SOFT_MISMATCH ? "soft" : "note",
-		       rep.items[k].key, kp_printable(msg, sizeof(msg), rep.items[k].msg));
-	}
+	print_report(&rep);
 	kp_plan_free(p);
 	return verdict == KP_PLAN_APPLIES ? KP_EXIT_OK :
 	       verdict == KP_PLAN_SOFT_MISMATCH ? KP_EXIT_VERDICT : KP_EXIT_ERROR;

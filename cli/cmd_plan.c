@@ -34,8 +34,13 @@ const char kp_usage_plan[] =
 	"                        saves at least PCT percent of its eager time (default 5)\n"
 	"  --mem-limit BYTES     cap on device memory for all graphs; regions with the\n"
 	"                        least gain per byte go eager first (default: no cap)\n"
-	"  --cc MAJOR.MINOR      compute capability when the run does not record one\n"
-	"  --cuda-major N        CUDA major version when the run does not record one\n"
+	"  --cc MAJOR.MINOR      compute capability of the GPU the plan is for\n"
+	"                        (default: the run's; needed when it records none)\n"
+	"  --cuda-major N        CUDA major version of that GPU (default: the run's)\n"
+	"  --gpu-name S, --sms N, --driver V\n"
+	"                        the soft keys of that GPU (default: the run's): with\n"
+	"                        --cc, a plan described for another kind of GPU, for a\n"
+	"                        bundle (kplan bundle); the figures stay the run's\n"
 	"  --no-store            do not record the plan in the database (read-only:\n"
 	"                        the run must be analyzed already)\n"
 	"  --for IDENTITY        pin the plan to a model: any string naming it, e.g.\n"
@@ -229,6 +234,21 @@ static int parse_args(int argc, char **argv, struct plan_args *opt)
 			if (!val || parse_num(val, 1, 99, &v))
 				return kp_cli_usage("plan", "--cuda-major needs 1..99");
 			opt->o.cuda_major = (int)v;
+			i++;
+		} else if (!strcmp(a, "--gpu-name")) {
+			if (!val || !*val)
+				return kp_cli_usage("plan", "--gpu-name needs a GPU name");
+			opt->o.gpu_name = val;
+			i++;
+		} else if (!strcmp(a, "--sms")) {
+			if (!val || parse_num(val, 1, 100000, &v))
+				return kp_cli_usage("plan", "--sms needs a multiprocessor count");
+			opt->o.sm_count = (int)v;
+			i++;
+		} else if (!strcmp(a, "--driver")) {
+			if (!val || parse_num(val, 1, 10000000, &v))
+				return kp_cli_usage("plan", "--driver needs a version like 13000");
+			opt->o.driver_version = (int)v;
 			i++;
 		} else if (!strcmp(a, "--no-store")) {
 			opt->store = 0;

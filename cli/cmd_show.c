@@ -1,5 +1,6 @@
 /* cmd_show.c - `kplan show model.kplan`: a human summary of a plan file. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -7,10 +8,13 @@
 #include "../common/kptime.h"
 
 #include "../common/kname.h"
+#include "../plan/bundle.h"
 #include "../plan/planfile.h"
+#include "../plan/sign.h"
 
 const char kp_usage_show[] =
 	"usage: kplan show model.kplan\n"
+	"       kplan show model.kplanb [--entry N]\n"
 	"\n"
 	"Prints what a plan file says: the GPU it was made for (hard and soft keys),\n"
 	"where it came from, the predicted speedup of the whole run, and per region\n"
@@ -18,8 +22,14 @@ const char kp_usage_show[] =
 	"The file is verified first (header, checksum, every field); an invalid file\n"
 	"exits 2 with the line and field at fault.\n"
 	"\n"
+	"For a bundle (kplan bundle) it lists the entries: the GPU each plan was made\n"
+	"for (#N in bundle order, the number kp_rt_stats.bundle_entry gives), its\n"
+	"driver, source run, regions and predicted speedup, and whether the bundle\n"
+	"is signed; --entry N shows entry N as a plan.\n"
+	"\n"
 	"example:\n"
-	"  kplan show model.kplan\n";
+	"  kplan show model.kplan\n"
+	"  kplan show model.kplanb --entry 2\n";
 
 static void ms(char *buf, size_t n, int64_t ns)
 {
@@ -31,20 +41,14 @@ static void mib(char *buf, size_t n, int64_t bytes)
 	snprintf(buf, n, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
 }
 
-KP_CMD(show)
+/* The summary of plan p, read from name. */
+static void show_plan(const char *name, const struct kp_plan *p)
 {
-	struct kp_err err = {0};
-	struct kp_plan *p;
 	char a[32], b[32], c[32], t1[256], t2[256], t3[256], t4[256];
 	size_t i, w = 6;
 	int n[3] = {0, 0, 0};
 
-	if (argc != 2)
-		return kp_cli_usage("show", "expected one plan file");
-	p = kp_plan_load(argv[1], &err);
-	if (!p)
-		return kp_cli_error(&err);
-	printf("plan %s (format %d, body-hash %016llx)\n", argv[1], p->format_version,
+	printf("plan %s (format %d, body-hash %016llx)\n", name, p->format_version,
 	       (unsigned long long)p->body_hash);
 	printf("  made for    compute capability %d.%d, CUDA %d (hard keys)\n",
 	       p->cc_major, p->cc_minor, p->cuda_major);
@@ -119,6 +123,80 @@ KP_CMD(show)
 		printf("     %s\n", kp_printable(shown, sizeof(shown),
 					      kp_kernel_chain_label(u->names, chain, sizeof(chain))));
 	}
+}
+
+/* The entries of the bundle at path, or entry `entry` (from 1) in full. */
+static int show_bundle(const char *path, long entry)
+{
+	struct kp_err err = {0};
+	struct kp_bundle *b;
+	char id[KP_SIGN_ID_HEX], t[256], m[256];
+	size_t i, j;
+	int rc;
+
+	b = kp_bundle_load(path, NULL, NULL, &err);
+	if (!b)
+		return kp_cli_error(&err);
+	if (entry > 0) {
+		if ((size_t)entry > b->n_entries) {
+			printf("%s: no entry %ld (%zu entries)\n", path, entry, b->n_entries);
+			kp_bundle_free(b);
+			return KP_EXIT_ERROR;
+		}
+		kp_bundle_entry_name(b, (size_t)entry - 1, t, sizeof(t));
+		printf("bundle %s, entry %s\n", b->path, t);
+		show_plan(b->path, b->entries[entry - 1].plan);
+		kp_bundle_free(b);
+		return KP_EXIT_OK;
+	}
+	printf("bundle %s (format %d, %zu entr%s)\n", b->path, KP_BUNDLE_FORMAT_VERSION,
+	       b->n_entries, b->n_entries == 1 ? "y" : "ies");
+	/* every text field may come from a hand edit: printable */
+	printf("  model       %s\n", b->entries[0].plan->model ?
+	       kp_printable(m, sizeof(m), b->entries[0].plan->model) : "(not pinned: kplan plan --for)");
+	rc = kp_bundle_sig_read(b, id, &err);
+	printf("  signature   %s%s%s\n", rc == KP_ENOTFOUND ? "unsigned" : rc ? "unreadable: " :
+	       "signed by ", rc == KP_ENOTFOUND ? "" : rc ? err.msg : id,
+	       rc ? "" : " (not verified: kplan check --trust)");
+	for (i = 0; i < b->n_entries; i++) {
+		const struct kp_plan *p = b->entries[i].plan;
+		size_t graphs = 0;
+
+		for (j = 0; j < p->n_regions; j++)
+			graphs += p->regions[j].decision == KP_PLAN_GRAPH;
+		kp_bundle_entry_name(b, i, t, sizeof(t));
+		printf("  %s\n      driver %d, run %lld, %zu regions (%zu graph), %zu fusion "
+		       "groups, predicted %.2fx, body-hash %016llx\n", t, p->driver_version,
+		       (long long)p->source_run, p->n_regions, graphs, p->n_fusions,
+		       p->speedup_pred, (unsigned long long)p->body_hash);
+	}
+	kp_bundle_free(b);
+	return KP_EXIT_OK;
+}
+
+KP_CMD(show)
+{
+	struct kp_err err = {0};
+	struct kp_plan *p;
+	long entry = 0;
+	char *end;
+
+	if (argc == 4 && !strcmp(argv[2], "--entry")) {
+		entry = strtol(argv[3], &end, 10);
+		if (end == argv[3] || *end || entry < 1)
+			return kp_cli_usage("show", "--entry needs an entry number from 1");
+		argc = 2;
+	}
+	if (argc != 2)
+		return kp_cli_usage("show", "expected one plan file or bundle");
+	if (kp_bundle_is(argv[1]))
+		return show_bundle(argv[1], entry);
+	if (entry)
+		return kp_cli_usage("show", "--entry is for a bundle; %s is a plan", argv[1]);
+	p = kp_plan_load(argv[1], &err);
+	if (!p)
+		return kp_cli_error(&err);
+	show_plan(argv[1], p);
 	kp_plan_free(p);
 	return KP_EXIT_OK;
 }

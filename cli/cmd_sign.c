@@ -8,6 +8,7 @@
 
 #include "cli.h"
 
+#include "../plan/bundle.h"
 #include "../plan/sign.h"
 
 const char kp_usage_keygen[] =
@@ -28,12 +29,17 @@ const char kp_usage_keygen[] =
 
 const char kp_usage_sign[] =
 	"usage: kplan sign model.kplan --key KEY\n"
+	"       kplan sign model.kplanb --key KEY\n"
 	"\n"
 	"Signs the plan with the secret key KEY (kplan keygen) and writes the detached\n"
 	"signature model.kplan.sig ('kplan-ed25519-signature <key id> <hex>'). The\n"
 	"signature covers the plan's bytes and the content (SHA-256) of every fused\n"
 	"source the plan references, next to it: editing either breaks it. Each source\n"
 	"must still hash to the plan's source-hash. Ship the .sig with the plan.\n"
+	"\n"
+	"A bundle (kplan bundle) gets one signature, model.kplanb/bundle.sig, over\n"
+	"its index, every entry's plan and every source they reference: one\n"
+	"tampered entry makes the whole bundle untrusted.\n"
 	"\n"
 	"exit status:\n"
 	"  0  signed\n"
@@ -72,7 +78,7 @@ KP_CMD(sign)
 	struct kp_err err = {0};
 	const char *plan = NULL, *key = NULL;
 	char id[KP_SIGN_ID_HEX];
-	int i;
+	int i, rc;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--key")) {
@@ -89,6 +95,16 @@ KP_CMD(sign)
 	}
 	if (!plan || !key)
 		return kp_cli_usage("sign", "expected a plan file and --key KEY");
+	if (kp_bundle_is(plan)) {
+		struct kp_strbuf index = KP_STRBUF_INIT;
+
+		kp_bundle_index_path(plan, &index);
+		rc = kp_bundle_sign(plan, key, id, &err);
+		if (!rc)
+			printf("%s.sig: signed by %s\n", index.buf, id);
+		kp_strbuf_release(&index);
+		return rc ? kp_cli_error(&err) : KP_EXIT_OK;
+	}
 	if (kp_plan_sign(plan, key, id, &err))
 		return kp_cli_error(&err);
 	printf("%s.sig: signed by %s\n", plan, id);

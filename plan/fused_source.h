@@ -16,5 +16,6 @@
 #define KP_FX_HEADER_MAGIC "// kplan-fusion 1"   /* the first line */
 #define KP_FX_MAX_CHAIN   12       /* kernels one fused kernel replaces */
 #define KP_FX_MAX_ARGS    64       /* fused kernel parameters (before rows, cols) */
+#define KP_FX_MAX_SOURCE_BYTES (64u << 20) /* a fused source as signed or bundled */
 
 #endif

@@ -1201,6 +1201,18 @@ int kp_plan_read(const char *path, char **out, size_t *out_len, struct kp_err *e
 	return kp_file_read(AT_FDCWD, path, 0, KP_PLAN_MAX_FILE_BYTES, out, out_len, err);
 }
 
+void kp_plan_dir(const char *plan_path, struct kp_strbuf *dir)
+{
+	const char *slash = strrchr(plan_path, '/');
+
+	if (!slash)
+		kp_strbuf_adds(dir, ".");
+	else if (slash == plan_path)
+		kp_strbuf_adds(dir, "/");
+	else
+		kp_strbuf_add(dir, plan_path, (size_t)(slash - plan_path));
+}
+
 struct kp_plan *kp_plan_load(const char *path, struct kp_err *err)
 {
 	struct kp_plan *plan;

@@ -220,6 +220,12 @@ int kp_plan_write(struct kp_plan *plan, struct kp_strbuf *out, struct kp_err *er
 /* kp_plan_write to a stdio stream (KP_EIO on write failure). */
 int kp_plan_write_file(struct kp_plan *plan, FILE *f, struct kp_err *err);
 
+/*
+ * The directory of the plan file at plan_path ("." when it names none),
+ * appended to dir: where the fused sources it names are.
+ */
+void kp_plan_dir(const char *plan_path, struct kp_strbuf *dir);
+
 /* Region by label, or NULL. */
 const struct kp_plan_region *kp_plan_find(const struct kp_plan *plan, const char *label);
 

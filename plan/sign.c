@@ -15,6 +15,8 @@
 
 #include "sign.h"
 #include "planfile.h"
+#include "bundle.h"
+#include "fused_source.h"
 #include "../common/fileio.h"
 #include "../common/hash.h"
 
@@ -22,8 +24,8 @@
 #define PUBLIC_TAG "kplan-ed25519-public"
 #define SIG_TAG "kplan-ed25519-signature"
 #define MSG_TAG "kplan-signed-plan 1\n"
+#define BUNDLE_TAG "kplan-signed-bundle 1\n"
 #define MAX_LINE 512             /* a key or signature file is one short line */
-#define MAX_SOURCE_BYTES (64u << 20)
 
 _Static_assert(KP_SIGN_BYTES == crypto_sign_BYTES, "KP_SIGN_BYTES");
 _Static_assert(KP_SIGN_PUBLIC_BYTES == crypto_sign_PUBLICKEYBYTES, "KP_SIGN_PUBLIC_BYTES");
@@ -225,19 +227,6 @@ int kp_sign_load_trust(const char *list, struct kp_sign_key *keys, size_t *n,
 	return 0;
 }
 
-/* The directory of plan_path ("." when none) into dir. */
-static void plan_dir(const char *plan_path, struct kp_strbuf *dir)
-{
-	const char *slash = strrchr(plan_path, '/');
-
-	if (!slash)
-		kp_strbuf_adds(dir, ".");
-	else if (slash == plan_path)
-		kp_strbuf_adds(dir, "/");
-	else
-		kp_strbuf_add(dir, plan_path, (size_t)(slash - plan_path));
-}
-
 /* SHA-256 of the source file at path; checks kp_hash64 against want. */
 static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_err *err)
 {
@@ -246,7 +235,7 @@ static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_
 	uint64_t h;
 	int rc;
 
-	if ((rc = kp_file_read(AT_FDCWD, path, 0, MAX_SOURCE_BYTES, &buf, &len, err))) {
+	if ((rc = kp_file_read(AT_FDCWD, path, 0, KP_FX_MAX_SOURCE_BYTES, &buf, &len, err))) {
 		kp_err_prefix(err, "cannot read the source the plan references");
 		return rc;
 	}
@@ -260,43 +249,54 @@ static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_
 	return 0;
 }
 
-/* kp_plan_sign_message; source_sha (may be NULL) as in kp_plan_verify */
-static int sign_message(const char *plan_path, const char *buf, size_t len,
-			const struct kp_plan *plan, struct kp_strbuf *msg, uint8_t *source_sha,
-			struct kp_err *err)
+/*
+ * The signed message of the file whose bytes are buf[0..len) at path, of
+ * the n plans in it (one for a plan, every entry for a bundle): tag, len
+ * as 8 bytes little-endian, the bytes, then per plan, per fusion group
+ * with a source in id order, the source's name, a NUL and the SHA-256 of
+ * the file of that name in path's directory. source_sha (may be NULL):
+ * per plan, plans[i]->n_fusions digests as in kp_plan_verify.
+ */
+static int sign_message(const char *tag, const char *path, const char *buf, size_t len,
+			const struct kp_plan *const *plans, size_t n, struct kp_strbuf *msg,
+			uint8_t *const *source_sha, struct kp_err *err)
 {
-	struct kp_strbuf dir = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
+	struct kp_strbuf dir = KP_STRBUF_INIT, src = KP_STRBUF_INIT;
 	uint8_t le[8], sha[crypto_hash_sha256_BYTES];
-	size_t i;
+	size_t i, k;
 	int rc = 0;
 
 	if ((rc = kp_sign_init(err)))
 		return rc;
 	for (i = 0; i < 8; i++)
 		le[i] = (uint8_t)((uint64_t)len >> (8 * i));
-	kp_strbuf_adds(msg, MSG_TAG);
+	kp_strbuf_adds(msg, tag);
 	kp_strbuf_add(msg, le, sizeof(le));
 	kp_strbuf_add(msg, buf, len);
-	plan_dir(plan_path, &dir);
-	for (i = 0; i < plan->n_fusions; i++) {
-		const struct kp_plan_fusion *fu = &plan->fusions[i];
+	kp_plan_dir(path, &dir);
+	for (k = 0; k < n; k++) {
+		const struct kp_plan *plan = plans[k];
 
-		if (!fu->source)
-			continue;
-		kp_strbuf_reset(&path);
-		kp_strbuf_addf(&path, "%s/%s", dir.buf, fu->source);
-		if ((rc = hash_source(path.buf, fu->source_hash, sha, err)))
-			goto out;
-		kp_strbuf_add(msg, fu->source, strlen(fu->source) + 1);
-		kp_strbuf_add(msg, sha, sizeof(sha));
-		if (source_sha)
-			memcpy(source_sha + i * KP_SIGN_SHA256_BYTES, sha, sizeof(sha));
+		for (i = 0; i < plan->n_fusions; i++) {
+			const struct kp_plan_fusion *fu = &plan->fusions[i];
+
+			if (!fu->source)
+				continue;
+			kp_strbuf_reset(&src);
+			kp_strbuf_addf(&src, "%s/%s", dir.buf, fu->source);
+			if ((rc = hash_source(src.buf, fu->source_hash, sha, err)))
+				goto out;
+			kp_strbuf_add(msg, fu->source, strlen(fu->source) + 1);
+			kp_strbuf_add(msg, sha, sizeof(sha));
+			if (source_sha && source_sha[k])
+				memcpy(source_sha[k] + i * KP_SIGN_SHA256_BYTES, sha, sizeof(sha));
+		}
 	}
-	if (msg->oom || dir.oom || path.oom)
-		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", plan_path);
+	if (msg->oom || dir.oom || src.oom)
+		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
 out:
 	kp_strbuf_release(&dir);
-	kp_strbuf_release(&path);
+	kp_strbuf_release(&src);
 	return rc;
 }
 
@@ -304,7 +304,45 @@ int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
 			 const struct kp_plan *plan, struct kp_strbuf *msg,
 			 struct kp_err *err)
 {
-	return sign_message(plan_path, buf, len, plan, msg, NULL, err);
+	return sign_message(MSG_TAG, plan_path, buf, len, &plan, 1, msg, NULL, err);
+}
+
+/* The plans of bundle b, in entry order, into a new array (NULL: no memory). */
+static const struct kp_plan **bundle_plans(const struct kp_bundle *b)
+{
+	const struct kp_plan **plans = calloc(b->n_entries ? b->n_entries : 1, sizeof(*plans));
+	size_t i;
+
+	for (i = 0; plans && i < b->n_entries; i++)
+		plans[i] = b->entries[i].plan;
+	return plans;
+}
+
+static int bundle_message(const struct kp_bundle *b, const char *buf, size_t len,
+			  struct kp_strbuf *msg, uint8_t *const *source_sha, struct kp_err *err)
+{
+	const struct kp_plan **plans = bundle_plans(b);
+	size_t i;
+	int rc;
+
+	if (!plans)
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	for (i = 0; i < b->n_entries; i++)
+		if (!plans[i]) {
+			free(plans);
+			return kp_err_set(err, KP_EINVAL, "%s: entry %zu was taken out", b->path,
+					  i + 1);
+		}
+	rc = sign_message(BUNDLE_TAG, b->path, buf, len, plans, b->n_entries, msg, source_sha,
+			  err);
+	free(plans);
+	return rc;
+}
+
+int kp_bundle_sign_message(const struct kp_bundle *b, const char *buf, size_t len,
+			   struct kp_strbuf *msg, struct kp_err *err)
+{
+	return bundle_message(b, buf, len, msg, NULL, err);
 }
 
 /* Read and check the secret key file (private to its owner). */
@@ -326,34 +364,24 @@ static int load_secret(const char *path, uint8_t *pk, uint8_t *sk, struct kp_err
 	return 0;
 }
 
-int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
-		 struct kp_err *err)
+/* Sign msg with the secret key at key_path into signed_path.sig. */
+static int sign_detached(const char *signed_path, const struct kp_strbuf *msg,
+			 const char *key_path, char *id, struct kp_err *err)
 {
 	uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
 	uint8_t sig[crypto_sign_BYTES];
 	char sighex[2 * crypto_sign_BYTES + 1], kid[KP_SIGN_ID_HEX];
-	struct kp_strbuf msg = KP_STRBUF_INIT, out = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
-	struct kp_plan *plan = NULL;
-	char *buf = NULL;
-	size_t len;
+	struct kp_strbuf out = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
 	int rc;
 
 	if ((rc = kp_sign_init(err)) || (rc = load_secret(key_path, pk, sk, err)))
 		return rc;
-	if ((rc = kp_plan_read(plan_path, &buf, &len, err)))
-		goto out;
-	plan = kp_plan_parse(buf, len, plan_path, err);
-	if (!plan) {
-		rc = err ? err->code : KP_EFORMAT;
-		goto out;
-	}
-	if ((rc = kp_plan_sign_message(plan_path, buf, len, plan, &msg, err)))
-		goto out;
-	crypto_sign_detached(sig, NULL, (const unsigned char *)msg.buf, msg.len, sk);
+	crypto_sign_detached(sig, NULL, (const unsigned char *)msg->buf, msg->len, sk);
+	sodium_memzero(sk, sizeof(sk));
 	key_id(pk, kid);
 	sodium_bin2hex(sighex, sizeof(sighex), sig, sizeof(sig));
 	kp_strbuf_addf(&out, "%s %s %s\n", SIG_TAG, kid, sighex);
-	kp_strbuf_addf(&path, "%s.sig", plan_path);
+	kp_strbuf_addf(&path, "%s.sig", signed_path);
 	if (out.oom || path.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		goto out;
@@ -364,12 +392,53 @@ int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
 	if (id)
 		memcpy(id, kid, KP_SIGN_ID_HEX);
 out:
-	sodium_memzero(sk, sizeof(sk));
+	kp_strbuf_release(&out);
+	kp_strbuf_release(&path);
+	return rc;
+}
+
+int kp_plan_sign(const char *plan_path, const char *key_path, char *id,
+		 struct kp_err *err)
+{
+	struct kp_strbuf msg = KP_STRBUF_INIT;
+	struct kp_plan *plan = NULL;
+	char *buf = NULL;
+	size_t len;
+	int rc;
+
+	if ((rc = kp_plan_read(plan_path, &buf, &len, err)))
+		goto out;
+	plan = kp_plan_parse(buf, len, plan_path, err);
+	if (!plan) {
+		rc = err ? err->code : KP_EFORMAT;
+		goto out;
+	}
+	if ((rc = kp_plan_sign_message(plan_path, buf, len, plan, &msg, err)))
+		goto out;
+	rc = sign_detached(plan_path, &msg, key_path, id, err);
+out:
 	kp_plan_free(plan);
 	free(buf);
 	kp_strbuf_release(&msg);
-	kp_strbuf_release(&out);
-	kp_strbuf_release(&path);
+	return rc;
+}
+
+int kp_bundle_sign(const char *path, const char *key_path, char *id, struct kp_err *err)
+{
+	struct kp_strbuf msg = KP_STRBUF_INIT;
+	struct kp_bundle *b;
+	char *buf = NULL;
+	size_t len;
+	int rc;
+
+	b = kp_bundle_load(path, &buf, &len, err);
+	if (!b)
+		return err && err->code ? err->code : KP_EFORMAT;
+	if (!(rc = bundle_message(b, buf, len, &msg, NULL, err)))
+		rc = sign_detached(b->path, &msg, key_path, id, err);
+	kp_bundle_free(b);
+	free(buf);
+	kp_strbuf_release(&msg);
 	return rc;
 }
 
@@ -397,21 +466,22 @@ int kp_plan_sig_parse(const char *buf, size_t len, const char *name, char *id,
 	return 0;
 }
 
-/* Read and parse plan_path.sig. */
-static int read_sig(const char *plan_path, char *id, uint8_t *sig, struct kp_err *err)
+/* Read and parse signed_path.sig; what ("plan", "bundle") names it in errors. */
+static int read_sig(const char *signed_path, const char *what, char *id, uint8_t *sig,
+		    struct kp_err *err)
 {
 	struct kp_strbuf path = KP_STRBUF_INIT;
 	char line[MAX_LINE];
 	int rc;
 
-	kp_strbuf_addf(&path, "%s.sig", plan_path);
+	kp_strbuf_addf(&path, "%s.sig", signed_path);
 	if (path.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = read_line(path.buf, line, 0, err);
 	if (rc == KP_ENOTFOUND)
-		kp_err_set(err, rc, "%s: plan is unsigned (no %s)", plan_path, path.buf);
+		kp_err_set(err, rc, "%s: %s is unsigned (no %s)", signed_path, what, path.buf);
 	if (!rc)
 		rc = kp_plan_sig_parse(line, strlen(line), path.buf, id, sig, err);
 out:
@@ -426,7 +496,38 @@ int kp_plan_sig_read(const char *plan_path, char *id, struct kp_err *err)
 
 	if ((rc = kp_sign_init(err)))
 		return rc;
-	return read_sig(plan_path, id, sig, err);
+	return read_sig(plan_path, "plan", id, sig, err);
+}
+
+/* The trusted key that signed_path.sig names, into *key, and its signature. */
+static int trusted_signer(const char *signed_path, const char *what,
+			  const struct kp_sign_key *keys, size_t n_keys, uint8_t *sig,
+			  const struct kp_sign_key **key, char *id, struct kp_err *err)
+{
+	size_t i;
+	int rc;
+
+	*key = NULL;
+	if ((rc = kp_sign_init(err)) || (rc = read_sig(signed_path, what, id, sig, err)))
+		return rc;
+	for (i = 0; i < n_keys && !*key; i++)
+		if (!strcmp(keys[i].id, id))
+			*key = &keys[i];
+	if (!*key)
+		return kp_err_set(err, KP_EMISMATCH, "%s: signed by key %s, which is not a "
+				  "trusted key", signed_path, id);
+	return 0;
+}
+
+static int check_signature(const char *signed_path, const char *what,
+			   const struct kp_strbuf *msg, const uint8_t *sig,
+			   const struct kp_sign_key *key, struct kp_err *err)
+{
+	if (crypto_sign_verify_detached(sig, (const unsigned char *)msg->buf, msg->len, key->pk))
+		return kp_err_set(err, KP_EMISMATCH, "%s: bad signature (the %s or a source it "
+				  "references changed after signing, or the signature is another "
+				  "%s's)", signed_path, what, what);
+	return 0;
 }
 
 int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
@@ -434,34 +535,58 @@ int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_err *err)
 {
 	struct kp_strbuf msg = KP_STRBUF_INIT;
+	const struct kp_sign_key *key;
 	uint8_t sig[crypto_sign_BYTES];
 	char id[KP_SIGN_ID_HEX];
-	const struct kp_sign_key *key = NULL;
-	size_t i;
 	int rc;
 
-	if ((rc = kp_sign_init(err)) || (rc = read_sig(plan_path, id, sig, err)))
+	if ((rc = trusted_signer(plan_path, "plan", keys, n_keys, sig, &key, id, err)))
 		return rc;
-	for (i = 0; i < n_keys && !key; i++)
-		if (!strcmp(keys[i].id, id))
-			key = &keys[i];
-	if (!key)
-		return kp_err_set(err, KP_EMISMATCH, "%s: signed by key %s, which is not a "
-				  "trusted key", plan_path, id);
 	if (source_sha && plan->n_fusions)
 		memset(source_sha, 0, plan->n_fusions * KP_SIGN_SHA256_BYTES);
-	if ((rc = sign_message(plan_path, buf, len, plan, &msg, source_sha, err)))
+	if ((rc = sign_message(MSG_TAG, plan_path, buf, len, &plan, 1, &msg, &source_sha, err)) ||
+	    (rc = check_signature(plan_path, "plan", &msg, sig, key, err)))
 		goto out;
-	if (crypto_sign_verify_detached(sig, (const unsigned char *)msg.buf, msg.len,
-					key->pk)) {
-		rc = kp_err_set(err, KP_EMISMATCH, "%s: bad signature (the plan or a source it "
-				"references changed after signing, or the signature is another "
-				"plan's)", plan_path);
-		goto out;
-	}
 	if (signer)
 		memcpy(signer, id, KP_SIGN_ID_HEX);
 out:
 	kp_strbuf_release(&msg);
 	return rc;
+}
+
+int kp_bundle_verify(const struct kp_bundle *b, const char *buf, size_t len,
+		     const struct kp_sign_key *keys, size_t n_keys, char *signer,
+		     uint8_t *const *source_sha, struct kp_err *err)
+{
+	struct kp_strbuf msg = KP_STRBUF_INIT;
+	const struct kp_sign_key *key;
+	uint8_t sig[crypto_sign_BYTES];
+	char id[KP_SIGN_ID_HEX];
+	size_t i;
+	int rc;
+
+	if ((rc = trusted_signer(b->path, "bundle", keys, n_keys, sig, &key, id, err)))
+		return rc;
+	for (i = 0; source_sha && i < b->n_entries; i++)
+		if (source_sha[i] && b->entries[i].plan && b->entries[i].plan->n_fusions)
+			memset(source_sha[i], 0,
+			       b->entries[i].plan->n_fusions * KP_SIGN_SHA256_BYTES);
+	if ((rc = bundle_message(b, buf, len, &msg, source_sha, err)) ||
+	    (rc = check_signature(b->path, "bundle", &msg, sig, key, err)))
+		goto out;
+	if (signer)
+		memcpy(signer, id, KP_SIGN_ID_HEX);
+out:
+	kp_strbuf_release(&msg);
+	return rc;
+}
+
+int kp_bundle_sig_read(const struct kp_bundle *b, char *id, struct kp_err *err)
+{
+	uint8_t sig[crypto_sign_BYTES];
+	int rc;
+
+	if ((rc = kp_sign_init(err)))
+		return rc;
+	return read_sig(b->path, "bundle", id, sig, err);
 }

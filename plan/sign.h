@@ -134,4 +134,45 @@ int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		   const struct kp_plan *plan, const struct kp_sign_key *keys,
 		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_err *err);
 
+/* ---------------------------------------------------------------------- */
+/* Bundles (plan/bundle.h): one signature, DIR/bundle.sig, over the index
+ * and every source any entry references. */
+
+struct kp_bundle;
+
+/*
+ * The signed message of bundle b (parsed from its index bytes
+ * buf[0..len), b->path the index file), appended to msg:
+ *
+ *   "kplan-signed-bundle 1\n", len as 8 bytes little-endian, the index
+ *   bytes (every entry's plan file in them), then for each entry in order,
+ *   for each fusion group with a source in id order: its name, a NUL and
+ *   the SHA-256 of the file of that name in the bundle's directory.
+ *
+ * Errors as kp_plan_sign_message.
+ */
+int kp_bundle_sign_message(const struct kp_bundle *b, const char *buf, size_t len,
+			   struct kp_strbuf *msg, struct kp_err *err);
+
+/*
+ * Sign the bundle at path (its directory or index) with the secret key at
+ * key_path: writes INDEX.sig (DIR/bundle.sig) atomically. As kp_plan_sign.
+ */
+int kp_bundle_sign(const char *path, const char *key_path, char *id, struct kp_err *err);
+
+/*
+ * Verify the bundle's signature over the index bytes buf[0..len) that b
+ * was parsed from and every source of every entry: one tampered entry or
+ * source makes the whole bundle untrusted. Returns as kp_plan_verify
+ * ("bundle is unsigned", ...). source_sha (may be NULL): per entry i, NULL
+ * or b->entries[i].plan->n_fusions * KP_SIGN_SHA256_BYTES bytes that
+ * receive the signed SHA-256 of its sources, as kp_plan_verify's.
+ */
+int kp_bundle_verify(const struct kp_bundle *b, const char *buf, size_t len,
+		     const struct kp_sign_key *keys, size_t n_keys, char *signer,
+		     uint8_t *const *source_sha, struct kp_err *err);
+
+/* The key id of the bundle's signature, not verified: as kp_plan_sig_read. */
+int kp_bundle_sig_read(const struct kp_bundle *b, char *id, struct kp_err *err);
+
 #endif /* KP_PLAN_SIGN_H */

@@ -31,6 +31,7 @@ void kp_planner_opts_init(struct kp_planner_opts *o)
 	o->warmup = -1;
 	o->min_gain = -1;
 	o->cc_major = o->cc_minor = o->cuda_major = -1;
+	o->sm_count = o->driver_version = -1;
 }
 
 /* One kp_regions row and what the planner makes of it. */
@@ -177,7 +178,11 @@ static int load_run(struct ctx *c, const struct kp_planner_opts *o)
 		}
 		sqlite3_finalize(st);
 	}
-	pl->gpu_name = clean_str(name, 256);
+	if (o->sm_count >= 0)
+		pl->sm_count = (int)clamp(o->sm_count, 0, 100000);
+	if (o->driver_version >= 0)
+		pl->driver_version = (int)clamp(o->driver_version, 0, 10000000);
+	pl->gpu_name = clean_str(o->gpu_name ? o->gpu_name : name, 256);
 	pl->tool_version = strdup(KP_VERSION);
 	if (!pl->date || !pl->source_kind || !pl->gpu_name || !pl->tool_version) {
 		rc = kp_err_set(c->err, KP_ENOMEM, "out of memory");

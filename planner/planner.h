@@ -35,8 +35,13 @@ struct kp_planner_opts {
 	int warmup;              /* eager calls before capture; < 0: default 2 */
 	double min_gain;         /* least predicted saving, fraction of eager; < 0: 0.05 */
 	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */
-	/* hard keys when the run does not record them; < 0: take from the run */
+	/* hard keys of the GPU the plan is for (a described one, or when the
+	 * run does not record them); < 0: take from the run */
 	int cc_major, cc_minor, cuda_major;
+	/* soft keys of a described GPU (a plan for another kind of machine,
+	 * for a bundle); NULL / < 0: the run's */
+	const char *gpu_name;
+	int sm_count, driver_version;
 	/* when set: the kernels of each region planned as a graph (its first
 	 * occurrence, launch order) are appended as "LABEL<TAB>INDEX<TAB>NAME"
 	 * lines, with "<TAB>ARGS" when the run recorded arguments (--args), the
@@ -78,5 +83,33 @@ struct kp_plan *kp_planner_run(struct kp_db *db, const struct kp_planner_opts *o
  */
 int kp_planner_store(struct kp_db *db, const struct kp_plan *plan, const char *text,
 		     size_t len, const char *path, int64_t *plan_id, struct kp_err *err);
+
+/* One row of kp_plans (kp_planner_list). Strings are owned by the row. */
+struct kp_plan_row {
+	int64_t plan_id, run_id;
+	char *status;            /* current | stale */
+	char *stale_reason;      /* NULL when none */
+	char *path;              /* where it was written; NULL: stdout */
+	struct kp_plan *plan;    /* the stored body parsed; NULL when it does not parse */
+	char *error;             /* why it does not parse; NULL when it does */
+};
+
+/*
+ * Every plan in kp_plans, bodies parsed with plan/'s reader, sorted by
+ * model identity, target GPU (name, SM count, compute capability, CUDA
+ * major), then newest first: the plans a bundle (kplan bundle) can be made
+ * of, per model and GPU (planner/plan_list.c). OUT: *rows (free with
+ * kp_plan_rows_free), *n. 0, KP_EDB, KP_ENOMEM.
+ */
+int kp_planner_list(struct kp_db *db, struct kp_plan_row **rows, size_t *n,
+		    struct kp_err *err);
+void kp_plan_rows_free(struct kp_plan_row *rows, size_t n);
+
+/*
+ * The stored text of plan plan_id (kp_plans.body) into out (appended).
+ * 0, KP_ENOTFOUND, KP_EDB, KP_ENOMEM.
+ */
+int kp_planner_body(struct kp_db *db, int64_t plan_id, struct kp_strbuf *out,
+		    struct kp_err *err);
 
 #endif

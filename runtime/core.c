@@ -23,6 +23,7 @@
 #include "../common/log.h"
 #include "../common/strbuf.h"
 #include "../common/vec.h"
+#include "../plan/bundle.h"
 #include "../plan/planfile.h"
 #include "../plan/sign.h"
 #include "fusion.h"
@@ -118,6 +119,7 @@ struct kp_rt {
 	struct kp_rt_options opt;
 	struct kp_plan *plan;
 	int global_reason;
+	char choice[320];         /* a bundle: which entry applies and why, or why none */
 	struct kp__rt_fusion *fusion;   /* fused kernels (runtime/fusion.c), NULL: none */
 	pthread_mutex_t lock;
 	struct kp_strmap names;   /* region name -> index in regions */
@@ -1520,59 +1522,123 @@ static char *trust_list(const struct kp_rt_options *opt)
 }
 
 /*
- * Read and parse the plan; with a trust list, check its signature over the
- * very bytes parsed. 0 with rt->plan set and *untrusted 0 or 1 (the check
- * failed: kerr says why), or an error (the plan cannot be read). When the
- * signature holds, *source_sha (malloc'd, the caller frees; else NULL) has
- * the signed SHA-256 of each fusion group's source (kp_plan_verify): the
- * fusion loader reads the sources again and must compile those bytes only.
+ * Per entry of bundle b, room for the SHA-256 of its sources as signed
+ * (kp_bundle_verify): the pointers, then the digests, in one block the
+ * caller frees. NULL: out of memory.
  */
-static int load_plan(kp_rt *rt, const char *plan_path, int *untrusted, uint8_t **source_sha,
+static uint8_t **bundle_digests(const struct kp_bundle *b)
+{
+	size_t i, n = 0, at = 0;
+	uint8_t **sha;
+
+	for (i = 0; i < b->n_entries; i++)
+		n += b->entries[i].plan->n_fusions;
+	sha = calloc(1, b->n_entries * sizeof(*sha) + n * KP_SIGN_SHA256_BYTES);
+	for (i = 0; sha && i < b->n_entries; i++) {
+		sha[i] = (uint8_t *)(sha + b->n_entries) + at * KP_SIGN_SHA256_BYTES;
+		at += b->entries[i].plan->n_fusions;
+	}
+	return sha;
+}
+
+/*
+ * Read and parse the plan, or with *bundle non-NULL on return the bundle
+ * (is_bundle: plan/bundle.h, every entry parsed); with a trust list, check
+ * its signature over the very bytes parsed (a bundle's: over every entry
+ * and source). 0 with rt->plan or *bundle set and *untrusted 0 or 1 (the
+ * check failed: kerr says why), or an error (unreadable, invalid). When the
+ * signature holds, *source_sha (a plan) or *bundle_sha (a bundle: per
+ * entry, from bundle_digests) has the signed SHA-256 of each fusion
+ * group's source (kp_plan_verify): the fusion loader reads the sources
+ * again and must compile those bytes only. The caller frees both.
+ */
+static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_bundle **bundle,
+		     int *untrusted, uint8_t **source_sha, uint8_t ***bundle_sha,
 		     struct kp_err *kerr)
 {
 	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
 	char *buf = NULL, *trust = trust_list(&rt->opt);
 	char signer[KP_SIGN_ID_HEX];
 	size_t len, n_keys;
-	uint8_t *sha = NULL;
-	int rc;
+	uint8_t *sha = NULL, **bsha = NULL;
+	int rc = 0;
 
 	*untrusted = 0;
 	*source_sha = NULL;
-	if ((rc = kp_plan_read(plan_path, &buf, &len, kerr)))
-		goto out;
-	rt->plan = kp_plan_parse(buf, len, plan_path, kerr);
-	if (!rt->plan) {
-		rc = kerr->code ? kerr->code : KP_EFORMAT;
-		goto out;
+	*bundle_sha = NULL;
+	if (is_bundle) {
+		if (!(*bundle = kp_bundle_load(plan_path, &buf, &len, kerr))) {
+			rc = kerr->code ? kerr->code : KP_EFORMAT;
+			goto out;
+		}
+	} else {
+		if ((rc = kp_plan_read(plan_path, &buf, &len, kerr)))
+			goto out;
+		if (!(rt->plan = kp_plan_parse(buf, len, plan_path, kerr))) {
+			rc = kerr->code ? kerr->code : KP_EFORMAT;
+			goto out;
+		}
 	}
 	if (!trust)
 		goto out;
-	if (rt->plan->n_fusions &&
-	    !(sha = malloc(rt->plan->n_fusions * KP_SIGN_SHA256_BYTES))) {
+	if (is_bundle ? !(bsha = bundle_digests(*bundle)) :
+	    rt->plan->n_fusions && !(sha = malloc(rt->plan->n_fusions * KP_SIGN_SHA256_BYTES))) {
 		rc = kp_err_set(kerr, KP_ENOMEM, "%s: out of memory", plan_path);
 		goto out;
 	}
 	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
-	    kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha, kerr)) {
+	    (is_bundle ? kp_bundle_verify(*bundle, buf, len, keys, n_keys, signer, bsha, kerr) :
+	     kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha, kerr))) {
 		*untrusted = 1;
 		goto out;
 	}
 	kp_info("runtime: %s: signed by %s, signature ok", plan_path, signer);
 	*source_sha = sha;
+	*bundle_sha = bsha;
 	sha = NULL;
+	bsha = NULL;
 out:
 	free(sha);
+	free(bsha);
 	free(trust);
 	free(buf);
 	return rc;
+}
+
+/*
+ * Take the entry of the bundle b that fits gpu as rt->plan (kp_bundle_choose),
+ * its digests from sha (may be NULL) into *source_sha (malloc'd), and say
+ * which and why in rt->choice, the log and the stats. No entry fits: 1
+ * (rt->choice says why), rt->plan stays NULL.
+ */
+static int choose_entry(kp_rt *rt, struct kp_bundle *b, const struct kp_gpu_desc *gpu,
+			uint8_t **sha, uint8_t **source_sha)
+{
+	struct kp_bundle_choice c;
+	size_t nf;
+
+	kp_bundle_choose(b, gpu, &c);
+	snprintf(rt->choice, sizeof(rt->choice), "%s", c.why);
+	rt->st.bundle_entries = b->n_entries;
+	rt->st.bundle_match = (uint64_t)c.match;
+	if (c.entry < 0)
+		return 1;
+	rt->st.bundle_entry = (uint64_t)c.entry + 1;
+	kp_info("runtime: %s: %zu entries; %s", b->path, b->n_entries, c.why);
+	rt->plan = kp_bundle_take(b, (size_t)c.entry);
+	nf = rt->plan->n_fusions;
+	if (sha && nf && (*source_sha = malloc(nf * KP_SIGN_SHA256_BYTES)))
+		memcpy(*source_sha, sha[c.entry], nf * KP_SIGN_SHA256_BYTES);
+	return 0;
 }
 
 kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_path,
 			   const struct kp_rt_options *opt, struct kp_rt_err *err)
 {
 	struct kp_err kerr = {0};
-	uint8_t *source_sha = NULL;
+	struct kp_strbuf index = KP_STRBUF_INIT;
+	struct kp_bundle *bundle = NULL;
+	uint8_t *source_sha = NULL, **bundle_sha = NULL;
 	int untrusted = 0;
 	kp_rt *rt;
 
@@ -1624,13 +1690,23 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		struct kp__rt_device dev;
 		struct kp_gpu_desc gpu;
 		struct kp_plan_report rep;
-		int rc;
+		int rc, is_bundle = kp_bundle_is(plan_path);
 
-		if (load_plan(rt, plan_path, &untrusted, &source_sha, &kerr))
+		if (is_bundle) {
+			/* fused sources and the signature are the index's neighbours */
+			kp_bundle_index_path(plan_path, &index);
+			if (index.oom) {
+				kp_err_set(&kerr, KP_ENOMEM, "out of memory");
+				goto out_err;
+			}
+			plan_path = index.buf;
+		}
+		if (load_plan(rt, plan_path, is_bundle, &bundle, &untrusted, &source_sha,
+			      &bundle_sha, &kerr))
 			goto out_err;
 		if (untrusted) {
 			if (rt->opt.flags & KP_RT_STRICT) {
-				kp_err_prefix(&kerr, "untrusted plan");
+				kp_err_prefix(&kerr, bundle ? "untrusted bundle" : "untrusted plan");
 				kerr.code = KP_EMISMATCH;
 				goto out_err;
 			}
@@ -1655,6 +1731,17 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		gpu.cuda_major = dev.driver_version / 1000;
 		gpu.model = rt->opt.model && *rt->opt.model ? rt->opt.model :
 			    !(rt->opt.flags & KP_RT_NO_ENV) ? getenv("KPLAN_RT_MODEL") : NULL;
+		if (bundle && choose_entry(rt, bundle, &gpu, bundle_sha, &source_sha)) {
+			if (rt->opt.flags & KP_RT_STRICT) {
+				kp_err_set(&kerr, KP_EMISMATCH, "%s: bundle has no plan for this "
+					   "gpu: %s", plan_path, rt->choice);
+				goto out_err;
+			}
+			kp_warn("runtime: %s: %s: %s; every region eager", plan_path,
+				kp_rt_reason_name(KP_RT_R_PLAN_MISMATCH), rt->choice);
+			rt->global_reason = KP_RT_R_PLAN_MISMATCH;
+			goto opened;
+		}
 		if (kp_plan_check(rt->plan, &gpu, &rep) == KP_PLAN_NOT_APPLICABLE) {
 			const char *why = rep.n_items ? rep.items[0].msg : "hard key mismatch";
 			int is_model = 0;
@@ -1693,6 +1780,9 @@ opened:
 	if (rt->plan && !rt->global_reason)
 		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, source_sha, rt->be.fusion_ops);
 	free(source_sha);
+	free(bundle_sha);
+	kp_bundle_free(bundle);
+	kp_strbuf_release(&index);
 	pthread_mutex_lock(&open_lock);
 	rt->next_open = open_list;
 	open_list = rt;
@@ -1701,10 +1791,13 @@ opened:
 
 out_err:
 	free(source_sha);
+	free(bundle_sha);
+	kp_bundle_free(bundle);
 	if (err) {
 		err->code = kerr.code;
 		snprintf(err->msg, sizeof(err->msg), "%s", kerr.msg);
 	}
+	kp_strbuf_release(&index);
 	kp_plan_free(rt->plan);
 	kp_strmap_release(&rt->names);
 	pthread_mutex_destroy(&rt->lock);
@@ -1751,6 +1844,11 @@ KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
 		(unsigned long long)st.unwatched, (long long)st.watch_ns,
 		(unsigned long long)st.patched_values, (unsigned long long)st.cupti_attaches,
 		(unsigned long long)st.cupti_detaches, (unsigned long long)st.cupti_attached);
+	if (st.bundle_entries)
+		fprintf(f, "kplan-rt: bundle_entries %llu\nkplan-rt: bundle_entry %llu\n"
+			"kplan-rt: bundle_match %s\nkplan-rt: bundle_choice %s\n",
+			(unsigned long long)st.bundle_entries, (unsigned long long)st.bundle_entry,
+			kp_bundle_match_name((int)st.bundle_match), rt->choice);
 	for (i = 1; i < KP_RT_R_COUNT; i++) {
 		if (st.eager_by_reason[i])
 			fprintf(f, "kplan-rt: eager.%s %llu\n", kp_rt_reason_name(i),
@@ -1829,7 +1927,14 @@ KP_RT_API int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region
 	info->fingerprint = pr->fingerprint;
 	snprintf(info->reason, sizeof(info->reason), "%s", kp_plan_reason_name(pr->reason) ?
 		 kp_plan_reason_name(pr->reason) : "?");
+	info->bundle_entry = (uint32_t)rt->st.bundle_entry;
+	info->bundle_match = (uint32_t)rt->st.bundle_match;
 	return 0;
+}
+
+KP_RT_API const char *kp_rt_plan_choice(kp_rt *rt)
+{
+	return rt ? rt->choice : "";
 }
 
 const struct kp__rt_backend *kp__rt_backend_of(const kp_rt *rt)

@@ -237,6 +237,13 @@ struct kp_rt_stats {
 	uint64_t cupti_detaches;  /* process-wide: times it detached it (cuptiFinalize)
 				     after its watches (KPLAN_RT_WATCH_DETACH) */
 	uint64_t cupti_attached;  /* 1 while the watch's CUPTI subscription exists */
+	/* opened with a bundle (kplan bundle; appended last, so the struct only grows) */
+	uint64_t bundle_entries;  /* entries in the bundle; 0: a plan file (or none) */
+	uint64_t bundle_entry;    /* the entry applied, from 1 (kplan show BUNDLE's #N);
+				     0: none applies (every region eager, plan-mismatch) */
+	uint64_t bundle_match;    /* how it fits the GPU: 1 gpu-name and sm-count, 2
+				     gpu-name, 3 sm-count, 4 hard keys only, 5 no entry
+				     (kp_rt_plan_choice says it in words) */
 };
 
 /* Flags of kp_rt_bind. */
@@ -268,7 +275,14 @@ typedef struct kp_region {
 
 /*
  * Open the runtime with the plan at plan_path (NULL: every region eager).
- * Options come from the KPLAN_RT_* environment. Initialises CUDA on the
+ * plan_path may also name a bundle (kplan bundle: a directory holding one
+ * model's plans for several GPUs): the entry whose hard keys match this
+ * GPU and whose soft keys match best is applied (first same GPU name and
+ * SM count, then same name, then same SM count, then only compute
+ * capability and CUDA major), logged with why and kept in
+ * kp_rt_stats.bundle_* and kp_rt_plan_choice; no entry: as a plan for
+ * another GPU. With a trust key the bundle's one signature must hold over
+ * every entry. Options come from the KPLAN_RT_* environment. Initialises CUDA on the
  * current device and checks the plan's hard keys (compute capability, CUDA
  * major version) and, when the plan is pinned to a model (kplan plan
  * --for) and the application names its own (KPLAN_RT_MODEL), the model
@@ -355,6 +369,9 @@ struct kp_rt_region_info {
 	uint32_t n_scalar_patches;/* of which scalars passed by value */
 	uint64_t fingerprint;     /* hash of the kernel signature sequence */
 	char reason[64];          /* the plan's reason token ("launch-bound") */
+	uint32_t bundle_entry;    /* the plan is entry N (from 1) of a bundle; 0: a plan
+				     file (appended last, as kp_rt_stats' bundle fields) */
+	uint32_t bundle_match;    /* kp_rt_stats.bundle_match */
 };
 
 /*
@@ -364,6 +381,15 @@ struct kp_rt_region_info {
  * For callers that capture by other means (the PyTorch package).
  */
 int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region_info *info);
+
+/*
+ * Opened with a bundle: which entry applies and why ("entry #2 NVIDIA H200,
+ * 132 SMs, cc 9.0, CUDA 13: gpu-name and sm-count match"), or why none does
+ * ("no entry applies: #1 compute-capability: plan wants 8.0, gpu has
+ * 9.0"). "" for a plan file or no plan. Owned by rt, valid until
+ * kp_rt_close.
+ */
+const char *kp_rt_plan_choice(kp_rt *rt);
 
 /*
  * Open / close a named range in NVTX domain "kplan" (the runtime's own

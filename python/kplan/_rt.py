@@ -101,6 +101,9 @@ class kp_rt_stats(ctypes.Structure):
         ("cupti_attaches", _u64),
         ("cupti_detaches", _u64),
         ("cupti_attached", _u64),
+        ("bundle_entries", _u64),
+        ("bundle_entry", _u64),
+        ("bundle_match", _u64),
     ]
 
 
@@ -113,6 +116,8 @@ class kp_rt_region_info(ctypes.Structure):
         ("n_scalar_patches", _u32),
         ("fingerprint", _u64),
         ("reason", ctypes.c_char * 64),
+        ("bundle_entry", _u32),
+        ("bundle_match", _u32),
     ]
 
 
@@ -235,6 +240,7 @@ class Library(object):
         self.reason_name = _declare(lib, "kp_rt_reason_name", cp, [_int])
         self.region_plan = _declare(lib, "kp_rt_region_plan", _int,
                                     [vp, cp, P(kp_rt_region_info)], required=False)
+        self.plan_choice = _declare(lib, "kp_rt_plan_choice", cp, [vp], required=False)
         self.range_push = _declare(lib, "kp_rt_range_push", None, [vp, cp, _int],
                                    required=False)
         self.range_pop = _declare(lib, "kp_rt_range_pop", None, [vp], required=False)
@@ -343,7 +349,16 @@ class Runtime(object):
             "n_scalar_patches": int(info.n_scalar_patches),
             "fingerprint": int(info.fingerprint),
             "reason": _s(info.reason),
+            "bundle_entry": int(info.bundle_entry),
         }
+
+    def plan_choice(self):
+        """Opened with a bundle: which entry applies and why, or why none
+        does (kp_rt_plan_choice); "" for a plan file."""
+        f = self.lib.plan_choice
+        if f is None or not self.handle:
+            return ""
+        return _s(f(self.handle))
 
     def range_push(self, bname, kind=KIND_BINDING):
         """bname: the region name as bytes (encoded once by the caller)."""

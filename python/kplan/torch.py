@@ -501,6 +501,7 @@ class Runtime(object):
             elif policy == "plan" and plan_path is None:
                 global_reason = "no-plan"
         self.global_reason = global_reason
+        self.plan_choice = ""      # a bundle: the entry libkplanrt chose and why
 
     # -- the plan -------------------------------------------------------
     def region_plan(self, name):
@@ -1268,6 +1269,7 @@ class Runtime(object):
             "failures": dict(c.failures),
             "regions": regions,
             "plan": self.plan_path, "policy": self.policy,
+            "plan_choice": self.plan_choice,
             "fusion": self.fusion.as_dict() if self.fusion is not None else None,
             "rt": rt,
         }
@@ -1308,7 +1310,10 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          disable=None, lib=None, runtime=None, fuse=None):
     """Open the runtime (replacing the current one) and return it.
 
-    plan_path   a plan written by `kplan plan`; None (default): $KPLAN_PLAN,
+    plan_path   a plan written by `kplan plan`, or a bundle (`kplan bundle`:
+                one model's plans for several GPUs; libkplanrt applies the
+                entry for this GPU, logged and in stats()["plan_choice"],
+                none: plan-mismatch); None (default): $KPLAN_PLAN,
                 as every other setting falls back to its variable; "" (or
                 neither): no plan, every region eager (policy "plan", one
                 line says so) but still an NVTX range in the "kplan" domain,
@@ -1378,6 +1383,15 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 global_reason = "no-cuda"
             else:
                 raise KplanError("cannot open %s: %s" % (plan_path or "the runtime", exc))
+    choice = crt.plan_choice() if hasattr(crt, "plan_choice") else ""
+    if choice:
+        # a bundle: libkplanrt chose the entry for this GPU, or found none
+        st = crt.stats() or {}
+        if st.get("bundle_entries") and not st.get("bundle_entry"):
+            _log(1, "torch: %s: plan-mismatch: %s; every region eager" % (plan_path, choice))
+            global_reason = global_reason or "plan-mismatch"
+        else:
+            _log(2, "torch: %s: %s" % (plan_path, choice))
     rt = Runtime(crt, plan_path, policy=policy, verify=verify, strict=strict,
                  warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
                  disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
@@ -1387,6 +1401,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
         if not _atexit_done:
             _atexit_done.append(1)
             atexit.register(_at_exit)
+    rt.plan_choice = choice
     if old is not None:
         old.close()
     return rt

@@ -14,6 +14,8 @@
 #   torch      tests/gpu/torch_check.sh      (kplan.torch: record -> plan -> apply, vs eager and graph)
 #   torch_fusion tests/gpu/torch_fusion_check.sh (kplan.torch's ATen fusion: every op vs eager, GPT-2)
 #   sign       tests/gpu/sign_check.sh       (signed plans: trusted key replays, others stay eager)
+#   bundle     tests/gpu/bundle_check.sh     (plan bundles: this GPU's entry applies, in any
+#              order; one tampered entry makes a signed bundle untrusted)
 #   never_slower tests/gpu/never_slower_check.sh (whole PyTorch runs under kplan.torch never
 #              below 0.99x eager, graphed or with every region eager; the C programs'
 #              never-slower checks are in pipeline and corpus)
@@ -28,8 +30,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 2
 fi
 nvidia-smi -L | tee "$O/device.txt"
-parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch torch_fusion sign never_slower"}
-declare -A limit=([collector]=330 [runtime]=150 [pipeline]=300 [fusion]=180 [stress]=120 [corpus]=480 [watch]=120 [torch]=300 [torch_fusion]=240 [sign]=60 [never_slower]=480)
+parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch torch_fusion sign bundle never_slower"}
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=300 [fusion]=180 [stress]=120 [corpus]=480 [watch]=120 [torch]=300 [torch_fusion]=240 [sign]=60 [bundle]=60 [never_slower]=480)
 summary=$O/summary.txt
 : >"$summary"
 fail=0

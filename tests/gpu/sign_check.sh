@@ -17,9 +17,7 @@ B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-sign-check}}
 BIN=$B/bin
 mkdir -p "$O"
-fail=0
-pass() { echo "PASS $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/check_lib.sh"
 dev=$("$BIN/ex_mlp" device) || { echo "no GPU: $dev"; exit 2; }
 set -- $dev
 "$BIN/kplan-mkplan" --cc "$2" --cuda "$4" --driver "$6" --sm "$8" --gpu "${dev#* gpu }" \
@@ -34,9 +32,6 @@ rm -f "$O/key" "$O/key.pub" "$O/other" "$O/other.pub"
 	grep -q "signature ok" "$O/check.txt" && pass "kplan check --trust: $(grep signed "$O/check.txt")" ||
 	bad "kplan check --trust: $(cat "$O/check.txt")"
 ref=$("$BIN/ex_mlp" eager --steps 200 2>/dev/null | awk '/^RESULT/ {print $NF}')
-counter() { # NAME OUTPUT -> the KPLAN_RT_STATS counter, 0 when not printed
-	awk -v k="$1" '$2 == k {v = $3} END {print v + 0}' <<<"$2"
-}
 run() { # PLAN -> "hash replays untrusted"
 	local o
 	o=$(KPLAN_RT_TRUST="$O/key.pub" KPLAN_RT_STATS=1 "$BIN/ex_mlp" runtime "$1" --steps 200 2>&1)

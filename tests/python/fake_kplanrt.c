@@ -18,6 +18,8 @@ struct kp_rt {
 	char path[256];
 	int has_plan;
 	struct kp_rt_options opt;
+	int bundle_entry;   /* a path with ".kplanb": 2, or 0 when it has "none" */
+	char choice[128];
 };
 
 static char log_buf[65536];
@@ -57,6 +59,13 @@ KP_API kp_rt *kp_rt_open_ex(const char *plan_path, const struct kp_rt_options *o
 	if (plan_path) {
 		snprintf(rt->path, sizeof(rt->path), "%s", plan_path);
 		rt->has_plan = 1;
+		if (strstr(plan_path, ".kplanb")) {
+			rt->bundle_entry = strstr(plan_path, "none") ? 0 : 2;
+			rt->has_plan = rt->bundle_entry != 0;
+			snprintf(rt->choice, sizeof(rt->choice), rt->bundle_entry ?
+				 "entry #2 Fake H200: gpu-name and sm-count match" :
+				 "no entry applies: #1 compute-capability: plan wants 8.0");
+		}
 	}
 	if (opt)
 		rt->opt = *opt;
@@ -86,7 +95,6 @@ KP_API void kp_rt_get_stats(kp_rt *rt, struct kp_rt_stats *st)
 {
 	int i;
 
-	(void)rt;
 	memset(st, 0, sizeof(*st));
 	st->calls = 1;
 	st->replays = 2;
@@ -110,6 +118,16 @@ KP_API void kp_rt_get_stats(kp_rt *rt, struct kp_rt_stats *st)
 	st->unwatched = 16;
 	st->watch_ns = -17;
 	st->patched_values = 18;
+	if (rt->choice[0]) {
+		st->bundle_entries = 2;
+		st->bundle_entry = (uint64_t)rt->bundle_entry;
+		st->bundle_match = rt->bundle_entry ? 1 : 5;
+	}
+}
+
+KP_API const char *kp_rt_plan_choice(kp_rt *rt)
+{
+	return rt ? rt->choice : "";
 }
 
 KP_API const char *kp_rt_reason_name(int reason)
@@ -136,6 +154,7 @@ KP_API int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region_in
 		info->n_patches = 2;
 		info->n_scalar_patches = 1;
 		info->fingerprint = 0x0123456789abcdefULL;
+		info->bundle_entry = (uint32_t)rt->bundle_entry;
 		snprintf(info->reason, sizeof(info->reason), "launch-bound");
 		return 0;
 	}

@@ -1055,7 +1055,8 @@ class TestHeader(unittest.TestCase):
         for fn in ("kp_rt_open", "kp_rt_open_ex", "kp_rt_close", "kp_rt_get_stats",
                    "kp_rt_reason_name", "kp_rt_region_plan", "kp_rt_range_push",
                    "kp_rt_range_pop", "kp_rt_watch_begin", "kp_rt_watch_end",
-                   "kp_rt_gpatch_open", "kp_rt_gpatch_set", "kp_rt_gpatch_close"):
+                   "kp_rt_gpatch_open", "kp_rt_gpatch_set", "kp_rt_gpatch_close",
+                   "kp_rt_plan_choice"):
             self.assertRegex(text, r"\b%s\s*\(" % fn)
 
     @unittest.skipIf(CC is None, "no C compiler")
@@ -1122,6 +1123,22 @@ class TestCtypesWithFakeLib(Base):
         os.environ["KPLAN_RT_LIB"] = self.lib_dir
         self.assertEqual(_rt.find_library(), self.lib)
 
+    def test_open_bundle(self):
+        rt = kt.open("model.kplanb")
+        self.assertIn("entry #2 Fake H200", kt.stats()["plan_choice"])
+        self.assertEqual(kt.stats()["rt"]["bundle_entry"], 2)
+        self.assertEqual(rt.region_plan("step")["bundle_entry"], 2)
+        self.assertIsNone(rt.global_reason)
+        kt.close()
+        rt = kt.open("none.kplanb")
+        self.assertEqual(rt.global_reason, "plan-mismatch")
+        self.assertIn("no entry applies", kt.stats()["plan_choice"])
+        self.assertIn("plan-mismatch: no entry applies", self.err.getvalue())
+        kt.close()
+        rt = kt.open("model.kplan")
+        self.assertEqual(kt.stats()["plan_choice"], "")
+        kt.close()
+
     def test_open_plan_ranges_watch(self):
         T = self.T
         rt = kt.open("model.kplan", verify=2)
@@ -1129,7 +1146,7 @@ class TestCtypesWithFakeLib(Base):
         info = rt.region_plan("step")
         self.assertEqual(info, {"decision": "graph", "warmup": 3, "kernels": 42, "n_patches": 2,
                                 "n_scalar_patches": 1, "fingerprint": 0x0123456789abcdef,
-                                "reason": "launch-bound"})
+                                "reason": "launch-bound", "bundle_entry": 0})
         self.assertEqual(rt.region_plan("cold")["decision"], "eager")
         self.assertIsNone(rt.region_plan("other"))
         step = kt.region("step")(lambda x: T.add(x, 1.0))

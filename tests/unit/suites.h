@@ -9,6 +9,7 @@
 	X(importers) \
 	X(analyzer) \
 	X(plan) \
+	X(bundle) \
 	X(planner) \
 	X(runtime) \
 	X(fusion) \

@@ -338,6 +338,22 @@ static void test_resnet18(void)
 	/* the whole run gains, but less than the region (warm-up, capture) */
 	CU_ASSERT(p->speedup_pred > 1.0 && p->speedup_pred <= r->speedup_pred + 1e-9);
 	kp_plan_free(p);
+	/* a plan described for another kind of GPU (for a bundle): its keys, the run's figures */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --cc 8.0 --cuda-major 12 --gpu-name "
+				   "'NVIDIA A100' --sms 108 --driver 12080 -o '%s' >/dev/null", k,
+				   db_path, plan_path), 0);
+	p = kp_plan_load(plan_path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT(p->cc_major == 8 && p->cuda_major == 12 && p->sm_count == 108 &&
+		  p->driver_version == 12080 && !strcmp(p->gpu_name, "NVIDIA A100"));
+	CU_ASSERT_PTR_NOT_NULL(kp_plan_find(p, "step"));
+	kp_plan_free(p);
+	/* and what the database keeps, per model and GPU */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plans '%s' | grep -q 'NVIDIA H200, 132 SMs, cc 9.0, CUDA 13'",
+				   k, db_path), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plans '%s' --get 1 -o '%s.got' >/dev/null && "
+				   "%s show '%s.got' >/dev/null", k, db_path, plan_path, k, plan_path),
+			0);
 }
 
 /*

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "db/db.h"
 #include "fusion/fusion_gen.h"
+#include "plan/bundle.h"
 #include "plan/planfile.h"
 #include "plan/sign.h"
 #include "runtime/fusion.h"
@@ -1028,6 +1029,25 @@ static kp_rt *open_trust(const char *plan, const char *trust, unsigned flags,
 	return quiet_open(&fake_be, plan, &o, err);
 }
 
+/*
+ * Open path over the fake backend (its state reset; trusting the keys of
+ * trust, NULL: none) and call "step" n times.
+ */
+static kp_rt *open_calls(const char *path, const char *trust, int n)
+{
+	struct kp_rt_err rerr;
+	uint64_t out[8] = {0}, scratch = 0;
+	kp_rt *rt;
+	int i;
+
+	fake_reset();
+	rt = open_trust(path, trust, KP_RT_NO_ENV, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < n; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, (uint64_t)i + 1, 0);
+	return rt;
+}
+
 /* eager calls for untrusted-plan after one call of "step" (-1: no runtime) */
 static int untrusted_calls(kp_rt *rt)
 {
@@ -1086,14 +1106,9 @@ static void test_trust(void)
 	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
 
 	/* signed by the trusted key: applies (captures) */
-	fake_reset();
 	{
-		kp_rt *rt = open_trust(path, pub, KP_RT_NO_ENV, &rerr);
-		uint64_t out[8] = {0}, scratch = 0;
+		kp_rt *rt = open_calls(path, pub, 2);
 
-		CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 1, 0);
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 2, 0);
 		CU_ASSERT_EQUAL(stats(rt).captures, 1);
 		CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_UNTRUSTED], 0);
 		kp_rt_close(rt);
@@ -2038,7 +2053,175 @@ static void test_gpatch(void)
 	kp_rt_close(rt);
 }
 
+/* ---------------------------------------------------------------------- */
+/* bundles */
+
+/* Rewrite the plan at path for GPU name (a soft key). */
+static void set_gpu(const char *path, const char *name)
+{
+	struct kp_err err = {0};
+	struct kp_plan *p = kp_plan_load(path, &err);
+	FILE *f;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	free(p->gpu_name);
+	p->gpu_name = kp_strdup(name);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(kp_plan_write_file(p, f, &err), 0);
+	fclose(f);
+	kp_plan_free(p);
+}
+
+/* A new bundle at dir of the n plan files, added in that order. */
+static void make_bundle(const char *dir, const char *const *plans, int n)
+{
+	struct kp_bundle *b = kp_bundle_new();
+	struct kp_err err = {0};
+	size_t len;
+	char *text;
+	int i;
+
+	kp_test_sh("rm -rf '%s'", dir);
+	for (i = 0; i < n; i++) {
+		text = kp_test_read(plans[i], &len);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+		CU_ASSERT_EQUAL(kp_bundle_add(b, text, len, plans[i], 0, NULL, &err), 0);
+		free(text);
+	}
+	CU_ASSERT_EQUAL(kp_bundle_save(b, dir, NULL, &err), 0);
+	kp_bundle_free(b);
+}
+
+/* The bundle fields of rt's stats, and words of kp_rt_plan_choice */
+static void expect_choice(kp_rt *rt, uint64_t entries, uint64_t entry, uint64_t match,
+			  const char *why)
+{
+	struct kp_rt_stats st = stats(rt);
+
+	CU_ASSERT_EQUAL(st.bundle_entries, entries);
+	CU_ASSERT_EQUAL(st.bundle_entry, entry);
+	CU_ASSERT_EQUAL(st.bundle_match, match);
+	CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), why));
+}
+
+/*
+ * The runtime opens a bundle like a plan and applies the entry of its GPU
+ * (the fake one: "Fake H100", cc 9.0, 132 SMs), whatever order the plans
+ * were given in; says which in its stats, region info and
+ * kp_rt_plan_choice; no entry: eager (plan-mismatch), strict: open fails;
+ * with a trust key one tampered entry, even not the chosen one, makes the
+ * whole bundle untrusted.
+ */
+static void test_bundle(void)
+{
+	struct preg graph[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
+	struct preg eager[] = { { "step", KP_PLAN_EAGER, 0, 0, 1, 0 } };
+	const char *dir = kp_test_path("rt.kplanb"), *key = kp_test_path("bundle-rt.key");
+	const char *plans[3], *rev[3], *a100[1];
+	struct kp_rt_options o = { KP_RT_NO_ENV | KP_RT_STRICT, 0, -1, 0, NULL, NULL };
+	struct kp_rt_region_info info;
+	struct kp_rt_err rerr;
+	struct kp_bundle *b;
+	struct kp_strbuf text = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	char pub[4200], *t, *printed;
+	size_t len, n_printed;
+	kp_rt *rt;
+	FILE *mf;
+	int order;
+
+	plans[0] = kp_test_path("b-h100.kplan");
+	plans[1] = kp_test_path("b-h200.kplan");
+	plans[2] = kp_test_path("b-a100.kplan");
+	write_plan("b-h100.kplan", 9, graph, 1);
+	write_plan("b-h200.kplan", 9, eager, 1);
+	set_gpu(plans[1], "Fake H200");
+	write_plan("b-a100.kplan", 8, eager, 1);
+	set_gpu(plans[2], "Fake A100");
+	rev[0] = plans[2];
+	rev[1] = plans[1];
+	rev[2] = plans[0];
+	for (order = 0; order < 2; order++) {
+		make_bundle(dir, order ? rev : plans, 3);
+		rt = open_calls(dir, NULL, 2);
+		CU_ASSERT_EQUAL(stats(rt).captures, 1);
+		/* entries sorted by GPU name: Fake A100, Fake H100, Fake H200 */
+		expect_choice(rt, 3, 2, KP_BUNDLE_M_EXACT, "entry #2 Fake H100");
+		mf = open_memstream(&printed, &n_printed);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mf);
+		kp_rt_print_stats(rt, mf);
+		fclose(mf);
+		CU_ASSERT_PTR_NOT_NULL(strstr(printed, "kplan-rt: bundle_choice entry #2 Fake H100"));
+		free(printed);
+		CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "gpu-name and sm-count match"));
+		CU_ASSERT_EQUAL(kp_rt_region_plan(rt, "step", &info), 0);
+		CU_ASSERT_EQUAL(info.bundle_entry, 2);
+		CU_ASSERT_EQUAL(info.decision, KP_PLAN_GRAPH);
+		kp_rt_close(rt);
+	}
+	/* a plan file says nothing of bundles */
+	rt = open_rt(plans[0], 0, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(stats(rt).bundle_entries, 0);
+	CU_ASSERT_STRING_EQUAL(kp_rt_plan_choice(rt), "");
+	kp_rt_close(rt);
+
+	/* no entry for this GPU: every region eager, with the reason */
+	a100[0] = plans[2];
+	make_bundle(kp_test_path("a100.kplanb"), a100, 1);
+	rt = open_calls(kp_test_path("a100.kplanb"), NULL, 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_PLAN_MISMATCH], 1);
+	expect_choice(rt, 1, 0, KP_BUNDLE_M_NONE, "no entry applies");
+	CU_ASSERT_PTR_NOT_NULL(strstr(kp_rt_plan_choice(rt), "plan wants 8.0, gpu has 9.0"));
+	CU_ASSERT_EQUAL(kp_rt_region_plan(rt, "step", &info), 1);
+	CU_ASSERT_EQUAL(fk.n_captures, 0);
+	kp_rt_close(rt);
+	CU_ASSERT_PTR_NULL(quiet_open(&fake_be, kp_test_path("a100.kplanb"), &o, &rerr));
+	CU_ASSERT_EQUAL(rerr.code, KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "bundle has no plan for this gpu"));
+
+	/* signed: applies under a trust key */
+	make_bundle(dir, plans, 3);
+	kp_test_sh("rm -f '%s' '%s.pub'", key, key);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, pub, KP_RT_NO_ENV, &rerr)), 1);
+	CU_ASSERT_EQUAL(kp_bundle_sign(dir, key, NULL, &err), 0);
+	rt = open_calls(dir, pub, 2);
+	CU_ASSERT_EQUAL(stats(rt).captures, 1);
+	CU_ASSERT_EQUAL(stats(rt).eager_by_reason[KP_RT_R_UNTRUSTED], 0);
+	kp_rt_close(rt);
+	/* entry #3 (the H200's, not the one chosen) re-made with another warm-up:
+	 * its checksum holds, the bundle is untrusted as a whole */
+	b = kp_bundle_load(dir, NULL, NULL, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	{
+		struct preg eager5[] = { { "step", KP_PLAN_EAGER, 0, 5, 1, 0 } };
+
+		write_plan("b-h200x.kplan", 9, eager5, 1);
+		set_gpu(kp_test_path("b-h200x.kplan"), "Fake H200");
+	}
+	t = kp_test_read(kp_test_path("b-h200x.kplan"), &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	free(b->entries[2].bytes);
+	b->entries[2].bytes = t;
+	b->entries[2].len = len;
+	CU_ASSERT_EQUAL(kp_bundle_write(b, &text, &err), 0);
+	kp_bundle_free(b);
+	kp_test_write(kp_test_path("rt.kplanb/bundle"), text.buf, (long)text.len);
+	kp_strbuf_release(&text);
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, pub, KP_RT_NO_ENV, &rerr)), 1);
+	CU_ASSERT_PTR_NULL(open_trust(dir, pub, KP_RT_NO_ENV | KP_RT_STRICT, &rerr));
+	CU_ASSERT_EQUAL(rerr.code, KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "untrusted bundle"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "bad signature"));
+	/* without a trust key the same bundle applies */
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, NULL, KP_RT_NO_ENV, &rerr)), 0);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
+	{ "bundle: the entry of this GPU, none, one signature", test_bundle },
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
 	{ "unbound scalars: eager before the watch", test_unbound_scalars_decided_before_the_watch },
 	{ "capture failed after a clean watch: decided once", test_capture_failure_after_clean_watch },
