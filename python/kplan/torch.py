@@ -769,6 +769,21 @@ class Runtime(object):
             self.c.failures[reason] += 1
             _log(1, "torch: region '%s': %s: %s; eager for good" % (st.name, reason, msg))
 
+    def _ranks_agree(self, T, verdict):
+        """Every rank's watch found the region capturable (or could not
+        check): one all-reduce of a flag, at the same call on every rank
+        (the last warm-up call, which each rank reaches alike)."""
+        ok = 0 if verdict is not None and verdict[0] == 1 else 1
+        d = T.distributed
+        try:
+            flag = T.tensor([ok], dtype=T.int32, device="cuda:%d" % T.cuda.current_device())
+            d.all_reduce(flag, op=d.ReduceOp.MIN)
+            return bool(flag.item())
+        except Exception as exc:
+            _log(1, "torch: the ranks could not agree on a region's watch (%s); eager"
+                 % _first_line(exc))
+            return False
+
     def _watch_coming(self, me):
         """Another key has begun its warm-up and not been watched yet: CUPTI
         stays attached for its watch (each attachment costs 12-22 ms);
@@ -809,6 +824,17 @@ class Runtime(object):
                 if not self._watch_coming(e):
                     crt.watch_release()
             cur.wait_stream(side)
+        if _multi_rank(T) and not self._ranks_agree(T, verdict):
+            # some rank's watch objected: every rank keeps the region eager,
+            # so no rank replays a graph whose collectives the others run
+            # eagerly (and no capture is tried: one that fails on one rank
+            # leaves the others waiting in its collectives)
+            self.c.watched += 1
+            mine = verdict is not None and verdict[0] == 1
+            why = (verdict[3] or verdict[1]) if mine else "another rank's watch objected"
+            self._region_off(st, "would-break-capture", "%s (several ranks decide together: "
+                             "not tried as a capture)" % why)
+            return out
         if verdict is None or verdict[0] < 0:
             self.c.unwatched += 1
             if "watch" not in self.logged:
@@ -828,12 +854,6 @@ class Runtime(object):
             self.c.watched += 1
             v, call, kernel, msg = verdict
             st.watch_msg = msg or ("%s%s" % (call, " after kernel %s" % kernel if kernel else ""))
-            if _multi_rank(T):
-                # a capture that fails on one rank leaves the others waiting
-                # in its collectives: no try
-                self._region_off(st, "would-break-capture", "%s (several ranks: not tried "
-                                 "as a capture)" % st.watch_msg)
-                return out
             _log(2, "torch: region '%s': the watched eager call did what a capture cannot hold "
                  "(%s); trying the capture, where libraries may avoid it" % (st.name, st.watch_msg))
         else:

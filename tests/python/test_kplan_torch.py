@@ -544,7 +544,7 @@ class TestStateMachine(Base):
     def test_several_ranks_take_the_watch_at_its_word(self):
         T = self.T
         self.open({"step": plan(warmup=1)}, verdict=1)
-        T.distributed.world = 2
+        T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (1,), 0
 
         @kt.region("step")
         def step(x):
@@ -556,11 +556,40 @@ class TestStateMachine(Base):
             for i in range(10):
                 self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
         finally:
-            T.distributed.world = 0
+            T.distributed.world, T.distributed.peers = 0, ()
         self.assertEqual(faketorch.captures_begun, 0)
+        self.assertEqual(T.distributed.reduces, 1)   # the verdicts, once
         s = kt.stats()
         self.assertEqual(s["failures"], {"would-break-capture": 1})
         self.assertIn("several ranks", self.logs("would-break-capture")[0])
+
+    def test_a_rank_whose_peer_objects_stays_eager_too(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, verdict=0)
+        # this rank's watch is clean, the other rank's objected
+        T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (0,), 0
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        try:
+            for i in range(10):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        finally:
+            T.distributed.world, T.distributed.peers = 0, ()
+        self.assertEqual(faketorch.captures_begun, 0)
+        self.assertEqual(T.distributed.reduces, 1)
+        self.assertIn("another rank's watch objected", self.logs("would-break-capture")[0])
+        # all ranks clean: captured and replayed, after one agreement
+        faketorch.captures_begun = 0
+        self.open({"step": plan(warmup=1)}, verdict=0)
+        T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (1,), 0
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        try:
+            for i in range(10):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        finally:
+            T.distributed.world, T.distributed.peers = 0, ()
+        self.assertEqual(faketorch.captures_begun, 1)
+        self.assertEqual(T.distributed.reduces, 1)
+        self.assertEqual(kt.stats()["replays"], 9)   # call 1 watched, 2 captured
 
     def test_user_exception_during_capture_does_not_escape(self):
         T = self.T
