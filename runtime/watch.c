@@ -105,11 +105,12 @@ static struct {
  * The subscription, one per process, kept from one watch to the next.
  *
  * Unsubscribing does not detach CUPTI from the driver: once attached, every
- * later CUDA call of the process paid for it (bench/watch_cost.cu measures
- * it). Only cuptiFinalize detaches, and NVIDIA documents it as safe only
- * from inside a callback at an API exit. So when a watch ends the
- * subscription stays, narrowed to the exits of the launch calls
- * (detach_cbids), and the first such exit DETACH_DELAY_NS after the last
+ * later CUDA call of the process paid for it (about 0.5 us a launch:
+ * tests/gpu/watch_check.sh's cost case measures it). Only cuptiFinalize
+ * detaches, and NVIDIA documents it as safe only from inside a callback at
+ * an API exit. So when a watch ends the subscription stays, narrowed to the
+ * exits of the launch calls (detach_cbids), and the first such exit
+ * DETACH_DELAY_MS after the last
  * watch finalizes. The delay lets the watches of one start-up (every region
  * warms up in the same few steps) share one attachment: each attachment
  * costs CUPTI's initialisation, 12-22 ms. When the caller knows that no
