@@ -468,7 +468,7 @@ static const char *fix_of(int kind)
  */
 static int edge_op(const struct kp__ana *a, const struct kp__op *op)
 {
-	if (op->kind != KP__OP_MEMCPY)
+	if (op->kind != KP__OP_MEMCPY || (op->flags & KP__F_GRAPH))
 		return 0;
 	return (op->flags & KP__F_PAGEABLE) ||
 		(op->api_name != UINT32_MAX && a->names.data[op->api_name].cls == KP__C_COPY_SYNC);
@@ -1217,6 +1217,11 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err)
 		uint32_t n;
 		int any = 0;
 
+		/* the program's own graph replays: no prediction, what runs between them */
+		if ((rc = kp__graph_finding(a, r)) != 0) {
+			rc = rc < 0 ? kp_err_set(err, rc, "out of memory") : 0;
+			continue;
+		}
 		/* runtime regions are entered whole: no edges left outside */
 		if (!r->rt_kind && region_edges(a, r)) {
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");

@@ -21,6 +21,7 @@ enum { KP__OP_KERNEL = 0, KP__OP_MEMSET = 1, KP__OP_MEMCPY = 2 };
 /* op flags */
 #define KP__F_PAGEABLE 1   /* memcpy from/to pageable host memory */
 #define KP__F_PDL 2        /* kernel launched with programmatic dependent launch */
+#define KP__F_GRAPH 4      /* a node of a graph the program launched (cudaGraphLaunch) */
 
 /* One GPU op (kernel, memset, memcpy) joined to its launch call. */
 struct kp__op {
@@ -72,7 +73,9 @@ enum kp__bk {
 	KP__B_SYNC = 0, KP__B_BLOCKING_COPY, KP__B_PAGEABLE_COPY, KP__B_MALLOC,
 	KP__B_FREE, KP__B_HOST_CALLBACK, KP__B_CROSS_STREAM_EVENT,
 	KP__B_LEGACY_STREAM, KP__B_SHAPE_KEY, KP__B_PATCH_SLOT, KP__B_HOST_REGISTER,
-	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE, KP__B__N
+	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE,
+	KP__B_GRAPH_REPLAY,       /* the program's own graph: what runs between its replays */
+	KP__B__N
 };
 
 struct kp__name {
@@ -119,6 +122,7 @@ struct kp__region {
 	int rt_kind;             /* source "runtime": 1 the C API captures its stream,
 				    2 a language binding captures on a side stream */
 	int warmup_occ;          /* blockers only in occurrences < this: warm-up covers them */
+	int graphed;             /* source "graph": the program's own graph launches (graphs.c) */
 	int64_t stream_id;       /* -1: any */
 	struct kp__occ *occ;
 	uint32_t n_occ;
@@ -182,6 +186,8 @@ struct kp__ana {
 	size_t n_hostfn;
 	int wait_streams;          /* the trace says which stream each event wait was on */
 
+	struct kp_u64map graph_ids;  /* graph launch's correlation id -> its kernels' graphId */
+
 	struct kp__arg *args;      /* by (corr, idx) */
 	size_t n_args;
 
@@ -240,6 +246,24 @@ struct kp__region *kp__region_new(struct kp__ana *a, const char *label,
 
 /* capture.c */
 int kp__capturability(struct kp__ana *a, struct kp_err *err);
+
+/* graphs.c */
+/*
+ * Regions of source "graph": one per graph the program launched itself
+ * (cudaGraphLaunch), its replays the occurrences, the ops each launch ran
+ * (one correlation id) their nodes; the graph is its kernels' graphId, else
+ * the launch's node sequence.
+ */
+int kp__regions_graphs(struct kp__ana *a, struct kp_err *err);
+/*
+ * The finding of region r when its body is the program's own graph
+ * launches (r->graphed, or every node of its template graph-launched): no
+ * prediction (it is a graph already) and one graph_replay row (fatal 0)
+ * that says what runs between its replays, costed by the GPU's idle time
+ * there. Returns 1 when r was such a region (done), 0 when not, or a
+ * negative KP_E*.
+ */
+int kp__graph_finding(struct kp__ana *a, struct kp__region *r);
 
 /* fusion.c */
 int kp__fusion(struct kp__ana *a, struct kp_err *err);

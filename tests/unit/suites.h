@@ -8,6 +8,7 @@
 	X(db) \
 	X(importers) \
 	X(analyzer) \
+	X(graphs) \
 	X(plan) \
 	X(planner) \
 	X(runtime) \
