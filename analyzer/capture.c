@@ -645,7 +645,7 @@ static int region_edges(struct kp__ana *a, struct kp__region *r)
  */
 static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix *sx)
 {
-	char d[1024], who[512], call[160], from[320];
+	char d[1536], who[512], call[160], from[320];
 	int rc = 0;
 
 	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
@@ -707,6 +707,10 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix 
 					 "splits the region", *from ? who : "", *from ? ": " : "",
 					 pos - 1, op_name(a, &a->ops[o->ops[pos - 1]]), pos,
 					 op_name(a, &a->ops[o->ops[pos]]));
+			const char *fix = kp__advice(a, ev->kind, ev->start, sr.op, sr.outer);
+			size_t at = strlen(d);
+			if (fix && !fork_join && at < sizeof(d))
+				snprintf(d + at, sizeof(d) - at, "; %s", fix);
 			int fatal = !edge && !fork_join;
 			rc = add_blk_src(a, r, ev->kind, fatal, api, ev->start, ev->corr, (int)k,
 					 (int)pos, d, &sr, cost);
@@ -787,7 +791,7 @@ static int stream_blockers(struct kp__ana *a, struct kp__region *r)
 {
 	uint32_t cs;
 	int64_t cid;
-	char d[384];
+	char d[768];
 	int rc = 0;
 
 	if (!r->n_occ || !r->occ[r->tmpl].n)
@@ -805,7 +809,7 @@ static int stream_blockers(struct kp__ana *a, struct kp__region *r)
 				 "per-thread)", (long long)cid);
 		else
 			snprintf(d, sizeof(d), "launches on the legacy default stream, which cannot "
-				 "be captured: capture on a side stream (as torch.cuda.graph does)");
+				 "be captured: %s", kp__advice_legacy(a, o));
 		return add_blk(a, r, KP__B_LEGACY_STREAM, r->rt_kind == 1, api_of(a, op),
 			       op->api_start, op->corr, (int)r->tmpl, 0, d);
 	}

@@ -185,6 +185,7 @@ struct kp__ana {
 	int64_t *hostfn;           /* cudaLaunchHostFunc call starts, ascending */
 	size_t n_hostfn;
 	int wait_streams;          /* the trace says which stream each event wait was on */
+	int lang;                  /* advice.c: 0 not known yet, 1 C, 2 Python (a PyTorch trace) */
 
 	struct kp_u64map graph_ids;  /* graph launch's correlation id -> its kernels' graphId */
 
@@ -246,6 +247,24 @@ struct kp__region *kp__region_new(struct kp__ana *a, const char *label,
 
 /* capture.c */
 int kp__capturability(struct kp__ana *a, struct kp_err *err);
+
+/* advice.c */
+/*
+ * The fix for a blocker of kind (enum kp__bk) whose call started at t, in
+ * the terms of the library that made the call: by the CPU op around it (op,
+ * outer: innermost and outermost, from a PyTorch trace; then the fix is
+ * Python), else by the kernels launched just before and after it (cuBLAS
+ * reductions in host pointer mode, cuSPARSE and thrust/CUB temporary
+ * buffers; C). Static text, or NULL when no library pattern matches.
+ */
+const char *kp__advice(struct kp__ana *a, int kind, int64_t t, const char *op,
+		       const char *outer);
+/*
+ * The fix for a region launching on the legacy default stream, occurrence
+ * o: the libraries whose kernels it runs there get their SetStream call
+ * (C), a PyTorch trace a side stream (Python). Static or arena text.
+ */
+const char *kp__advice_legacy(struct kp__ana *a, const struct kp__occ *o);
 
 /* graphs.c */
 /*

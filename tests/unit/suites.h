@@ -9,6 +9,7 @@
 	X(importers) \
 	X(analyzer) \
 	X(graphs) \
+	X(advice) \
 	X(plan) \
 	X(planner) \
 	X(runtime) \
