@@ -178,7 +178,7 @@ static void test_graph_in_range(void)
 	tl_close(&t);
 }
 
-/* kplan analyze says how many ops the program's graphs ran. */
+/* kplan analyze says how many ops the program's graphs ran; kplan plan keeps them eager. */
 static void test_graph_cli(void)
 {
 	struct tl t;
@@ -199,6 +199,17 @@ static void test_graph_cli(void)
 				      " (6 graph launches)"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "already a graph: graph_replay"));
 	free(text);
+	/* the planner keeps it eager, and says why */
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s plan --cc 9.0 --cuda-major 12 --regions all -o %s %s"
+					 " > /dev/null 2>&1", kp_test_kplan(),
+					 kp_test_path("graphs_cli.kplan"),
+					 kp_test_path("graphs_cli.db")), 0);
+	text = kp_test_read(kp_test_path("graphs_cli.kplan"), &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "[region graph:42]\ndecision eager\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "reason-text a graph already: the program replays it"
+				      " itself (cudaGraphLaunch), 17.00 us per replay"));
+	free(text);
 }
 
 CU_TestInfo kp_tests_graphs[] = {
@@ -208,6 +219,6 @@ CU_TestInfo kp_tests_graphs[] = {
 	{ "launch calls counted once", test_graph_launch_counts },
 	{ "graph launches without graph ids", test_graph_no_ids },
 	{ "a range around a graph launch: no re-graphing", test_graph_in_range },
-	{ "cli: graph ops in the summary", test_graph_cli },
+	{ "cli: graph ops in the summary, the plan keeps the graph eager", test_graph_cli },
 	CU_TEST_INFO_NULL,
 };
