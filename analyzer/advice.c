@@ -79,15 +79,8 @@ static int is_python(struct kp__ana *a)
  */
 static const char *kernel_near(const struct kp__ana *a, int64_t t, int dir)
 {
-	size_t lo = 0, hi = a->n_ops;
+	size_t lo = kp__cpu_lower(a, t);
 
-	while (lo < hi) {   /* first launched at or after t */
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ops[a->by_cpu[mid]].api_start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (int k = 0; k < 5; k++) {
 		size_t i = dir < 0 ? lo - 1 - (size_t)k : lo + (size_t)k;
 		const struct kp__op *op;

@@ -365,46 +365,32 @@ static void src_text(const struct src *sr, char *buf, size_t len)
 		buf[0] = 0;
 }
 
+struct occ_ctx { const struct kp__ana *a; const struct kp__occ *o; };
+
+static int64_t occ_at(const void *ctx, size_t i)
+{
+	const struct occ_ctx *c = ctx;
+
+	return c->a->ops[c->o->ops[i]].api_start;
+}
+
 /* Number of the occurrence's ops whose launch call began before t. */
 static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t)
 {
-	uint32_t lo = 0, hi = o->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (a->ops[o->ops[mid]].api_start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	struct occ_ctx c = { a, o };
+
+	return (uint32_t)kp__lower_bound(&c, o->n, t, occ_at);
 }
 
-static size_t ev_lower(const struct kp__ana *a, int64_t t)
+static int64_t time_at(const void *ctx, size_t i)
 {
-	size_t lo = 0, hi = a->n_ev;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ev[mid].start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return ((const int64_t *)ctx)[i];
 }
 
 /* Index of the first of the n ascending times v[] at or after t. */
 static size_t first_at(const int64_t *v, size_t n, int64_t t)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return kp__lower_bound(v, n, t, time_at);
 }
 
 /* 1 when a cudaEventRecord call started in [t0, t1). */
@@ -530,16 +516,9 @@ static const struct kp__op *occ_op(const struct kp__ana *a, const struct kp__occ
  */
 static int64_t edge_cost(const struct kp__ana *a, int64_t s, int64_t e, int64_t floor)
 {
-	size_t lo = 0, hi = a->n_ops;
+	size_t lo = kp__cpu_lower(a, s);
 	int64_t b = s > floor ? s : floor;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ops[a->by_cpu[mid]].api_start < s)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (size_t i = lo, k = 0; i > 0 && k < EDGE_LOOKBACK; i--, k++)
 		if (a->ops[a->by_cpu[i - 1]].end > b)
 			b = a->ops[a->by_cpu[i - 1]].end;
@@ -564,7 +543,6 @@ static int cmp_span(const void *x, const void *y)
 }
 
 static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t);
-static size_t ev_lower(const struct kp__ana *a, int64_t t);
 
 /*
  * Take the edge copies off each occurrence's ops (at least one op stays)
@@ -604,7 +582,7 @@ static int region_edges(struct kp__ana *a, struct kp__region *r)
 			op_span(op, &x.s, &x.e);
 			rc = kp_vec_push(&sp, x) ? KP_ENOMEM : 0;
 		}
-		for (size_t e = ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
+		for (size_t e = kp__ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
 			const struct kp__ev *ev = &a->ev[e];
 			uint32_t pos = pos_in(a, o, ev->start);
 			struct span x = { ev->start, ev->end };
@@ -650,7 +628,7 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix 
 
 	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
 		const struct kp__occ *o = &r->occ[k];
-		for (size_t e = ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
+		for (size_t e = kp__ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
 			const struct kp__ev *ev = &a->ev[e];
 			uint32_t pos = pos_in(a, o, ev->start);
 			int edge = pos == 0 || pos >= o->n;
@@ -766,7 +744,7 @@ static uint32_t capture_stream(const struct kp__ana *a, const struct kp__region 
 static int waits_on(const struct kp__ana *a, const struct kp__occ *o, int64_t stream_id,
 		    int64_t t0, int64_t t1)
 {
-	for (size_t e = ev_lower(a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
+	for (size_t e = kp__ev_lower(a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
 		const struct kp__ev *ev = &a->ev[e];
 
 		if (ev->kind == KP__B_CROSS_STREAM_EVENT && ev->stream_id == stream_id &&

@@ -114,54 +114,18 @@ int kp__regions_graphs(struct kp__ana *a, struct kp_err *err)
 
 /* ---- between replays ---- */
 
-static int64_t occ_gpu_end(const struct kp__ana *a, const struct kp__occ *o)
+/* OUT: the first start and the last end of occurrence o's ops. */
+static void occ_gpu_span(const struct kp__ana *a, const struct kp__occ *o, int64_t *s,
+			 int64_t *e)
 {
-	int64_t e = INT64_MIN;
-
-	for (uint32_t i = 0; i < o->n; i++)
-		if (a->ops[o->ops[i]].end > e)
-			e = a->ops[o->ops[i]].end;
-	return e;
-}
-
-static int64_t occ_gpu_start(const struct kp__ana *a, const struct kp__occ *o)
-{
-	int64_t s = INT64_MAX;
-
-	for (uint32_t i = 0; i < o->n; i++)
-		if (a->ops[o->ops[i]].start < s)
-			s = a->ops[o->ops[i]].start;
-	return s;
-}
-
-/* First index in by_cpu whose launch call starts after t. */
-static size_t cpu_after(const struct kp__ana *a, int64_t t)
-{
-	size_t lo = 0, hi = a->n_ops;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ops[a->by_cpu[mid]].api_start <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
+	*s = INT64_MAX;
+	*e = INT64_MIN;
+	for (uint32_t i = 0; i < o->n; i++) {
+		if (a->ops[o->ops[i]].start < *s)
+			*s = a->ops[o->ops[i]].start;
+		if (a->ops[o->ops[i]].end > *e)
+			*e = a->ops[o->ops[i]].end;
 	}
-	return lo;
-}
-
-/* First index in ev (by start) whose call starts after t. */
-static size_t ev_after(const struct kp__ana *a, int64_t t)
-{
-	size_t lo = 0, hi = a->n_ev;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ev[mid].start <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
 }
 
 #define MAX_CALLS 4   /* distinct blocking calls named in the finding */
@@ -181,11 +145,14 @@ static void between_one(const struct kp__ana *a, const struct kp__occ *o,
 			const struct kp__occ *p, struct between *b)
 {
 	int64_t call0 = a->ops[o->ops[0]].api_start, call1 = a->ops[p->ops[0]].api_start;
-	int64_t end0 = occ_gpu_end(a, o), start1 = occ_gpu_start(a, p), busy = 0, eager = 0;
+	int64_t start0, end0, start1, end1, busy = 0, eager = 0;
 	uint32_t stream = a->ops[p->ops[0]].stream, last_graph = 0;
 	const struct kp__op *first = &a->ops[p->ops[0]];
 
-	for (size_t i = cpu_after(a, call0); i < a->n_ops; i++) {
+	occ_gpu_span(a, o, &start0, &end0);
+	occ_gpu_span(a, p, &start1, &end1);
+
+	for (size_t i = kp__cpu_lower(a, call0 + 1); i < a->n_ops; i++) {
 		const struct kp__op *op = &a->ops[a->by_cpu[i]];
 
 		if (op->api_start >= call1)
@@ -199,7 +166,7 @@ static void between_one(const struct kp__ana *a, const struct kp__occ *o,
 		if (op->stream == stream && op->start >= end0 && op->end <= start1)
 			busy += op->end - op->start;
 	}
-	for (size_t e = ev_after(a, call0); e < a->n_ev && a->ev[e].start < call1; e++) {
+	for (size_t e = kp__ev_lower(a, call0 + 1); e < a->n_ev && a->ev[e].start < call1; e++) {
 		const struct kp__ev *ev = &a->ev[e];
 		int k;
 

@@ -225,6 +225,13 @@ const char *kp__blocker_kind_name(int kind);
  */
 uint64_t kp__kernel_sig(const char *name, const int32_t grid[3], const int32_t block[3],
 			int32_t dyn_smem);
+/* The first i < n with at(ctx, i) >= t (at ascending in i), else n. */
+size_t kp__lower_bound(const void *ctx, size_t n, int64_t t,
+		       int64_t (*at)(const void *ctx, size_t i));
+/* The first index of a->by_cpu whose launch call starts at or after t. */
+size_t kp__cpu_lower(const struct kp__ana *a, int64_t t);
+/* The first index of a->ev (by start) whose call starts at or after t. */
+size_t kp__ev_lower(const struct kp__ana *a, int64_t t);
 /* Describe a signature's launch configuration into an arena string. */
 const char *kp__sig_desc(struct kp__ana *a, const struct kp__sig *s);
 

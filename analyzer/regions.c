@@ -166,20 +166,6 @@ static int cmp_range(const void *x, const void *y)
 	return (a->start > b->start) - (a->start < b->start);
 }
 
-/* First index in by_cpu whose launch call starts at or after t. */
-static size_t lower_cpu(struct kp__ana *a, int64_t t)
-{
-	size_t lo = 0, hi = a->n_ops;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ops[a->by_cpu[mid]].api_start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Regions from NVTX ranges. Ranges in libkplanrt's own domain are the
  * regions the application enters through the runtime (source "runtime",
@@ -268,8 +254,8 @@ static int nvtx_pass(struct kp__ana *a, int64_t domain, struct kp_err *err)
 		while (j < rs.len && rs.data[j].label == rs.data[i].label)
 			j++;
 		for (k = i; k < j; k++) {
-			size_t lo = lower_cpu(a, rs.data[k].start);
-			size_t hi = lower_cpu(a, rs.data[k].end + 1);
+			size_t lo = kp__cpu_lower(a, rs.data[k].start);
+			size_t hi = kp__cpu_lower(a, rs.data[k].end + 1);
 			n_occ += hi > lo;
 		}
 		if (n_occ) {
@@ -283,8 +269,8 @@ static int nvtx_pass(struct kp__ana *a, int64_t domain, struct kp_err *err)
 			r->rt_kind = rs.data[i].kind;
 			n_occ = 0;
 			for (k = i; k < j; k++) {
-				size_t lo = lower_cpu(a, rs.data[k].start);
-				size_t hi = lower_cpu(a, rs.data[k].end + 1);
+				size_t lo = kp__cpu_lower(a, rs.data[k].start);
+				size_t hi = kp__cpu_lower(a, rs.data[k].end + 1);
 				if (hi <= lo)
 					continue;
 				struct kp__occ *o = &r->occ[n_occ++];
@@ -439,7 +425,7 @@ static int straddles_graph(struct kp__ana *a, const uint32_t *ids, size_t p, siz
 	for (size_t c = 0; c < cnt; c++) {
 		int64_t t0 = a->ops[ids[c * p]].api_start, t1 = a->ops[ids[c * p + p - 1]].api_start;
 
-		for (size_t i = lower_cpu(a, t0); i < a->n_ops; i++) {
+		for (size_t i = kp__cpu_lower(a, t0); i < a->n_ops; i++) {
 			const struct kp__op *op = &a->ops[a->by_cpu[i]];
 
 			if (op->api_start > t1)

@@ -13,7 +13,6 @@
 
 #include "analyzer/analyzer.h"
 #include "db/writer.h"
-#include "importers/import.h"
 #include "testutil.h"
 #include "timeline.h"
 
@@ -93,19 +92,30 @@ static void iter_loop(struct tl *t, const char *name, const char *const *kernels
 	CU_ASSERT_EQUAL_FATAL(tl_analyze(t, NULL, NULL), 0);
 }
 
+/*
+ * The iteration's kernels ks and calls cs: every call's row in each
+ * occurrence is fatal, of the kinds given (SQL list), and ends with fix.
+ */
+static void c_advice(const char *db, const char *const *ks, int n_ks, const struct call *cs,
+		     int n_cs, const char *kinds, const char *fix)
+{
+	struct tl t;
+
+	iter_loop(&t, db, ks, n_ks, 13, cs, n_cs);
+	CU_ASSERT_EQUAL(tl_q(&t, "SELECT count(*) FROM kp_blockers WHERE fatal = 1 AND regionId = 1"
+			     " AND kind IN (%s) AND detail LIKE '%%splits the region; %s'", kinds,
+			     fix), n_cs * OCCS);
+	tl_close(&t);
+}
+
 /* cublasSdot in host pointer mode: its copy and its sync get cublasSetPointerMode. */
 static void test_advice_cublas_dot(void)
 {
 	static const char *const ks[] = { AXPY, DOT, REDUCE, SCAL };
 	static const struct call cs[] = { { "cudaMemcpyAsync", 3, 1 },
 					  { "cudaStreamSynchronize", 3, 0 } };
-	struct tl t;
 
-	iter_loop(&t, "adv_dot.db", ks, 4, 13, cs, 2);
-	CU_ASSERT_EQUAL(tl_q(&t, "SELECT count(*) FROM kp_blockers WHERE fatal = 1 AND regionId = 1"
-			     " AND kind IN ('pageable_copy', 'sync')"
-			     " AND detail LIKE '%%splits the region; " C_DOT "'"), 2 * OCCS);
-	tl_close(&t);
+	c_advice("adv_dot.db", ks, 4, cs, 2, "'pageable_copy', 'sync'", C_DOT);
 }
 
 /* The same calls after the program's own kernels: no library advice. */
@@ -155,13 +165,8 @@ static void test_advice_cusparse_buffer(void)
 {
 	static const char *const ks[] = { MINE, SPMV, MINE2 };
 	static const struct call cs[] = { { "cudaMalloc", 1, 0 }, { "cudaFree", 2, 0 } };
-	struct tl t;
 
-	iter_loop(&t, "adv_sparse_buf.db", ks, 3, 13, cs, 2);
-	CU_ASSERT_EQUAL(tl_q(&t, "SELECT count(*) FROM kp_blockers WHERE fatal = 1 AND regionId = 1"
-			     " AND kind IN ('malloc', 'free')"
-			     " AND detail LIKE '%%; " C_SPARSE_BUF "'"), 2 * OCCS);
-	tl_close(&t);
+	c_advice("adv_sparse_buf.db", ks, 3, cs, 2, "'malloc', 'free'", C_SPARSE_BUF);
 }
 
 /* thrust::reduce / cub::DeviceReduce allocating temporary storage per call. */
@@ -169,13 +174,8 @@ static void test_advice_cub_temp(void)
 {
 	static const char *const ks[] = { MINE, CUB1, CUB2, MINE2 };
 	static const struct call cs[] = { { "cudaMalloc", 1, 0 }, { "cudaFree", 3, 0 } };
-	struct tl t;
 
-	iter_loop(&t, "adv_cub.db", ks, 4, 13, cs, 2);
-	CU_ASSERT_EQUAL(tl_q(&t, "SELECT count(*) FROM kp_blockers WHERE fatal = 1 AND regionId = 1"
-			     " AND kind IN ('malloc', 'free')"
-			     " AND detail LIKE '%%; " C_CUB_TMP "'"), 2 * OCCS);
-	tl_close(&t);
+	c_advice("adv_cub.db", ks, 4, cs, 2, "'malloc', 'free'", C_CUB_TMP);
 }
 
 /*
@@ -186,14 +186,10 @@ static void test_advice_cub_temp(void)
  */
 static struct kp_db *torch_step(const char *name, const char *const *ops, int n_ops)
 {
-	char trace[64], dbn[64];
-	struct kp_err err = {0};
-	struct kp_analyze_opts o;
+	char trace[64];
 	struct kj j = {0};
-	struct kp_db *db;
 
 	snprintf(trace, sizeof(trace), "%s.json", name);
-	snprintf(dbn, sizeof(dbn), "%s.db", name);
 	kj_add(&j, "{\"traceEvents\": [\n");
 	kj_x(&j, "python_function", "train.py(100): <module>", 0, 1e6);
 	for (int k = 0; k < OCCS; k++) {
@@ -215,17 +211,7 @@ static struct kp_db *torch_step(const char *name, const char *const *ops, int n_
 			kj_call(&j, "cudaStreamSynchronize", T + 27.2, 0.6);
 		}
 	}
-	kj_add(&j, "]}\n");
-	CU_ASSERT_EQUAL(kp_test_write(kp_test_path(trace), j.buf, (long)j.len), 0);
-	free(j.buf);
-	if (kp_import(kp_test_path(trace), kp_test_path(dbn), NULL, NULL, &err))
-		fprintf(stderr, "import: %s\n", err.msg);
-	db = kp_db_open(kp_test_path(dbn), 0, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-	kp_analyze_opts_init(&o);
-	if (kp_analyze(db, &o, NULL, &err))
-		fprintf(stderr, "analyze: %s\n", err.msg);
-	return db;
+	return kj_analyzed_from(kj_write(&j, trace), name);
 }
 
 /* loss.item() in the middle of a step: Python advice, not C. */

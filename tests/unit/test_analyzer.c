@@ -1392,7 +1392,6 @@ enum { KJ_ITEM = 1, KJ_NONZERO = 2, KJ_INPUT = 4, KJ_DEEP = 8 };
  */
 static const char *kj_trace(const char *name, int flags)
 {
-	const char *path = kp_test_path(name);
 	struct kj j = {0};
 
 	kj_add(&j, "{\"traceEvents\": [\n");
@@ -1435,31 +1434,16 @@ static const char *kj_trace(const char *name, int flags)
 			kj_call(&j, "cudaStreamSynchronize", T + 57, 6);
 		}
 	}
-	kj_add(&j, "]}\n");
-	CU_ASSERT_EQUAL(kp_test_write(path, j.buf, (long)j.len), 0);
-	free(j.buf);
-	return path;
+	return kj_write(&j, name);
 }
 
 /* Import the trace with flags into a new database and analyze it. */
 static struct kp_db *kj_analyzed(const char *name, int flags)
 {
-	char trace[128], dbn[128];
-	struct kp_err err = {0};
-	struct kp_import_stats st;
-	struct kp_analyze_opts o;
-	struct kp_db *db;
+	char trace[128];
 
 	snprintf(trace, sizeof(trace), "%s.json", name);
-	snprintf(dbn, sizeof(dbn), "%s.db", name);
-	if (kp_import(kj_trace(trace, flags), kp_test_path(dbn), NULL, &st, &err))
-		fprintf(stderr, "import: %s\n", err.msg);
-	db = kp_db_open(kp_test_path(dbn), 0, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-	kp_analyze_opts_init(&o);
-	if (kp_analyze(db, &o, NULL, &err))
-		fprintf(stderr, "analyze: %s\n", err.msg);
-	return db;
+	return kj_analyzed_from(kj_trace(trace, flags), name);
 }
 
 /* loss.item() at the step's end: left outside the graph, its cost added. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <CUnit/CUnit.h>
 
+#include "importers/import.h"
 #include "testutil.h"
 #include "timeline.h"
 
@@ -89,14 +90,23 @@ int tl_analyze(struct tl *t, struct kp_analyze_opts *o, struct kp_analysis_summa
 	return rc;
 }
 
-int64_t tl_q(struct tl *t, const char *fmt, ...)
+static int64_t vq(struct kp_db *db, const char *fmt, va_list ap)
 {
 	char sql[1024];
-	va_list ap;
-	va_start(ap, fmt);
+
 	vsnprintf(sql, sizeof(sql), fmt, ap);
+	return kp_db_int(db, sql, -999);
+}
+
+int64_t tl_q(struct tl *t, const char *fmt, ...)
+{
+	va_list ap;
+	int64_t v;
+
+	va_start(ap, fmt);
+	v = vq(t->db, fmt, ap);
 	va_end(ap);
-	return kp_db_int(t->db, sql, -999);
+	return v;
 }
 
 /* First column of the first row as text (static buffer). */
@@ -179,12 +189,41 @@ void kj_copy(struct kj *j, const char *name, double call, double call_dur, doubl
 
 int64_t tl_dbq(struct kp_db *db, const char *fmt, ...)
 {
-	char sql[1024];
 	va_list ap;
+	int64_t v;
 
 	va_start(ap, fmt);
-	vsnprintf(sql, sizeof(sql), fmt, ap);
+	v = vq(db, fmt, ap);
 	va_end(ap);
-	return kp_db_int(db, sql, -999);
+	return v;
+}
+
+const char *kj_write(struct kj *j, const char *name)
+{
+	const char *path = kp_test_path(name);
+
+	kj_add(j, "]}\n");
+	CU_ASSERT_EQUAL(kp_test_write(path, j->buf, (long)j->len), 0);
+	free(j->buf);
+	memset(j, 0, sizeof(*j));
+	return path;
+}
+
+struct kp_db *kj_analyzed_from(const char *trace, const char *name)
+{
+	char dbn[128];
+	struct kp_err err = {0};
+	struct kp_analyze_opts o;
+	struct kp_db *db;
+
+	snprintf(dbn, sizeof(dbn), "%s.db", name);
+	if (kp_import(trace, kp_test_path(dbn), NULL, NULL, &err))
+		fprintf(stderr, "import: %s\n", err.msg);
+	db = kp_db_open(kp_test_path(dbn), 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_analyze_opts_init(&o);
+	if (kp_analyze(db, &o, NULL, &err))
+		fprintf(stderr, "analyze: %s\n", err.msg);
+	return db;
 }
 

@@ -56,6 +56,13 @@ void kj_kernel(struct kj *j, const char *name, double call, double ts, double du
 void kj_copy(struct kj *j, const char *name, double call, double call_dur, double ts,
 	     double dur);
 
+/* Close the trace's JSON, write it to name in the test directory and
+ * release j's buffer; returns the path. */
+const char *kj_write(struct kj *j, const char *name);
+/* Import the trace at path into NAME.db in the test directory and analyze
+ * it with the defaults; the caller closes the database. */
+struct kp_db *kj_analyzed_from(const char *trace, const char *name);
+
 /* tl_q for a database opened elsewhere. */
 int64_t tl_dbq(struct kp_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
