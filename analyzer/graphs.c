@@ -25,18 +25,6 @@ struct launch {
 	uint32_t beg, n;         /* slice of the graph ops, ordered by (corr, start) */
 };
 
-static const struct kp__ana *sort_ana;   /* qsort has no context argument */
-
-static int cmp_gop(const void *x, const void *y)
-{
-	const struct kp__op *a = &sort_ana->ops[*(const uint32_t *)x];
-	const struct kp__op *b = &sort_ana->ops[*(const uint32_t *)y];
-
-	if (a->corr != b->corr)
-		return (a->corr > b->corr) - (a->corr < b->corr);
-	return (a->start > b->start) - (a->start < b->start);
-}
-
 static int cmp_launch(const void *x, const void *y)
 {
 	const struct launch *a = x, *b = y;
@@ -49,6 +37,7 @@ static int cmp_launch(const void *x, const void *y)
 int kp__regions_graphs(struct kp__ana *a, struct kp_err *err)
 {
 	KP_VEC(struct launch) ls = KP_VEC_INIT;
+	struct kp__kv *kv, *tmp;
 	uint32_t *ids, m = 0;
 	int rc = 0;
 
@@ -56,14 +45,28 @@ int kp__regions_graphs(struct kp__ana *a, struct kp_err *err)
 		m += (a->ops[i].flags & KP__F_GRAPH) && a->ops[i].corr;
 	if (!m)
 		return 0;
-	if (!(ids = kp_arena_alloc(&a->arena, m * sizeof(*ids))))
+	ids = kp_arena_alloc(&a->arena, m * sizeof(*ids));
+	kv = malloc(m * sizeof(*kv));
+	tmp = malloc(m * sizeof(*tmp));
+	if (!ids || !kv || !tmp) {
+		free(kv);
+		free(tmp);
 		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	}
+	/* by correlation id, each launch's ops by start (two stable radix sorts) */
 	m = 0;
 	for (size_t i = 0; i < a->n_ops; i++)
 		if ((a->ops[i].flags & KP__F_GRAPH) && a->ops[i].corr)
-			ids[m++] = (uint32_t)i;
-	sort_ana = a;
-	qsort(ids, m, sizeof(*ids), cmp_gop);
+			kv[m++] = (struct kp__kv){ .key = (uint64_t)(a->ops[i].start - a->t_min),
+						   .idx = (uint32_t)i };
+	kp__radix_sort(kv, tmp, m);
+	for (uint32_t i = 0; i < m; i++)
+		kv[i].key = a->ops[kv[i].idx].corr;
+	kp__radix_sort(kv, tmp, m);
+	for (uint32_t i = 0; i < m; i++)
+		ids[i] = kv[i].idx;
+	free(kv);
+	free(tmp);
 	/* one launch per correlation id */
 	for (uint32_t i = 0; i < m && !rc;) {
 		uint32_t j = i, gid = 0;
