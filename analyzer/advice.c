@@ -63,8 +63,7 @@ static int any_of(const char *s, const char *const *v, size_t n)
 	return 0;
 }
 
-/* 1 when the run is a PyTorch trace: its CPU ops or Python frames were imported. */
-static int is_python(struct kp__ana *a)
+int kp__is_python(struct kp__ana *a)
 {
 	if (!a->lang)
 		a->lang = kp__nvtx_domain(a, "pytorch.cpu_op") > 0 ||
@@ -195,7 +194,7 @@ const char *kp__advice_legacy(struct kp__ana *a, const struct kp__occ *o)
 	int seen[L_N] = {0}, n = 0;
 	size_t at;
 
-	if (is_python(a))
+	if (kp__is_python(a))
 		return "capture on a side stream (as torch.cuda.graph does)";
 	for (uint32_t i = 0; i < o->n; i++) {
 		const struct kp__op *op = &a->ops[o->ops[i]];

@@ -192,9 +192,10 @@ static void between_one(const struct kp__ana *a, const struct kp__occ *o,
 }
 
 /* The finding's text for the intervals in b, into d. */
-static void between_text(const struct kp__ana *a, const struct kp__region *r,
+static void between_text(struct kp__ana *a, const struct kp__region *r,
 			 struct between *b, char *d, size_t len)
 {
+	int py = kp__is_python(a);
 	int64_t period = kp__median(b->period, b->n), idle = kp__median(b->idle, b->n);
 	int64_t eager = kp__median(b->eager, b->n);
 	size_t at;
@@ -216,11 +217,13 @@ static void between_text(const struct kp__ana *a, const struct kp__region *r,
 				       a->names.data[b->calls[k]].s, (long long)b->call_n[k]);
 	if (at < len && b->has_sync)
 		at += (size_t)snprintf(d + at, len - at, ": the sync after each replay waits for it "
-				       "and the next launch waits for the host; test the result every "
-				       "few replays, or keep the loop's test on the GPU (a conditional "
-				       "node, CUDA 12.4)");
+				       "and the next launch waits for the host; %s",
+				       py ? "read the results (.item(), .cpu()) every few replays, not "
+				       "after each g.replay()" : "test the result every few replays, or "
+				       "keep the loop's test on the GPU (a conditional node, CUDA 12.4)");
 	else if (at < len && eager)
-		at += (size_t)snprintf(d + at, len - at, ": capture those launches into the graph");
+		at += (size_t)snprintf(d + at, len - at, ": %s", py ? "capture that work into the "
+				       "torch.cuda.graph too" : "capture those launches into the graph");
 	if (at < len)
 		snprintf(d + at, len - at, "; that time is what is left to gain");
 }

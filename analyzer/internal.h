@@ -256,6 +256,9 @@ struct kp__region *kp__region_new(struct kp__ana *a, const char *label,
 int kp__capturability(struct kp__ana *a, struct kp_err *err);
 
 /* advice.c */
+/* 1 when the run is a PyTorch trace (its CPU ops or Python frames were
+ * imported): advice in Python; else C. */
+int kp__is_python(struct kp__ana *a);
 /*
  * The fix for a blocker of kind (enum kp__bk) whose call started at t, in
  * the terms of the library that made the call: by the CPU op around it (op,

@@ -212,7 +212,48 @@ static void test_graph_cli(void)
 	free(text);
 }
 
+/*
+ * A PyTorch profile of a step replayed with torch.cuda.graph: each
+ * g.replay() is one cudaGraphLaunch whose three kernels carry its
+ * correlation id (Kineto writes no graph ids here), then loss.item()'s
+ * copy and sync between replays.
+ */
+static void test_graph_torch_replay(void)
+{
+	struct kj j = {0};
+	struct kp_db *db;
+
+	kj_add(&j, "{\"traceEvents\": [\n");
+	kj_x(&j, "python_function", "train.py(100): <module>", 0, 1e6);
+	for (int k = 0; k < ITERS; k++) {
+		double T = 1000 + 100 * k;
+		int c = kj_call(&j, "cudaGraphLaunch", T, 8);
+
+		for (int i = 0; i < 3; i++)
+			kj_add(&j, ",{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k%d\", \"pid\": 0,"
+			       " \"tid\": 7, \"ts\": %.3f, \"dur\": 5, \"args\": {\"device\": 0,"
+			       " \"stream\": 7, \"correlation\": %d, \"grid\": [64, 1, 1],"
+			       " \"block\": [256, 1, 1]}}\n", i, T + 10 + 6 * i, c);
+		kj_x(&j, "cpu_op", "aten::item", T + 39, 7);
+		kj_copy(&j, "Memcpy DtoH (Device -> Pageable)", T + 40, 2, T + 41, 1);
+		kj_call(&j, "cudaStreamSynchronize", T + 43, 2);
+	}
+	db = kj_analyzed_from(kj_write(&j, "graphs_torch.json"), "graphs_torch");
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE source = 'graph'"
+			       " AND label = 'graph:c1' AND occurrences = %d AND nodes = 3"
+			       " AND eager_ns = 17000 AND graph_ns_pred IS NULL", ITERS), 1);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE source != 'graph'"
+			       " AND nodes >= 3"), 0);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'graph_replay'"
+			       " AND detail LIKE '%%, and calls cudaMemcpyAsync x5, cudaStreamSynchronize x5:"
+			       " the sync after each replay waits for it and the next launch waits for the"
+			       " host; read the results (.item(), .cpu()) every few replays, not after"
+			       " each g.replay(); that time is what is left to gain'"), 1);
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_graphs[] = {
+	{ "PyTorch profile of torch.cuda.graph replays", test_graph_torch_replay },
 	{ "a graph the program launches: one region, its replays, no prediction",
 	  test_graph_region },
 	{ "between replays: idle, eager launches, syncs", test_graph_between_replays },
