@@ -373,6 +373,7 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	kp_arena_init(&a.arena);
 	kp_u64map_init(&a.sigmap);
 	kp_u64map_init(&a.namemap);
+	kp_u64map_init(&a.graph_ids);
 	rc = kp_cost_load_run(db, a.run, &a.cost, err);
 	/*
 	 * The runtime's watch costs once per process: it counts against the
@@ -410,6 +411,8 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 		if (a.regions.len > before && !sum->regions_from)
 			sum->regions_from = 2;
 	}
+	if (!rc)
+		rc = kp__regions_graphs(&a, err);
 	PHASE("regions");
 	if (!rc)
 		rc = kp__capturability(&a, err);
@@ -434,6 +437,7 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 	kp_vec_release(&a.names);
 	kp_u64map_release(&a.sigmap);
 	kp_u64map_release(&a.namemap);
+	kp_u64map_release(&a.graph_ids);
 	free(a.ops);
 	free(a.ord);
 	free(a.by_cpu);
@@ -534,15 +538,17 @@ int kp_analyze_write_csv(struct kp_db *db, int64_t run_id, const char *dir,
 	return rc;
 }
 
-/* The first blocker row of region id with fatal = `fatal`, as one indented line. */
+/* The first blocker row of region id with fatal = `fatal` (and kind, when
+ * not NULL), as one indented line. */
 static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fatal,
-				const char *what, FILE *f)
+				const char *kind, const char *what, FILE *f)
 {
 	static const char sql[] = "SELECT kind, COALESCE(api_name, ''), occIndex, position,"
 		" COALESCE(detail, ''), (SELECT COUNT(DISTINCT occIndex) FROM kp_blockers b2"
-		" WHERE b2.runId = ?1 AND b2.regionId = ?2 AND b2.fatal = ?3)"
+		" WHERE b2.runId = ?1 AND b2.regionId = ?2 AND b2.fatal = ?3"
+		" AND (?4 IS NULL OR b2.kind = ?4))"
 		" FROM kp_blockers WHERE runId = ?1 AND regionId = ?2 AND fatal = ?3"
-		" ORDER BY occIndex, start LIMIT 1";
+		" AND (?4 IS NULL OR kind = ?4) ORDER BY occIndex, start LIMIT 1";
 	char api[256], detail[2048];
 	sqlite3_stmt *st;
 
@@ -551,6 +557,8 @@ static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fa
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, id);
 	sqlite3_bind_int(st, 3, fatal);
+	if (kind)
+		sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC);
 	/* the call and the detail (kernel names) come from the trace */
 	if (sqlite3_step(st) == SQLITE_ROW)
 		fprintf(f, "       %s %s (%s) in %lld occurrence(s), first occurrence %lld node "
@@ -588,17 +596,23 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		snprintf(lab, sizeof(lab), "%s%s", part ? "  " : "",
 			 kp_printable(shown, sizeof(shown), label));
 		/* host%: the region's host-bound idle per call, as the plan's reason says it */
-		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %6.1f %11.1f %6.2fx %4s  %s\n",
+		char graph[16] = "-", speed[16] = "-";
+
+		if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
+			snprintf(graph, sizeof(graph), "%.1f", sqlite3_column_int64(st, 6) / 1000.0);
+			snprintf(speed, sizeof(speed), "%.2fx", sqlite3_column_double(st, 7));
+		}
+		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %6.1f %11s %7s %4s  %s\n",
 			id, lab, src ? src : "-",
 			(long long)sqlite3_column_int64(st, 3), (long long)sqlite3_column_int64(st, 4),
 			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_double(st, 11),
-			sqlite3_column_int64(st, 6) / 1000.0,
-			sqlite3_column_double(st, 7), sqlite3_column_int(st, 8) ? "yes" : "no",
-			bl ? bl : "-");
+			graph, speed, sqlite3_column_int(st, 8) ? "yes" : "no", bl ? bl : "-");
 		if (!part && !sqlite3_column_int(st, 8))
-			print_first_blocker(db, run_id, id, 1, "fatal:", f);
+			print_first_blocker(db, run_id, id, 1, NULL, "fatal:", f);
 		if (!part)
-			print_first_blocker(db, run_id, id, 2, "warm-up only:", f);
+			print_first_blocker(db, run_id, id, 2, NULL, "warm-up only:", f);
+		if (sqlite3_column_type(st, 6) == SQLITE_NULL)
+			print_first_blocker(db, run_id, id, 0, "graph_replay", "already a graph:", f);
 	}
 	sqlite3_finalize(st);
 	return 0;

@@ -48,7 +48,12 @@ struct kp_dist {
 /* What kp_analyze found, for the CLI's summary. */
 struct kp_analysis_summary {
 	int64_t run_id;
-	int64_t n_ops, n_kernels, n_memops, n_streams, n_api, n_joined;
+	int64_t n_ops, n_kernels, n_memops, n_streams;
+	int64_t n_api;            /* API rows of the run */
+	int64_t n_launch_calls;   /* launch calls (kernel, copy, memset, graph): distinct ids */
+	int64_t n_joined;         /* launch calls joined to the ops they made */
+	int64_t n_graph_launches; /* graph launch calls joined (each ran a graph's nodes) */
+	int64_t n_graph_ops;      /* ops run by the program's own graph launches */
 	int64_t n_pdl;            /* kernels launched with programmatic dependent launch */
 	int64_t busy_ns;          /* summed GPU op time over all streams */
 	int64_t host_idle_ns;     /* idle gaps the GPU spent waiting for launches */

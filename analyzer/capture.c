@@ -365,46 +365,32 @@ static void src_text(const struct src *sr, char *buf, size_t len)
 		buf[0] = 0;
 }
 
+struct occ_ctx { const struct kp__ana *a; const struct kp__occ *o; };
+
+static int64_t occ_at(const void *ctx, size_t i)
+{
+	const struct occ_ctx *c = ctx;
+
+	return c->a->ops[c->o->ops[i]].api_start;
+}
+
 /* Number of the occurrence's ops whose launch call began before t. */
 static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t)
 {
-	uint32_t lo = 0, hi = o->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (a->ops[o->ops[mid]].api_start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	struct occ_ctx c = { a, o };
+
+	return (uint32_t)kp__lower_bound(&c, o->n, t, occ_at);
 }
 
-static size_t ev_lower(const struct kp__ana *a, int64_t t)
+static int64_t time_at(const void *ctx, size_t i)
 {
-	size_t lo = 0, hi = a->n_ev;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ev[mid].start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return ((const int64_t *)ctx)[i];
 }
 
 /* Index of the first of the n ascending times v[] at or after t. */
 static size_t first_at(const int64_t *v, size_t n, int64_t t)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return kp__lower_bound(v, n, t, time_at);
 }
 
 /* 1 when a cudaEventRecord call started in [t0, t1). */
@@ -468,7 +454,7 @@ static const char *fix_of(int kind)
  */
 static int edge_op(const struct kp__ana *a, const struct kp__op *op)
 {
-	if (op->kind != KP__OP_MEMCPY)
+	if (op->kind != KP__OP_MEMCPY || (op->flags & KP__F_GRAPH))
 		return 0;
 	return (op->flags & KP__F_PAGEABLE) ||
 		(op->api_name != UINT32_MAX && a->names.data[op->api_name].cls == KP__C_COPY_SYNC);
@@ -530,16 +516,9 @@ static const struct kp__op *occ_op(const struct kp__ana *a, const struct kp__occ
  */
 static int64_t edge_cost(const struct kp__ana *a, int64_t s, int64_t e, int64_t floor)
 {
-	size_t lo = 0, hi = a->n_ops;
+	size_t lo = kp__cpu_lower(a, s);
 	int64_t b = s > floor ? s : floor;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ops[a->by_cpu[mid]].api_start < s)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (size_t i = lo, k = 0; i > 0 && k < EDGE_LOOKBACK; i--, k++)
 		if (a->ops[a->by_cpu[i - 1]].end > b)
 			b = a->ops[a->by_cpu[i - 1]].end;
@@ -564,7 +543,6 @@ static int cmp_span(const void *x, const void *y)
 }
 
 static uint32_t pos_in(struct kp__ana *a, const struct kp__occ *o, int64_t t);
-static size_t ev_lower(const struct kp__ana *a, int64_t t);
 
 /*
  * Take the edge copies off each occurrence's ops (at least one op stays)
@@ -604,7 +582,7 @@ static int region_edges(struct kp__ana *a, struct kp__region *r)
 			op_span(op, &x.s, &x.e);
 			rc = kp_vec_push(&sp, x) ? KP_ENOMEM : 0;
 		}
-		for (size_t e = ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
+		for (size_t e = kp__ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
 			const struct kp__ev *ev = &a->ev[e];
 			uint32_t pos = pos_in(a, o, ev->start);
 			struct span x = { ev->start, ev->end };
@@ -645,12 +623,12 @@ static int region_edges(struct kp__ana *a, struct kp__region *r)
  */
 static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix *sx)
 {
-	char d[1024], who[512], call[160], from[320];
+	char d[1536], who[512], call[160], from[320];
 	int rc = 0;
 
 	for (uint32_t k = 0; k < r->n_occ && !rc; k++) {
 		const struct kp__occ *o = &r->occ[k];
-		for (size_t e = ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
+		for (size_t e = kp__ev_lower(a, o->t0); e < a->n_ev && a->ev[e].start <= o->t1 && !rc; e++) {
 			const struct kp__ev *ev = &a->ev[e];
 			uint32_t pos = pos_in(a, o, ev->start);
 			int edge = pos == 0 || pos >= o->n;
@@ -707,6 +685,10 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix 
 					 "splits the region", *from ? who : "", *from ? ": " : "",
 					 pos - 1, op_name(a, &a->ops[o->ops[pos - 1]]), pos,
 					 op_name(a, &a->ops[o->ops[pos]]));
+			const char *fix = kp__advice(a, ev->kind, ev->start, sr.op, sr.outer);
+			size_t at = strlen(d);
+			if (fix && !fork_join && at < sizeof(d))
+				snprintf(d + at, sizeof(d) - at, "; %s", fix);
 			int fatal = !edge && !fork_join;
 			rc = add_blk_src(a, r, ev->kind, fatal, api, ev->start, ev->corr, (int)k,
 					 (int)pos, d, &sr, cost);
@@ -762,7 +744,7 @@ static uint32_t capture_stream(const struct kp__ana *a, const struct kp__region 
 static int waits_on(const struct kp__ana *a, const struct kp__occ *o, int64_t stream_id,
 		    int64_t t0, int64_t t1)
 {
-	for (size_t e = ev_lower(a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
+	for (size_t e = kp__ev_lower(a, t0); e < a->n_ev && a->ev[e].start <= t1; e++) {
 		const struct kp__ev *ev = &a->ev[e];
 
 		if (ev->kind == KP__B_CROSS_STREAM_EVENT && ev->stream_id == stream_id &&
@@ -787,7 +769,7 @@ static int stream_blockers(struct kp__ana *a, struct kp__region *r)
 {
 	uint32_t cs;
 	int64_t cid;
-	char d[384];
+	char d[768];
 	int rc = 0;
 
 	if (!r->n_occ || !r->occ[r->tmpl].n)
@@ -805,7 +787,7 @@ static int stream_blockers(struct kp__ana *a, struct kp__region *r)
 				 "per-thread)", (long long)cid);
 		else
 			snprintf(d, sizeof(d), "launches on the legacy default stream, which cannot "
-				 "be captured: capture on a side stream (as torch.cuda.graph does)");
+				 "be captured: %s", kp__advice_legacy(a, o));
 		return add_blk(a, r, KP__B_LEGACY_STREAM, r->rt_kind == 1, api_of(a, op),
 			       op->api_start, op->corr, (int)r->tmpl, 0, d);
 	}
@@ -1217,6 +1199,11 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err)
 		uint32_t n;
 		int any = 0;
 
+		/* the program's own graph replays: no prediction, what runs between them */
+		if ((rc = kp__graph_finding(a, r)) != 0) {
+			rc = rc < 0 ? kp_err_set(err, rc, "out of memory") : 0;
+			continue;
+		}
 		/* runtime regions are entered whole: no edges left outside */
 		if (!r->rt_kind && region_edges(a, r)) {
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");

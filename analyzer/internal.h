@@ -21,6 +21,7 @@ enum { KP__OP_KERNEL = 0, KP__OP_MEMSET = 1, KP__OP_MEMCPY = 2 };
 /* op flags */
 #define KP__F_PAGEABLE 1   /* memcpy from/to pageable host memory */
 #define KP__F_PDL 2        /* kernel launched with programmatic dependent launch */
+#define KP__F_GRAPH 4      /* a node of a graph the program launched (cudaGraphLaunch) */
 
 /* One GPU op (kernel, memset, memcpy) joined to its launch call. */
 struct kp__op {
@@ -72,7 +73,9 @@ enum kp__bk {
 	KP__B_SYNC = 0, KP__B_BLOCKING_COPY, KP__B_PAGEABLE_COPY, KP__B_MALLOC,
 	KP__B_FREE, KP__B_HOST_CALLBACK, KP__B_CROSS_STREAM_EVENT,
 	KP__B_LEGACY_STREAM, KP__B_SHAPE_KEY, KP__B_PATCH_SLOT, KP__B_HOST_REGISTER,
-	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE, KP__B__N
+	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE,
+	KP__B_GRAPH_REPLAY,       /* the program's own graph: what runs between its replays */
+	KP__B__N
 };
 
 struct kp__name {
@@ -119,6 +122,7 @@ struct kp__region {
 	int rt_kind;             /* source "runtime": 1 the C API captures its stream,
 				    2 a language binding captures on a side stream */
 	int warmup_occ;          /* blockers only in occurrences < this: warm-up covers them */
+	int graphed;             /* source "graph": the program's own graph launches (graphs.c) */
 	int64_t stream_id;       /* -1: any */
 	struct kp__occ *occ;
 	uint32_t n_occ;
@@ -181,6 +185,9 @@ struct kp__ana {
 	int64_t *hostfn;           /* cudaLaunchHostFunc call starts, ascending */
 	size_t n_hostfn;
 	int wait_streams;          /* the trace says which stream each event wait was on */
+	int lang;                  /* advice.c: 0 not known yet, 1 C, 2 Python (a PyTorch trace) */
+
+	struct kp_u64map graph_ids;  /* graph launch's correlation id -> its kernels' graphId */
 
 	struct kp__arg *args;      /* by (corr, idx) */
 	size_t n_args;
@@ -218,6 +225,13 @@ const char *kp__blocker_kind_name(int kind);
  */
 uint64_t kp__kernel_sig(const char *name, const int32_t grid[3], const int32_t block[3],
 			int32_t dyn_smem);
+/* The first i < n with at(ctx, i) >= t (at ascending in i), else n. */
+size_t kp__lower_bound(const void *ctx, size_t n, int64_t t,
+		       int64_t (*at)(const void *ctx, size_t i));
+/* The first index of a->by_cpu whose launch call starts at or after t. */
+size_t kp__cpu_lower(const struct kp__ana *a, int64_t t);
+/* The first index of a->ev (by start) whose call starts at or after t. */
+size_t kp__ev_lower(const struct kp__ana *a, int64_t t);
 /* Describe a signature's launch configuration into an arena string. */
 const char *kp__sig_desc(struct kp__ana *a, const struct kp__sig *s);
 
@@ -240,6 +254,45 @@ struct kp__region *kp__region_new(struct kp__ana *a, const char *label,
 
 /* capture.c */
 int kp__capturability(struct kp__ana *a, struct kp_err *err);
+
+/* advice.c */
+/* 1 when the run is a PyTorch trace (its CPU ops or Python frames were
+ * imported): advice in Python; else C. */
+int kp__is_python(struct kp__ana *a);
+/*
+ * The fix for a blocker of kind (enum kp__bk) whose call started at t, in
+ * the terms of the library that made the call: by the CPU op around it (op,
+ * outer: innermost and outermost, from a PyTorch trace; then the fix is
+ * Python), else by the kernels launched just before and after it (cuBLAS
+ * reductions in host pointer mode, cuSPARSE and thrust/CUB temporary
+ * buffers; C). Static text, or NULL when no library pattern matches.
+ */
+const char *kp__advice(struct kp__ana *a, int kind, int64_t t, const char *op,
+		       const char *outer);
+/*
+ * The fix for a region launching on the legacy default stream, occurrence
+ * o: the libraries whose kernels it runs there get their SetStream call
+ * (C), a PyTorch trace a side stream (Python). Static or arena text.
+ */
+const char *kp__advice_legacy(struct kp__ana *a, const struct kp__occ *o);
+
+/* graphs.c */
+/*
+ * Regions of source "graph": one per graph the program launched itself
+ * (cudaGraphLaunch), its replays the occurrences, the ops each launch ran
+ * (one correlation id) their nodes; the graph is its kernels' graphId, else
+ * the launch's node sequence.
+ */
+int kp__regions_graphs(struct kp__ana *a, struct kp_err *err);
+/*
+ * The finding of region r when its body is the program's own graph
+ * launches (r->graphed, or every node of its template graph-launched): no
+ * prediction (it is a graph already) and one graph_replay row (fatal 0)
+ * that says what runs between its replays, costed by the GPU's idle time
+ * there. Returns 1 when r was such a region (done), 0 when not, or a
+ * negative KP_E*.
+ */
+int kp__graph_finding(struct kp__ana *a, struct kp__region *r);
 
 /* fusion.c */
 int kp__fusion(struct kp__ana *a, struct kp_err *err);

@@ -135,12 +135,13 @@ static int load_ops(struct kp__ana *a, struct kp_err *err)
 		"SELECT start, end, deviceId, streamId, correlationId, demangledName,"
 		" gridX, gridY, gridZ, blockX, blockY, blockZ,"
 		" staticSharedMemory + dynamicSharedMemory, registersPerThread,"
-		" dynamicSharedMemory, mangledName"
+		" dynamicSharedMemory, mangledName, COALESCE(graphNodeId, 0), COALESCE(graphId, 0)"
 		" FROM CUPTI_ACTIVITY_KIND_KERNEL%s WHERE runId = ?1",
-		"SELECT start, end, deviceId, streamId, correlationId, bytes"
+		"SELECT start, end, deviceId, streamId, correlationId, bytes, COALESCE(graphNodeId, 0)"
 		" FROM CUPTI_ACTIVITY_KIND_MEMSET%s WHERE runId = ?1",
 		"SELECT start, end, deviceId, streamId, correlationId, bytes,"
-		" copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY%s WHERE runId = ?1",
+		" copyKind, srcKind, dstKind, COALESCE(graphNodeId, 0)"
+		" FROM CUPTI_ACTIVITY_KIND_MEMCPY%s WHERE runId = ?1",
 	};
 	static const char *const tables[3] = {
 		"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -199,15 +200,25 @@ static int load_ops(struct kp__ana *a, struct kp_err *err)
 				s.regs = sqlite3_column_int(st, 13);
 				s.dyn_smem = sqlite3_column_int(st, 14);
 				s.mangled_id = sqlite3_column_int64(st, 15);
+				if (sqlite3_column_int64(st, 16))
+					op->flags |= KP__F_GRAPH;
+				/* one graph's launches share its id: graphs.c groups by it */
+				int64_t gid = sqlite3_column_int64(st, 17);
+				if (gid > 0 && op->corr &&
+				    kp_u64map_put(&a->graph_ids, op->corr, (uint32_t)gid))
+					rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			} else {
 				s.bytes = sqlite3_column_int64(st, 5);
+				if (sqlite3_column_int64(st, t == KP__OP_MEMCPY ? 9 : 6))
+					op->flags |= KP__F_GRAPH;
 				if (t == KP__OP_MEMCPY) {
 					s.name_id = -sqlite3_column_int64(st, 6) - 1;
 					if (sqlite3_column_int(st, 7) == 1 || sqlite3_column_int(st, 8) == 1)
 						op->flags |= KP__F_PAGEABLE;
 				}
 			}
-			rc = sig_get(a, &s, &op->sig, err);
+			if (!rc)
+				rc = sig_get(a, &s, &op->sig, err);
 			if (!rc)
 				rc = stream_get(a, &smap, sqlite3_column_int64(st, 2),
 						sqlite3_column_int64(st, 3), &op->stream, err);
@@ -414,7 +425,13 @@ static int cmp_ev(const void *x, const void *y)
 	return (a->start > b->start) - (a->start < b->start);
 }
 
-static void join_one(struct kp__ana *a, struct kp__op *op, const struct lrow *l)
+/*
+ * Join op to launch call l (index li of the rows). A graph launch's call
+ * is joined by every op its graph ran: hit[li] counts the call once, and
+ * the op is marked as launched from a graph.
+ */
+static void join_one(struct kp__ana *a, struct kp__op *op, const struct lrow *l, size_t li,
+		     uint8_t *hit)
 {
 	int64_t d = l->end - l->start;
 
@@ -422,22 +439,33 @@ static void join_one(struct kp__ana *a, struct kp__op *op, const struct lrow *l)
 	op->api_dur = d > INT32_MAX ? INT32_MAX : (int32_t)(d < 0 ? 0 : d);
 	op->api_name = l->name;
 	op->has_api = 1;
-	a->sum->n_joined++;
+	if (a->names.data[l->name].cls == KP__C_GRAPH_LAUNCH)
+		op->flags |= KP__F_GRAPH;
+	if (!hit[li]) {
+		hit[li] = 1;
+		a->sum->n_joined++;
+		a->sum->n_graph_launches += a->names.data[l->name].cls == KP__C_GRAPH_LAUNCH;
+	}
 }
 
 /*
  * Join ops to launch calls by correlation id: a direct index when the ids
  * are dense (CUPTI numbers every call of the process, so they usually are),
- * else two radix sorts and a merge.
+ * else two radix sorts and a merge. A call recorded twice under one id (a
+ * runtime call and the driver call it made) is one launch call: the
+ * summary counts distinct ids, launched and joined.
  */
 static int join(struct kp__ana *a, const struct lrow *lrows, size_t n_l,
 		struct kp_err *err)
 {
 	size_t n = a->n_ops, i, j = 0;
 	uint32_t lo = UINT32_MAX, hi = 0;
+	uint8_t *hit;
 
 	if (!n_l)
 		return 0;
+	if (!(hit = calloc(n_l, 1)))
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
 	for (i = 0; i < n_l; i++) {
 		if (lrows[i].corr < lo)
 			lo = lrows[i].corr;
@@ -447,18 +475,25 @@ static int join(struct kp__ana *a, const struct lrow *lrows, size_t n_l,
 	if ((uint64_t)(hi - lo) <= 2 * (uint64_t)(n + n_l) + 4096) {
 		size_t range = (size_t)(hi - lo) + 1;
 		uint32_t *map = malloc(range * sizeof(*map));
-		if (!map)
+		if (!map) {
+			free(hit);
 			return kp_err_set(err, KP_ENOMEM, "out of memory");
+		}
 		memset(map, 0xff, range * sizeof(*map));
-		for (i = 0; i < n_l; i++)
+		for (i = 0; i < n_l; i++) {
+			a->sum->n_launch_calls += map[lrows[i].corr - lo] == UINT32_MAX;
 			map[lrows[i].corr - lo] = (uint32_t)i;
+		}
 		for (i = 0; i < n; i++) {
 			struct kp__op *op = &a->ops[i];
+			uint32_t li;
+
 			if (op->corr && op->corr >= lo && op->corr <= hi &&
-			    map[op->corr - lo] != UINT32_MAX)
-				join_one(a, op, &lrows[map[op->corr - lo]]);
+			    (li = map[op->corr - lo]) != UINT32_MAX)
+				join_one(a, op, &lrows[li], li, hit);
 		}
 		free(map);
+		free(hit);
 		return 0;
 	}
 	struct kp__kv *okv = malloc(n * sizeof(*okv));
@@ -468,6 +503,7 @@ static int join(struct kp__ana *a, const struct lrow *lrows, size_t n_l,
 		free(okv);
 		free(lkv);
 		free(tmp);
+		free(hit);
 		return kp_err_set(err, KP_ENOMEM, "out of memory");
 	}
 	for (i = 0; i < n; i++) {
@@ -480,6 +516,8 @@ static int join(struct kp__ana *a, const struct lrow *lrows, size_t n_l,
 	}
 	kp__radix_sort(okv, tmp, n);
 	kp__radix_sort(lkv, tmp, n_l);
+	for (i = 0; i < n_l; i++)
+		a->sum->n_launch_calls += !i || lkv[i].key != lkv[i - 1].key;
 	for (i = 0; i < n; i++) {
 		uint64_t c = okv[i].key;
 
@@ -488,11 +526,12 @@ static int join(struct kp__ana *a, const struct lrow *lrows, size_t n_l,
 		while (j < n_l && lkv[j].key < c)
 			j++;
 		if (j < n_l && lkv[j].key == c)
-			join_one(a, &a->ops[okv[i].idx], &lrows[lkv[j].idx]);
+			join_one(a, &a->ops[okv[i].idx], &lrows[lkv[j].idx], lkv[j].idx, hit);
 	}
 	free(okv);
 	free(lkv);
 	free(tmp);
+	free(hit);
 	return 0;
 }
 
@@ -623,13 +662,15 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 	free(j.rows);
 	if (rc)
 		return rc;
-	/* pageable copies are blockers at their launch call */
+	/* pageable copies are blockers at their launch call; a graph's own
+	 * copy nodes are not (the graph holds them: the call is cudaGraphLaunch) */
 	size_t ev_cap = a->n_ev;
 	for (size_t i = 0; i < a->n_ops; i++) {
 		struct kp__op *op = &a->ops[i];
 		struct kp__ev e;
 
-		if (!(op->flags & KP__F_PAGEABLE))
+		a->sum->n_graph_ops += (op->flags & KP__F_GRAPH) != 0;
+		if (!(op->flags & KP__F_PAGEABLE) || (op->flags & KP__F_GRAPH))
 			continue;
 		memset(&e, 0, sizeof(e));
 		e.stream_id = -1;

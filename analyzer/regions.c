@@ -166,20 +166,6 @@ static int cmp_range(const void *x, const void *y)
 	return (a->start > b->start) - (a->start < b->start);
 }
 
-/* First index in by_cpu whose launch call starts at or after t. */
-static size_t lower_cpu(struct kp__ana *a, int64_t t)
-{
-	size_t lo = 0, hi = a->n_ops;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ops[a->by_cpu[mid]].api_start < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Regions from NVTX ranges. Ranges in libkplanrt's own domain are the
  * regions the application enters through the runtime (source "runtime",
@@ -268,8 +254,8 @@ static int nvtx_pass(struct kp__ana *a, int64_t domain, struct kp_err *err)
 		while (j < rs.len && rs.data[j].label == rs.data[i].label)
 			j++;
 		for (k = i; k < j; k++) {
-			size_t lo = lower_cpu(a, rs.data[k].start);
-			size_t hi = lower_cpu(a, rs.data[k].end + 1);
+			size_t lo = kp__cpu_lower(a, rs.data[k].start);
+			size_t hi = kp__cpu_lower(a, rs.data[k].end + 1);
 			n_occ += hi > lo;
 		}
 		if (n_occ) {
@@ -283,8 +269,8 @@ static int nvtx_pass(struct kp__ana *a, int64_t domain, struct kp_err *err)
 			r->rt_kind = rs.data[i].kind;
 			n_occ = 0;
 			for (k = i; k < j; k++) {
-				size_t lo = lower_cpu(a, rs.data[k].start);
-				size_t hi = lower_cpu(a, rs.data[k].end + 1);
+				size_t lo = kp__cpu_lower(a, rs.data[k].start);
+				size_t hi = kp__cpu_lower(a, rs.data[k].end + 1);
 				if (hi <= lo)
 					continue;
 				struct kp__occ *o = &r->occ[n_occ++];
@@ -428,6 +414,29 @@ nomem:
 	goto out;
 }
 
+/*
+ * 1 when a graph launch's call falls inside one of the cnt occurrences of
+ * period p at ids (between its first and last launch call): such a
+ * sequence is the eager work around a program's own graph replays, and
+ * graphing it would have to hold the graph launch too.
+ */
+static int straddles_graph(struct kp__ana *a, const uint32_t *ids, size_t p, size_t cnt)
+{
+	for (size_t c = 0; c < cnt; c++) {
+		int64_t t0 = a->ops[ids[c * p]].api_start, t1 = a->ops[ids[c * p + p - 1]].api_start;
+
+		for (size_t i = kp__cpu_lower(a, t0); i < a->n_ops; i++) {
+			const struct kp__op *op = &a->ops[a->by_cpu[i]];
+
+			if (op->api_start > t1)
+				break;
+			if (op->flags & KP__F_GRAPH)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 int kp__regions_mine(struct kp__ana *a, struct kp_err *err)
 {
 	size_t maxn = 0;
@@ -449,11 +458,29 @@ int kp__regions_mine(struct kp__ana *a, struct kp_err *err)
 	}
 	for (size_t k = 0; k < a->streams.len && !rc; k++) {
 		const struct kp__stream *ss = &a->streams.data[k];
-		size_t n = ss->end - ss->beg, p, first, cnt;
+		size_t n = 0, p, first, cnt;
+		const uint32_t *ids = &a->ord[ss->beg];
+		uint32_t *own = NULL;
 		char label[96];
 
+		/* the program's own graph launches are graph regions (graphs.c),
+		 * not sequences to graph again: mine the eager ops around them */
+		for (size_t i = ss->beg; i < ss->end; i++)
+			n += !(a->ops[a->ord[i]].flags & KP__F_GRAPH);
+		if (n < ss->end - ss->beg) {
+			own = kp_arena_alloc(&a->arena, (n ? n : 1) * sizeof(*own));
+			if (!own) {
+				rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+				break;
+			}
+			n = 0;
+			for (size_t i = ss->beg; i < ss->end; i++)
+				if (!(a->ops[a->ord[i]].flags & KP__F_GRAPH))
+					own[n++] = a->ord[i];
+			ids = own;
+		}
 		for (size_t i = 0; i < n; i++) {
-			const struct kp__op *op = &a->ops[a->ord[ss->beg + i]];
+			const struct kp__op *op = &a->ops[ids[i]];
 			s[i] = op->sig;
 			g[i] = op->gap;
 		}
@@ -462,6 +489,9 @@ int kp__regions_mine(struct kp__ana *a, struct kp_err *err)
 			rc = rc > 0 ? 0 : rc;
 			continue;
 		}
+		/* eager work between graph replays is the graph region's finding */
+		if (own && straddles_graph(a, ids + first, p, cnt))
+			continue;
 		snprintf(label, sizeof(label), "mined:s%lld:p%zu",
 			 (long long)ss->stream_id, p);
 		struct kp__region *r = kp__region_new(a, label, "mined", (uint32_t)cnt);
@@ -474,7 +504,7 @@ int kp__regions_mine(struct kp__ana *a, struct kp_err *err)
 		r->coverage = (double)(cnt * p) / (double)n;
 		for (size_t c = 0; c < cnt; c++) {
 			struct kp__occ *o = &r->occ[c];
-			o->ops = &a->ord[ss->beg + first + c * p];
+			o->ops = &ids[first + c * p];
 			o->n = (uint32_t)p;
 			o->t0 = a->ops[o->ops[0]].api_start;
 			o->t1 = a->ops[o->ops[p - 1]].api_start;

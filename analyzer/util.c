@@ -151,7 +151,7 @@ int kp__api_blocker(int c)
 static const char *const bk_names[KP__B__N] = {
 	"sync", "blocking_copy", "pageable_copy", "malloc", "free",
 	"host_callback", "cross_stream_event", "legacy_stream", "shape_key",
-	"patch_slot", "host_register", "device_limit", "nested_capture",
+	"patch_slot", "host_register", "device_limit", "nested_capture", "graph_replay",
 };
 
 const char *kp__blocker_kind_name(int kind)
@@ -225,6 +225,43 @@ const struct kp__arg *kp__args_of(struct kp__ana *a, uint32_t corr, size_t *n)
 	while (lo + *n < a->n_args && a->args[lo + *n].corr == corr)
 		(*n)++;
 	return *n ? &a->args[lo] : NULL;
+}
+
+size_t kp__lower_bound(const void *ctx, size_t n, int64_t t,
+		       int64_t (*at)(const void *ctx, size_t i))
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (at(ctx, mid) < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int64_t cpu_at(const void *ctx, size_t i)
+{
+	const struct kp__ana *a = ctx;
+
+	return a->ops[a->by_cpu[i]].api_start;
+}
+
+static int64_t ev_at(const void *ctx, size_t i)
+{
+	return ((const struct kp__ana *)ctx)->ev[i].start;
+}
+
+size_t kp__cpu_lower(const struct kp__ana *a, int64_t t)
+{
+	return kp__lower_bound(a, a->n_ops, t, cpu_at);
+}
+
+size_t kp__ev_lower(const struct kp__ana *a, int64_t t)
+{
+	return kp__lower_bound(a, a->n_ev, t, ev_at);
 }
 
 int64_t kp__nvtx_domain(struct kp__ana *a, const char *name)

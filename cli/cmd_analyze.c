@@ -156,9 +156,13 @@ KP_CMD(analyze)
 		       " %lld of %lld launch calls joined; cost model: %s%s\n",
 		       (long long)s.run_id, (long long)s.n_ops, (long long)s.n_kernels,
 		       (long long)s.n_memops, (long long)s.n_streams, (long long)s.n_joined,
-		       (long long)s.n_api, s.cost.gpu_name[0] ?
+		       (long long)s.n_launch_calls, s.cost.gpu_name[0] ?
 		       kp_printable(gpu, sizeof(gpu), s.cost.gpu_name) : "unknown GPU",
 		       s.cost.n_calibrated ? " (calibrated)" : " (defaults)");
+		if (s.n_graph_ops)
+			printf("  %lld of the ops ran from the program's own CUDA graphs (%lld graph"
+			       " launches): reported as graph regions, not re-graphed\n",
+			       (long long)s.n_graph_ops, (long long)s.n_graph_launches);
 		if (s.n_pdl)
 			printf("  %lld kernels launched with programmatic dependent launch: no dependency"
 			       " gap in the graph model\n", (long long)s.n_pdl);

@@ -231,7 +231,7 @@ CREATE TABLE IF NOT EXISTS kp_regions (
 	regionId INTEGER NOT NULL,
 	parentId INTEGER,                -- set on the parts of a split region
 	label TEXT NOT NULL,
-	source TEXT NOT NULL,            -- nvtx | mined | split
+	source TEXT NOT NULL,            -- nvtx | mined | split | runtime | graph (the program's own cudaGraphLaunch)
 	streamId INTEGER,                -- mined regions: the stream; else NULL
 	occurrences INTEGER NOT NULL,
 	kernels INTEGER NOT NULL,        -- kernels per occurrence (first occurrence)
@@ -287,7 +287,9 @@ CREATE TABLE IF NOT EXISTS kp_region_occurrences (
 -- in PyTorch traces the CPU op and Python line it came from. Kinds: sync,
 -- blocking_copy, pageable_copy, malloc, free, host_callback,
 -- cross_stream_event, legacy_stream, shape_key, patch_slot, host_register,
--- device_limit, nested_capture.
+-- device_limit, nested_capture, graph_replay (fatal = 0 on a region of the
+-- program's own graph launches: what runs between its replays, cost_ns the
+-- GPU's idle time there).
 CREATE TABLE IF NOT EXISTS kp_blockers (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,

@@ -42,6 +42,7 @@ struct reg {
 	int64_t extra_mem, shape_keys, patch_count, nodes;
 	int has_graph, has_one_time, has_break_even, capturable, n_parts;
 	int runtime;                /* source "runtime": entered through libkplanrt */
+	int own_graph;              /* source "graph": the program replays it itself */
 	int warmup;                 /* warm-up calls this region needs (blockers
 				       seen only in its first occurrences) */
 	double speedup;
@@ -266,6 +267,8 @@ static int load_regions(struct ctx *c)
 		r->nodes = col_i64(st, 18, 0);
 		r->runtime = sqlite3_column_text(st, 19) &&
 			     !strcmp((const char *)sqlite3_column_text(st, 19), "runtime");
+		r->own_graph = sqlite3_column_text(st, 19) &&
+			       !strcmp((const char *)sqlite3_column_text(st, 19), "graph");
 		if (!r->label || !r->blockers) {
 			sqlite3_finalize(st);
 			return kp_err_set(c->err, KP_ENOMEM, "out of memory");
@@ -465,7 +468,10 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 	}
 	if (!r->has_graph || r->eager == 0 || r->graph >= r->eager) {
 		o->reason = KP_PLAN_R_PREDICTED_LOSS;
-		if (!r->has_graph || r->eager == 0)
+		if (r->own_graph)
+			kp_strbuf_addf(why, "a graph already: the program replays it itself "
+				       "(cudaGraphLaunch), %s per replay", e);
+		else if (!r->has_graph || r->eager == 0)
 			kp_strbuf_addf(why, "no graph-time prediction for %s eager", e);
 		else
 			kp_strbuf_addf(why, "graph %s predicted, not below eager %s", g, e);

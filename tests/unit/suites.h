@@ -8,6 +8,8 @@
 	X(db) \
 	X(importers) \
 	X(analyzer) \
+	X(graphs) \
+	X(advice) \
 	X(plan) \
 	X(bundle) \
 	X(planner) \
