@@ -117,10 +117,14 @@ all: $(if $(HAVE_NVCC),$(BUILD)/bin/kplan-calibrate)
 # Layers: a module.mk adds its folder to LAYERED and names in <dir>_USES the
 # folders its sources may include from; check-layers (part of `make test`)
 # fails on any other include, so that the dependencies run one way
-# (docs/DESIGN.md, "Layout").
+# (docs/DESIGN.md, "Layout"), and on files of one folder that call each other
+# round a circle (scripts/check_cycles.py).
 .PHONY: check-layers
 check-layers:
 	@sh scripts/check_layers.sh $(foreach d,$(LAYERED),'$(d) $($(d)_USES)')
+	@python3 scripts/check_cycles.py $(HOST_MODULES) runtime collector cli
+	@! python3 scripts/check_cycles.py tests/fixtures/cycles 2>/dev/null || \
+		{ echo "check-cycles: the known circle in tests/fixtures/cycles was not found" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------
 # Unit tests (CUnit): one suite per module, listed in tests/unit/suites.h.

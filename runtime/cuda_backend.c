@@ -325,8 +325,9 @@ static int get_layout(struct cuda_ctx *cx, void *handle, int kern, const struct 
 	return rc;
 }
 
-/* The layout of a kernel for watch.c (a view of the cached one). */
-int kp__rt_cuda_layout(void *ctx, void *handle, int kern, struct kp__rt_layout_view *out)
+/* The layout of a kernel for watch.c (a view of the cached one): its
+ * kp__rt_layout_fn. */
+static int cuda_layout(void *ctx, void *handle, int kern, struct kp__rt_layout_view *out)
 {
 	const struct layout *ly;
 	int rc = get_layout(ctx, handle, kern, &ly);
@@ -620,7 +621,7 @@ static int cb_watch_begin(void *ctx, void *stream, unsigned flags)
 {
 	struct cuda_ctx *cx = ctx;
 
-	return kp__rt_watch_begin(&cx->watch, cx, stream, flags);
+	return kp__rt_watch_begin(&cx->watch, cuda_layout, cx, stream, flags);
 }
 
 static void cb_watch_release(void *ctx)

@@ -302,7 +302,8 @@ struct wresult {
 enum { W_IDLE, W_ACTIVE, W_DONE, W_FAILED };
 
 struct kp__rt_watcher {
-	void *cx;                     /* the CUDA backend's ctx (layouts) */
+	kp__rt_layout_fn layout;      /* kernels' parameter layouts (the backend's) */
+	void *cx;                     /* its context */
 	pthread_t thread;             /* the watched thread */
 	int state;
 	int on;                       /* callbacks count (atomic) */
@@ -715,9 +716,9 @@ static const struct kp__rt_layout_view *drv_layout(struct kp__rt_watcher *w, voi
 	 * never probed as a CUkernel's.
 	 */
 	tl_self++;
-	rc = kp__rt_cuda_layout(w->cx, f, 1, &v);
+	rc = w->layout(w->cx, f, 1, &v);
 	if (rc)
-		rc = kp__rt_cuda_layout(w->cx, f, 0, &v);
+		rc = w->layout(w->cx, f, 0, &v);
 	tl_self--;
 	if (rc || kp_vec_push(&w->views, v)) {
 		kp_debug("runtime: watch: no parameter layout for kernel handle %p", f);
@@ -745,7 +746,7 @@ static const struct kp__rt_layout_view *rt_layout(struct kp__rt_watcher *w, cons
 	if (e != cudaSuccess && pre == cudaSuccess)
 		cudaGetLastError();   /* ours, not the application's */
 	if (e == cudaSuccess && f)
-		rc = kp__rt_cuda_layout(w->cx, f, 0, &v);
+		rc = w->layout(w->cx, f, 0, &v);
 	tl_self--;
 	if (rc || kp_vec_push(&w->views, v)) {
 		kp_u64map_put(&w->rt_fn, (uint64_t)(uintptr_t)func, NO_VIEW);
@@ -1441,7 +1442,8 @@ static int failed(struct kp__rt_watcher *w, const char *fmt, ...)
 	return -1;
 }
 
-int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream, unsigned flags)
+int kp__rt_watch_begin(struct kp__rt_watcher **wp, kp__rt_layout_fn layout, void *layout_ctx,
+		       void *stream, unsigned flags)
 {
 	struct kp__rt_watcher *w = *wp;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -1469,7 +1471,8 @@ int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
 	}
 	results_drop_mine(w);
 	reset(w);
-	w->cx = cuda_ctx;
+	w->layout = layout;
+	w->cx = layout_ctx;
 	w->flags = flags;
 	w->thread = pthread_self();
 	w->streams[0].id = h;   /* 0: settled by the body */

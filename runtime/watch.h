@@ -24,19 +24,38 @@
 /* A backend's watch state: launches, streams, events (opaque). */
 struct kp__rt_watcher;
 
+/* A kernel's parameter layout, borrowed from the backend's layout cache
+ * (valid until the backend is destroyed). */
+struct kp__rt_layout_view {
+	const char *name;          /* mangled kernel name */
+	uint32_t n_params;
+	const uint32_t *off, *size;
+	size_t len;                /* parameter buffer bytes */
+};
+
+/*
+ * How the watch learns a kernel's parameter layout: the layout behind
+ * handle (a CUkernel when kern, else a CUfunction) into *out, 0 or an error
+ * code. The backend passes its own (cuda_backend.c: probed with
+ * cuFuncGetParamInfo on first use, cached), so the watch never names the
+ * layer above it.
+ */
+typedef int (*kp__rt_layout_fn)(void *ctx, void *handle, int kern,
+				struct kp__rt_layout_view *out);
+
 /*
  * Start watching the calling thread for a capture on stream (a
  * cudaStream_t; 0 and cudaStreamPerThread are resolved by what the body
  * uses). *wp is created on first use (owned by the caller: free it with
- * kp__rt_watch_free). cuda_ctx is the CUDA backend's context, for kernel
- * parameter layouts (kp__rt_cuda_layout). Returns 0 when watching (or when
+ * kp__rt_watch_free). layout(layout_ctx, ...) gives kernels' parameter
+ * layouts. Returns 0 when watching (or when
  * the verdict is known already: a nested capture, the legacy stream), -1
  * when it cannot (no libcupti, another CUPTI subscriber): watch_end then
  * reports verdict -1 and why. Waits while another thread watches; -1 at
  * once when this thread watches already.
  */
-int kp__rt_watch_begin(struct kp__rt_watcher **wp, void *cuda_ctx, void *stream,
-		       unsigned flags);
+int kp__rt_watch_begin(struct kp__rt_watcher **wp, kp__rt_layout_fn layout, void *layout_ctx,
+		       void *stream, unsigned flags);
 
 /*
  * Stop watching and fill *out (see struct kp__rt_watch). Call it on the
@@ -63,22 +82,5 @@ void kp__rt_watch_release(void);
 
 /* Free w (ending a watch still running first); NULL is a no-op. */
 void kp__rt_watch_free(struct kp__rt_watcher *w);
-
-/* A kernel's parameter layout, borrowed from the backend's layout cache
- * (valid until the backend is destroyed). */
-struct kp__rt_layout_view {
-	const char *name;          /* mangled kernel name */
-	uint32_t n_params;
-	const uint32_t *off, *size;
-	size_t len;                /* parameter buffer bytes */
-};
-
-/*
- * The layout of the kernel behind handle (a CUkernel when kern, else a
- * CUfunction), from cuda_backend.c's cache (probed with cuFuncGetParamInfo
- * on first use). 0, or a backend error code.
- */
-int kp__rt_cuda_layout(void *cuda_ctx, void *handle, int kern,
-		       struct kp__rt_layout_view *out);
 
 #endif
