@@ -244,6 +244,21 @@ int kp_db_prepare(struct kp_db *db, const char *sql, sqlite3_stmt **st,
 	return 0;
 }
 
+int kp_db_prepare_run(struct kp_db *db, const char *sql, int64_t run, sqlite3_stmt **st,
+		      struct kp_err *err)
+{
+	int rc = kp_db_prepare(db, sql, st, err);
+
+	if (!rc && sqlite3_bind_parameter_count(*st) >= 1)
+		sqlite3_bind_int64(*st, 1, run);
+	return rc;
+}
+
+int64_t kp_db_col_i64(sqlite3_stmt *st, int i, int64_t def)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? def : sqlite3_column_int64(st, i);
+}
+
 int kp_db_begin(struct kp_db *db, struct kp_err *err)
 {
 	int rc;

@@ -53,6 +53,13 @@ int kp_db_exec(struct kp_db *db, const char *sql, struct kp_err *err);
 /* Prepare one statement; *st is owned by the caller (sqlite3_finalize). */
 int kp_db_prepare(struct kp_db *db, const char *sql, sqlite3_stmt **st,
 		  struct kp_err *err);
+
+/* kp_db_prepare, then ?1 bound to run when the statement has parameters. */
+int kp_db_prepare_run(struct kp_db *db, const char *sql, int64_t run, sqlite3_stmt **st,
+		      struct kp_err *err);
+
+/* Column i of the current row as an integer, def when it is NULL. */
+int64_t kp_db_col_i64(sqlite3_stmt *st, int i, int64_t def);
 /* Fill err from the connection's last error: "what: sqlite message". */
 int kp_db_error(struct kp_db *db, struct kp_err *err, const char *what);
 

@@ -87,10 +87,7 @@ static void meta(struct out *o, const char *what, int64_t pid, int64_t tid, cons
 
 static int prep(struct out *o, const char *sql, sqlite3_stmt **st)
 {
-	if (kp_db_prepare(o->db, sql, st, o->err))
-		return -1;
-	sqlite3_bind_int64(*st, 1, o->run);
-	return 0;
+	return kp_db_prepare_run(o->db, sql, o->run, st, o->err) ? -1 : 0;
 }
 
 static int done(struct out *o, sqlite3_stmt *st, int rc, const char *what)

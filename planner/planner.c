@@ -63,11 +63,6 @@ struct ctx {
 	int have_args;              /* kp_launch_args has rows for the run */
 };
 
-static int64_t col_i64(sqlite3_stmt *st, int i, int64_t def)
-{
-	return sqlite3_column_type(st, i) == SQLITE_NULL ? def : sqlite3_column_int64(st, i);
-}
-
 static char *col_str(sqlite3_stmt *st, int i)
 {
 	const unsigned char *s = sqlite3_column_text(st, i);
@@ -147,17 +142,17 @@ static int load_run(struct ctx *c, const struct kp_planner_opts *o)
 	}
 	if (rc != SQLITE_ROW)
 		return step_err(c, st, "reading kp_runs");
-	iso_date(col_i64(st, 0, 0), date, sizeof(date));
+	iso_date(kp_db_col_i64(st, 0, 0), date, sizeof(date));
 	pl->date = strdup(date);
 	pl->source_kind = clean_str((const char *)sqlite3_column_text(st, 1), 64);
 	name = col_str(st, 2);
-	cc_major = (int)col_i64(st, 3, -1);
-	cc_minor = (int)col_i64(st, 4, -1);
-	pl->sm_count = (int)clamp(col_i64(st, 5, 0), 0, 100000);
-	pl->driver_version = (int)clamp(col_i64(st, 6, 0), 0, 10000000);
-	runtime_v = (int)col_i64(st, 7, 0);
-	t0 = col_i64(st, 8, 0);
-	t1 = col_i64(st, 9, 0);
+	cc_major = (int)kp_db_col_i64(st, 3, -1);
+	cc_minor = (int)kp_db_col_i64(st, 4, -1);
+	pl->sm_count = (int)clamp(kp_db_col_i64(st, 5, 0), 0, 100000);
+	pl->driver_version = (int)clamp(kp_db_col_i64(st, 6, 0), 0, 10000000);
+	runtime_v = (int)kp_db_col_i64(st, 7, 0);
+	t0 = kp_db_col_i64(st, 8, 0);
+	t1 = kp_db_col_i64(st, 9, 0);
 	pl->run_eager_ns = t1 > t0 ? t1 - t0 : 0;
 	sqlite3_finalize(st);
 
@@ -171,11 +166,11 @@ static int load_run(struct ctx *c, const struct kp_planner_opts *o)
 			if (!name)
 				name = col_str(st, 0);
 			if (cc_major < 0) {
-				cc_major = (int)col_i64(st, 1, -1);
-				cc_minor = (int)col_i64(st, 2, -1);
+				cc_major = (int)kp_db_col_i64(st, 1, -1);
+				cc_minor = (int)kp_db_col_i64(st, 2, -1);
 			}
 			if (!pl->sm_count)
-				pl->sm_count = (int)clamp(col_i64(st, 3, 0), 0, 100000);
+				pl->sm_count = (int)clamp(kp_db_col_i64(st, 3, 0), 0, 100000);
 		}
 		sqlite3_finalize(st);
 	}
@@ -244,27 +239,27 @@ static int load_regions(struct ctx *c)
 		r = &c->regs[c->n_regs++];
 		memset(r, 0, sizeof(*r));
 		r->id = sqlite3_column_int64(st, 0);
-		r->parent_id = col_i64(st, 1, -1);
+		r->parent_id = kp_db_col_i64(st, 1, -1);
 		r->label = clean_str((const char *)sqlite3_column_text(st, 2), 200);
-		r->stream = col_i64(st, 3, -1);
-		r->occ = clamp(col_i64(st, 4, 0), 0, 1000000000);
-		r->kernels = col_i64(st, 5, 0);
-		r->eager = clamp(col_i64(st, 6, 0), 0, KP_PLAN_MAX_NS);
-		r->host_idle = clamp(col_i64(st, 7, 0), 0, KP_PLAN_MAX_NS);
+		r->stream = kp_db_col_i64(st, 3, -1);
+		r->occ = clamp(kp_db_col_i64(st, 4, 0), 0, 1000000000);
+		r->kernels = kp_db_col_i64(st, 5, 0);
+		r->eager = clamp(kp_db_col_i64(st, 6, 0), 0, KP_PLAN_MAX_NS);
+		r->host_idle = clamp(kp_db_col_i64(st, 7, 0), 0, KP_PLAN_MAX_NS);
 		r->has_graph = sqlite3_column_type(st, 8) != SQLITE_NULL;
-		r->graph = clamp(col_i64(st, 8, 0), 0, KP_PLAN_MAX_NS);
+		r->graph = clamp(kp_db_col_i64(st, 8, 0), 0, KP_PLAN_MAX_NS);
 		r->speedup = sqlite3_column_type(st, 9) == SQLITE_NULL ? 0 : sqlite3_column_double(st, 9);
-		r->capturable = (int)col_i64(st, 10, 0);
+		r->capturable = (int)kp_db_col_i64(st, 10, 0);
 		r->blockers = clean_str((const char *)sqlite3_column_text(st, 11), 200);
 		r->has_one_time = sqlite3_column_type(st, 12) != SQLITE_NULL;
-		r->one_time = clamp(col_i64(st, 12, 0), 0, KP_PLAN_MAX_NS);
+		r->one_time = clamp(kp_db_col_i64(st, 12, 0), 0, KP_PLAN_MAX_NS);
 		r->has_break_even = sqlite3_column_type(st, 13) != SQLITE_NULL;
-		r->break_even = clamp(col_i64(st, 13, 0), 0, 1000000000);
-		r->extra_mem = clamp(col_i64(st, 14, 0), 0, KP_PLAN_MAX_BYTES);
+		r->break_even = clamp(kp_db_col_i64(st, 13, 0), 0, 1000000000);
+		r->extra_mem = clamp(kp_db_col_i64(st, 14, 0), 0, KP_PLAN_MAX_BYTES);
 		r->fp = col_str(st, 15);
-		r->shape_keys = clamp(col_i64(st, 16, 1), 1, 1024);
-		r->patch_count = col_i64(st, 17, 0);
-		r->nodes = col_i64(st, 18, 0);
+		r->shape_keys = clamp(kp_db_col_i64(st, 16, 1), 1, 1024);
+		r->patch_count = kp_db_col_i64(st, 17, 0);
+		r->nodes = kp_db_col_i64(st, 18, 0);
 		r->runtime = sqlite3_column_text(st, 19) &&
 			     !strcmp((const char *)sqlite3_column_text(st, 19), "runtime");
 		r->own_graph = sqlite3_column_text(st, 19) &&

@@ -21,11 +21,6 @@ static const char *col_str(struct kp_report *rep, sqlite3_stmt *st, int i)
 	return s ? kp_arena_strdup(&rep->arena, s) : NULL;
 }
 
-static int64_t col_i64(sqlite3_stmt *st, int i, int64_t def)
-{
-	return sqlite3_column_type(st, i) == SQLITE_NULL ? def : sqlite3_column_int64(st, i);
-}
-
 static int nomem(struct kp_err *err)
 {
 	return kp_err_set(err, KP_ENOMEM, "out of memory while loading the report");
@@ -35,11 +30,7 @@ static int nomem(struct kp_err *err)
 static int prep(struct kp_db *db, struct kp_report *rep, const char *sql,
 		sqlite3_stmt **st, struct kp_err *err)
 {
-	int rc = kp_db_prepare(db, sql, st, err);
-
-	if (!rc && sqlite3_bind_parameter_count(*st) >= 1)
-		sqlite3_bind_int64(*st, 1, rep->run_id);
-	return rc;
+	return kp_db_prepare_run(db, sql, rep->run_id, st, err);
 }
 
 static int done(struct kp_db *db, sqlite3_stmt *st, int rc, struct kp_err *err)
@@ -83,10 +74,10 @@ static int load_run(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 	rep->sm_count = sqlite3_column_int(st, 8);
 	rep->driver_version = sqlite3_column_int(st, 9);
 	rep->runtime_version = sqlite3_column_int(st, 10);
-	rep->t_begin_ns = col_i64(st, 11, 0);
-	rep->t_end_ns = col_i64(st, 12, 0);
-	rep->dropped_records = col_i64(st, 13, 0);
-	rep->overhead_ns = col_i64(st, 14, -1);
+	rep->t_begin_ns = kp_db_col_i64(st, 11, 0);
+	rep->t_end_ns = kp_db_col_i64(st, 12, 0);
+	rep->dropped_records = kp_db_col_i64(st, 13, 0);
+	rep->overhead_ns = kp_db_col_i64(st, 14, -1);
 	return done(db, st, SQLITE_DONE, err);
 }
 
@@ -426,7 +417,7 @@ static int load_blockers(struct kp_db *db, struct kp_report *rep, struct kp_err 
 			.kind = col_str(rep, st, 1), .fatal = sqlite3_column_int(st, 2),
 			.api = col_str(rep, st, 3), .count = sqlite3_column_int64(st, 4),
 			.occurrences = sqlite3_column_int64(st, 5),
-			.first_occ = col_i64(st, 7, -1), .position = col_i64(st, 8, -1),
+			.first_occ = kp_db_col_i64(st, 7, -1), .position = kp_db_col_i64(st, 8, -1),
 			.detail = col_str(rep, st, 9),
 		};
 		uint32_t ix;
@@ -436,7 +427,7 @@ static int load_blockers(struct kp_db *db, struct kp_report *rep, struct kp_err 
 		b.region = (int32_t)ix;
 		if (ix < KP_REP_CARDS && lookups < 4 * KP_REP_CARDS) {
 			lookups++;
-			b.where = where_from_nvtx(db, rep, col_i64(st, 10, 0), col_i64(st, 11, 0),
+			b.where = where_from_nvtx(db, rep, kp_db_col_i64(st, 10, 0), kp_db_col_i64(st, 11, 0),
 						  (const char *)sqlite3_column_text(st, 12),
 						  (const char *)sqlite3_column_text(st, 13));
 		}
