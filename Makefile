@@ -117,12 +117,13 @@ all: $(if $(HAVE_NVCC),$(BUILD)/bin/kplan-calibrate)
 # Layers: a module.mk adds its folder to LAYERED and names in <dir>_USES the
 # folders its sources may include from; check-layers (part of `make test`)
 # fails on any other include, so that the dependencies run one way
-# (docs/DESIGN.md, "Layout"), and on files of one folder that call each other
-# round a circle (scripts/check_cycles.py).
+# (docs/DESIGN.md, "Layout"), on files of one folder that call each other
+# round a circle (scripts/check_cycles.py), and on an SQLite call in cli/.
 .PHONY: check-layers
 check-layers:
 	@sh scripts/check_layers.sh $(foreach d,$(LAYERED),'$(d) $($(d)_USES)')
 	@python3 scripts/check_cycles.py $(HOST_MODULES) runtime collector cli
+	@! grep -n 'sqlite3_' cli/*.c || { echo "check-layers: cli/ calls SQLite; ask db/ or the library that owns the table" >&2; exit 1; }
 	@! python3 scripts/check_cycles.py tests/fixtures/cycles 2>/dev/null || \
 		{ echo "check-cycles: the known circle in tests/fixtures/cycles was not found" >&2; exit 1; }
 

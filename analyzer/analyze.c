@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/kname.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/printable.h"
@@ -567,6 +568,29 @@ static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fa
 			(long long)sqlite3_column_int64(st, 5), (long long)sqlite3_column_int64(st, 2),
 			(long long)sqlite3_column_int64(st, 3),
 			kp_printable(detail, sizeof(detail), (const char *)sqlite3_column_text(st, 4)));
+	sqlite3_finalize(st);
+}
+
+void kp_analyze_print_fusion(struct kp_db *db, int64_t run_id, FILE *f, int max)
+{
+	sqlite3_stmt *st;
+	char chain[400], shown[1600];
+
+	if (kp_db_prepare(db, "SELECT candId, coalesce(regionId, -1), n_kernels, kernel_names,"
+			  " coalesce(score, 0), feasible FROM kp_fusion_candidates WHERE runId = ?1"
+			  " ORDER BY feasible DESC, coalesce(score, 0) DESC, candId LIMIT ?2", &st, NULL))
+		return;
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_int(st, 2, max);
+	fprintf(f, "best fusion candidates (kplan report lists all):\n");
+	while (sqlite3_step(st) == SQLITE_ROW)
+		fprintf(f, "  %4lld region %lld, %lld kernels, %.1f us saved%s: %s\n",
+			(long long)sqlite3_column_int64(st, 0), (long long)sqlite3_column_int64(st, 1),
+			(long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4) / 1e3,
+			sqlite3_column_int(st, 5) ? "" : " (not feasible)",
+			kp_printable(shown, sizeof(shown),
+				     kp_kernel_chain_label((const char *)sqlite3_column_text(st, 3),
+							   chain, sizeof(chain))));
 	sqlite3_finalize(st);
 }
 

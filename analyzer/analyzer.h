@@ -95,6 +95,10 @@ int kp_analyze_write_csv(struct kp_db *db, int64_t run_id, const char *dir,
 int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 			     int max_rows, struct kp_err *err);
 
+/* Print the best max stored fusion candidates of run_id, by the kernels'
+ * labels (common/kname.h); nothing when the table cannot be read. */
+void kp_analyze_print_fusion(struct kp_db *db, int64_t run_id, FILE *f, int max);
+
 /*
  * The cost model for one region occurrence (docs/DESIGN.md): graph replay
  * overlaps each node's launch processing with the previous node's work, so

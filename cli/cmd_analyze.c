@@ -6,7 +6,6 @@
 #include "cli.h"
 
 #include "../analyzer/analyzer.h"
-#include "../common/kname.h"
 
 const char kp_usage_analyze[] =
 	"usage: kplan analyze DB [--run N] [--csv DIR] [options]\n"
@@ -57,30 +56,6 @@ static void pr_time(const char *what, int64_t ns, int64_t total)
 {
 	printf("  %-22s %12.3f ms  %5.1f%%\n", what, ns / 1e6,
 	       total > 0 ? 100.0 * (double)ns / (double)total : 0.0);
-}
-
-/* The best fusion candidates, by the kernels' labels (common/kname.h). */
-static void print_fusion(struct kp_db *db, int64_t run_id, int max)
-{
-	sqlite3_stmt *st;
-	char chain[400], shown[1600];
-
-	if (kp_db_prepare(db, "SELECT candId, coalesce(regionId, -1), n_kernels, kernel_names,"
-			  " coalesce(score, 0), feasible FROM kp_fusion_candidates WHERE runId = ?1"
-			  " ORDER BY feasible DESC, coalesce(score, 0) DESC, candId LIMIT ?2", &st, NULL))
-		return;
-	sqlite3_bind_int64(st, 1, run_id);
-	sqlite3_bind_int(st, 2, max);
-	printf("best fusion candidates (kplan report lists all):\n");
-	while (sqlite3_step(st) == SQLITE_ROW)
-		printf("  %4lld region %lld, %lld kernels, %.1f us saved%s: %s\n",
-		       (long long)sqlite3_column_int64(st, 0), (long long)sqlite3_column_int64(st, 1),
-		       (long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4) / 1e3,
-		       sqlite3_column_int(st, 5) ? "" : " (not feasible)",
-		       kp_printable(shown, sizeof(shown),
-				    kp_kernel_chain_label((const char *)sqlite3_column_text(st, 3), chain,
-							  sizeof(chain))));
-	sqlite3_finalize(st);
 }
 
 KP_CMD(analyze)
@@ -180,7 +155,7 @@ KP_CMD(analyze)
 		if (!o.dry_run && s.n_regions)
 			kp_analyze_print_regions(db, s.run_id, stdout, 40, &err);
 		if (!o.dry_run && s.n_fusion)
-			print_fusion(db, s.run_id, 5);
+			kp_analyze_print_fusion(db, s.run_id, stdout, 5);
 		if (csv && !o.dry_run)
 			printf("wrote %s/regions.csv, gaps.csv, fusion.csv, blockers.csv\n", csv);
 		printf("analyzed in %.2f s\n", s.seconds);

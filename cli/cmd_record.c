@@ -139,16 +139,14 @@ static int parse_count(const char *opt, const char *s, long long *v)
 
 /* Print the summary of the newest run for pid, or add an empty run row when
  * the collector never ran (the program did not use CUDA). */
-static void summarise_run(struct kp_db *db, const char *out, int64_t run, int cmd_status);
+static void summarise_run(const char *out, struct kp_db *db, int64_t run, int cmd_status);
 
 static void summarise(const char *out, const char *command, pid_t pid, int64_t t_start,
 		      int cmd_status)
 {
 	struct kp_err err = {0};
 	struct kp_db *db;
-	sqlite3_stmt *st;
 	int64_t run = 0;
-	char sql[512];
 	int n = 0;
 
 	db = kp_db_open(out, access(out, F_OK) ? KP_DB_CREATE : 0, &err);
@@ -157,19 +155,16 @@ static void summarise(const char *out, const char *command, pid_t pid, int64_t t
 		return;
 	}
 	/* every process of the command that used CUDA added a run */
-	snprintf(sql, sizeof(sql), "SELECT runId FROM kp_runs WHERE source = 'record'"
-		 " AND created_ns >= %lld ORDER BY runId", (long long)t_start);
-	if (kp_db_prepare(db, sql, &st, NULL) == 0) {
-		KP_VEC(int64_t) runs = KP_VEC_INIT;
-		size_t k;
+	{
+		int64_t *runs;
+		size_t k, nr;
 
-		while (sqlite3_step(st) == SQLITE_ROW)
-			kp_vec_push(&runs, sqlite3_column_int64(st, 0));
-		sqlite3_finalize(st);
-		for (k = 0; k < runs.len; k++)
-			summarise_run(db, out, runs.data[k], cmd_status);
-		n = (int)runs.len;
-		kp_vec_release(&runs);
+		if (kp_db_recorded_since(db, t_start, &runs, &nr, &err) == 0) {
+			for (k = 0; k < nr; k++)
+				summarise_run(out, db, runs[k], cmd_status);
+			n = (int)nr;
+			free(runs);
+		}
 	}
 	if (!n) {
 		struct kp_run_info ri;
@@ -185,12 +180,9 @@ static void summarise(const char *out, const char *command, pid_t pid, int64_t t
 		if (kp_db_run_insert(db, &ri, &run, &err) ||
 		    kp_db_run_finish(db, run, 0, NULL, "complete", &err)) {
 			fprintf(stderr, "kplan: warning: %s: %s\n", out, err.msg);
-		} else if (kp_db_prepare(db, "UPDATE kp_runs SET note = 'no GPU work was seen"
-					 " (the program never initialised CUDA)' WHERE runId = ?",
-					 &st, &err) == 0) {
-			sqlite3_bind_int64(st, 1, run);
-			sqlite3_step(st);
-			sqlite3_finalize(st);
+		} else {
+			kp_db_run_note(db, run, "no GPU work was seen (the program never initialised "
+				       "CUDA)", NULL);
 		}
 		fprintf(stderr, "kplan: recorded run %lld in %s: no GPU work was seen"
 			" (the program never initialised CUDA)\n", (long long)run, out);
@@ -198,47 +190,20 @@ static void summarise(const char *out, const char *command, pid_t pid, int64_t t
 	kp_db_close(db);
 }
 
-static void summarise_run(struct kp_db *db, const char *out, int64_t run, int cmd_status)
+static void summarise_run(const char *out, struct kp_db *db, int64_t run, int cmd_status)
 {
-	sqlite3_stmt *st;
-	char sql[512];
+	struct kp_run_summary r;
+	const char *status;
 
-#define COUNT(table) ({ snprintf(sql, sizeof(sql), "SELECT count(*) FROM " table \
-				 " WHERE runId = %lld", (long long)run); kp_db_int(db, sql, 0); })
-	{
-		long long k = COUNT("CUPTI_ACTIVITY_KIND_KERNEL");
-		long long a = COUNT("CUPTI_ACTIVITY_KIND_RUNTIME");
-		long long m = COUNT("CUPTI_ACTIVITY_KIND_MEMCPY") + COUNT("CUPTI_ACTIVITY_KIND_MEMSET");
-		long long nv = COUNT("NVTX_EVENTS");
-		const char *status = "?", *note = NULL;
-
-		snprintf(sql, sizeof(sql), "SELECT dropped_records FROM kp_runs WHERE runId = %lld",
-			 (long long)run);
-		long long dropped = kp_db_int(db, sql, 0);
-
-		snprintf(sql, sizeof(sql), "SELECT status, note FROM kp_runs WHERE runId = %lld",
-			 (long long)run);
-		if (kp_db_prepare(db, sql, &st, NULL) == 0) {
-			char sbuf[32] = "", nbuf[256] = "";
-
-			if (sqlite3_step(st) == SQLITE_ROW) {
-				snprintf(sbuf, sizeof(sbuf), "%s",
-					 sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
-				if (sqlite3_column_text(st, 1))
-					snprintf(nbuf, sizeof(nbuf), "%s", sqlite3_column_text(st, 1));
-			}
-			sqlite3_finalize(st);
-			status = sbuf;
-			note = nbuf[0] ? nbuf : NULL;
-			if (!strcmp(status, "partial") && !dropped && cmd_status >= 128)
-				status = "partial (the program was killed before the collector finished)";
-			fprintf(stderr, "kplan: recorded run %lld in %s: %lld kernels, %lld API calls,"
-				" %lld copies/memsets, %lld NVTX events, %lld dropped, %s%s%s\n",
-				(long long)run, out, k, a, m, nv, dropped, status,
-				note ? "; " : "", note ? note : "");
-		}
-	}
-#undef COUNT
+	kp_db_run_summary(db, run, &r);
+	status = r.status;
+	if (!strcmp(status, "partial") && !r.dropped && cmd_status >= 128)
+		status = "partial (the program was killed before the collector finished)";
+	fprintf(stderr, "kplan: recorded run %lld in %s: %lld kernels, %lld API calls,"
+		" %lld copies/memsets, %lld NVTX events, %lld dropped, %s%s%s\n",
+		(long long)run, out, (long long)r.kernels, (long long)r.api_calls,
+		(long long)r.copies, (long long)r.nvtx, (long long)r.dropped, status,
+		r.note[0] ? "; " : "", r.note);
 }
 
 static volatile pid_t child;

@@ -1201,11 +1201,11 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 	if (kp_window_apply(db, g.run_id, &win, NULL, &note, &err))
 		kp_warn("capture window: %s", err.msg);
 	if (note)
-		kp_run_note(db, g.run_id, note, NULL);
+		kp_db_run_note(db, g.run_id, note, NULL);
 	else if (kp_window_active(&win))
-		kp_run_note(db, g.run_id, "capture window: part of the run kept", NULL);
+		kp_db_run_note(db, g.run_id, "capture window: part of the run kept", NULL);
 	if (atomic_load(&g.sig_flush)) {
-		kp_run_note(db, g.run_id, g.flush_timed_out ?
+		kp_db_run_note(db, g.run_id, g.flush_timed_out ?
 			    "ended by a signal; the final CUPTI flush did not finish in 3 s, records"
 			    " still buffered by CUPTI were lost" : "ended by a signal", NULL);
 		if (g.flush_timed_out)
@@ -1220,17 +1220,17 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 		pthread_mutex_unlock(&gate_mu);
 		snprintf(buf, sizeof(buf), "--profiler-api: traced live, %lld start/stop window%s",
 			 (long long)n, n == 1 ? "" : "s");
-		kp_run_note(db, g.run_id, buf, NULL);
+		kp_db_run_note(db, g.run_id, buf, NULL);
 	}
 	if (g.duration_hit) {
 		char buf[96];
 
 		snprintf(buf, sizeof(buf), "capture stopped after %g s (--duration)", g.duration_s);
-		kp_run_note(db, g.run_id, buf, NULL);
+		kp_db_run_note(db, g.run_id, buf, NULL);
 	}
 	if (dec->st.kernels + dec->st.apis + dec->st.memcpys + dec->st.memsets == 0 &&
 	    !note)
-		kp_run_note(db, g.run_id, "no GPU work was seen", NULL);
+		kp_db_run_note(db, g.run_id, "no GPU work was seen", NULL);
 	dropped = q + c;
 	if (q)
 		kp_strbuf_addf(&detail, "%lld records in %lld buffers dropped by kplan (queue over"
@@ -1246,7 +1246,7 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 			 " calls, %lld launches of functions without parameter info",
 			 (long long)atomic_load(&n_rt_cb), (long long)atomic_load(&n_drv_cb),
 			 (long long)atomic_load(&n_no_info));
-		kp_run_note(db, g.run_id, buf, NULL);
+		kp_db_run_note(db, g.run_id, buf, NULL);
 	}
 	if (a)
 		kp_strbuf_addf(&detail, "%s%lld launch arguments dropped", detail.len ? "; " : "",

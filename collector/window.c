@@ -155,10 +155,3 @@ out:
 	}
 	return kp_db_commit(db, err);
 }
-
-int kp_run_note(struct kp_db *db, int64_t run_id, const char *note, struct kp_err *err)
-{
-	return exec_bound(db, "UPDATE kp_runs SET note = CASE WHEN note IS NULL OR note = ''"
-			  " THEN ?2 ELSE note || '; ' || ?2 END WHERE runId = ?1",
-			  run_id, note, 0, err);
-}

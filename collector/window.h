@@ -34,7 +34,4 @@ int kp_window_active(const struct kp_window *w);
 int kp_window_apply(struct kp_db *db, int64_t run_id, const struct kp_window *w,
 		    int64_t *kept_launches, const char **note, struct kp_err *err);
 
-/* Set kp_runs.note (appending "; " when a note is there already). */
-int kp_run_note(struct kp_db *db, int64_t run_id, const char *note, struct kp_err *err);
-
 #endif

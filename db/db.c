@@ -17,6 +17,7 @@
 #include "../common/kptime.h"
 #include "../common/log.h"
 #include "../common/strbuf.h"
+#include "../common/vec.h"
 #include "../common/version.h"
 
 extern const char kp__schema_sql[];
@@ -575,6 +576,91 @@ int kp_db_run_insert(struct kp_db *db, const struct kp_run_info *ri,
 		*run_id = sqlite3_last_insert_rowid(db->h);
 	sqlite3_finalize(st);
 	return rc;
+}
+
+int kp_db_run_note(struct kp_db *db, int64_t run_id, const char *note, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = kp_db_prepare(db, "UPDATE kp_runs SET note = CASE WHEN note IS NULL OR note = ''"
+			   " THEN ?2 ELSE note || '; ' || ?2 END WHERE runId = ?1", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_text(st, 2, note, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kp_db_error(db, err, "noting the run");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int kp_db_recorded_since(struct kp_db *db, int64_t t_ns, int64_t **runs, size_t *n,
+			 struct kp_err *err)
+{
+	KP_VEC(int64_t) v = KP_VEC_INIT;
+	sqlite3_stmt *st;
+	int rc;
+
+	*runs = NULL;
+	*n = 0;
+	rc = kp_db_prepare(db, "SELECT runId FROM kp_runs WHERE source = 'record'"
+			   " AND created_ns >= ?1 ORDER BY runId", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, t_ns);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (kp_vec_push(&v, sqlite3_column_int64(st, 0))) {
+			rc = -1;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		kp_vec_release(&v);
+		return rc == -1 ? kp_err_set(err, KP_ENOMEM, "out of memory") :
+			kp_db_error(db, err, "listing the recorded runs");
+	}
+	*runs = v.data;
+	*n = v.len;
+	return 0;
+}
+
+void kp_db_run_summary(struct kp_db *db, int64_t run, struct kp_run_summary *out)
+{
+	static const char *const tables[] = {
+		"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+		"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS",
+	};
+	int64_t c[5];
+	sqlite3_stmt *st;
+	char sql[160];
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->status, sizeof(out->status), "?");
+	for (i = 0; i < 5; i++) {
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s WHERE runId = %lld", tables[i],
+			 (long long)run);
+		c[i] = kp_db_int(db, sql, 0);
+	}
+	out->kernels = c[0];
+	out->api_calls = c[1];
+	out->copies = c[2] + c[3];
+	out->nvtx = c[4];
+	if (kp_db_prepare(db, "SELECT dropped_records, status, note FROM kp_runs WHERE runId = ?1",
+			  &st, NULL))
+		return;
+	sqlite3_bind_int64(st, 1, run);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		out->dropped = sqlite3_column_int64(st, 0);
+		if (sqlite3_column_text(st, 1))
+			snprintf(out->status, sizeof(out->status), "%s",
+				 (const char *)sqlite3_column_text(st, 1));
+		if (sqlite3_column_text(st, 2))
+			snprintf(out->note, sizeof(out->note), "%s",
+				 (const char *)sqlite3_column_text(st, 2));
+	}
+	sqlite3_finalize(st);
 }
 
 int kp_db_run_finish(struct kp_db *db, int64_t run_id, int64_t dropped,

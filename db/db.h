@@ -131,4 +131,25 @@ int kp_db_set_bulk(struct kp_db *db, int on, struct kp_err *err);
 /* The newest run id, or 0 when there are none. */
 int64_t kp_db_last_run(struct kp_db *db);
 
+/* Append note to the run's note ("; " between notes). */
+int kp_db_run_note(struct kp_db *db, int64_t run_id, const char *note, struct kp_err *err);
+
+/*
+ * The runs kplan record's collector added since t_ns (created_ns >= t_ns,
+ * source 'record'), in order. OUT: *runs (malloc'd, the caller frees; NULL
+ * when none), *n. 0, or an error.
+ */
+int kp_db_recorded_since(struct kp_db *db, int64_t t_ns, int64_t **runs, size_t *n,
+			 struct kp_err *err);
+
+/* What a recorded run holds, for `kplan record`'s one-line summary. */
+struct kp_run_summary {
+	int64_t kernels, api_calls, copies, nvtx, dropped;  /* copies: memcpys + memsets */
+	char status[32];         /* complete | partial | failed */
+	char note[256];          /* "" when none */
+};
+
+/* Fill *out for run (zeros and "?" for a run that is not there). */
+void kp_db_run_summary(struct kp_db *db, int64_t run, struct kp_run_summary *out);
+
 #endif

@@ -663,8 +663,8 @@ static void test_window_skip_profiler(void)
 	CU_ASSERT_PTR_NOT_NULL(note);
 	CU_ASSERT_PTR_NOT_NULL(note ? strstr(note, "never appeared") : NULL);
 	CU_ASSERT_EQUAL(q(&f, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"), 0);
-	CU_ASSERT_EQUAL(kp_run_note(f.db, f.run, note, &err), 0);
-	CU_ASSERT_EQUAL(kp_run_note(f.db, f.run, "second", &err), 0);
+	CU_ASSERT_EQUAL(kp_db_run_note(f.db, f.run, note, &err), 0);
+	CU_ASSERT_EQUAL(kp_db_run_note(f.db, f.run, "second", &err), 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(qtext(&f, "SELECT note FROM kp_runs"), "; second"));
 	fx_close(&f);
 }

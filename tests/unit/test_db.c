@@ -322,6 +322,29 @@ static void test_info(void)
 	fclose(f);
 	text = kp_test_read(out, NULL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "rank       1 of 2 (local rank 1)\n"));
+	{
+		/* what kplan record prints of the runs it added */
+		struct kp_run_summary rs;
+		int64_t *runs;
+		size_t n;
+
+		CU_ASSERT_EQUAL(kp_db_recorded_since(db, 0, &runs, &n, &err), 0);
+		CU_ASSERT_EQUAL(n, 3);
+		CU_ASSERT(n == 3 && runs[0] < runs[1] && runs[1] < runs[2]);
+		CU_ASSERT_EQUAL(kp_db_run_note(db, runs[0], "first", &err), 0);
+		CU_ASSERT_EQUAL(kp_db_run_note(db, runs[0], "second", &err), 0);
+		kp_db_run_summary(db, runs[0], &rs);
+		CU_ASSERT_EQUAL(rs.dropped, 12);
+		CU_ASSERT_STRING_EQUAL(rs.status, "partial");
+		CU_ASSERT_STRING_EQUAL(rs.note, "first; second");
+		CU_ASSERT_EQUAL(rs.kernels, 0);
+		free(runs);
+		CU_ASSERT_EQUAL(kp_db_recorded_since(db, INT64_MAX, &runs, &n, &err), 0);
+		CU_ASSERT_EQUAL(n, 0);
+		CU_ASSERT_PTR_NULL(runs);
+		kp_db_run_summary(db, 999, &rs);
+		CU_ASSERT_STRING_EQUAL(rs.status, "?");
+	}
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "rank       0 of 2\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "NVIDIA H100, compute 9.0, 132 SMs"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "driver     13.0"));
