@@ -825,6 +825,17 @@ static int is_value(const kp_region *r, int slot)
 	return (r->bind_[slot].flags & KP_RT_BIND_VALUE) != 0;
 }
 
+/* The slots this call bound as values (kp_rt_bind_value), a bit each. */
+static uint32_t value_slots(const kp_region *r)
+{
+	uint32_t mask = 0;
+	int i;
+
+	for (i = 0; i < r->n_binds_; i++)
+		mask |= (uint32_t)is_value(r, i) << i;
+	return mask;
+}
+
 /* What a slot's "base" is for moves: the address, or the scalar's bytes. */
 static uintptr_t bind_key(const kp_region *r, int slot)
 {
@@ -1163,9 +1174,7 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 		return fail(rt, e, KP_RT_R_FINGERPRINT, buf);
 	}
 	e->n_kernels = n_kernels;
-	e->value_mask = 0;
-	for (i = 0; i < (size_t)r->n_binds_; i++)
-		e->value_mask |= (uint32_t)is_value(r, (int)i) << i;
+	e->value_mask = value_slots(r);
 	{
 		char why[512];
 
@@ -1463,12 +1472,8 @@ static int region_end(kp_rt *rt, kp_region *r)
 	case M_WATCH:
 		watch_end(rt, e, r);
 		break;
-	case M_BINDS: {
-		int i, values = 0;
-
-		for (i = 0; i < r->n_binds_; i++)
-			values += is_value(r, i);
-		if (values) {
+	case M_BINDS:
+		if (value_slots(r)) {
 			e->binds_seen = 1;
 			break;
 		}
@@ -1477,7 +1482,6 @@ static int region_end(kp_rt *rt, kp_region *r)
 			   "that change between calls (a seed, a step) and the call bound no value "
 			   "with kp_rt_bind_value: no replay could be right");
 		break;
-	}
 	default:
 		break;
 	}
