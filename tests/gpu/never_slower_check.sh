@@ -6,15 +6,16 @@
 #   tests/gpu/never_slower_check.sh [BUILD] [OUTDIR]
 #
 # Per workload: eager (no kplan), forced-eager (kplan.torch, every region
-# eager), graph (policy graph: watch, capture, replay) and graph-nowatch
-# (the watch off), plus graph-attached (CUPTI kept attached after the watch,
-# KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1. The ratio is eager's whole
-# run over the variant's (best of NS_ROUNDS rounds each, default 2).
-# Fails (exit 1) when forced-eager or graph falls below NS_MIN (0.99) of
-# eager beyond the eager runs' own spread (slowest / fastest: these machines
-# vary 5-10 % between processes), when graph is more than 1 % slower than
-# graph-nowatch where both
-# graph the region, or when a kplan variant's losses differ from eager's.
+# eager) and graph (policy graph: watch, capture, replay), plus graph-nowatch
+# (the watch off) where NS_NOWATCH=1 and graph-attached (CUPTI kept attached
+# after the watch, KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1. Every run is
+# pinned to the same cores near GPU 0. The ratio is eager's whole run over the
+# variant's (best of NS_ROUNDS rounds each, default 2). Fails (exit 1) when
+# forced-eager or graph falls below NS_MIN (0.99) of eager beyond the eager
+# runs' own spread (slowest / fastest: these machines vary 5-10 % between
+# processes), when graph is more than 1 % slower than graph-nowatch where both
+# graph the region, or when a kplan variant's losses differ from eager's. No
+# run starts after NS_BUDGET seconds (default 400); the table still prints.
 # The ddp workload runs under torchrun on every GPU when there are two or
 # more, else it is skipped. Writes OUT/never_slower.md and .jsonl.
 set -u
@@ -38,13 +39,28 @@ if ! python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2
 	exit 0
 fi
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-WORKLOADS=${NS_WORKLOADS:-"gpt2_adamw gpt2_adamw_cap mlp_sync ddp"}
-VARIANTS="eager forced-eager graph graph-nowatch"
+WORKLOADS=${NS_WORKLOADS:-"ddp gpt2_adamw gpt2_adamw_cap mlp_sync"}
+VARIANTS="eager forced-eager graph"
+[ "${NS_NOWATCH:-0}" = 1 ] && VARIANTS="$VARIANTS graph-nowatch"
 [ "${NS_ATTACHED:-0}" = 1 ] && VARIANTS="$VARIANTS graph-attached"
+# Every run on the same CPUs, near GPU 0 (its NUMA node's first cores): a
+# launch-bound run's time depends on the core it lands on, and unpinned runs
+# of the same program differ by 10-20 % between processes here.
+pin=() pin_ddp=()
+bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 2>/dev/null | tr 'A-F' 'a-f')
+cpus=$(cat "/sys/bus/pci/devices/${bus: -12}/local_cpulist" 2>/dev/null)
+first=${cpus%%[-,]*}
+if command -v taskset >/dev/null && [ -n "$first" ]; then
+	pin=(taskset -c "$first-$((first + ${NS_CPUS:-4} - 1))")
+	pin_ddp=(taskset -c "$first-$((first + ${NS_CPUS:-4} * ngpu - 1))")
+	note "runs pinned to CPUs $first-$((first + ${NS_CPUS:-4} - 1)) (GPU 0's NUMA node: $cpus)"
+fi
+BUDGET=${NS_BUDGET:-400}   # seconds: no new run starts after this, the table still prints
+start=$(date +%s)
 
 # long enough that the one-time costs (the first watch attaches CUPTI:
 # 15-25 ms) are under 1 % of the whole run
-declare -A steps=([gpt2_adamw]=500 [gpt2_adamw_cap]=800 [mlp_sync]=10000 [ddp]=1000)
+declare -A steps=([gpt2_adamw]=300 [gpt2_adamw_cap]=400 [mlp_sync]=6000 [ddp]=600)
 one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 	local w=$1 v=$2 cmd
 	if [ "$w" = ddp ]; then
@@ -52,8 +68,14 @@ one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 	else
 		cmd=(python3 bench/never_slower.py)
 	fi
+	if [ $(( $(date +%s) - start )) -ge "$BUDGET" ]; then
+		note "SKIP $w $v: past NS_BUDGET=${BUDGET}s"
+		return
+	fi
 	echo "== $w $v: ${cmd[*]} $w $v --steps ${steps[$w]}" >>"$LOG"
-	timeout 300 "${cmd[@]}" "$w" "$v" --steps "${steps[$w]}" >"$TMP" 2>>"$LOG"
+	local p=("${pin[@]}")
+	[ "$w" = ddp ] && p=("${pin_ddp[@]}")
+	timeout 300 "${p[@]}" "${cmd[@]}" "$w" "$v" --steps "${steps[$w]}" >"$TMP" 2>>"$LOG"
 	local rc=$?
 	cat "$TMP" >>"$LOG"
 	if [ $rc -ne 0 ]; then
