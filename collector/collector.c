@@ -42,6 +42,7 @@
 #include <cupti.h>
 
 #include "decode.h"
+#include "internal.h"
 #include "rank.h"
 #include "window.h"
 #include "../common/cuda_api.h"
@@ -52,10 +53,8 @@
 #include "../db/writer.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
-#define N_CBIDS 2048   /* callback ids looked at in each API domain */
-
 /* Activity kinds we enable (runtime/driver API records are chosen per call). */
-static const CUpti_ActivityKind kinds[] = {
+const CUpti_ActivityKind kp__col_kinds[KP__COL_N_KINDS] = {
 	CUPTI_ACTIVITY_KIND_DEVICE,
 	CUPTI_ACTIVITY_KIND_CONTEXT,
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -70,89 +69,7 @@ static const CUpti_ActivityKind kinds[] = {
 /* Launch calls whose arguments --args records (callback API). */
 static const char *const rt_launch_calls[] = { "cudaLaunchKernel", "cudaLaunchCooperativeKernel", NULL };
 static const char *const drv_launch_calls[] = { "cuLaunchKernel", "cuLaunchCooperativeKernel", NULL };
-
-struct qbuf {
-	uint8_t *p;
-	size_t size, valid;
-};
-
-/* a launch argument, or with index ARG_PDL the fact that the launch used
- * programmatic dependent launch (a kp_launch_attrs row) */
-#define ARG_PDL 0xffff
-
-struct arg_rec {
-	uint32_t corr;
-	uint16_t index;
-	uint32_t size;
-	int64_t value;
-	int has_value;
-};
-
-/* records kplan builds from callbacks, decoded like CUPTI's own */
-union synth_rec {
-	CUpti_Activity base;
-	CUpti_ActivitySynchronization2 sync;
-	CUpti_ActivityAPI api;
-};
-
-static struct {
-	pid_t pid;
-	int started;                 /* InitializeInjection got far enough */
-	atomic_int shutdown;
-	atomic_int sig_flush;        /* a signal handler asks the writer to finish */
-	atomic_int finished;         /* the writer closed the database */
-	atomic_int db_failed;        /* writer gave up: drop everything */
-	int have_writer;
-	int thread_created;
-	int zeroed_buffers;
-	/* config */
-	char *out, *nvtx_range, *command;
-	int profiler_api, args;
-	int64_t skip;
-	double duration_s;
-	size_t mem_bytes, buf_size;
-	int64_t t0_ns;
-	/* queue of completed buffers, guarded by mu */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct qbuf *q;
-	size_t qhead, qlen, qcap;
-	size_t queued_bytes;
-	int stop;
-	uint8_t *pool[8];
-	int npool;
-	/* launch arguments (--args), guarded by mu */
-	KP_VEC(struct arg_rec) argq;
-	int64_t args_dropped;
-	/* synchronization records from callbacks, guarded by mu */
-	KP_VEC(union synth_rec) syncq;
-	int64_t syncs_dropped;
-	int sync_activity;           /* KPLAN_SYNC_ACTIVITY=1: CUPTI's own kind instead */
-	atomic_int sync_off;         /* collection stopped (--duration) */
-	/* live window (--profiler-api alone): tracing on only between
-	 * cudaProfilerStart and cudaProfilerStop; guarded by gate_mu */
-	int live;
-	atomic_int live_on;
-	int64_t live_starts;
-	uint8_t kind_wanted[sizeof(kinds) / sizeof(kinds[0])];   /* not left out by KPLAN_DISABLE */
-	int api_wanted;
-	int api_cb;                  /* API rows built from callbacks, not CUPTI's records */
-	atomic_int gate_gen;         /* live window toggles */
-	/* counts */
-	atomic_llong drop_queue_records, drop_queue_buffers, drop_cupti, drop_db_records;
-	atomic_llong drop_args;
-	int duration_hit;
-	int flush_timed_out;
-	pthread_t writer;
-	CUpti_SubscriberHandle sub;
-	int subscribed;
-	struct sigaction old_term, old_int;
-	/* writer-thread side */
-	struct kp_db *db;
-	int64_t run_id;
-	int64_t last_ts;
-	uint8_t enabled_rt[N_CBIDS], enabled_drv[N_CBIDS];
-} g = {
+struct kp__col_state kp__col = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
 };
@@ -160,7 +77,7 @@ static struct {
 /* ------------------------------------------------------------------------ */
 /* small helpers */
 
-static const char *cupti_msg(CUptiResult r)
+const char *kp__col_cupti_msg(CUptiResult r)
 {
 	const char *s = NULL;
 
@@ -169,7 +86,7 @@ static const char *cupti_msg(CUptiResult r)
 	return s;
 }
 
-static int64_t env_int(const char *name, int64_t def)
+int64_t kp__col_env_int(const char *name, int64_t def)
 {
 	const char *s = getenv(name);
 	char *end;
@@ -200,14 +117,9 @@ static int name_matches(const char *name, const char *const *prefixes)
 	return 0;
 }
 
-static CUpti_CallbackDomain api_domain(int d)
-{
-	return d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
-}
-
 /* fn(d, cbid, name, arg) for every named callback id of the runtime (d 0)
  * and driver (d 1) API domains */
-static void each_callback(void (*fn)(int d, uint32_t cbid, const char *name, void *arg),
+void kp__col_each_callback(void (*fn)(int d, uint32_t cbid, const char *name, void *arg),
 			  void *arg)
 {
 	const char *name;
@@ -215,8 +127,8 @@ static void each_callback(void (*fn)(int d, uint32_t cbid, const char *name, voi
 	int d;
 
 	for (d = 0; d < 2; d++) {
-		for (cbid = 1; cbid < N_CBIDS; cbid++) {
-			if (cuptiGetCallbackName(api_domain(d), cbid, &name) == CUPTI_SUCCESS && name)
+		for (cbid = 1; cbid < KP__N_CBIDS; cbid++) {
+			if (cuptiGetCallbackName(kp__col_api_domain(d), cbid, &name) == CUPTI_SUCCESS && name)
 				fn(d, cbid, name, arg);
 		}
 	}
@@ -251,31 +163,31 @@ static uint8_t *buf_get(void)
 {
 	uint8_t *p = NULL;
 
-	pthread_mutex_lock(&g.mu);
-	if (g.npool)
-		p = g.pool[--g.npool];
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_lock(&kp__col.mu);
+	if (kp__col.npool)
+		p = kp__col.pool[--kp__col.npool];
+	pthread_mutex_unlock(&kp__col.mu);
 	if (!p)
-		p = calloc(1, g.buf_size);   /* zeroed (fresh pages: no stall) */
+		p = calloc(1, kp__col.buf_size);   /* zeroed (fresh pages: no stall) */
 	return p;
 }
 
 /* Back to the pool, zeroed: CUPTI is told our buffers come zeroed so that
  * it does not zero them itself in the application's thread. */
-static void buf_put(uint8_t *p)
+void kp__col_buf_put(uint8_t *p)
 {
-	if (g.zeroed_buffers)
-		memset(p, 0, g.buf_size);
-	pthread_mutex_lock(&g.mu);
-	if (g.npool < (int)(sizeof(g.pool) / sizeof(g.pool[0]))) {
-		g.pool[g.npool++] = p;
+	if (kp__col.zeroed_buffers)
+		memset(p, 0, kp__col.buf_size);
+	pthread_mutex_lock(&kp__col.mu);
+	if (kp__col.npool < (int)(sizeof(kp__col.pool) / sizeof(kp__col.pool[0]))) {
+		kp__col.pool[kp__col.npool++] = p;
 		p = NULL;
 	}
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_unlock(&kp__col.mu);
 	free(p);
 }
 
-static int64_t count_records(uint8_t *buf, size_t valid)
+int64_t kp__col_count_records(uint8_t *buf, size_t valid)
 {
 	CUpti_Activity *rec = NULL;
 	int64_t n = 0;
@@ -285,14 +197,14 @@ static int64_t count_records(uint8_t *buf, size_t valid)
 	return n;
 }
 
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+void CUPTIAPI kp__col_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	*max_records = 0;
 	*buffer = buf_get();
-	*size = *buffer ? g.buf_size : 0;
+	*size = *buffer ? kp__col.buf_size : 0;
 }
 
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+void CUPTIAPI kp__col_buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
 				      size_t size, size_t valid)
 {
 	size_t dropped = 0;
@@ -300,48 +212,48 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 
 	if (ctx && cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS
 	    && dropped)
-		atomic_fetch_add(&g.drop_cupti, (long long)dropped);
+		atomic_fetch_add(&kp__col.drop_cupti, (long long)dropped);
 	if (!buffer)
 		return;
 	if (valid) {
-		pthread_mutex_lock(&g.mu);
-		if (g.have_writer && !g.stop && !atomic_load(&g.db_failed) &&
-		    g.queued_bytes + size <= g.mem_bytes) {
-			if (g.qlen == g.qcap) {
-				size_t cap = g.qcap ? 2 * g.qcap : 64, i;
-				struct qbuf *nq = malloc(cap * sizeof(*nq));
+		pthread_mutex_lock(&kp__col.mu);
+		if (kp__col.have_writer && !kp__col.stop && !atomic_load(&kp__col.db_failed) &&
+		    kp__col.queued_bytes + size <= kp__col.mem_bytes) {
+			if (kp__col.qlen == kp__col.qcap) {
+				size_t cap = kp__col.qcap ? 2 * kp__col.qcap : 64, i;
+				struct kp__qbuf *nq = malloc(cap * sizeof(*nq));
 
 				if (nq) {
-					for (i = 0; i < g.qlen; i++)
-						nq[i] = g.q[(g.qhead + i) % g.qcap];
-					free(g.q);
-					g.q = nq;
-					g.qhead = 0;
-					g.qcap = cap;
+					for (i = 0; i < kp__col.qlen; i++)
+						nq[i] = kp__col.q[(kp__col.qhead + i) % kp__col.qcap];
+					free(kp__col.q);
+					kp__col.q = nq;
+					kp__col.qhead = 0;
+					kp__col.qcap = cap;
 				}
 			}
-			if (g.qlen < g.qcap) {
-				g.q[(g.qhead + g.qlen) % g.qcap] = (struct qbuf){ buffer, size, valid };
-				g.qlen++;
-				g.queued_bytes += size;
+			if (kp__col.qlen < kp__col.qcap) {
+				kp__col.q[(kp__col.qhead + kp__col.qlen) % kp__col.qcap] = (struct kp__qbuf){ buffer, size, valid };
+				kp__col.qlen++;
+				kp__col.queued_bytes += size;
 				queued = 1;
-				pthread_cond_signal(&g.cv);
+				pthread_cond_signal(&kp__col.cv);
 			}
 		}
-		pthread_mutex_unlock(&g.mu);
+		pthread_mutex_unlock(&kp__col.mu);
 		if (!queued) {
-			int64_t n = count_records(buffer, valid);
+			int64_t n = kp__col_count_records(buffer, valid);
 
-			if (atomic_load(&g.db_failed)) {
-				atomic_fetch_add(&g.drop_db_records, n);
+			if (atomic_load(&kp__col.db_failed)) {
+				atomic_fetch_add(&kp__col.drop_db_records, n);
 			} else {
-				atomic_fetch_add(&g.drop_queue_records, n);
-				atomic_fetch_add(&g.drop_queue_buffers, 1);
+				atomic_fetch_add(&kp__col.drop_queue_records, n);
+				atomic_fetch_add(&kp__col.drop_queue_buffers, 1);
 			}
 		}
 	}
 	if (!queued)
-		buf_put(buffer);
+		kp__col_buf_put(buffer);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -349,25 +261,25 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 
 /* CUPTI's name for a callback id, as nsys shows it ("cudaLaunchKernel_v7000");
  * cached per id (only the writer thread calls this). */
-static const char *api_name(void *ctx, int driver, uint32_t cbid)
+const char *kp__col_api_name(void *ctx, int driver, uint32_t cbid)
 {
-	static const char *cache[2][N_CBIDS];
+	static const char *cache[2][KP__N_CBIDS];
 	const char *name = NULL;
 
 	(void)ctx;
-	if (cbid < N_CBIDS && cache[driver != 0][cbid])
+	if (cbid < KP__N_CBIDS && cache[driver != 0][cbid])
 		return cache[driver != 0][cbid];
 	if (cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
 				 cbid, &name) != CUPTI_SUCCESS)
 		return NULL;
-	if (cbid < N_CBIDS)
+	if (cbid < KP__N_CBIDS)
 		cache[driver != 0][cbid] = name;
 	return name;
 }
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
-static char *demangle(void *ctx, const char *mangled)
+char *kp__col_demangle(void *ctx, const char *mangled)
 {
 	static demangle_fn fn;
 	static int looked;
@@ -399,7 +311,7 @@ static char *demangle(void *ctx, const char *mangled)
 
 /* A driver or runtime symbol: the driver is often dlopen'ed RTLD_LOCAL (by
  * static cudart, by PyTorch), so RTLD_DEFAULT alone does not find it. */
-static void *cuda_sym(const char *name)
+void *kp__col_cuda_sym(const char *name)
 {
 	static const char *const libs[] = { "libcuda.so.1", "libcudart.so.13", "libcudart.so.12",
 					    "libcudart.so", NULL };
@@ -418,9 +330,9 @@ static void *cuda_sym(const char *name)
 typedef CUresult (*drv_int_fn)(int *);
 typedef int (*rt_int_fn)(int *);
 
-static int driver_version(void)
+int kp__col_driver_version(void)
 {
-	drv_int_fn fn = (drv_int_fn)cuda_sym("cuDriverGetVersion");
+	drv_int_fn fn = (drv_int_fn)kp__col_cuda_sym("cuDriverGetVersion");
 	int v = 0;
 
 	if (fn && fn(&v) != CUDA_SUCCESS)
@@ -428,10 +340,10 @@ static int driver_version(void)
 	return v;
 }
 
-static int runtime_version(void)
+int kp__col_runtime_version(void)
 {
 	/* only visible when the app links libcudart dynamically */
-	rt_int_fn fn = (rt_int_fn)cuda_sym("cudaRuntimeGetVersion");
+	rt_int_fn fn = (rt_int_fn)kp__col_cuda_sym("cudaRuntimeGetVersion");
 	int v = 0;
 
 	if (fn && fn(&v) != 0)
@@ -440,15 +352,15 @@ static int runtime_version(void)
 }
 
 /* Device rows from the driver, for when CUPTI sent no DEVICE record. */
-static void devices_from_driver(struct kp_writer *w)
+void kp__col_devices_from_driver(struct kp_writer *w)
 {
-	CUresult (*get_count)(int *) = (CUresult (*)(int *))cuda_sym("cuDeviceGetCount");
+	CUresult (*get_count)(int *) = (CUresult (*)(int *))kp__col_cuda_sym("cuDeviceGetCount");
 	CUresult (*get_name)(char *, int, CUdevice) =
-		(CUresult (*)(char *, int, CUdevice))cuda_sym("cuDeviceGetName");
+		(CUresult (*)(char *, int, CUdevice))kp__col_cuda_sym("cuDeviceGetName");
 	CUresult (*get_attr)(int *, CUdevice_attribute, CUdevice) =
-		(CUresult (*)(int *, CUdevice_attribute, CUdevice))cuda_sym("cuDeviceGetAttribute");
+		(CUresult (*)(int *, CUdevice_attribute, CUdevice))kp__col_cuda_sym("cuDeviceGetAttribute");
 	CUresult (*total_mem)(size_t *, CUdevice) =
-		(CUresult (*)(size_t *, CUdevice))cuda_sym("cuDeviceTotalMem_v2");
+		(CUresult (*)(size_t *, CUdevice))kp__col_cuda_sym("cuDeviceTotalMem_v2");
 	int n = 0, i;
 
 	if (!get_count || !get_name || !get_attr || get_count(&n) != CUDA_SUCCESS)
@@ -503,7 +415,7 @@ static void devices_from_driver(struct kp_writer *w)
  * RECORD) on or off. */
 static void api_record_one(int d, uint32_t cbid, const char *name, void *arg)
 {
-	uint8_t on = (uint8_t)*(const int *)arg, *en = d ? g.enabled_drv : g.enabled_rt;
+	uint8_t on = (uint8_t)*(const int *)arg, *en = d ? kp__col.enabled_drv : kp__col.enabled_rt;
 
 	if (en[cbid] != on && kp_decode_api_recorded(name, d) &&
 	    (d ? cuptiActivityEnableDriverApi(cbid, on)
@@ -513,35 +425,25 @@ static void api_record_one(int d, uint32_t cbid, const char *name, void *arg)
 
 static void enable_api_records(int on)
 {
-	each_callback(api_record_one, &on);
+	kp__col_each_callback(api_record_one, &on);
 }
 
-static void enable_api_callbacks(int on);
+pthread_mutex_t kp__col_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* What the live window turns on and off: the kinds whose cost is per launch
- * or per copy (device, context, marker and overhead records stay on). */
-static int gated_kind(CUpti_ActivityKind k)
-{
-	return k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY ||
-	       k == CUPTI_ACTIVITY_KIND_MEMCPY2 || k == CUPTI_ACTIVITY_KIND_MEMSET;
-}
-
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void disable_all(void)
+void kp__col_disable_all(void)
 {
 	size_t i;
 
-	pthread_mutex_lock(&gate_mu);
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		cuptiActivityDisable(kinds[i]);
-	if (g.sync_activity)
+	pthread_mutex_lock(&kp__col_gate_mu);
+	for (i = 0; i < KP__COL_N_KINDS; i++)
+		cuptiActivityDisable(kp__col_kinds[i]);
+	if (kp__col.sync_activity)
 		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-	atomic_store(&g.sync_off, 1);
+	atomic_store(&kp__col.sync_off, 1);
 	enable_api_records(0);
-	if (g.api_cb)
-		enable_api_callbacks(0);
-	pthread_mutex_unlock(&gate_mu);
+	if (kp__col.api_cb)
+		kp__col_enable_api_callbacks(0);
+	pthread_mutex_unlock(&kp__col_gate_mu);
 }
 
 /*
@@ -556,46 +458,46 @@ static void live_gate(int on)
 {
 	size_t i;
 
-	pthread_mutex_lock(&gate_mu);
-	if (on == atomic_load(&g.live_on) || (on && atomic_load(&g.sync_off))) {
-		pthread_mutex_unlock(&gate_mu);
+	pthread_mutex_lock(&kp__col_gate_mu);
+	if (on == atomic_load(&kp__col.live_on) || (on && atomic_load(&kp__col.sync_off))) {
+		pthread_mutex_unlock(&kp__col_gate_mu);
 		return;
 	}
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		if (gated_kind(kinds[i]) && g.kind_wanted[i])
-			(on ? cuptiActivityEnable : cuptiActivityDisable)(kinds[i]);
+	for (i = 0; i < KP__COL_N_KINDS; i++) {
+		if (kp__col_gated_kind(kp__col_kinds[i]) && kp__col.kind_wanted[i])
+			(on ? cuptiActivityEnable : cuptiActivityDisable)(kp__col_kinds[i]);
 	}
-	if (g.sync_activity)
+	if (kp__col.sync_activity)
 		(on ? cuptiActivityEnable : cuptiActivityDisable)(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-	if (g.api_wanted)
-		enable_api_callbacks(on);   /* CUPTI's API records cannot start mid-run */
-	atomic_fetch_add(&g.gate_gen, 1);
-	g.live_starts += on;
-	atomic_store(&g.live_on, on);
-	pthread_mutex_unlock(&gate_mu);
+	if (kp__col.api_wanted)
+		kp__col_enable_api_callbacks(on);   /* CUPTI's API records cannot start mid-run */
+	atomic_fetch_add(&kp__col.gate_gen, 1);
+	kp__col.live_starts += on;
+	atomic_store(&kp__col.live_on, on);
+	pthread_mutex_unlock(&kp__col_gate_mu);
 }
 
 /* profiler start/stop callback ids: 1 start, 2 stop */
-static uint8_t prof_rt[N_CBIDS], prof_drv[N_CBIDS];
+static uint8_t prof_rt[KP__N_CBIDS], prof_drv[KP__N_CBIDS];
 
 static void profiler_one(int d, uint32_t cbid, const char *name, void *arg)
 {
 	(void)arg;
 	if (kp_cuda_api_class(name) == KP_API_PROFILER &&
-	    cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
+	    cuptiEnableCallback(1, kp__col.sub, kp__col_api_domain(d), cbid) == CUPTI_SUCCESS)
 		(d ? prof_drv : prof_rt)[cbid] = strstr(name, "Start") ? 1 : 2;
 }
 
-static void enable_profiler_callbacks(void)
+void kp__col_enable_profiler_callbacks(void)
 {
-	each_callback(profiler_one, NULL);
+	kp__col_each_callback(profiler_one, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
 /* --args: the callback API on launch calls */
 
 static __thread uint32_t tls_rt_corr;
-static atomic_llong n_no_info;
+atomic_llong kp__col_n_no_info;
 typedef CUresult (*param_info_fn)(CUfunction, size_t, size_t *, size_t *);
 static param_info_fn param_info;
 
@@ -631,7 +533,7 @@ static int get_layout(CUfunction f, struct param_layout *out)
 		if (!kernel_param_info ||
 		    kernel_param_info((CUkernel)f, 0, &off, &size) != CUDA_SUCCESS) {
 			/* no parameters, or a handle we cannot query */
-			atomic_fetch_add(&n_no_info, 1);
+			atomic_fetch_add(&kp__col_n_no_info, 1);
 			return -1;
 		}
 		kernel = 1;
@@ -653,27 +555,27 @@ static int get_layout(CUfunction f, struct param_layout *out)
 }
 
 /* Per-launch facts for the writer: argument values (--args) and launch
- * attributes (ARG_PDL rows), bounded at KPLAN_MEM_MB / 4, overflow counted. */
-static void queue_launch_facts(const struct arg_rec *a, size_t n)
+ * attributes (KP__ARG_PDL rows), bounded at KPLAN_MEM_MB / 4, overflow counted. */
+static void queue_launch_facts(const struct kp__arg_rec *a, size_t n)
 {
 	size_t i;
 
-	pthread_mutex_lock(&g.mu);
-	if (g.argq.len + n > (size_t)(g.mem_bytes / sizeof(struct arg_rec) / 4)) {
-		g.args_dropped += (int64_t)n;
+	pthread_mutex_lock(&kp__col.mu);
+	if (kp__col.argq.len + n > (size_t)(kp__col.mem_bytes / sizeof(struct kp__arg_rec) / 4)) {
+		kp__col.args_dropped += (int64_t)n;
 	} else {
 		for (i = 0; i < n; i++) {
-			if (kp_vec_push(&g.argq, a[i]))
-				g.args_dropped++;
+			if (kp_vec_push(&kp__col.argq, a[i]))
+				kp__col.args_dropped++;
 		}
 	}
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_unlock(&kp__col.mu);
 }
 
 static void record_args(uint32_t corr, CUfunction f, void **params, void **extra)
 {
 	static __thread struct param_layout lay;
-	struct arg_rec a[64];
+	struct kp__arg_rec a[64];
 	uint8_t *argbuf = NULL;
 	size_t i, n = 0;
 
@@ -710,7 +612,7 @@ static void record_args(uint32_t corr, CUfunction f, void **params, void **extra
  * (Calling back into the runtime from here, e.g. cudaGetFuncBySymbol, would
  * change the application's cudaGetLastError state: never do that.)
  */
-static atomic_llong n_rt_cb, n_drv_cb;
+atomic_llong kp__col_n_rt_cb, kp__col_n_drv_cb;
 
 /*
  * Synchronization records come from callbacks on the calls that synchronize
@@ -720,7 +622,7 @@ static atomic_llong n_rt_cb, n_drv_cb;
  * it is enabled for. The record is CUPTI's own struct, so the decoder writes
  * it like an activity record. KPLAN_SYNC_ACTIVITY=1 uses the activity kind.
  */
-static uint8_t sync_rt[N_CBIDS], sync_drv[N_CBIDS];   /* type | per-thread << 4 */
+static uint8_t sync_rt[KP__N_CBIDS], sync_drv[KP__N_CBIDS];   /* type | per-thread << 4 */
 static __thread uint64_t tls_sync_t0;
 static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call is not another */
 
@@ -729,29 +631,29 @@ static __thread int tls_in_rt_sync;   /* the runtime call's nested driver call i
  * time (4096, or half the bound if smaller), else within 50 ms. */
 static size_t synth_cap(void)
 {
-	return g.mem_bytes / sizeof(union synth_rec) / 16;
+	return kp__col.mem_bytes / sizeof(union kp__synth_rec) / 16;
 }
 
-static size_t synth_batch(void)
+size_t kp__col_synth_batch(void)
 {
 	size_t half = synth_cap() / 2;
 
 	return half < 4096 ? (half ? half : 1) : 4096;
 }
 
-static void synth_push(const union synth_rec *src)
+static void synth_push(const union kp__synth_rec *src)
 {
-	union synth_rec r;
+	union kp__synth_rec r;
 
 	memset(&r, 0, sizeof(r));
 	memcpy(&r, src, src->base.kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION ? sizeof(r.sync)
 								       : sizeof(r.api));
-	pthread_mutex_lock(&g.mu);
-	if (g.syncq.len >= synth_cap() || kp_vec_push(&g.syncq, r))
-		g.syncs_dropped++;
-	else if (g.syncq.len == synth_batch())
-		pthread_cond_signal(&g.cv);
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_lock(&kp__col.mu);
+	if (kp__col.syncq.len >= synth_cap() || kp_vec_push(&kp__col.syncq, r))
+		kp__col.syncs_dropped++;
+	else if (kp__col.syncq.len == kp__col_synth_batch())
+		pthread_cond_signal(&kp__col.cv);
+	pthread_mutex_unlock(&kp__col.mu);
 }
 
 /*
@@ -760,7 +662,7 @@ static void synth_push(const union synth_rec *src)
  * CUpti_ActivityAPI struct, decoded like an activity record. A driver call
  * made inside a runtime call gets no row of its own, as in CUPTI's records.
  */
-static uint8_t api_rt[N_CBIDS], api_drv[N_CBIDS];
+static uint8_t api_rt[KP__N_CBIDS], api_drv[KP__N_CBIDS];
 static __thread int tls_rt_depth, tls_gen;
 static __thread uint64_t tls_api_t0[2];
 static __thread uint32_t tls_tid;
@@ -772,10 +674,15 @@ static uint32_t thread_id(void)
 	return tls_tid;
 }
 
+void kp__col_forget_thread(void)
+{
+	tls_tid = 0;
+}
+
 static void api_row(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 		    const CUpti_CallbackData *cb, uint64_t t0)
 {
-	union synth_rec r;
+	union kp__synth_rec r;
 	uint64_t now = 0;
 
 	cuptiGetTimestamp(&now);
@@ -785,19 +692,19 @@ static void api_row(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 	r.api.cbid = cbid;
 	r.api.start = t0 && t0 <= now ? t0 : now;
 	r.api.end = now;
-	r.api.processId = (uint32_t)g.pid;
+	r.api.processId = (uint32_t)kp__col.pid;
 	r.api.threadId = thread_id();
 	r.api.correlationId = cb->correlationId;
 	if (cb->functionReturnValue)
 		r.api.returnValue = *(const uint32_t *)cb->functionReturnValue;
-	if (!atomic_load(&g.sync_off))
+	if (!atomic_load(&kp__col.sync_off))
 		synth_push(&r);
 }
 
 static void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 		   const CUpti_CallbackData *cb)
 {
-	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API, gen = atomic_load(&g.gate_gen);
+	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API, gen = atomic_load(&kp__col.gate_gen);
 	uint64_t t0;
 
 	if (tls_gen != gen) {   /* the window opened or closed: forget half-seen calls */
@@ -805,7 +712,7 @@ static void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 		tls_rt_depth = 0;
 		tls_api_t0[0] = tls_api_t0[1] = 0;
 	}
-	if (g.live && !atomic_load(&g.live_on))
+	if (kp__col.live && !atomic_load(&kp__col.live_on))
 		return;   /* a kept callback (sync, --args) outside the window */
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (!d)
@@ -842,20 +749,20 @@ static void classify_one(int d, uint32_t cbid, const char *name, void *arg)
 	 * their API rows come from callbacks while the others are turned on
 	 * and off */
 	if (!kp_decode_api_recorded(name, d) ||
-	    (g.live && kp_cuda_api_class(name) == KP_API_PROFILER))
+	    (kp__col.live && kp_cuda_api_class(name) == KP_API_PROFILER))
 		return;
 	tab[cbid] = API_CB_ROW;
-	if (sync[cbid] || (g.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls)))
+	if (sync[cbid] || (kp__col.args && name_matches(name, d ? drv_launch_calls : rt_launch_calls)))
 		tab[cbid] |= API_CB_KEEP;
 }
 
-static void classify_api_callbacks(void)
+void kp__col_classify_api_callbacks(void)
 {
-	each_callback(classify_one, NULL);
+	kp__col_each_callback(classify_one, NULL);
 }
 
 /* Turn the API callbacks on or off (those kept stay on). */
-static void enable_api_callbacks(int on)
+void kp__col_enable_api_callbacks(int on)
 {
 	uint32_t cbid;
 	int d;
@@ -863,9 +770,9 @@ static void enable_api_callbacks(int on)
 	for (d = 0; d < 2; d++) {
 		uint8_t *tab = d ? api_drv : api_rt;
 
-		for (cbid = 1; cbid < N_CBIDS; cbid++) {
+		for (cbid = 1; cbid < KP__N_CBIDS; cbid++) {
 			if (tab[cbid] && (on || !(tab[cbid] & API_CB_KEEP)))
-				cuptiEnableCallback((uint32_t)on, g.sub, api_domain(d), cbid);
+				cuptiEnableCallback((uint32_t)on, kp__col.sub, kp__col_api_domain(d), cbid);
 		}
 	}
 }
@@ -876,13 +783,13 @@ static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, i
 	int type = code & 0xf;
 	uint64_t now = 0;
 
-	if ((domain == CUPTI_CB_DOMAIN_DRIVER_API && tls_in_rt_sync) || atomic_load(&g.sync_off))
+	if ((domain == CUPTI_CB_DOMAIN_DRIVER_API && tls_in_rt_sync) || atomic_load(&kp__col.sync_off))
 		return;
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
 			tls_in_rt_sync = 1;
 		tls_sync_t0 = 0;   /* 0: outside the live window, no record */
-		if (!g.live || atomic_load(&g.live_on))
+		if (!kp__col.live || atomic_load(&kp__col.live_on))
 			cuptiGetTimestamp(&tls_sync_t0);
 		return;
 	}
@@ -911,7 +818,7 @@ static void on_sync(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb, i
 				       (uint8_t)(code >> 4), &sid) == CUPTI_SUCCESS)
 			r.streamId = sid;
 	}
-	synth_push((const union synth_rec *)&r);
+	synth_push((const union kp__synth_rec *)&r);
 }
 
 static void sync_one(int d, uint32_t cbid, const char *name, void *arg)
@@ -919,13 +826,13 @@ static void sync_one(int d, uint32_t cbid, const char *name, void *arg)
 	int c = kp_decode_sync_code(name);
 
 	(void)arg;
-	if (c && cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
+	if (c && cuptiEnableCallback(1, kp__col.sub, kp__col_api_domain(d), cbid) == CUPTI_SUCCESS)
 		(d ? sync_drv : sync_rt)[cbid] = (uint8_t)c;
 }
 
-static void enable_sync_callbacks(void)
+void kp__col_enable_sync_callbacks(void)
 {
-	each_callback(sync_one, NULL);
+	kp__col_each_callback(sync_one, NULL);
 }
 
 /*
@@ -959,12 +866,12 @@ static void on_profiler_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
  * kp_launch_attrs row (the analyzer's graph model hides the dependency gap
  * for it). The runtime call's nested driver call is not another launch.
  */
-static uint8_t ex_rt[N_CBIDS], ex_drv[N_CBIDS];
+static uint8_t ex_rt[KP__N_CBIDS], ex_drv[KP__N_CBIDS];
 static __thread int tls_in_rt_ex;
 
 static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *cb)
 {
-	struct arg_rec r = { .index = ARG_PDL };
+	struct kp__arg_rec r = { .index = KP__ARG_PDL };
 	int pdl = 0;
 
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -983,7 +890,7 @@ static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *
 		pdl = kp_decode_launch_pdl(p->config->attrs, p->config->numAttrs,
 					   sizeof(CUlaunchAttribute));
 	}
-	if (!pdl || atomic_load(&g.sync_off) || (g.live && !atomic_load(&g.live_on)))
+	if (!pdl || atomic_load(&kp__col.sync_off) || (kp__col.live && !atomic_load(&kp__col.live_on)))
 		return;
 	r.corr = cb->correlationId;
 	queue_launch_facts(&r, 1);
@@ -992,11 +899,11 @@ static void on_ex_launch(CUpti_CallbackDomain domain, const CUpti_CallbackData *
 static const char *const rt_ex_calls[] = { "cudaLaunchKernelExC", NULL };
 static const char *const drv_ex_calls[] = { "cuLaunchKernelEx", NULL };
 
-static void ex_one(int d, uint32_t cbid, const char *name, void *arg)
+void kp__col_ex_one(int d, uint32_t cbid, const char *name, void *arg)
 {
 	(void)arg;
 	if (name_matches(name, d ? drv_ex_calls : rt_ex_calls) &&
-	    cuptiEnableCallback(1, g.sub, api_domain(d), cbid) == CUPTI_SUCCESS)
+	    cuptiEnableCallback(1, kp__col.sub, kp__col_api_domain(d), cbid) == CUPTI_SUCCESS)
 		(d ? ex_drv : ex_rt)[cbid] = 1;
 }
 
@@ -1005,13 +912,13 @@ static void ex_one(int d, uint32_t cbid, const char *name, void *arg)
 static uint8_t cb_flag(const uint8_t *rt, const uint8_t *drv, CUpti_CallbackDomain domain,
 		       CUpti_CallbackId cbid)
 {
-	if (cbid >= N_CBIDS)
+	if (cbid >= KP__N_CBIDS)
 		return 0;
 	return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? rt[cbid] :
 	       domain == CUPTI_CB_DOMAIN_DRIVER_API ? drv[cbid] : 0;
 }
 
-static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+void CUPTIAPI kp__col_on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *data)
 {
 	const CUpti_CallbackData *cb = data;
@@ -1020,13 +927,13 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	uint8_t c;
 
 	(void)ud;
-	if (atomic_load(&g.shutdown))
+	if (atomic_load(&kp__col.shutdown))
 		return;
-	if (g.live && (c = cb_flag(prof_rt, prof_drv, domain, cbid))) {
+	if (kp__col.live && (c = cb_flag(prof_rt, prof_drv, domain, cbid))) {
 		on_profiler_call(domain, cbid, cb, c == 1);
 		return;
 	}
-	if (g.api_cb && cb_flag(api_rt, api_drv, domain, cbid))
+	if (kp__col.api_cb && cb_flag(api_rt, api_drv, domain, cbid))
 		on_api(domain, cbid, cb);
 	if ((c = cb_flag(sync_rt, sync_drv, domain, cbid))) {
 		on_sync(domain, cb, c);
@@ -1034,11 +941,11 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	}
 	if (cb_flag(ex_rt, ex_drv, domain, cbid))
 		on_ex_launch(domain, cb);
-	if (!g.args)
+	if (!kp__col.args)
 		return;
 	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		if (cb->callbackSite == CUPTI_API_ENTER) {
-			atomic_fetch_add(&n_rt_cb, 1);
+			atomic_fetch_add(&kp__col_n_rt_cb, 1);
 			tls_rt_corr = cb->correlationId;
 		} else {
 			tls_rt_corr = 0;
@@ -1047,7 +954,7 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
 	}
 	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER)
 		return;
-	atomic_fetch_add(&n_drv_cb, 1);
+	atomic_fetch_add(&kp__col_n_drv_cb, 1);
 	/* a driver launch inside a runtime launch carries the runtime's id */
 	corr = tls_rt_corr ? tls_rt_corr : cb->correlationId;
 	name = cb->functionName ? cb->functionName : "";
@@ -1071,22 +978,22 @@ static void arg_one(int d, uint32_t cbid, const char *name, void *arg)
 {
 	(void)arg;
 	if (name_matches(name, d ? drv_launch_calls : rt_launch_calls))
-		cuptiEnableCallback(1, g.sub, api_domain(d), cbid);
+		cuptiEnableCallback(1, kp__col.sub, kp__col_api_domain(d), cbid);
 }
 
-static void enable_arg_callbacks(void)
+void kp__col_enable_arg_callbacks(void)
 {
-	param_info = (param_info_fn)cuda_sym("cuFuncGetParamInfo");
-	kernel_param_info = (kparam_info_fn)cuda_sym("cuKernelGetParamInfo");
+	param_info = (param_info_fn)kp__col_cuda_sym("cuFuncGetParamInfo");
+	kernel_param_info = (kparam_info_fn)kp__col_cuda_sym("cuKernelGetParamInfo");
 	if (!param_info) {
 		kp_warn("--args: cuFuncGetParamInfo not found in the driver; launch arguments not recorded");
-		g.args = 0;
+		kp__col.args = 0;
 		return;
 	}
-	each_callback(arg_one, NULL);
+	kp__col_each_callback(arg_one, NULL);
 }
 
-static int write_args(struct kp_db *db, int64_t run_id, struct arg_rec *a, size_t n)
+static int write_args(struct kp_db *db, int64_t run_id, struct kp__arg_rec *a, size_t n)
 {
 	static sqlite3_stmt *st, *pdl;
 	size_t i;
@@ -1104,7 +1011,7 @@ static int write_args(struct kp_db *db, int64_t run_id, struct arg_rec *a, size_
 				  " pdl) VALUES (?,?,1)", &pdl, NULL))
 		return -1;
 	for (i = 0; i < n; i++) {
-		if (a[i].index == ARG_PDL) {
+		if (a[i].index == KP__ARG_PDL) {
 			sqlite3_bind_int64(pdl, 1, run_id);
 			sqlite3_bind_int64(pdl, 2, a[i].corr);
 			if (sqlite3_step(pdl) != SQLITE_DONE) {
@@ -1136,7 +1043,7 @@ static int write_args(struct kp_db *db, int64_t run_id, struct arg_rec *a, size_
 
 static void writer_fail(const char *what, const struct kp_err *err)
 {
-	if (!atomic_exchange(&g.db_failed, 1))
+	if (!atomic_exchange(&kp__col.db_failed, 1))
 		kp_warn("%s: %s; recording stops, the program runs on", what,
 			err && err->msg[0] ? err->msg : "failed");
 }
@@ -1154,7 +1061,7 @@ static struct kp_db *open_db(struct kp_err *err)
 	char host[256] = "";
 	uint32_t cupti_v = 0;
 
-	db = kp_db_open(g.out, KP_DB_CREATE, err);
+	db = kp_db_open(kp__col.out, KP_DB_CREATE, err);
 	if (!db)
 		return NULL;
 	if (kp_db_set_bulk(db, 1, err))
@@ -1163,18 +1070,18 @@ static struct kp_db *open_db(struct kp_err *err)
 	cuptiGetVersion(&cupti_v);
 	memset(&ri, 0, sizeof(ri));
 	ri.source = "record";
-	ri.source_path = g.out;
-	ri.command = g.command;
+	ri.source_path = kp__col.out;
+	ri.command = kp__col.command;
 	ri.host = host;
-	ri.pid = g.pid;
-	ri.driver_version = driver_version();
-	ri.runtime_version = runtime_version();
+	ri.pid = kp__col.pid;
+	ri.driver_version = kp__col_driver_version();
+	ri.runtime_version = kp__col_runtime_version();
 	ri.cupti_version = (int)cupti_v;
 	ri.has_rank = kp_rank_from_env(getenv_const, &rank);
 	ri.rank = rank.rank;
 	ri.local_rank = rank.local_rank;
 	ri.world_size = rank.world_size;
-	if (kp_db_run_insert(db, &ri, &g.run_id, err))
+	if (kp_db_run_insert(db, &ri, &kp__col.run_id, err))
 		goto fail;
 	return db;
 fail:
@@ -1186,76 +1093,76 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 {
 	struct kp_err err = {0};
 	struct kp_strbuf detail = KP_STRBUF_INIT;
-	struct kp_window win = { g.nvtx_range, g.profiler_api, g.skip };
+	struct kp_window win = { kp__col.nvtx_range, kp__col.profiler_api, kp__col.skip };
 	const char *note = NULL;
-	int64_t dropped, q = atomic_load(&g.drop_queue_records),
-		c = atomic_load(&g.drop_cupti), a = atomic_load(&g.drop_args) + g.args_dropped;
+	int64_t dropped, q = atomic_load(&kp__col.drop_queue_records),
+		c = atomic_load(&kp__col.drop_cupti), a = atomic_load(&kp__col.drop_args) + kp__col.args_dropped;
 	const char *status = "complete";
 
 	if (kp_db_begin(db, &err) == 0) {
-		kp_decode_finish(dec, g.last_ts, &err);
+		kp_decode_finish(dec, kp__col.last_ts, &err);
 		if (dec->st.devices == 0)
-			devices_from_driver(w);
+			kp__col_devices_from_driver(w);
 		kp_db_commit(db, &err);
 	}
-	if (kp_window_apply(db, g.run_id, &win, NULL, &note, &err))
+	if (kp_window_apply(db, kp__col.run_id, &win, NULL, &note, &err))
 		kp_warn("capture window: %s", err.msg);
 	if (note)
-		kp_db_run_note(db, g.run_id, note, NULL);
+		kp_db_run_note(db, kp__col.run_id, note, NULL);
 	else if (kp_window_active(&win))
-		kp_db_run_note(db, g.run_id, "capture window: part of the run kept", NULL);
-	if (atomic_load(&g.sig_flush)) {
-		kp_db_run_note(db, g.run_id, g.flush_timed_out ?
+		kp_db_run_note(db, kp__col.run_id, "capture window: part of the run kept", NULL);
+	if (atomic_load(&kp__col.sig_flush)) {
+		kp_db_run_note(db, kp__col.run_id, kp__col.flush_timed_out ?
 			    "ended by a signal; the final CUPTI flush did not finish in 3 s, records"
 			    " still buffered by CUPTI were lost" : "ended by a signal", NULL);
-		if (g.flush_timed_out)
+		if (kp__col.flush_timed_out)
 			status = "partial";
 	}
-	if (g.live) {
+	if (kp__col.live) {
 		char buf[128];
 		int64_t n;
 
-		pthread_mutex_lock(&gate_mu);
-		n = g.live_starts;
-		pthread_mutex_unlock(&gate_mu);
+		pthread_mutex_lock(&kp__col_gate_mu);
+		n = kp__col.live_starts;
+		pthread_mutex_unlock(&kp__col_gate_mu);
 		snprintf(buf, sizeof(buf), "--profiler-api: traced live, %lld start/stop window%s",
 			 (long long)n, n == 1 ? "" : "s");
-		kp_db_run_note(db, g.run_id, buf, NULL);
+		kp_db_run_note(db, kp__col.run_id, buf, NULL);
 	}
-	if (g.duration_hit) {
+	if (kp__col.duration_hit) {
 		char buf[96];
 
-		snprintf(buf, sizeof(buf), "capture stopped after %g s (--duration)", g.duration_s);
-		kp_db_run_note(db, g.run_id, buf, NULL);
+		snprintf(buf, sizeof(buf), "capture stopped after %g s (--duration)", kp__col.duration_s);
+		kp_db_run_note(db, kp__col.run_id, buf, NULL);
 	}
 	if (dec->st.kernels + dec->st.apis + dec->st.memcpys + dec->st.memsets == 0 &&
 	    !note)
-		kp_db_run_note(db, g.run_id, "no GPU work was seen", NULL);
+		kp_db_run_note(db, kp__col.run_id, "no GPU work was seen", NULL);
 	dropped = q + c;
 	if (q)
 		kp_strbuf_addf(&detail, "%lld records in %lld buffers dropped by kplan (queue over"
 			       " KPLAN_MEM_MB=%zu)", (long long)q,
-			       (long long)atomic_load(&g.drop_queue_buffers), g.mem_bytes >> 20);
+			       (long long)atomic_load(&kp__col.drop_queue_buffers), kp__col.mem_bytes >> 20);
 	if (c)
 		kp_strbuf_addf(&detail, "%s%lld records dropped by CUPTI", detail.len ? "; " : "",
 			       (long long)c);
-	if (g.args) {
+	if (kp__col.args) {
 		char buf[256];
 
 		snprintf(buf, sizeof(buf), "--args: %lld runtime launch calls, %lld driver launch"
 			 " calls, %lld launches of functions without parameter info",
-			 (long long)atomic_load(&n_rt_cb), (long long)atomic_load(&n_drv_cb),
-			 (long long)atomic_load(&n_no_info));
-		kp_db_run_note(db, g.run_id, buf, NULL);
+			 (long long)atomic_load(&kp__col_n_rt_cb), (long long)atomic_load(&kp__col_n_drv_cb),
+			 (long long)atomic_load(&kp__col_n_no_info));
+		kp_db_run_note(db, kp__col.run_id, buf, NULL);
 	}
 	if (a)
 		kp_strbuf_addf(&detail, "%s%lld launch arguments dropped", detail.len ? "; " : "",
 			       (long long)a);
-	if (g.syncs_dropped) {
+	if (kp__col.syncs_dropped) {
 		kp_strbuf_addf(&detail, "%s%lld records built from callbacks (synchronization, API)"
 			       " dropped (queue over KPLAN_MEM_MB=%zu / 16)", detail.len ? "; " : "",
-			       (long long)g.syncs_dropped, g.mem_bytes >> 20);
-		dropped += g.syncs_dropped;
+			       (long long)kp__col.syncs_dropped, kp__col.mem_bytes >> 20);
+		dropped += kp__col.syncs_dropped;
 	}
 	if (dec->st.unknown)
 		kp_strbuf_addf(&detail, "%s%lld records of unhandled kinds skipped",
@@ -1265,27 +1172,27 @@ static void finish_run(struct kp_db *db, struct kp_decoder *dec, struct kp_write
 			       (long long)dec->st.failed);
 	if (dropped || dec->st.failed)
 		status = "partial";
-	if (kp_db_run_finish(db, g.run_id, dropped, detail.len ? detail.buf : NULL, status, &err))
-		kp_warn("finishing the run row in %s: %s", g.out, err.msg);
+	if (kp_db_run_finish(db, kp__col.run_id, dropped, detail.len ? detail.buf : NULL, status, &err))
+		kp_warn("finishing the run row in %s: %s", kp__col.out, err.msg);
 	kp_strbuf_release(&detail);
 	/* a dying process (signal) has no time to index; readers index later */
-	if (!atomic_load(&g.sig_flush) && kp_db_create_indexes(db, &err))
-		kp_warn("indexing %s: %s", g.out, err.msg);
+	if (!atomic_load(&kp__col.sig_flush) && kp_db_create_indexes(db, &err))
+		kp_warn("indexing %s: %s", kp__col.out, err.msg);
 }
 
 /* Flush CUPTI's buffers into our queue and tell the writer to stop once
  * the queue is drained. */
-static void final_flush(void)
+void kp__col_final_flush(void)
 {
 	size_t dropped = 0;
 
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
-		atomic_fetch_add(&g.drop_cupti, (long long)dropped);
-	pthread_mutex_lock(&g.mu);
-	g.stop = 1;
-	pthread_cond_signal(&g.cv);
-	pthread_mutex_unlock(&g.mu);
+		atomic_fetch_add(&kp__col.drop_cupti, (long long)dropped);
+	pthread_mutex_lock(&kp__col.mu);
+	kp__col.stop = 1;
+	pthread_cond_signal(&kp__col.cv);
+	pthread_mutex_unlock(&kp__col.mu);
 }
 
 static atomic_int flush_done;
@@ -1293,7 +1200,7 @@ static atomic_int flush_done;
 static void *flush_thread(void *arg)
 {
 	(void)arg;
-	final_flush();
+	kp__col_final_flush();
 	atomic_store(&flush_done, 1);
 	return NULL;
 }
@@ -1318,10 +1225,10 @@ static void signal_flush(void)
 	}
 	pthread_attr_destroy(&attr);
 	if (!atomic_load(&flush_done))
-		g.flush_timed_out = 1;
-	pthread_mutex_lock(&g.mu);
-	g.stop = 1;
-	pthread_mutex_unlock(&g.mu);
+		kp__col.flush_timed_out = 1;
+	pthread_mutex_lock(&kp__col.mu);
+	kp__col.stop = 1;
+	pthread_mutex_unlock(&kp__col.mu);
 }
 
 /* remember the latest timestamp seen: the end for ranges left open */
@@ -1335,16 +1242,16 @@ static void note_time(const CUpti_Activity *rec)
 		t = (int64_t)((const CUpti_ActivityAPI *)rec)->end;
 	else if (rec->kind == CUPTI_ACTIVITY_KIND_MARKER)
 		t = (int64_t)((const CUpti_ActivityMarker2 *)rec)->timestamp;
-	if (t > g.last_ts)
-		g.last_ts = t;
+	if (t > kp__col.last_ts)
+		kp__col.last_ts = t;
 }
 
 /* What the writer takes from the queues in one round. */
 struct wbatch {
-	struct qbuf bufs[16];          /* CUPTI activity buffers */
+	struct kp__qbuf bufs[16];          /* CUPTI activity buffers */
 	size_t n;
-	KP_VEC(struct arg_rec) args;   /* launch arguments (--args) */
-	KP_VEC(union synth_rec) syncs; /* records built from callbacks */
+	KP_VEC(struct kp__arg_rec) args;   /* launch arguments (--args) */
+	KP_VEC(union kp__synth_rec) syncs; /* records built from callbacks */
 };
 
 /*
@@ -1356,43 +1263,43 @@ static int take_batch(struct wbatch *b)
 {
 	int stop, waited;
 
-	pthread_mutex_lock(&g.mu);
-	for (waited = 0; !g.qlen && !g.stop && !g.argq.len &&
-	     (!g.syncq.len || (g.syncq.len < synth_batch() && !waited)) &&
-	     atomic_load(&g.sig_flush) != 1;) {
+	pthread_mutex_lock(&kp__col.mu);
+	for (waited = 0; !kp__col.qlen && !kp__col.stop && !kp__col.argq.len &&
+	     (!kp__col.syncq.len || (kp__col.syncq.len < kp__col_synth_batch() && !waited)) &&
+	     atomic_load(&kp__col.sig_flush) != 1;) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (g.syncq.len ? 50 : 250) * 1000 * 1000;
+		ts.tv_nsec += (kp__col.syncq.len ? 50 : 250) * 1000 * 1000;
 		if (ts.tv_nsec >= 1000000000) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		if (pthread_cond_timedwait(&g.cv, &g.mu, &ts) == ETIMEDOUT && g.syncq.len)
+		if (pthread_cond_timedwait(&kp__col.cv, &kp__col.mu, &ts) == ETIMEDOUT && kp__col.syncq.len)
 			waited = 1;
-		if (g.duration_s > 0 && !g.duration_hit &&
-		    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9))
+		if (kp__col.duration_s > 0 && !kp__col.duration_hit &&
+		    kp_now_ns() - kp__col.t0_ns >= (int64_t)(kp__col.duration_s * 1e9))
 			break;
 	}
-	while (g.qlen && b->n < sizeof(b->bufs) / sizeof(b->bufs[0])) {
-		b->bufs[b->n++] = g.q[g.qhead];
-		g.qhead = (g.qhead + 1) % g.qcap;
-		g.qlen--;
+	while (kp__col.qlen && b->n < sizeof(b->bufs) / sizeof(b->bufs[0])) {
+		b->bufs[b->n++] = kp__col.q[kp__col.qhead];
+		kp__col.qhead = (kp__col.qhead + 1) % kp__col.qcap;
+		kp__col.qlen--;
 	}
-	if (g.argq.len) {
-		b->args.data = g.argq.data;
-		b->args.len = g.argq.len;
-		b->args.cap = g.argq.cap;
-		memset(&g.argq, 0, sizeof(g.argq));
+	if (kp__col.argq.len) {
+		b->args.data = kp__col.argq.data;
+		b->args.len = kp__col.argq.len;
+		b->args.cap = kp__col.argq.cap;
+		memset(&kp__col.argq, 0, sizeof(kp__col.argq));
 	}
-	if (g.syncq.len) {
-		b->syncs.data = g.syncq.data;
-		b->syncs.len = g.syncq.len;
-		b->syncs.cap = g.syncq.cap;
-		memset(&g.syncq, 0, sizeof(g.syncq));
+	if (kp__col.syncq.len) {
+		b->syncs.data = kp__col.syncq.data;
+		b->syncs.len = kp__col.syncq.len;
+		b->syncs.cap = kp__col.syncq.cap;
+		memset(&kp__col.syncq, 0, sizeof(kp__col.syncq));
 	}
-	stop = g.stop && !g.qlen;
-	pthread_mutex_unlock(&g.mu);
+	stop = kp__col.stop && !kp__col.qlen;
+	pthread_mutex_unlock(&kp__col.mu);
 	return stop;
 }
 
@@ -1402,7 +1309,7 @@ static void write_batch(struct kp_decoder *dec, struct wbatch *b)
 	struct kp_err err = {0};
 	size_t i;
 
-	if (kp_db_begin(g.db, &err)) {
+	if (kp_db_begin(kp__col.db, &err)) {
 		writer_fail("writing the database", &err);
 		return;
 	}
@@ -1425,13 +1332,13 @@ static void write_batch(struct kp_decoder *dec, struct wbatch *b)
 		if (kp_decode_record(dec, rec, &e2) < 0 && !err.code)
 			err = e2;
 	}
-	if (b->args.len && write_args(g.db, g.run_id, b->args.data, b->args.len))
-		atomic_fetch_add(&g.drop_args, (long long)b->args.len);
+	if (b->args.len && write_args(kp__col.db, kp__col.run_id, b->args.data, b->args.len))
+		atomic_fetch_add(&kp__col.drop_args, (long long)b->args.len);
 	if (err.code) {
-		kp_db_rollback(g.db);
+		kp_db_rollback(kp__col.db);
 		writer_fail("writing the database", &err);
-	} else if (kp_db_commit(g.db, &err)) {
-		kp_db_rollback(g.db);
+	} else if (kp_db_commit(kp__col.db, &err)) {
+		kp_db_rollback(kp__col.db);
 		writer_fail("writing the database", &err);
 	}
 }
@@ -1441,105 +1348,105 @@ static void release_batch(struct wbatch *b)
 {
 	size_t i;
 
-	if (atomic_load(&g.db_failed)) {
+	if (atomic_load(&kp__col.db_failed)) {
 		for (i = 0; i < b->n; i++)
-			atomic_fetch_add(&g.drop_db_records, count_records(b->bufs[i].p, b->bufs[i].valid));
+			atomic_fetch_add(&kp__col.drop_db_records, kp__col_count_records(b->bufs[i].p, b->bufs[i].valid));
 	}
 	kp_vec_release(&b->args);
 	kp_vec_release(&b->syncs);
-	pthread_mutex_lock(&g.mu);
+	pthread_mutex_lock(&kp__col.mu);
 	for (i = 0; i < b->n; i++)
-		g.queued_bytes -= b->bufs[i].size;
-	pthread_mutex_unlock(&g.mu);
+		kp__col.queued_bytes -= b->bufs[i].size;
+	pthread_mutex_unlock(&kp__col.mu);
 	for (i = 0; i < b->n; i++)
-		buf_put(b->bufs[i].p);
+		kp__col_buf_put(b->bufs[i].p);
 }
 
-static void *writer_main(void *arg)
+void *kp__col_writer_main(void *arg)
 {
 	struct kp_err err = {0};
 	struct kp_writer w;
 	struct kp_decoder dec;
-	struct kp_decode_hooks hooks = { NULL, api_name, demangle };
+	struct kp_decode_hooks hooks = { NULL, kp__col_api_name, kp__col_demangle };
 	sigset_t all;
 
 	(void)arg;
 	/* signals belong to the application's threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	g.db = open_db(&err);
-	if (!g.db) {
+	kp__col.db = open_db(&err);
+	if (!kp__col.db) {
 		writer_fail("cannot record", &err);
-		pthread_mutex_lock(&g.mu);
-		g.have_writer = 0;
-		pthread_mutex_unlock(&g.mu);
-		disable_all();
-		atomic_store(&g.finished, 1);
+		pthread_mutex_lock(&kp__col.mu);
+		kp__col.have_writer = 0;
+		pthread_mutex_unlock(&kp__col.mu);
+		kp__col_disable_all();
+		atomic_store(&kp__col.finished, 1);
 		return NULL;
 	}
-	kp_writer_init(&w, g.db, g.run_id);
-	kp_decode_init(&dec, &w, g.pid, &hooks);
+	kp_writer_init(&w, kp__col.db, kp__col.run_id);
+	kp_decode_init(&dec, &w, kp__col.pid, &hooks);
 	for (;;) {
 		struct wbatch b;
 		int stop;
 
 		memset(&b, 0, sizeof(b));
-		if (atomic_load(&g.sig_flush) == 1) {
+		if (atomic_load(&kp__col.sig_flush) == 1) {
 			/* asked from a signal handler, which cannot flush itself */
-			atomic_store(&g.sig_flush, 2);
+			atomic_store(&kp__col.sig_flush, 2);
 			signal_flush();
 		}
 		stop = take_batch(&b);
-		if (g.duration_s > 0 && !g.duration_hit &&
-		    kp_now_ns() - g.t0_ns >= (int64_t)(g.duration_s * 1e9)) {
-			g.duration_hit = 1;
-			disable_all();
+		if (kp__col.duration_s > 0 && !kp__col.duration_hit &&
+		    kp_now_ns() - kp__col.t0_ns >= (int64_t)(kp__col.duration_s * 1e9)) {
+			kp__col.duration_hit = 1;
+			kp__col_disable_all();
 		}
-		if ((b.n || b.args.len || b.syncs.len) && !atomic_load(&g.db_failed))
+		if ((b.n || b.args.len || b.syncs.len) && !atomic_load(&kp__col.db_failed))
 			write_batch(&dec, &b);
 		release_batch(&b);
 		if (stop)
 			break;
 	}
-	if (!atomic_load(&g.db_failed))
-		finish_run(g.db, &dec, &w);
-	else if (atomic_load(&g.drop_db_records))
-		kp_warn("%lld records not written to %s", (long long)atomic_load(&g.drop_db_records),
-			g.out);
+	if (!atomic_load(&kp__col.db_failed))
+		finish_run(kp__col.db, &dec, &w);
+	else if (atomic_load(&kp__col.drop_db_records))
+		kp_warn("%lld records not written to %s", (long long)atomic_load(&kp__col.drop_db_records),
+			kp__col.out);
 	write_args(NULL, 0, NULL, 0);
 	kp_decode_release(&dec);
 	kp_writer_release(&w);
-	kp_db_close(g.db);
-	g.db = NULL;
-	atomic_store(&g.finished, 1);
+	kp_db_close(kp__col.db);
+	kp__col.db = NULL;
+	atomic_store(&kp__col.finished, 1);
 	return NULL;
 }
 
 /* ------------------------------------------------------------------------ */
 /* shutdown: atexit, signals */
 
-static void shutdown_collector(void)
+void kp__col_shutdown(void)
 {
 	struct timespec ts;
 
-	if (!g.started || getpid() != g.pid || atomic_exchange(&g.shutdown, 1))
+	if (!kp__col.started || getpid() != kp__col.pid || atomic_exchange(&kp__col.shutdown, 1))
 		return;
-	final_flush();
-	if (g.thread_created) {
+	kp__col_final_flush();
+	if (kp__col.thread_created) {
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 120;
-		if (pthread_timedjoin_np(g.writer, NULL, &ts))
+		if (pthread_timedjoin_np(kp__col.writer, NULL, &ts))
 			kp_warn("the writer did not finish within 120 s; %s may miss its last records",
-				g.out);
+				kp__col.out);
 	}
-	pthread_mutex_lock(&g.mu);
-	g.have_writer = 0;
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_lock(&kp__col.mu);
+	kp__col.have_writer = 0;
+	pthread_mutex_unlock(&kp__col.mu);
 }
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
-	struct sigaction *old = sig == SIGTERM ? &g.old_term : &g.old_int;
+	struct sigaction *old = sig == SIGTERM ? &kp__col.old_term : &kp__col.old_int;
 
 	if (old->sa_flags & SA_SIGINFO) {
 		if (old->sa_sigaction) {
@@ -1558,20 +1465,20 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	 * inside CUDA or holding a lock, so it does no CUDA, CUPTI or SQLite
 	 * work itself), waiting at most 20 s, then die by the signal.
 	 */
-	if (g.started && getpid() == g.pid && g.thread_created &&
-	    !atomic_exchange(&g.shutdown, 1)) {
+	if (kp__col.started && getpid() == kp__col.pid && kp__col.thread_created &&
+	    !atomic_exchange(&kp__col.shutdown, 1)) {
 		struct timespec tick = { 0, 10 * 1000 * 1000 };
 		int i;
 
-		atomic_store(&g.sig_flush, 1);
-		for (i = 0; i < 2000 && !atomic_load(&g.finished); i++)
+		atomic_store(&kp__col.sig_flush, 1);
+		for (i = 0; i < 2000 && !atomic_load(&kp__col.finished); i++)
 			nanosleep(&tick, NULL);
 	}
 	sigaction(sig, old, NULL);
 	raise(sig);
 }
 
-static void install_signals(void)
+void kp__col_install_signals(void)
 {
 	struct sigaction sa;
 
@@ -1579,16 +1486,16 @@ static void install_signals(void)
 	sa.sa_sigaction = on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, &g.old_term);
-	sigaction(SIGINT, &sa, &g.old_int);
+	sigaction(SIGTERM, &sa, &kp__col.old_term);
+	sigaction(SIGINT, &sa, &kp__col.old_int);
 }
 
-static void atfork_child(void)
+void kp__col_atfork_child(void)
 {
 	/* a forked child has no writer thread and must not flush our run */
-	tls_tid = 0;
-	g.started = 0;
-	g.have_writer = 0;
+	kp__col_forget_thread();
+	kp__col.started = 0;
+	kp__col.have_writer = 0;
 }
 
 /* Who holds CUPTI, for the message when we cannot subscribe. */
@@ -1631,46 +1538,46 @@ static void set_nvtx_injection(void)
 }
 
 /* The settings `kplan record` passes in the environment (KPLAN_*). */
-static void read_settings(void)
+void kp__col_read_settings(void)
 {
 	const char *s;
 	int64_t mb;
 
 	s = getenv("KPLAN_OUT");
 	if (s && *s) {
-		g.out = kp_strdup(s);
+		kp__col.out = kp_strdup(s);
 	} else {
 		char buf[64];
 
-		snprintf(buf, sizeof(buf), "kplan-%d.db", (int)g.pid);
-		g.out = kp_strdup(buf);
+		snprintf(buf, sizeof(buf), "kplan-%d.db", (int)kp__col.pid);
+		kp__col.out = kp_strdup(buf);
 	}
 	s = getenv("KPLAN_NVTX_RANGE");
-	g.nvtx_range = s && *s ? kp_strdup(s) : NULL;
-	g.profiler_api = env_int("KPLAN_PROFILER_API", 0) != 0;
-	g.skip = env_int("KPLAN_SKIP", 0);
-	g.args = env_int("KPLAN_ARGS", 0) != 0;
+	kp__col.nvtx_range = s && *s ? kp_strdup(s) : NULL;
+	kp__col.profiler_api = kp__col_env_int("KPLAN_PROFILER_API", 0) != 0;
+	kp__col.skip = kp__col_env_int("KPLAN_SKIP", 0);
+	kp__col.args = kp__col_env_int("KPLAN_ARGS", 0) != 0;
 	s = getenv("KPLAN_DURATION");
 	if (s && *s) {
 		char *end;
 
-		g.duration_s = strtod(s, &end);
-		if (*end || g.duration_s < 0) {
+		kp__col.duration_s = strtod(s, &end);
+		if (*end || kp__col.duration_s < 0) {
 			kp_warn("KPLAN_DURATION='%s' is not a number of seconds; ignored", s);
-			g.duration_s = 0;
+			kp__col.duration_s = 0;
 		}
 	}
-	mb = env_int("KPLAN_MEM_MB", 64);
+	mb = kp__col_env_int("KPLAN_MEM_MB", 64);
 	if (mb < 1)
 		mb = 1;
-	g.mem_bytes = (size_t)mb << 20;
-	g.buf_size = g.mem_bytes / 8;
-	if (g.buf_size > (4u << 20))
-		g.buf_size = 4u << 20;
-	if (g.buf_size < (128u << 10))
-		g.buf_size = 128u << 10;
+	kp__col.mem_bytes = (size_t)mb << 20;
+	kp__col.buf_size = kp__col.mem_bytes / 8;
+	if (kp__col.buf_size > (4u << 20))
+		kp__col.buf_size = 4u << 20;
+	if (kp__col.buf_size < (128u << 10))
+		kp__col.buf_size = 128u << 10;
 	s = getenv("KPLAN_COMMAND");
-	g.command = s && *s ? kp_strdup(s) : read_cmdline();
+	kp__col.command = s && *s ? kp_strdup(s) : read_cmdline();
 }
 
 /*
@@ -1678,7 +1585,7 @@ static void read_settings(void)
  * those KPLAN_DISABLE names), the callbacks for syncs, launch arguments,
  * launch attributes and API rows, and the live window of --profiler-api.
  */
-static void enable_recording(void)
+void kp__col_enable_recording(void)
 {
 	CUptiResult r;
 	const char *s;
@@ -1689,13 +1596,13 @@ static void enable_recording(void)
 	s = getenv("KPLAN_DISABLE");
 	if (!s)
 		s = "";
-	if (env_int("KPLAN_CUPTI_PINNED", 0) > 0) {
+	if (kp__col_env_int("KPLAN_CUPTI_PINNED", 0) > 0) {
 		uint8_t one = 1;
 		size_t len = sizeof(one);
 
 		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &len, &one);
 	}
-	mb = env_int("KPLAN_DEVICE_BUFFER_MB", 0);
+	mb = kp__col_env_int("KPLAN_DEVICE_BUFFER_MB", 0);
 	if (mb > 0) {
 		size_t sz = (size_t)mb << 20, len = sizeof(sz);
 
@@ -1703,54 +1610,54 @@ static void enable_recording(void)
 	}
 	/* --profiler-api alone: trace only between cudaProfilerStart and Stop
 	 * (KPLAN_LIVE_WINDOW=0 traces everything and only filters at the end) */
-	g.live = g.profiler_api && !g.nvtx_range && g.skip <= 0 && g.subscribed &&
-		 env_int("KPLAN_LIVE_WINDOW", 1) != 0;
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+	kp__col.live = kp__col.profiler_api && !kp__col.nvtx_range && kp__col.skip <= 0 && kp__col.subscribed &&
+		 kp__col_env_int("KPLAN_LIVE_WINDOW", 1) != 0;
+	for (i = 0; i < KP__COL_N_KINDS; i++) {
 		if (strstr(s, "all") || (strstr(s, "kernel") &&
-					 kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ||
-		    (strstr(s, "sync") && kinds[i] == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) ||
-		    (strstr(s, "marker") && (kinds[i] == CUPTI_ACTIVITY_KIND_MARKER ||
-					     kinds[i] == CUPTI_ACTIVITY_KIND_MARKER_DATA)) ||
-		    (strstr(s, "copy") && (kinds[i] == CUPTI_ACTIVITY_KIND_MEMCPY ||
-					   kinds[i] == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
-					   kinds[i] == CUPTI_ACTIVITY_KIND_MEMSET)) ||
-		    (strstr(s, "overhead") && kinds[i] == CUPTI_ACTIVITY_KIND_OVERHEAD))
+					 kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ||
+		    (strstr(s, "sync") && kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) ||
+		    (strstr(s, "marker") && (kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_MARKER ||
+					     kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_MARKER_DATA)) ||
+		    (strstr(s, "copy") && (kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_MEMCPY ||
+					   kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
+					   kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_MEMSET)) ||
+		    (strstr(s, "overhead") && kp__col_kinds[i] == CUPTI_ACTIVITY_KIND_OVERHEAD))
 			continue;
-		g.kind_wanted[i] = 1;
-		if (g.live && gated_kind(kinds[i]))
+		kp__col.kind_wanted[i] = 1;
+		if (kp__col.live && kp__col_gated_kind(kp__col_kinds[i]))
 			continue;
-		r = cuptiActivityEnable(kinds[i]);
-		if (r != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
-		    kinds[i] != CUPTI_ACTIVITY_KIND_MARKER_DATA)
-			kp_warn("cannot enable CUPTI activity kind %d: %s", (int)kinds[i],
-				cupti_msg(r));
+		r = cuptiActivityEnable(kp__col_kinds[i]);
+		if (r != CUPTI_SUCCESS && kp__col_kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
+		    kp__col_kinds[i] != CUPTI_ACTIVITY_KIND_MARKER_DATA)
+			kp_warn("cannot enable CUPTI activity kind %d: %s", (int)kp__col_kinds[i],
+				kp__col_cupti_msg(r));
 	}
 	if (!strstr(s, "sync") && !strstr(s, "all")) {
-		g.sync_activity = env_int("KPLAN_SYNC_ACTIVITY", 0) > 0 || !g.subscribed;
-		if (!g.sync_activity)
-			enable_sync_callbacks();
-		else if (!g.live)
+		kp__col.sync_activity = kp__col_env_int("KPLAN_SYNC_ACTIVITY", 0) > 0 || !kp__col.subscribed;
+		if (!kp__col.sync_activity)
+			kp__col_enable_sync_callbacks();
+		else if (!kp__col.live)
 			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
 	}
-	if (g.args)
-		enable_arg_callbacks();
-	if (g.subscribed && !strstr(s, "attrs") && !strstr(s, "all"))
-		each_callback(ex_one, NULL);   /* launch attributes: PDL */
+	if (kp__col.args)
+		kp__col_enable_arg_callbacks();
+	if (kp__col.subscribed && !strstr(s, "attrs") && !strstr(s, "all"))
+		kp__col_each_callback(kp__col_ex_one, NULL);   /* launch attributes: PDL */
 	/* API rows: CUPTI's records, or built from callbacks in the live window
 	 * (CUPTI's API records cannot be turned on mid-run) or when asked
 	 * (KPLAN_API_CALLBACKS=1, diagnostic: no cheaper on Hopper) */
-	g.api_wanted = !strstr(s, "api") && !strstr(s, "all");
-	g.api_cb = g.live || (g.subscribed && env_int("KPLAN_API_CALLBACKS", 0) > 0);
-	if (g.api_wanted && g.api_cb)
-		classify_api_callbacks();   /* after the sync and --args callbacks */
-	if (g.api_wanted && !g.live) {
-		if (g.api_cb)
-			enable_api_callbacks(1);
+	kp__col.api_wanted = !strstr(s, "api") && !strstr(s, "all");
+	kp__col.api_cb = kp__col.live || (kp__col.subscribed && kp__col_env_int("KPLAN_API_CALLBACKS", 0) > 0);
+	if (kp__col.api_wanted && kp__col.api_cb)
+		kp__col_classify_api_callbacks();   /* after the sync and --args callbacks */
+	if (kp__col.api_wanted && !kp__col.live) {
+		if (kp__col.api_cb)
+			kp__col_enable_api_callbacks(1);
 		else
 			enable_api_records(1);
 	}
-	if (g.live)
-		enable_profiler_callbacks();   /* and their API rows, from the callbacks */
+	if (kp__col.live)
+		kp__col_enable_profiler_callbacks();   /* and their API rows, from the callbacks */
 }
 
 KP_EXPORT int InitializeInjection(void)
@@ -1758,15 +1665,15 @@ KP_EXPORT int InitializeInjection(void)
 	CUptiResult r;
 	int rc;
 
-	if (g.started)
+	if (kp__col.started)
 		return 1;
-	g.pid = getpid();
-	g.t0_ns = kp_now_ns();
-	read_settings();
+	kp__col.pid = getpid();
+	kp__col.t0_ns = kp_now_ns();
+	kp__col_read_settings();
 
 	/* KPLAN_SUBSCRIBE=0 (diagnostic): no callback subscriber, activity only */
-	g.subscribed = g.args || env_int("KPLAN_SUBSCRIBE", 1);
-	r = g.subscribed ? cuptiSubscribe(&g.sub, on_callback, NULL) : CUPTI_SUCCESS;
+	kp__col.subscribed = kp__col.args || kp__col_env_int("KPLAN_SUBSCRIBE", 1);
+	r = kp__col.subscribed ? cuptiSubscribe(&kp__col.sub, kp__col_on_callback, NULL) : CUPTI_SUCCESS;
 	if (r != CUPTI_SUCCESS) {
 		char who[128];
 
@@ -1775,7 +1682,7 @@ KP_EXPORT int InitializeInjection(void)
 			kp_warn("CUPTI is already in use by %s; kplan records nothing, the program"
 				" runs on", who);
 		else
-			kp_warn("cannot subscribe to CUPTI: %s; kplan records nothing", cupti_msg(r));
+			kp_warn("cannot subscribe to CUPTI: %s; kplan records nothing", kp__col_cupti_msg(r));
 		return 1;
 	}
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -1783,32 +1690,32 @@ KP_EXPORT int InitializeInjection(void)
 		uint8_t one = 1;
 		size_t len = sizeof(one);
 
-		g.zeroed_buffers = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+		kp__col.zeroed_buffers = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
 							     &len, &one) == CUPTI_SUCCESS;
 	}
-	r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	r = cuptiActivityRegisterCallbacks(kp__col_buffer_requested, kp__col_buffer_completed);
 	if (r != CUPTI_SUCCESS) {
 		kp_warn("cannot register CUPTI activity buffers: %s; kplan records nothing",
-			cupti_msg(r));
-		if (g.subscribed)
-			cuptiUnsubscribe(g.sub);
+			kp__col_cupti_msg(r));
+		if (kp__col.subscribed)
+			cuptiUnsubscribe(kp__col.sub);
 		return 1;
 	}
-	g.have_writer = 1;
-	rc = pthread_create(&g.writer, NULL, writer_main, NULL);
+	kp__col.have_writer = 1;
+	rc = pthread_create(&kp__col.writer, NULL, kp__col_writer_main, NULL);
 	if (rc) {
-		g.have_writer = 0;
+		kp__col.have_writer = 0;
 		kp_warn("cannot start the writer thread: %s; kplan records nothing", strerror(rc));
-		if (g.subscribed)
-			cuptiUnsubscribe(g.sub);
+		if (kp__col.subscribed)
+			cuptiUnsubscribe(kp__col.sub);
 		return 1;
 	}
-	g.thread_created = 1;
-	g.started = 1;
-	enable_recording();
+	kp__col.thread_created = 1;
+	kp__col.started = 1;
+	kp__col_enable_recording();
 	set_nvtx_injection();
-	pthread_atfork(NULL, NULL, atfork_child);
-	atexit(shutdown_collector);
-	install_signals();
+	pthread_atfork(NULL, NULL, kp__col_atfork_child);
+	atexit(kp__col_shutdown);
+	kp__col_install_signals();
 	return 1;
 }
