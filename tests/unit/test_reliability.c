@@ -7,7 +7,8 @@
  * The recording tests drive the collector's writer path without CUPTI:
  * synthesized CUPTI activity records go through the collector's decoder
  * (collector/decode.h) into a struct kp_writer, in kp_db_begin/kp_db_commit
- * batches with kp_db_set_bulk on, as collector.c's writer thread does.
+ * batches with kp_db_set_bulk on, as the collector's writer thread does
+ * (collector/writer_thread.c).
  */
 #include <dirent.h>
 #include <errno.h>
