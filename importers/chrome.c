@@ -28,12 +28,10 @@
 #include "../common/log.h"
 #include "../common/strbuf.h"
 #include "../common/vec.h"
+#include "chrome_internal.h"
 #include "kineto.h"
 
 #define CHUNK_BYTES (256 * 1024)
-#define FLOW_SLOTS 65536          /* recent flow endpoints kept (power of two) */
-#define PENDING_MAX 1024          /* events waiting for their flow */
-#define MAX_SKIP_KINDS 64
 
 /* ------------------------------------------------------------------ numbers */
 
@@ -122,20 +120,6 @@ int kp_import_parse_int(const char *s, size_t len, int64_t *v)
 
 /* ------------------------------------------------------------------ state */
 
-enum cat {
-	C_NONE, C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_DRIVER, C_SYNC,
-	C_ANNOT, C_GPU_ANNOT, C_CPU_OP, C_PYFUNC, C_FLOW, C_OVERHEAD, C_KPLAN,
-};
-
-enum evkey { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARGS };
-
-enum argkey {
-	A_NONE, A_DEVICE, A_CONTEXT, A_STREAM, A_CORR, A_REGS, A_SMEM, A_SSMEM, A_DSMEM,
-	A_GRID, A_BLOCK, A_BYTES, A_RETVAL, A_VALUE, A_LAUNCH, A_GRAPH_NODE, A_GRAPH_ID,
-	A_EVENT_ID, A_CACHE, A_LMEM_THREAD, A_LMEM_TOTAL, A_GRID_ID, A_SYNC_TYPE, A_PDL,
-	A_KPLAN_REGION, A__N
-};
-
 #define KEY(s, id) { s, sizeof(s) - 1, id }
 static const struct { const char *key; size_t len; int id; } arg_keys[] = {
 	KEY("device", A_DEVICE), KEY("context", A_CONTEXT), KEY("stream", A_STREAM),
@@ -152,13 +136,6 @@ static const struct { const char *key; size_t len; int id; } arg_keys[] = {
 	KEY("kplan region", A_KPLAN_REGION),  /* and a libkplanrt range's category */
 };
 
-enum topkey { TK_OTHER, TK_EVENTS, TK_DEVPROPS, TK_DRIVER, TK_RUNTIME, TK_CUPTI };
-
-enum devkey {
-	D_NONE, D_ID, D_NAME, D_MEM, D_MAJOR, D_MINOR, D_MAXTPB, D_REGS_SM, D_SHMEM_BLOCK,
-	D_SHMEM_SM, D_WARP, D_SMS, D_CLOCK, D_L2, D_BW, D_BUS, D_UUID,
-};
-
 static const struct { const char *key; size_t len; int id; } dev_keys[] = {
 	KEY("id", D_ID), KEY("name", D_NAME), KEY("totalGlobalMem", D_MEM),
 	KEY("computeMajor", D_MAJOR), KEY("computeMinor", D_MINOR),
@@ -169,65 +146,7 @@ static const struct { const char *key; size_t len; int id; } dev_keys[] = {
 	KEY("uuid", D_UUID),
 };
 
-enum state {
-	S_START, S_TOP, S_TOPVAL, S_EVENTS, S_EV, S_EVVAL, S_ARGS, S_ARGVAL, S_ARGARR,
-	S_DEVS, S_DEV, S_DEVVAL, S_SKIP, S_DONE,
-};
-
-enum vtype { V_NULL, V_BOOL, V_NUM, V_STR };
-
-struct cev {
-	char ph;
-	int cat;
-	unsigned have;          /* 1 << K_* */
-	unsigned ahave;         /* 1 << A_* */
-	int pid_str, tid_str;   /* pid/tid given as strings */
-	int64_t pid, tid, ts, dur, id;
-	int64_t a[A__N];
-	int32_t grid[3], block[3];
-	struct kp_strbuf name;
-	struct kp_strbuf cat_s;
-};
-
-struct gpu {
-	struct kp_gpu_rec rec;
-	char name[256], bus[64], uuid[64];
-};
-
-struct flow { int64_t pid, tid, ts, id; int used; };
-
-struct reader {
-	struct kp_db *db;
-	struct kp_writer w;
-	const char *path;
-	struct kp_err *err;
-	struct kp_import_stats *st;
-	int rc;                 /* first error raised inside a callback */
-	enum state state, ret_state;
-	int depth, skip_depth;
-	int top_key, key, arr_idx;
-	int32_t *arr;
-	int have_events;
-	int64_t ev_index;
-	struct cev ev;
-	struct gpu cur_gpu;
-	KP_VEC(struct gpu) gpus;
-	int64_t versions[3];    /* driver, runtime, cupti */
-	int64_t host_pid;       /* pid of the last CPU-side event */
-	int64_t kernel_device;  /* device of the first kernel, -1 none */
-	int64_t cpu_op_domain;  /* StringIds id, 0 until first cpu_op */
-	int64_t python_domain;  /* StringIds id, 0 until first python_function */
-	int64_t kplan_domain;   /* StringIds id, 0 until first libkplanrt range */
-	struct flow *flows;
-	KP_VEC(struct cev) pending;
-	struct kp_strmap skipped;
-	int n_skip_kinds;
-};
-
-static int fail(struct reader *r, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(struct reader *r, int code, const char *fmt, ...)
+int kp__chrome_fail(struct kp__chrome *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -238,7 +157,7 @@ static int fail(struct reader *r, int code, const char *fmt, ...)
 	return 0;   /* makes yajl stop */
 }
 
-static void ev_reset(struct cev *e)
+static void ev_reset(struct kp__chrome_ev *e)
 {
 	e->ph = 0;
 	e->cat = C_NONE;
@@ -280,7 +199,7 @@ static int classify_cat(const char *s, size_t len)
 	return C_OTHER;
 }
 
-static void count_skip(struct reader *r, const char *kind)
+static void count_skip(struct kp__chrome *r, const char *kind)
 {
 	int64_t n = 0;
 
@@ -298,18 +217,18 @@ static void count_skip(struct reader *r, const char *kind)
 
 /* ------------------------------------------------------------------ events */
 
-static const char *const key_names[] = {
+const char *const kp__chrome_key_names[] = {
 	[K_PH] = "ph", [K_CAT] = "cat", [K_NAME] = "name", [K_PID] = "pid",
 	[K_TID] = "tid", [K_TS] = "ts", [K_DUR] = "dur", [K_ID] = "id",
 };
 
-static const char *cat_label(const struct cev *e)
+static const char *cat_label(const struct kp__chrome_ev *e)
 {
 	return e->cat_s.len ? e->cat_s.buf : "none";
 }
 
 /* Fail unless every field in mask is present (and pid/tid numeric). */
-static int need(struct reader *r, const struct cev *e, unsigned mask)
+static int need(struct kp__chrome *r, const struct kp__chrome_ev *e, unsigned mask)
 {
 	int k;
 
@@ -317,32 +236,32 @@ static int need(struct reader *r, const struct cev *e, unsigned mask)
 		if (!(mask & (1u << k)))
 			continue;
 		if (!(e->have & (1u << k)))
-			return fail(r, KP_EFORMAT, "%s: event %lld (cat %s): missing field '%s'",
-				    r->path, (long long)r->ev_index, cat_label(e), key_names[k]), -1;
+			return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld (cat %s): missing field '%s'",
+				    r->path, (long long)r->ev_index, cat_label(e), kp__chrome_key_names[k]), -1;
 		if ((k == K_PID && e->pid_str) || (k == K_TID && e->tid_str))
-			return fail(r, KP_EFORMAT,
+			return kp__chrome_fail(r, KP_EFORMAT,
 				    "%s: event %lld (cat %s): field '%s' is not a number",
-				    r->path, (long long)r->ev_index, cat_label(e), key_names[k]), -1;
+				    r->path, (long long)r->ev_index, cat_label(e), kp__chrome_key_names[k]), -1;
 	}
 	return 0;
 }
 
 /* args.<what>, falling back to pid/tid (Kineto puts device/stream there too) */
-static int gpu_place(struct reader *r, const struct cev *e, int64_t *device, int64_t *stream)
+static int gpu_place(struct kp__chrome *r, const struct kp__chrome_ev *e, int64_t *device, int64_t *stream)
 {
 	if (e->ahave & (1u << A_DEVICE))
 		*device = e->a[A_DEVICE];
 	else if ((e->have & (1u << K_PID)) && !e->pid_str)
 		*device = e->pid;
 	else
-		return fail(r, KP_EFORMAT, "%s: event %lld (cat %s): missing field 'args.device'",
+		return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld (cat %s): missing field 'args.device'",
 			    r->path, (long long)r->ev_index, cat_label(e)), -1;
 	if (e->ahave & (1u << A_STREAM))
 		*stream = e->a[A_STREAM];
 	else if ((e->have & (1u << K_TID)) && !e->tid_str)
 		*stream = e->tid;
 	else
-		return fail(r, KP_EFORMAT, "%s: event %lld (cat %s): missing field 'args.stream'",
+		return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld (cat %s): missing field 'args.stream'",
 			    r->path, (long long)r->ev_index, cat_label(e)), -1;
 	return 0;
 }
@@ -352,7 +271,7 @@ static int gpu_place(struct reader *r, const struct cev *e, int64_t *device, int
  * the domain's name, with one domain-create row (eventType 75) written
  * the first time, as nsys writes for named domains. *cache holds it.
  */
-static int64_t named_domain(struct reader *r, const struct cev *e, const char *name,
+static int64_t named_domain(struct kp__chrome *r, const struct kp__chrome_ev *e, const char *name,
 			    int64_t *cache)
 {
 	struct kp_nvtx_rec n = {0};
@@ -379,7 +298,7 @@ static int64_t named_domain(struct reader *r, const struct cev *e, const char *n
  * The fields every GPU-work row shares (db/writer.h, struct kp_gpu_op):
  * where and when e ran. OUT: *device for the caller's bookkeeping.
  */
-static int gpu_op(struct reader *r, const struct cev *e, int64_t corr,
+static int gpu_op(struct kp__chrome *r, const struct kp__chrome_ev *e, int64_t corr,
 		  struct kp_gpu_op *op, int64_t *device)
 {
 	int64_t stream = 0;
@@ -399,7 +318,7 @@ static int gpu_op(struct reader *r, const struct cev *e, int64_t corr,
 #define WRITE(call) do { if ((call) < 0) { r->rc = r->err->code; return -1; } } while (0)
 
 /* Write one complete event whose correlation id is known (0: none). */
-static int write_event(struct reader *r, const struct cev *e, int64_t corr)
+static int write_event(struct kp__chrome *r, const struct kp__chrome_ev *e, int64_t corr)
 {
 	int64_t device = 0;
 
@@ -493,9 +412,9 @@ static uint64_t flow_hash(int64_t pid, int64_t tid, int64_t ts)
 	return h & (FLOW_SLOTS - 1);
 }
 
-static int flow_find(struct reader *r, const struct cev *e, int64_t *id)
+static int flow_find(struct kp__chrome *r, const struct kp__chrome_ev *e, int64_t *id)
 {
-	struct flow *f = &r->flows[flow_hash(e->pid, e->tid, e->ts)];
+	struct kp__chrome_flow *f = &r->flows[flow_hash(e->pid, e->tid, e->ts)];
 
 	if (f->used && f->pid == e->pid && f->tid == e->tid && f->ts == e->ts) {
 		*id = f->id;
@@ -505,7 +424,7 @@ static int flow_find(struct reader *r, const struct cev *e, int64_t *id)
 }
 
 /* GPU and API events: correlation from args, else from an ac2g flow. */
-static int correlated_event(struct reader *r, struct cev *e)
+static int correlated_event(struct kp__chrome *r, struct kp__chrome_ev *e)
 {
 	int64_t corr = 0;
 
@@ -516,7 +435,7 @@ static int correlated_event(struct reader *r, struct cev *e)
 	/* its flow may come later: hold it for a while (Kineto writes the flow
 	 * right next to the event, so a short window is enough) */
 	if (r->pending.len >= PENDING_MAX) {
-		struct cev old = r->pending.data[0];
+		struct kp__chrome_ev old = r->pending.data[0];
 
 		memmove(r->pending.data, r->pending.data + 1,
 			(r->pending.len - 1) * sizeof(old));
@@ -527,22 +446,22 @@ static int correlated_event(struct reader *r, struct cev *e)
 		kp_strbuf_release(&old.name);
 	}
 	{
-		struct cev copy = *e;
+		struct kp__chrome_ev copy = *e;
 
 		kp_strbuf_init(&copy.name);
 		kp_strbuf_add(&copy.name, e->name.buf, e->name.len);
 		kp_strbuf_init(&copy.cat_s);
 		if (copy.name.oom || kp_vec_push(&r->pending, copy)) {
 			kp_strbuf_release(&copy.name);
-			return fail(r, KP_ENOMEM, "out of memory"), -1;
+			return kp__chrome_fail(r, KP_ENOMEM, "out of memory"), -1;
 		}
 	}
 	return 0;
 }
 
-static int flow_event(struct reader *r, const struct cev *e)
+static int flow_event(struct kp__chrome *r, const struct kp__chrome_ev *e)
 {
-	struct flow *f;
+	struct kp__chrome_flow *f;
 	size_t i;
 
 	if (need(r, e, (1u << K_ID) | (1u << K_PID) | (1u << K_TID) | (1u << K_TS)))
@@ -554,10 +473,10 @@ static int flow_event(struct reader *r, const struct cev *e)
 	f->id = e->id;
 	f->used = 1;
 	for (i = 0; i < r->pending.len; i++) {
-		struct cev *p = &r->pending.data[i];
+		struct kp__chrome_ev *p = &r->pending.data[i];
 
 		if (p->pid == e->pid && p->tid == e->tid && p->ts == e->ts) {
-			struct cev got = *p;
+			struct kp__chrome_ev got = *p;
 			int rc;
 
 			memmove(p, p + 1, (r->pending.len - i - 1) * sizeof(*p));
@@ -570,7 +489,7 @@ static int flow_event(struct reader *r, const struct cev *e)
 	return 0;
 }
 
-static int flush_pending(struct reader *r)
+int kp__chrome_flush_pending(struct kp__chrome *r)
 {
 	size_t i;
 	int rc = 0;
@@ -583,11 +502,11 @@ static int flush_pending(struct reader *r)
 		kp_strbuf_release(&r->pending.data[i].name);
 	}
 	r->pending.len = 0;
-	/* the helpers return -1 after fail() or WRITE() stored the code */
+	/* the helpers return -1 after kp__chrome_fail() or WRITE() stored the code */
 	return rc < 0 && r->rc ? r->rc : rc;
 }
 
-static int nvtx_event(struct reader *r, const struct cev *e, int mark)
+static int nvtx_event(struct kp__chrome *r, const struct kp__chrome_ev *e, int mark)
 {
 	struct kp_nvtx_rec n = {0};
 
@@ -619,9 +538,9 @@ static int nvtx_event(struct reader *r, const struct cev *e, int mark)
 	return 0;
 }
 
-static int handle_event(struct reader *r)
+int kp__chrome_handle_event(struct kp__chrome *r)
 {
-	struct cev *e = &r->ev;
+	struct kp__chrome_ev *e = &r->ev;
 	const unsigned x_fields = (1u << K_TS) | (1u << K_DUR) | (1u << K_NAME);
 	const unsigned cpu_fields = x_fields | (1u << K_PID) | (1u << K_TID);
 	char kind[80];
@@ -654,7 +573,7 @@ static int handle_event(struct reader *r)
 			return nvtx_event(r, e, 0);
 		case C_GPU_ANNOT: {
 			int64_t device, stream;
-			struct cev g;
+			struct kp__chrome_ev g;
 
 			if (need(r, e, x_fields) || gpu_place(r, e, &device, &stream))
 				return -1;
@@ -698,7 +617,7 @@ static int handle_event(struct reader *r)
 
 /* ------------------------------------------------------------------ callbacks */
 
-static int skip_value(struct reader *r, enum state ret)
+static int skip_value(struct kp__chrome *r, enum state ret)
 {
 	r->state = S_SKIP;
 	r->skip_depth = r->depth - 1;
@@ -706,9 +625,9 @@ static int skip_value(struct reader *r, enum state ret)
 	return 1;
 }
 
-static int ev_scalar(struct reader *r, int type, const char *s, size_t len)
+static int ev_scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 {
-	struct cev *e = &r->ev;
+	struct kp__chrome_ev *e = &r->ev;
 	int64_t v;
 
 	switch (r->key) {
@@ -731,7 +650,7 @@ static int ev_scalar(struct reader *r, int type, const char *s, size_t len)
 	case K_PID: case K_TID:
 		if (type == V_NUM) {
 			if (kp_import_parse_int(s, len, &v))
-				return fail(r, KP_EFORMAT, "%s: event %lld: bad number '%.*s'",
+				return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld: bad number '%.*s'",
 					    r->path, (long long)r->ev_index, (int)len, s);
 		} else if (type == V_STR) {
 			v = 0;
@@ -751,8 +670,8 @@ static int ev_scalar(struct reader *r, int type, const char *s, size_t len)
 		if (type != V_NUM && type != V_STR)
 			return 1;
 		if (kp_import_parse_us(s, len, &v))
-			return fail(r, KP_EFORMAT, "%s: event %lld: field '%s' is not a number ('%.*s')",
-				    r->path, (long long)r->ev_index, key_names[r->key],
+			return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld: field '%s' is not a number ('%.*s')",
+				    r->path, (long long)r->ev_index, kp__chrome_key_names[r->key],
 				    (int)(len > 40 ? 40 : len), s);
 		if (r->key == K_TS)
 			e->ts = v;
@@ -775,9 +694,9 @@ static int ev_scalar(struct reader *r, int type, const char *s, size_t len)
 	return 1;
 }
 
-static void dev_scalar(struct reader *r, int key, int type, const char *s, size_t len)
+static void dev_scalar(struct kp__chrome *r, int key, int type, const char *s, size_t len)
 {
-	struct gpu *g = &r->cur_gpu;
+	struct kp__chrome_gpu *g = &r->cur_gpu;
 	int64_t v = 0;
 
 	if (type == V_STR) {
@@ -809,18 +728,18 @@ static void dev_scalar(struct reader *r, int key, int type, const char *s, size_
 	}
 }
 
-static int scalar(struct reader *r, int type, const char *s, size_t len)
+static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 {
 	int64_t v;
 
 	switch (r->state) {
 	case S_START:
-		return fail(r, KP_EFORMAT,
+		return kp__chrome_fail(r, KP_EFORMAT,
 			    "%s: not a trace: expected a JSON object with \"traceEvents\", found a JSON %s",
 			    r->path, type == V_STR ? "string" : type == V_NUM ? "number" : "literal");
 	case S_TOPVAL:
 		if (r->top_key == TK_EVENTS)
-			return fail(r, KP_EFORMAT, "%s: not a trace: \"traceEvents\" is not an array",
+			return kp__chrome_fail(r, KP_EFORMAT, "%s: not a trace: \"traceEvents\" is not an array",
 				    r->path);
 		if (r->top_key >= TK_DRIVER && (type == V_NUM || type == V_STR) &&
 		    !kp_import_parse_int(s, len, &v))
@@ -828,7 +747,7 @@ static int scalar(struct reader *r, int type, const char *s, size_t len)
 		r->state = S_TOP;
 		return 1;
 	case S_EVENTS:
-		return fail(r, KP_EFORMAT, "%s: event %lld: expected an object, found a JSON %s",
+		return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld: expected an object, found a JSON %s",
 			    r->path, (long long)r->ev_index,
 			    type == V_STR ? "string" : type == V_NUM ? "number" : "literal");
 	case S_EVVAL:
@@ -878,7 +797,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t len)
 
 static int cb_start_map(void *ctx)
 {
-	struct reader *r = ctx;
+	struct kp__chrome *r = ctx;
 
 	r->depth++;
 	switch (r->state) {
@@ -887,7 +806,7 @@ static int cb_start_map(void *ctx)
 		return 1;
 	case S_TOPVAL:
 		if (r->top_key == TK_EVENTS)
-			return fail(r, KP_EFORMAT, "%s: not a trace: \"traceEvents\" is not an array",
+			return kp__chrome_fail(r, KP_EFORMAT, "%s: not a trace: \"traceEvents\" is not an array",
 				    r->path);
 		return skip_value(r, S_TOP);
 	case S_EVENTS:
@@ -917,12 +836,12 @@ static int cb_start_map(void *ctx)
 
 static int cb_start_array(void *ctx)
 {
-	struct reader *r = ctx;
+	struct kp__chrome *r = ctx;
 
 	r->depth++;
 	switch (r->state) {
 	case S_START:
-		return fail(r, KP_EFORMAT,
+		return kp__chrome_fail(r, KP_EFORMAT,
 			    "%s: not a trace: expected a JSON object with \"traceEvents\", found an array",
 			    r->path);
 	case S_TOPVAL:
@@ -937,7 +856,7 @@ static int cb_start_array(void *ctx)
 		}
 		return skip_value(r, S_TOP);
 	case S_EVENTS:
-		return fail(r, KP_EFORMAT, "%s: event %lld: expected an object, found an array",
+		return kp__chrome_fail(r, KP_EFORMAT, "%s: event %lld: expected an object, found an array",
 			    r->path, (long long)r->ev_index);
 	case S_EVVAL:
 		return skip_value(r, S_EV);
@@ -961,9 +880,9 @@ static int cb_start_array(void *ctx)
 	}
 }
 
-static int store_gpu(struct reader *r)
+static int store_gpu(struct kp__chrome *r)
 {
-	struct gpu *g = &r->cur_gpu;
+	struct kp__chrome_gpu *g = &r->cur_gpu;
 
 	g->rec.name = g->name;
 	g->rec.bus_location = g->bus[0] ? g->bus : NULL;
@@ -971,13 +890,13 @@ static int store_gpu(struct reader *r)
 	if (kp_writer_gpu(&r->w, &g->rec, r->err) < 0)
 		return r->rc = r->err->code, 0;
 	if (r->gpus.len < 64 && kp_vec_push(&r->gpus, *g))
-		return fail(r, KP_ENOMEM, "out of memory");
+		return kp__chrome_fail(r, KP_ENOMEM, "out of memory");
 	return 1;
 }
 
 static int cb_end_map(void *ctx)
 {
-	struct reader *r = ctx;
+	struct kp__chrome *r = ctx;
 
 	r->depth--;
 	switch (r->state) {
@@ -990,7 +909,7 @@ static int cb_end_map(void *ctx)
 		return 1;
 	case S_EV:
 		r->state = S_EVENTS;
-		if (handle_event(r))
+		if (kp__chrome_handle_event(r))
 			return 0;
 		r->ev_index++;
 		return 1;
@@ -1007,7 +926,7 @@ static int cb_end_map(void *ctx)
 
 static int cb_end_array(void *ctx)
 {
-	struct reader *r = ctx;
+	struct kp__chrome *r = ctx;
 
 	r->depth--;
 	switch (r->state) {
@@ -1029,7 +948,7 @@ static int cb_end_array(void *ctx)
 
 static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 {
-	struct reader *r = ctx;
+	struct kp__chrome *r = ctx;
 	size_t i;
 
 	switch (r->state) {
@@ -1085,7 +1004,7 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 	}
 }
 
-static const yajl_callbacks callbacks = {
+const yajl_callbacks kp__chrome_callbacks = {
 	.yajl_null = cb_null,
 	.yajl_boolean = cb_bool,
 	.yajl_number = cb_number,
@@ -1112,7 +1031,7 @@ static void yajl_message(yajl_handle h, char *out, size_t n)
 		*nl = '\0';
 }
 
-static void skipped_detail(struct reader *r)
+static void skipped_detail(struct kp__chrome *r)
 {
 	char *p = r->st->skipped_detail;
 	size_t left = sizeof(r->st->skipped_detail), i;
@@ -1134,10 +1053,10 @@ static void skipped_detail(struct reader *r)
 	}
 }
 
-static int finish_run(struct reader *r)
+static int finish_run(struct kp__chrome *r)
 {
 	struct kp__run_update u = {0};
-	const struct gpu *g = NULL;
+	const struct kp__chrome_gpu *g = NULL;
 	size_t i;
 
 	for (i = 0; i < r->gpus.len; i++) {
@@ -1165,7 +1084,7 @@ int kp_import_chrome(struct kp_db *db, const char *path, const struct kp_import_
 		     struct kp_import_stats *stats, struct kp_err *err)
 {
 	struct kp_run_info ri = { .source = "chrome", .source_path = path };
-	struct reader r;
+	struct kp__chrome r;
 	yajl_handle h = NULL;
 	unsigned char *buf = NULL;
 	gzFile gz = NULL;
@@ -1196,7 +1115,7 @@ int kp_import_chrome(struct kp_db *db, const char *path, const struct kp_import_
 		goto out;
 	}
 	gzbuffer(gz, CHUNK_BYTES);
-	h = yajl_alloc(&callbacks, NULL, &r);
+	h = yajl_alloc(&kp__chrome_callbacks, NULL, &r);
 	if (!h) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		goto out;
@@ -1266,7 +1185,7 @@ parsed:
 				"%s: not a trace: the JSON object has no \"traceEvents\" array", path);
 		goto out_writer;
 	}
-	if ((rc = flush_pending(&r)))
+	if ((rc = kp__chrome_flush_pending(&r)))
 		goto out_writer;
 	rc = finish_run(&r);
 	if (!rc) {
