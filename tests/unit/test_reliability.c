@@ -741,10 +741,10 @@ static void test_fuzz_corpus_sig(void)
 
 /*
  * Finding 2 (fuzz_chrome): a GPU event that waits for its flow event and
- * is still unmatched at the end of the trace went through flush_pending(),
+ * is still unmatched at the end of the trace went through kp__chrome_flush_pending(),
  * whose helpers return -1 after filling err: kp_import_chrome returned
  * KP_EINVAL (-1) with err.code KP_EFORMAT. The return value must be the
- * error's code. (importers/chrome.c, flush_pending)
+ * error's code. (importers/chrome_events.c)
  */
 static void test_chrome_pending_error_code(void)
 {
