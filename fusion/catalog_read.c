@@ -1,5 +1,5 @@
 /*
- * fusion_catalog.c - the fusion catalog reader (format: fusion/FUSION.md).
+ * catalog_read.c - the fusion catalog reader (format: fusion/FUSION.md).
  *
  * Line based; each line is checked as it is read and every error names the
  * line and the field. Expressions are parsed by recursive descent into a

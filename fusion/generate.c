@@ -1,5 +1,5 @@
 /*
- * fusion_gen.c - generate one stitched CUDA kernel per fusion group and put
+ * generate.c - generate one stitched CUDA kernel per fusion group and put
  * its source next to the plan (schemes: fusion_gen.h; format and rules:
  * fusion/FUSION.md).
  */
