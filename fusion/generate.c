@@ -4,6 +4,7 @@
  * fusion/FUSION.md).
  */
 #include "fusion_gen.h"
+#include "generate_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -106,50 +107,18 @@ static const char dot_f32[] =
 	"\treturn fmaf(__uint_as_float(w.w), __uint_as_float(x.w), acc);\n"
 	"}\n";
 
-/* A value known in a register for tensor p of chain kernel k at [i]: what
- * a statement stored there, or what a load read (is_load) */
-struct store {
-	uint32_t k, p;
-	int is_load;
-	int prod_from;   /* the value may be a multiplication's result computed by
-			    this chain kernel (expr_from); -1: it is not */
-	char var[24];
-};
-
-struct gen {
-	struct kp_fx_group *g;
-	struct kp_strbuf *out;
-	/* the phase being built (rows scheme) or the loop body (elementwise) */
-	struct kp_strbuf pre, body, post;
-	struct kp_strbuf decl;   /* row-scope declarations (single-step rows scheme) */
-	struct kp_strbuf st;     /* the phase's memory stores, emitted after its compute */
-	unsigned n_loads;        /* load registers named so far */
-#define MAX_KNOWN ((KP_FX_MAX_STMTS + KP_FX_MAX_PARAMS) * KP_FX_MAX_CHAIN)
-	struct store stores[MAX_KNOWN];
-	size_t n_stores;
-	/* reductions of the open phase, not yet reduced: (kernel, stmt) */
-	uint32_t pend_k[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN], pend_s[KP_FX_MAX_STMTS * KP_FX_MAX_CHAIN];
-	size_t n_pend;
-	int used[KP_FX_MAX_CHAIN][KP_FX_MAX_PARAMS];
-	/* captured parameter bytes per chain kernel (NULL: unknown) */
-	const char *const *args;
-	/* pointer relations compiled in ("// same" lines), in order found */
-	struct kp_strbuf same;
-	size_t end_mark;         /* where "// end" starts in the rendering */
-};
-
-static const char *pname(const struct gen *c, uint32_t k, uint32_t p)
+static const char *pname(const struct kp__fx_gen *c, uint32_t k, uint32_t p)
 {
 	return c->g->chain[k]->params[p].name;
 }
 
-static int ptype(const struct gen *c, uint32_t k, uint32_t p)
+static int ptype(const struct kp__fx_gen *c, uint32_t k, uint32_t p)
 {
 	return c->g->chain[k]->params[p].type;
 }
 
 /* A load from memory of tensor p of kernel k at index ix, widened to f32. */
-static void emit_raw_load(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p, const char *ix)
+static void emit_raw_load(struct kp__fx_gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p, const char *ix)
 {
 	int h16 = ptype(c, k, p) == KP_FX_PTR_F16;
 
@@ -158,7 +127,7 @@ static void emit_raw_load(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32
 
 /* Bits of parameter p (size bytes) in a trace's args field: hex of the
  * parameter bytes in memory order, one field per parameter, ':' separated. */
-static int arg_bits(const char *args, size_t p, int size, uint64_t *v)
+int kp__fx_arg_bits(const char *args, size_t p, int size, uint64_t *v)
 {
 	const char *s = args;
 	size_t j;
@@ -185,19 +154,19 @@ static int arg_bits(const char *args, size_t p, int size, uint64_t *v)
  * Whether tensor p of kernel k and tensor q of kernel j were the same
  * pointer in the traced capture: 1 equal, 0 not, -1 unknown.
  */
-static int ptr_relation(const struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
+static int ptr_relation(const struct kp__fx_gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
 {
 	uint64_t a, b;
 
-	if (!c->args || !c->args[k] || !c->args[j] || arg_bits(c->args[k], p, 8, &a) ||
-	    arg_bits(c->args[j], q, 8, &b))
+	if (!c->args || !c->args[k] || !c->args[j] || kp__fx_arg_bits(c->args[k], p, 8, &a) ||
+	    kp__fx_arg_bits(c->args[j], q, 8, &b))
 		return -1;
 	return a == b;
 }
 
 /* ptr_relation; a known relation is compiled in and listed for the
  * runtime's guard (once). */
-static int same_ptr(struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
+static int same_ptr(struct kp__fx_gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t q)
 {
 	char line[64];
 	int eq = ptr_relation(c, k, p, j, q);
@@ -216,13 +185,13 @@ static int same_ptr(struct gen *c, uint32_t k, uint32_t p, uint32_t j, uint32_t 
  * tensors of two chain kernels are the same or disjoint, the runtime checks
  * it), else the load. Only values of the same element type qualify.
  */
-static void emit_load_i(struct gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p)
+static void emit_load_i(struct kp__fx_gen *c, struct kp_strbuf *o, uint32_t k, uint32_t p)
 {
 	int open = 0;
 	size_t s;
 
 	for (s = c->n_stores; s-- > 0;) {
-		const struct store *st = &c->stores[s];
+		const struct kp__fx_store *st = &c->stores[s];
 		int eq;
 
 		if (ptype(c, st->k, st->p) != ptype(c, k, p))
@@ -252,7 +221,7 @@ close:
  * emit_load_i reads it: a register holding one (any candidate of a choice
  * made at run time; another kernel's before k's own), or -1.
  */
-static int load_from(const struct gen *c, uint32_t k, uint32_t p)
+static int load_from(const struct kp__fx_gen *c, uint32_t k, uint32_t p)
 {
 	int own = -1, other = -1;
 	size_t s;
@@ -260,7 +229,7 @@ static int load_from(const struct gen *c, uint32_t k, uint32_t p)
 	if (ptype(c, k, p) != KP_FX_PTR_F32)
 		return -1;   /* f16: through kp_h2f, an opaque conversion */
 	for (s = c->n_stores; s-- > 0;) {
-		const struct store *st = &c->stores[s];
+		const struct kp__fx_store *st = &c->stores[s];
 		int eq = -1, from = st->prod_from;
 
 		if (ptype(c, st->k, st->p) != ptype(c, k, p))
@@ -279,7 +248,7 @@ static int load_from(const struct gen *c, uint32_t k, uint32_t p)
 
 /* Divisor x folds to a constant (a literal, a compiled-in scalar, rows or
  * cols): the compiler may turn the division into a multiplication. */
-static int const_expr(const struct gen *c, uint32_t k, int x)
+static int const_expr(const struct kp__fx_gen *c, uint32_t k, int x)
 {
 	const struct kp_fx_node *nd = &c->g->chain[k]->nodes[x];
 
@@ -323,7 +292,7 @@ static int opaque_call(const struct kp_fx_node *nd)
  * ?:. Not: sums and differences, comparisons, other loads, fmaxf, fminf,
  * fabsf, relu, sqrtf, rsqrtf (single instructions).
  */
-static int expr_from(const struct gen *c, uint32_t k, int x)
+static int expr_from(const struct kp__fx_gen *c, uint32_t k, int x)
 {
 	const struct kp_fx_kernel *kk = c->g->chain[k];
 	const struct kp_fx_node *nd = &kk->nodes[x];
@@ -363,7 +332,7 @@ static int expr_from(const struct gen *c, uint32_t k, int x)
  * additions: + and - (either side), a sum's accumulation, and what gelu,
  * sigmoid and the library functions do with their argument (unseen).
  */
-static void note_contract(struct gen *c, uint32_t k, int x, int add)
+static void note_contract(struct kp__fx_gen *c, uint32_t k, int x, int add)
 {
 	const struct kp_fx_node *nd;
 	int f;
@@ -403,7 +372,7 @@ static void note_contract(struct gen *c, uint32_t k, int x, int add)
 	}
 }
 
-static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
+static void emit_expr(struct kp__fx_gen *c, struct kp_strbuf *o, uint32_t k, int x)
 {
 	const struct kp_fx_kernel *kk = c->g->chain[k];
 	const struct kp_fx_node *nd = &kk->nodes[x];
@@ -480,7 +449,7 @@ static void emit_expr(struct gen *c, struct kp_strbuf *o, uint32_t k, int x)
 }
 
 struct scan {
-	struct gen *c;
+	struct kp__fx_gen *c;
 	uint32_t k;
 	int *uses_pending;
 };
@@ -501,7 +470,7 @@ static int scan_node(const struct kp_fx_node *nd, void *ctx)
 
 /* Mark the parameters an expression uses; note whether it needs a reduction
  * of the open phase. */
-static void scan_expr(struct gen *c, uint32_t k, int x, int *uses_pending)
+void kp__fx_scan_expr(struct kp__fx_gen *c, uint32_t k, int x, int *uses_pending)
 {
 	struct scan sc = { c, k, uses_pending };
 
@@ -509,7 +478,7 @@ static void scan_expr(struct gen *c, uint32_t k, int x, int *uses_pending)
 }
 
 /* Index kinds each tensor parameter is loaded with (bit per enum kp_fx_index). */
-static int note_load(const struct kp_fx_node *nd, void *kinds)
+int kp__fx_note_load(const struct kp_fx_node *nd, void *kinds)
 {
 	if (nd->kind == KP_FX_N_LOAD)
 		((unsigned *)kinds)[nd->a] |= 1u << nd->b;
@@ -523,7 +492,7 @@ static int split_node(const struct kp_fx_node *nd, void *ctx)
 }
 
 /* A kernel whose result does not depend on how its elements split into rows. */
-static int flexible(const struct kp_fx_kernel *kk)
+int kp__fx_flexible(const struct kp_fx_kernel *kk)
 {
 	size_t s;
 
@@ -538,19 +507,19 @@ static int flexible(const struct kp_fx_kernel *kk)
 }
 
 /* Steps of 32 lanes x 16 bytes of a dot kernel's row. */
-static int64_t dot_steps(const struct kp_fx_kernel *kk)
+int64_t kp__fx_dot_steps(const struct kp_fx_kernel *kk)
 {
 	return kk->dot_k / (32 * (kk->params[kk->dot_w].type == KP_FX_PTR_F16 ? 8 : 4));
 }
 
 /* The loads of the warp's row of W into kp_w (warp scheme). */
-static void dot_loads(struct gen *c, struct kp_strbuf *o, const char *ind, const char *idx)
+void kp__fx_dot_loads(struct kp__fx_gen *c, struct kp_strbuf *o, const char *ind, const char *idx)
 {
 	const struct kp_fx_kernel *kk = c->g->chain[c->g->dot];
 
 	kp_strbuf_addf(o, "#pragma unroll\n%sfor (int kp_c = 0; kp_c < %lld; kp_c++)\n"
 		       "%s\tkp_w[kp_c] = __ldcs((const uint4 *)(k%d_%s + %s * %lldll) + kp_lane + 32 * kp_c);\n",
-		       ind, (long long)dot_steps(kk), ind, c->g->dot, pname(c, (uint32_t)c->g->dot,
+		       ind, (long long)kp__fx_dot_steps(kk), ind, c->g->dot, pname(c, (uint32_t)c->g->dot,
 									(uint32_t)kk->dot_w),
 		       idx, (long long)kk->dot_k);
 }
@@ -565,7 +534,7 @@ static void row_stride(const struct kp_fx_group *g, struct kp_strbuf *o)
 }
 
 /* The thread's VEC consecutive columns (one step, unrolled) around code. */
-static void vec_loop(struct gen *c, const struct kp_strbuf *code)
+static void vec_loop(struct kp__fx_gen *c, const struct kp_strbuf *code)
 {
 	kp_strbuf_addf(c->out, "#pragma unroll\n"
 		       "\t\tfor (int kp_e = 0; kp_e < %d; kp_e++) {\n"
@@ -577,7 +546,7 @@ static void vec_loop(struct gen *c, const struct kp_strbuf *code)
 }
 
 /* Close the open phase of the rows scheme: loop + block reductions. */
-static void close_phase(struct gen *c)
+void kp__fx_close_phase(struct kp__fx_gen *c)
 {
 	size_t j;
 
@@ -662,17 +631,17 @@ static int must_load(const struct kp_fx_kernel *kk, int x, int p)
  * pointer uses the register). Loads only an expression would do anyway: a
  * tensor under a branch that may not run can be an invalid pointer.
  */
-static void bind_loads(struct gen *c, uint32_t k, int expr, const char *ind)
+static void bind_loads(struct kp__fx_gen *c, uint32_t k, int expr, const char *ind)
 {
 	const struct kp_fx_kernel *kk = c->g->chain[k];
 	size_t s;
 	uint32_t p;
 
 	for (p = 0; p < kk->n_params; p++) {
-		struct store *sv;
+		struct kp__fx_store *sv;
 
 		if ((kk->params[p].type != KP_FX_PTR_F32 && kk->params[p].type != KP_FX_PTR_F16) ||
-		    !must_load(kk, expr, (int)p) || c->n_stores >= MAX_KNOWN)
+		    !must_load(kk, expr, (int)p) || c->n_stores >= KP__FX_MAX_KNOWN)
 			continue;
 		for (s = 0; s < c->n_stores; s++)
 			if (c->stores[s].k == k && c->stores[s].p == p)
@@ -692,7 +661,7 @@ static void bind_loads(struct gen *c, uint32_t k, int expr, const char *ind)
 	}
 }
 
-static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
+void kp__fx_emit_stmt(struct kp__fx_gen *c, uint32_t k, uint32_t si, const char *ind)
 {
 	const struct kp_fx_stmt *st = &c->g->chain[k]->stmts[si];
 
@@ -707,7 +676,7 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 			       "%sfor (int kp_o = 16; kp_o > 0; kp_o >>= 1)\n"
 			       "%s\tkp_dot += __shfl_xor_sync(0xffffffffu, kp_dot, kp_o);\n"
 			       "%sconst float k%u_%s = kp_dot;\n",
-			       ind, ind, (long long)dot_steps(kk), ind, k, pname(c, k, (uint32_t)kk->dot_x),
+			       ind, ind, (long long)kp__fx_dot_steps(kk), ind, k, pname(c, k, (uint32_t)kk->dot_x),
 			       ind, ind, ind, k, st->name);
 		return;
 	}
@@ -715,7 +684,7 @@ static void emit_stmt(struct gen *c, uint32_t k, uint32_t si, const char *ind)
 		bind_loads(c, k, st->expr, ind);
 
 	if (st->kind == KP_FX_S_OUT) {
-		struct store *sv = &c->stores[c->n_stores++];
+		struct kp__fx_store *sv = &c->stores[c->n_stores++];
 
 		sv->k = k;
 		sv->p = (uint32_t)st->param;
@@ -812,11 +781,11 @@ static void shape_text(struct kp_strbuf *o, const struct kp_fx_shape *sh)
 	}
 }
 
-static void render_file(struct gen *c, const char *kname);
+static void render_file(struct kp__fx_gen *c, const char *kname);
 
 /* One rendering of the file with the given kernel name: the pointer
  * relations the body compiled in join the header, before "// end". */
-static void render(struct gen *c, const char *kname)
+static void render(struct kp__fx_gen *c, const char *kname)
 {
 	struct kp_strbuf *o = c->out, tail = KP_STRBUF_INIT;
 
@@ -835,7 +804,7 @@ static void render(struct gen *c, const char *kname)
 
 /* The header the runtime reads (fusion/FUSION.md) and the comment lines
  * after its "// end" (c->end_mark: where "// end" starts). */
-static void render_header(struct gen *c, const char *kname)
+static void render_header(struct kp__fx_gen *c, const char *kname)
 {
 	struct kp_fx_group *g = c->g;
 	struct kp_strbuf *o = c->out;
@@ -853,7 +822,7 @@ static void render_header(struct gen *c, const char *kname)
 		shape_text(o, &g->chain[k]->rows);
 		kp_strbuf_addch(o, ' ');
 		shape_text(o, &g->chain[k]->cols);
-		kp_strbuf_adds(o, flexible(g->chain[k]) ? " flat\n" : "\n");
+		kp_strbuf_adds(o, kp__fx_flexible(g->chain[k]) ? " flat\n" : "\n");
 	}
 	if (g->stride)
 		kp_strbuf_addf(o, "// stride %lld\n", (long long)g->stride);
@@ -883,7 +852,7 @@ static void render_header(struct gen *c, const char *kname)
 
 /* The helpers the scheme needs, the kernel's signature, and what precedes
  * its loop: a warp's first weights, the programmatic dependent launch. */
-static void render_entry(struct gen *c, const char *kname)
+static void render_entry(struct kp__fx_gen *c, const char *kname)
 {
 	struct kp_fx_group *g = c->g;
 	struct kp_strbuf *o = c->out;
@@ -916,10 +885,10 @@ static void render_entry(struct gen *c, const char *kname)
 		kp_strbuf_addf(o, "\tconst int kp_lane = threadIdx.x & 31;\n"
 			       "\tconst long long n = rows * cols, kp_step = (long long)gridDim.x * (blockDim.x >> 5);\n"
 			       "\tlong long i = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);\n"
-			       "\tuint4 kp_w[%lld];\n\n", (long long)dot_steps(dk));
+			       "\tuint4 kp_w[%lld];\n\n", (long long)kp__fx_dot_steps(dk));
 		if (dk->params[dk->dot_w].is_const) {
 			kp_strbuf_adds(o, "\tif (i < n) {\n");
-			dot_loads(c, o, "\t\t", "i");
+			kp__fx_dot_loads(c, o, "\t\t", "i");
 			kp_strbuf_adds(o, "\t}\n");
 		}
 	}
@@ -945,7 +914,7 @@ static void render_entry(struct gen *c, const char *kname)
 }
 
 /* Warp scheme: one output element per warp, every lane computes it. */
-static void render_warp(struct gen *c)
+static void render_warp(struct kp__fx_gen *c)
 {
 	struct kp_fx_group *g = c->g;
 	struct kp_strbuf *o = c->out;
@@ -954,11 +923,11 @@ static void render_warp(struct gen *c)
 
 	kp_strbuf_adds(o, "\tfor (; i < n; i += kp_step) {\n");
 	if (!dk->params[dk->dot_w].is_const)
-		dot_loads(c, o, "\t\t", "i");
+		kp__fx_dot_loads(c, o, "\t\t", "i");
 	for (k = 0; k < g->n_chain; k++) {
 		kp_strbuf_addf(&c->body, "\t\t/* %zu: %s */\n", k, g->chain[k]->name);
 		for (s = 0; s < g->chain[k]->n_stmts; s++)
-			emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
+			kp__fx_emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
 	}
 	kp_strbuf_add(o, c->body.buf, c->body.len);
 	/* every lane computed the element; the first stores it */
@@ -968,7 +937,7 @@ static void render_warp(struct gen *c)
 	if (dk->params[dk->dot_w].is_const) {
 		/* the next element's weights (when the grid strides) */
 		kp_strbuf_adds(o, "\t\tif (i + kp_step < n) {\n");
-		dot_loads(c, o, "\t\t\t", "(i + kp_step)");
+		kp__fx_dot_loads(c, o, "\t\t\t", "(i + kp_step)");
 		kp_strbuf_adds(o, "\t\t}\n");
 	}
 	kp_strbuf_adds(o, "\t}\n}\n");
@@ -976,7 +945,7 @@ static void render_warp(struct gen *c)
 }
 
 /* Elementwise scheme: one grid-stride loop over the elements. */
-static void render_elementwise(struct gen *c)
+static void render_elementwise(struct kp__fx_gen *c)
 {
 	struct kp_fx_group *g = c->g;
 	struct kp_strbuf *o = c->out;
@@ -998,7 +967,7 @@ static void render_elementwise(struct gen *c)
 	for (k = 0; k < g->n_chain; k++) {
 		kp_strbuf_addf(&c->body, "\t\t/* %zu: %s */\n", k, g->chain[k]->name);
 		for (s = 0; s < g->chain[k]->n_stmts; s++)
-			emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
+			kp__fx_emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t");
 	}
 	kp_strbuf_add(o, c->body.buf, c->body.len);
 	kp_strbuf_add(o, c->st.buf, c->st.len);
@@ -1007,7 +976,7 @@ static void render_elementwise(struct gen *c)
 }
 
 /* Rows scheme: one block per row, the chain in phases split at reductions. */
-static void render_rows(struct gen *c)
+static void render_rows(struct kp__fx_gen *c)
 {
 	struct kp_fx_group *g = c->g;
 	struct kp_strbuf *o = c->out;
@@ -1024,16 +993,16 @@ static void render_rows(struct gen *c)
 		for (s = 0; s < g->chain[k]->n_stmts; s++) {
 			int pending = 0;
 
-			scan_expr(c, (uint32_t)k, g->chain[k]->stmts[s].expr, &pending);
+			kp__fx_scan_expr(c, (uint32_t)k, g->chain[k]->stmts[s].expr, &pending);
 			if (pending) {
-				close_phase(c);
+				kp__fx_close_phase(c);
 				kp_strbuf_addf(&c->body, "\t\t\t/* %zu: %s (after the reduction) */\n",
 					       k, g->chain[k]->name);
 			}
-			emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t\t");
+			kp__fx_emit_stmt(c, (uint32_t)k, (uint32_t)s, "\t\t\t");
 		}
 	}
-	close_phase(c);
+	kp__fx_close_phase(c);
 	c->out = o;
 	if (g->vec > 1)
 		kp_strbuf_addf(o, "\t\tconst long long kp_c0 = threadIdx.x * %dll;\n", g->vec);
@@ -1042,7 +1011,7 @@ static void render_rows(struct gen *c)
 	kp_strbuf_adds(o, "\t}\n}\n");
 }
 
-static void render_file(struct gen *c, const char *kname)
+static void render_file(struct kp__fx_gen *c, const char *kname)
 {
 	struct kp_fx_group *g = c->g;
 
@@ -1074,7 +1043,7 @@ int kp_fx_generate(const struct kp_fx_kernel *const *chain, size_t n,
  * The group's scheme from its kernels (rows with a reduction, warp with a
  * dot, else elementwise) and the parameters its statements use (c->used).
  */
-static int choose_scheme(struct gen *c, const struct kp_fx_kernel *const *chain, size_t n,
+static int choose_scheme(struct kp__fx_gen *c, const struct kp_fx_kernel *const *chain, size_t n,
 			 struct kp_err *err)
 {
 	struct kp_fx_group *g = c->g;
@@ -1108,7 +1077,7 @@ static int choose_scheme(struct gen *c, const struct kp_fx_kernel *const *chain,
 			if (chain[k]->params[p].type == KP_FX_PTR_F16)
 				g->has_f16 = 1;
 		for (s = 0; s < chain[k]->n_stmts; s++) {
-			scan_expr(c, (uint32_t)k, chain[k]->stmts[s].expr, NULL);
+			kp__fx_scan_expr(c, (uint32_t)k, chain[k]->stmts[s].expr, NULL);
 			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
 				c->used[k][chain[k]->stmts[s].param] = 1;
 		}
@@ -1117,7 +1086,7 @@ static int choose_scheme(struct gen *c, const struct kp_fx_kernel *const *chain,
 		/* warp scheme: a GEMV and the elementwise kernels around it, one
 		 * output element per warp */
 		for (k = 0; k < n; k++)
-			if ((int)k != g->dot && !flexible(chain[k]))
+			if ((int)k != g->dot && !kp__fx_flexible(chain[k]))
 				return kp_err_set(err, KP_EUNSUPPORTED,
 						  "kernel '%s' is not elementwise over flat elements: it cannot "
 						  "join dot kernel '%s'", chain[k]->name, chain[g->dot]->name);
@@ -1134,7 +1103,7 @@ static int choose_scheme(struct gen *c, const struct kp_fx_kernel *const *chain,
  * in instead of passed, and so is a row length every row kernel gives as
  * the same constant.
  */
-static void compile_in(struct gen *c, const struct kp_fx_kernel *const *chain,
+static void compile_in(struct kp__fx_gen *c, const struct kp_fx_kernel *const *chain,
 		       const char *const *args, size_t n)
 {
 	struct kp_fx_group *g = c->g;
@@ -1147,7 +1116,7 @@ static void compile_in(struct gen *c, const struct kp_fx_kernel *const *chain,
 			uint64_t v;
 
 			if (!pp->is_const || KP_FX_IS_TENSOR(pp->type) || !c->used[k][p] ||
-			    arg_bits(args[k], p, kp_fx_type_size(pp->type), &v))
+			    kp__fx_arg_bits(args[k], p, kp_fx_type_size(pp->type), &v))
 				continue;
 			g->spec[k][p] = 1;
 			g->spec_val[k][p] = v;
@@ -1160,7 +1129,7 @@ static void compile_in(struct gen *c, const struct kp_fx_kernel *const *chain,
 	for (k = 0; k < n; k++) {
 		const struct kp_fx_shape *cs = &chain[k]->cols;
 
-		if (flexible(chain[k]))
+		if (kp__fx_flexible(chain[k]))
 			continue;
 		if (cs->op || cs->kind[0] != KP_FX_T_CONST || (g->cols_const && g->cols_const != cs->v[0])) {
 			g->cols_const = 0;
@@ -1196,7 +1165,7 @@ static int take_layout(struct kp_fx_group *g, const struct kp_fx_kernel *const *
 }
 
 /* The fused kernel's parameters: each used one, in kernel then position order. */
-static int map_args(struct gen *c, const struct kp_fx_kernel *const *chain, size_t n,
+static int map_args(struct kp__fx_gen *c, const struct kp_fx_kernel *const *chain, size_t n,
 		    struct kp_err *err)
 {
 	struct kp_fx_group *g = c->g;
@@ -1227,7 +1196,7 @@ static int map_access(struct kp_fx_group *g, const struct kp_fx_kernel *const *c
 		unsigned kinds[KP_FX_MAX_PARAMS] = { 0 };
 
 		for (s = 0; s < chain[k]->n_stmts; s++) {
-			kp_fx_expr_any(chain[k], chain[k]->stmts[s].expr, note_load, kinds);
+			kp_fx_expr_any(chain[k], chain[k]->stmts[s].expr, kp__fx_note_load, kinds);
 			if (chain[k]->stmts[s].kind == KP_FX_S_OUT)
 				kinds[chain[k]->stmts[s].param] |= 1u << 8;
 		}
@@ -1272,7 +1241,7 @@ static int map_access(struct kp_fx_group *g, const struct kp_fx_kernel *const *c
 int kp_fx_generate_spec(const struct kp_fx_kernel *const *chain, const char *const *args,
 			size_t n, struct kp_fx_group *g, struct kp_err *err)
 {
-	struct gen c;
+	struct kp__fx_gen c;
 	struct kp_strbuf probe = KP_STRBUF_INIT;
 	uint64_t h;
 	int rc;
@@ -1537,7 +1506,7 @@ static int chain_flat(const struct kp_fx_catalog *cat, const char *const *names,
 {
 	const struct kp_fx_kernel *k = x < n && !taken[x] ? kp_fx_catalog_find(cat, names[x]) : NULL;
 
-	return k && !k->dot_k && flexible(k);
+	return k && !k->dot_k && kp__fx_flexible(k);
 }
 
 /* Bytes of names[a..j) joined by " -> " (a group's names field). */
