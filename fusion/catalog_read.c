@@ -8,6 +8,7 @@
  * are declared names, numbers are re-validated literals).
  */
 #include "fusion_catalog.h"
+#include "catalog_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -90,19 +91,7 @@ int kp_fx_glob(const char *pattern, const char *name)
 
 /* ---------------------------------------------------------------------- */
 
-struct ps {
-	const char *file;
-	int line;
-	struct kp_err *err;
-	struct kp_fx_kernel *k;   /* kernel being read, NULL outside one */
-	const char *field;
-	/* expression tokenizer */
-	const char *s, *end;
-	int depth;
-};
-
-__attribute__((format(printf, 2, 3)))
-static int perr(struct ps *p, const char *fmt, ...)
+int kp__fx_perr(struct kp__fx_ps *p, const char *fmt, ...)
 {
 	char msg[320];
 	va_list ap;
@@ -118,7 +107,7 @@ static int perr(struct ps *p, const char *fmt, ...)
 }
 
 /* Printable excerpt of untrusted text for messages. */
-static const char *shown(const char *s, size_t n, char *buf, size_t cap)
+const char *kp__fx_shown(const char *s, size_t n, char *buf, size_t cap)
 {
 	size_t i, j = 0;
 
@@ -153,7 +142,7 @@ static int reserved(const char *s, size_t n)
 	return (n >= 3 && !memcmp(s, "kp_", 3)) || (n >= 2 && s[0] == 'k' && isdigit((unsigned char)s[1]));
 }
 
-static int find_param(const struct kp_fx_kernel *k, const char *s, size_t n)
+int kp__fx_find_param(const struct kp_fx_kernel *k, const char *s, size_t n)
 {
 	size_t i;
 
@@ -164,7 +153,7 @@ static int find_param(const struct kp_fx_kernel *k, const char *s, size_t n)
 	return -1;
 }
 
-static int find_red(const struct kp_fx_kernel *k, const char *s, size_t n)
+int kp__fx_find_red(const struct kp_fx_kernel *k, const char *s, size_t n)
 {
 	size_t i;
 
@@ -178,21 +167,21 @@ static int find_red(const struct kp_fx_kernel *k, const char *s, size_t n)
 /* ---------------------------------------------------------------------- */
 /* expressions */
 
-static void skip_ws(struct ps *p)
+void kp__fx_skip_ws(struct kp__fx_ps *p)
 {
 	while (p->s < p->end && (*p->s == ' ' || *p->s == '\t'))
 		p->s++;
 }
 
-static int peek_is(struct ps *p, const char *tok)
+static int peek_is(struct kp__fx_ps *p, const char *tok)
 {
 	size_t n = strlen(tok);
 
-	skip_ws(p);
+	kp__fx_skip_ws(p);
 	return (size_t)(p->end - p->s) >= n && !memcmp(p->s, tok, n);
 }
 
-static int accept(struct ps *p, const char *tok)
+int kp__fx_accept(struct kp__fx_ps *p, const char *tok)
 {
 	if (!peek_is(p, tok))
 		return 0;
@@ -200,13 +189,13 @@ static int accept(struct ps *p, const char *tok)
 	return 1;
 }
 
-static int new_node(struct ps *p, int kind, int op, int a, int b, int c)
+static int new_node(struct kp__fx_ps *p, int kind, int op, int a, int b, int c)
 {
 	struct kp_fx_kernel *k = p->k;
 	struct kp_fx_node *nd;
 
 	if (k->n_nodes >= KP_FX_MAX_NODES) {
-		perr(p, "expression too large: more than %d nodes in the kernel", KP_FX_MAX_NODES);
+		kp__fx_perr(p, "expression too large: more than %d nodes in the kernel", KP_FX_MAX_NODES);
 		return -1;
 	}
 	nd = &k->nodes[k->n_nodes];
@@ -220,9 +209,9 @@ static int new_node(struct ps *p, int kind, int op, int a, int b, int c)
 	return (int)k->n_nodes++;
 }
 
-static int parse_expr(struct ps *p);
+static int parse_expr(struct kp__fx_ps *p);
 
-static int parse_number(struct ps *p)
+static int parse_number(struct kp__fx_ps *p)
 {
 	const char *s = p->s, *q = s;
 	int is_float = 0, n;
@@ -243,7 +232,7 @@ static int parse_number(struct ps *p)
 			e++;
 		if (e >= p->end || !isdigit((unsigned char)*e)) {
 			/* the offending byte, when there is one (e may be the end) */
-			perr(p, "bad number '%s'", shown(s, (size_t)(e - s) + (e < p->end),
+			kp__fx_perr(p, "bad number '%s'", kp__fx_shown(s, (size_t)(e - s) + (e < p->end),
 							 buf, sizeof(buf)));
 			return -1;
 		}
@@ -257,11 +246,11 @@ static int parse_number(struct ps *p)
 		is_float = 1;
 	}
 	if (q < p->end && (isalnum((unsigned char)*q) || *q == '_' || *q == '.')) {
-		perr(p, "bad number '%s'", shown(s, (size_t)(q - s) + 1, buf, sizeof(buf)));
+		kp__fx_perr(p, "bad number '%s'", kp__fx_shown(s, (size_t)(q - s) + 1, buf, sizeof(buf)));
 		return -1;
 	}
 	if (q - s > 20) {
-		perr(p, "number '%s' longer than 20 characters", shown(s, (size_t)(q - s), buf, sizeof(buf)));
+		kp__fx_perr(p, "number '%s' longer than 20 characters", kp__fx_shown(s, (size_t)(q - s), buf, sizeof(buf)));
 		return -1;
 	}
 	n = new_node(p, KP_FX_N_NUM, 0, -1, -1, -1);
@@ -274,33 +263,33 @@ static int parse_number(struct ps *p)
 	return n;
 }
 
-static int parse_primary(struct ps *p)
+static int parse_primary(struct kp__fx_ps *p)
 {
 	const char *id;
 	size_t n;
 	int x, f, pi;
 	char buf[48];
 
-	skip_ws(p);
+	kp__fx_skip_ws(p);
 	if (p->s >= p->end) {
-		perr(p, "expression ends early");
+		kp__fx_perr(p, "expression ends early");
 		return -1;
 	}
 	if (isdigit((unsigned char)*p->s) || (*p->s == '.' && p->s + 1 < p->end &&
 					       isdigit((unsigned char)p->s[1])))
 		return parse_number(p);
-	if (accept(p, "(")) {
+	if (kp__fx_accept(p, "(")) {
 		x = parse_expr(p);
 		if (x < 0)
 			return -1;
-		if (!accept(p, ")")) {
-			perr(p, "expected ')', found '%s'", shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+		if (!kp__fx_accept(p, ")")) {
+			kp__fx_perr(p, "expected ')', found '%s'", kp__fx_shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
 			return -1;
 		}
 		return x;
 	}
 	if (!(isalpha((unsigned char)*p->s) || *p->s == '_')) {
-		perr(p, "unexpected '%s'", shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+		kp__fx_perr(p, "unexpected '%s'", kp__fx_shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
 		return -1;
 	}
 	id = p->s;
@@ -308,7 +297,7 @@ static int parse_primary(struct ps *p)
 		p->s++;
 	n = (size_t)(p->s - id);
 	if (n > KP_FX_MAX_NAME) {
-		perr(p, "name '%s' longer than %d characters", shown(id, n, buf, sizeof(buf)), KP_FX_MAX_NAME);
+		kp__fx_perr(p, "name '%s' longer than %d characters", kp__fx_shown(id, n, buf, sizeof(buf)), KP_FX_MAX_NAME);
 		return -1;
 	}
 	if (peek_is(p, "(")) {
@@ -318,26 +307,26 @@ static int parse_primary(struct ps *p)
 			if (strlen(funcs[f].name) == n && !memcmp(funcs[f].name, id, n))
 				break;
 		if (f == N_FUNCS) {
-			perr(p, "unknown function '%s'", shown(id, n, buf, sizeof(buf)));
+			kp__fx_perr(p, "unknown function '%s'", kp__fx_shown(id, n, buf, sizeof(buf)));
 			return -1;
 		}
-		accept(p, "(");
+		kp__fx_accept(p, "(");
 		for (;;) {
 			if (na == 3) {
-				perr(p, "too many arguments to %s", funcs[f].name);
+				kp__fx_perr(p, "too many arguments to %s", funcs[f].name);
 				return -1;
 			}
 			if ((args[na++] = parse_expr(p)) < 0)
 				return -1;
-			if (accept(p, ","))
+			if (kp__fx_accept(p, ","))
 				continue;
-			if (accept(p, ")"))
+			if (kp__fx_accept(p, ")"))
 				break;
-			perr(p, "expected ',' or ')' in the arguments of %s", funcs[f].name);
+			kp__fx_perr(p, "expected ',' or ')' in the arguments of %s", funcs[f].name);
 			return -1;
 		}
 		if (na != funcs[f].arity) {
-			perr(p, "%s takes %d argument%s, found %d", funcs[f].name, funcs[f].arity,
+			kp__fx_perr(p, "%s takes %d argument%s, found %d", funcs[f].name, funcs[f].arity,
 			     funcs[f].arity == 1 ? "" : "s", na);
 			return -1;
 		}
@@ -347,40 +336,40 @@ static int parse_primary(struct ps *p)
 			p->k->nodes[x].d = args[2];
 		return x;
 	}
-	if ((pi = find_param(p->k, id, n)) >= 0) {
+	if ((pi = kp__fx_find_param(p->k, id, n)) >= 0) {
 		int t = p->k->params[pi].type;
 
 		if (!KP_FX_IS_TENSOR(t))
 			return new_node(p, KP_FX_N_SCALAR, 0, pi, -1, -1);
-		if (!accept(p, "[")) {
-			perr(p, "tensor '%.*s' must be indexed: %.*s[i], [col], [row] or [0]", (int)n, id,
+		if (!kp__fx_accept(p, "[")) {
+			kp__fx_perr(p, "tensor '%.*s' must be indexed: %.*s[i], [col], [row] or [0]", (int)n, id,
 			     (int)n, id);
 			return -1;
 		}
-		if (accept(p, "0"))
+		if (kp__fx_accept(p, "0"))
 			x = KP_FX_ZERO;
 		else if (t == KP_FX_PTR_I32)
 			x = -2;
-		else if (accept(p, "i"))
+		else if (kp__fx_accept(p, "i"))
 			x = KP_FX_I;
-		else if (accept(p, "col"))
+		else if (kp__fx_accept(p, "col"))
 			x = KP_FX_COL;
-		else if (accept(p, "row"))
+		else if (kp__fx_accept(p, "row"))
 			x = KP_FX_ROW;
 		else
 			x = -1;
 		if (x == -2) {
-			perr(p, "index of '%.*s': an i32* tensor is read as %.*s[0] only", (int)n, id,
+			kp__fx_perr(p, "index of '%.*s': an i32* tensor is read as %.*s[0] only", (int)n, id,
 			     (int)n, id);
 			return -1;
 		}
-		if (x < 0 || !accept(p, "]")) {
-			perr(p, "index of '%.*s': expected i, col, row or 0", (int)n, id);
+		if (x < 0 || !kp__fx_accept(p, "]")) {
+			kp__fx_perr(p, "index of '%.*s': expected i, col, row or 0", (int)n, id);
 			return -1;
 		}
 		return new_node(p, KP_FX_N_LOAD, 0, pi, x, -1);
 	}
-	if ((x = find_red(p->k, id, n)) >= 0)
+	if ((x = kp__fx_find_red(p->k, id, n)) >= 0)
 		return new_node(p, KP_FX_N_RED, 0, x, -1, -1);
 	{
 		static const char *const ix[] = { "i", "row", "col", "rows", "cols" };
@@ -390,23 +379,23 @@ static int parse_primary(struct ps *p)
 			if (strlen(ix[j]) == n && !memcmp(ix[j], id, n))
 				return new_node(p, KP_FX_N_INDEX, 0, j, -1, -1);
 	}
-	perr(p, "unknown name '%s' (not a parameter, an earlier reduction or i/row/col/rows/cols)",
-	     shown(id, n, buf, sizeof(buf)));
+	kp__fx_perr(p, "unknown name '%s' (not a parameter, an earlier reduction or i/row/col/rows/cols)",
+	     kp__fx_shown(id, n, buf, sizeof(buf)));
 	return -1;
 }
 
-static int parse_unary(struct ps *p)
+static int parse_unary(struct kp__fx_ps *p)
 {
 	int x;
 
 	if (++p->depth > KP_FX_MAX_DEPTH) {
-		perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
+		kp__fx_perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
 		return -1;
 	}
-	if (accept(p, "-"))
+	if (kp__fx_accept(p, "-"))
 		x = (x = parse_unary(p)) < 0 ? -1 : new_node(p, KP_FX_N_UNARY, '-', x, -1, -1);
 	else if (peek_is(p, "!") && !peek_is(p, "!="))
-		x = (accept(p, "!"), (x = parse_unary(p)) < 0) ? -1 : new_node(p, KP_FX_N_UNARY, '!', x, -1, -1);
+		x = (kp__fx_accept(p, "!"), (x = parse_unary(p)) < 0) ? -1 : new_node(p, KP_FX_N_UNARY, '!', x, -1, -1);
 	else
 		x = parse_primary(p);
 	p->depth--;
@@ -427,14 +416,14 @@ static const struct {
 };
 #define N_LEVELS (int)(sizeof(levels) / sizeof(levels[0]))
 
-static int parse_level(struct ps *p, int lv)
+static int parse_level(struct kp__fx_ps *p, int lv)
 {
 	int x, y, j, op;
 
 	if (lv == N_LEVELS)
 		return parse_unary(p);
 	if (++p->depth > KP_FX_MAX_DEPTH) {
-		perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
+		kp__fx_perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
 		return -1;
 	}
 	x = parse_level(p, lv + 1);
@@ -467,19 +456,19 @@ static int parse_level(struct ps *p, int lv)
 	return x;
 }
 
-static int parse_expr(struct ps *p)
+static int parse_expr(struct kp__fx_ps *p)
 {
 	int c, a, b;
 
 	if (++p->depth > KP_FX_MAX_DEPTH) {
-		perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
+		kp__fx_perr(p, "expression nested deeper than %d", KP_FX_MAX_DEPTH);
 		return -1;
 	}
 	c = parse_level(p, 0);
-	if (c >= 0 && accept(p, "?")) {
+	if (c >= 0 && kp__fx_accept(p, "?")) {
 		a = parse_expr(p);
-		if (a >= 0 && !accept(p, ":")) {
-			perr(p, "expected ':' of '?:'");
+		if (a >= 0 && !kp__fx_accept(p, ":")) {
+			kp__fx_perr(p, "expected ':' of '?:'");
 			a = -1;
 		}
 		b = a >= 0 ? parse_expr(p) : -1;
@@ -490,7 +479,7 @@ static int parse_expr(struct ps *p)
 }
 
 /* A whole expression: s..end, nothing left over. */
-static int parse_full(struct ps *p, const char *s, const char *end)
+int kp__fx_parse_full(struct kp__fx_ps *p, const char *s, const char *end)
 {
 	char buf[48];
 	int x;
@@ -501,10 +490,10 @@ static int parse_full(struct ps *p, const char *s, const char *end)
 	x = parse_expr(p);
 	if (x < 0)
 		return -1;
-	skip_ws(p);
+	kp__fx_skip_ws(p);
 	if (p->s != p->end) {
-		perr(p, "unexpected '%s' after the expression",
-		     shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+		kp__fx_perr(p, "unexpected '%s' after the expression",
+		     kp__fx_shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
 		return -1;
 	}
 	return x;
@@ -513,7 +502,7 @@ static int parse_full(struct ps *p, const char *s, const char *end)
 /* ---------------------------------------------------------------------- */
 /* lines */
 
-static int parse_shape(struct ps *p, const char *s, const char *end, struct kp_fx_shape *sh)
+static int parse_shape(struct kp__fx_ps *p, const char *s, const char *end, struct kp_fx_shape *sh)
 {
 	int t = 0;
 	char buf[48];
@@ -525,13 +514,13 @@ static int parse_shape(struct ps *p, const char *s, const char *end, struct kp_f
 		const char *id;
 		size_t n;
 
-		skip_ws(p);
+		kp__fx_skip_ws(p);
 		id = p->s;
 		while (p->s < p->end && (isalnum((unsigned char)*p->s) || *p->s == '_' || *p->s == '.'))
 			p->s++;
 		n = (size_t)(p->s - id);
 		if (!n)
-			return perr(p, "expected a parameter, an integer, grid.x, grid.y or block.x");
+			return kp__fx_perr(p, "expected a parameter, an integer, grid.x, grid.y or block.x");
 		if (n == 6 && !memcmp(id, "grid.x", 6)) {
 			sh->kind[t] = KP_FX_T_GRIDX;
 		} else if (n == 6 && !memcmp(id, "grid.y", 6)) {
@@ -542,33 +531,33 @@ static int parse_shape(struct ps *p, const char *s, const char *end, struct kp_f
 			char num[24], *e;
 
 			if (n >= sizeof(num))
-				return perr(p, "constant '%s' too long", shown(id, n, buf, sizeof(buf)));
+				return kp__fx_perr(p, "constant '%s' too long", kp__fx_shown(id, n, buf, sizeof(buf)));
 			memcpy(num, id, n);
 			num[n] = 0;
 			errno = 0;
 			sh->v[t] = strtoll(num, &e, 10);
 			if (errno || *e || sh->v[t] < 1 || sh->v[t] > (INT64_C(1) << 40))
-				return perr(p, "expected an integer 1..2^40, found '%s'", num);
+				return kp__fx_perr(p, "expected an integer 1..2^40, found '%s'", num);
 			sh->kind[t] = KP_FX_T_CONST;
 		} else {
-			int pi = find_param(p->k, id, n);
+			int pi = kp__fx_find_param(p->k, id, n);
 
 			if (pi < 0)
-				return perr(p, "unknown parameter '%s'", shown(id, n, buf, sizeof(buf)));
+				return kp__fx_perr(p, "unknown parameter '%s'", kp__fx_shown(id, n, buf, sizeof(buf)));
 			if (p->k->params[pi].type != KP_FX_I32 && p->k->params[pi].type != KP_FX_I64)
-				return perr(p, "parameter '%s' is not an integer (i32 or i64)",
+				return kp__fx_perr(p, "parameter '%s' is not an integer (i32 or i64)",
 					    p->k->params[pi].name);
 			sh->kind[t] = KP_FX_T_PARAM;
 			sh->v[t] = pi;
 		}
-		skip_ws(p);
+		kp__fx_skip_ws(p);
 		if (p->s == p->end)
 			return 0;
 		if (t == 1)
-			return perr(p, "at most two terms (A, A / B or A * B)");
+			return kp__fx_perr(p, "at most two terms (A, A / B or A * B)");
 		if (*p->s != '/' && *p->s != '*')
-			return perr(p, "expected '/' or '*', found '%s'",
-				    shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
+			return kp__fx_perr(p, "expected '/' or '*', found '%s'",
+				    kp__fx_shown(p->s, (size_t)(p->end - p->s), buf, sizeof(buf)));
 		sh->op = *p->s++;
 		t = 1;
 	}
@@ -673,36 +662,36 @@ int kp_fx_split_node(const struct kp_fx_node *nd, void *ctx)
 }
 
 /* End of a kernel block: the rules across lines. */
-static int kernel_check(struct ps *p)
+static int kernel_check(struct kp__fx_ps *p)
 {
 	struct kp_fx_kernel *k = p->k;
 	size_t i, outs = 0;
 
 	p->field = "end";
 	if (!k->n_match)
-		return perr(p, "no 'match' line");
+		return kp__fx_perr(p, "no 'match' line");
 	for (i = 0; i < k->n_params; i++)
 		if (!k->params[i].type)
-			return perr(p, "parameter position %zu not declared (positions 0..%zu)",
+			return kp__fx_perr(p, "parameter position %zu not declared (positions 0..%zu)",
 				    i, k->n_params - 1);
 	if (!k->rows.kind[0] || !k->cols.kind[0])
-		return perr(p, "'rows' and 'cols' are required");
+		return kp__fx_perr(p, "'rows' and 'cols' are required");
 	for (i = 0; i < k->n_stmts; i++)
 		outs += k->stmts[i].kind == KP_FX_S_OUT;
 	if (!outs)
-		return perr(p, "no 'out' statement");
+		return kp__fx_perr(p, "no 'out' statement");
 	if (k->dot_k) {
 		/* one output element per warp: the statements are elementwise */
 		p->field = "dot";
 		if (k->has_reduce || k->stride)
-			return perr(p, "a dot kernel has no 'reduce' or 'stride'");
+			return kp__fx_perr(p, "a dot kernel has no 'reduce' or 'stride'");
 		if (k->layout_vec != (k->params[k->dot_w].type == KP_FX_PTR_F16 ? 8 : 4))
-			return perr(p, "a dot kernel needs 'layout BLOCK %d' (BLOCK / 32 output elements "
+			return kp__fx_perr(p, "a dot kernel needs 'layout BLOCK %d' (BLOCK / 32 output elements "
 				    "per block, 16 bytes per lane and step)",
 				    k->params[k->dot_w].type == KP_FX_PTR_F16 ? 8 : 4);
 		for (i = 1; i < k->n_stmts; i++)
 			if (kp_fx_expr_any(k, k->stmts[i].expr, kp_fx_split_node, NULL))
-				return perr(p, "a dot kernel's statements use [i] and [0] loads only, "
+				return kp__fx_perr(p, "a dot kernel's statements use [i] and [0] loads only, "
 					    "not [col], [row], row, col, rows or cols");
 	}
 	return 0;
@@ -728,7 +717,7 @@ static int num_word(const char **s, const char *end, char *txt, size_t cap, long
 }
 
 /* "kernel NAME": a new kernel, the current one until "end". */
-static int kernel_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap, const char *s,
+static int kernel_line(struct kp__fx_ps *p, struct kp_fx_catalog *cat, size_t *cap, const char *s,
 		       const char *end)
 {
 	struct kp_fx_kernel *k = p->k;
@@ -737,17 +726,17 @@ static int kernel_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap, con
 
 	p->field = "kernel";
 	if (k)
-		return perr(p, "'kernel' inside kernel '%s' (missing 'end')", k->name);
+		return kp__fx_perr(p, "'kernel' inside kernel '%s' (missing 'end')", k->name);
 	if (!word(&s, end, &w, &wn) || !is_ident(w, wn))
-		return perr(p, "expected a name of 1..%d letters, digits and '_'", KP_FX_MAX_NAME);
+		return kp__fx_perr(p, "expected a name of 1..%d letters, digits and '_'", KP_FX_MAX_NAME);
 	if (word(&s, end, &kw, &kn))
-		return perr(p, "unexpected text after the name");
+		return kp__fx_perr(p, "unexpected text after the name");
 	for (i = 0; i < cat->n_kernels; i++)
 		if (strlen(cat->kernels[i].name) == wn && !memcmp(cat->kernels[i].name, w, wn))
-			return perr(p, "kernel '%.*s' defined twice (first at line %d)", (int)wn,
+			return kp__fx_perr(p, "kernel '%.*s' defined twice (first at line %d)", (int)wn,
 				    w, cat->kernels[i].line);
 	if (cat->n_kernels >= KP_FX_MAX_KERNELS)
-		return perr(p, "more than %d kernels", KP_FX_MAX_KERNELS);
+		return kp__fx_perr(p, "more than %d kernels", KP_FX_MAX_KERNELS);
 	if (cat->n_kernels == *cap) {
 		size_t nc = *cap ? *cap * 2 : 8;
 		void *q = realloc(cat->kernels, nc * sizeof(*cat->kernels));
@@ -769,7 +758,7 @@ static int kernel_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap, con
 }
 
 /* "match PATTERN": a name or glob the kernel's launches match. */
-static int match_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int match_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	size_t wn, i;
 
@@ -780,12 +769,12 @@ static int match_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const
 		end--;
 	wn = (size_t)(end - s);
 	if (!wn || wn > KP_FX_MAX_PATTERN)
-		return perr(p, "expected a name or glob pattern of 1..%d characters", KP_FX_MAX_PATTERN);
+		return kp__fx_perr(p, "expected a name or glob pattern of 1..%d characters", KP_FX_MAX_PATTERN);
 	if (k->n_match >= KP_FX_MAX_PATTERNS)
-		return perr(p, "more than %d match lines", KP_FX_MAX_PATTERNS);
+		return kp__fx_perr(p, "more than %d match lines", KP_FX_MAX_PATTERNS);
 	for (i = 0; i < wn; i++)
 		if (!isprint((unsigned char)s[i]) || s[i] == '\\')
-			return perr(p, "a tab, non-printable byte or backslash in the pattern");
+			return kp__fx_perr(p, "a tab, non-printable byte or backslash in the pattern");
 	if (!(k->match[k->n_match] = malloc(wn + 1)))
 		return kp_err_set(p->err, KP_ENOMEM, "out of memory");
 	memcpy(k->match[k->n_match], s, wn);
@@ -794,7 +783,7 @@ static int match_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const
 }
 
 /* "param POSITION NAME TYPE [const]". */
-static int param_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int param_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	const char *w;
 	size_t wn;
@@ -804,28 +793,28 @@ static int param_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const
 
 	p->field = "param";
 	if (!(r = num_word(&s, end, num, sizeof(num), &pos)))
-		return perr(p, "expected 'param POSITION NAME TYPE'");
+		return kp__fx_perr(p, "expected 'param POSITION NAME TYPE'");
 	if (r == 1 || pos < 0 || pos >= KP_FX_MAX_PARAMS)
-		return perr(p, "position: expected 0..%d, found '%s'", KP_FX_MAX_PARAMS - 1, num);
+		return kp__fx_perr(p, "position: expected 0..%d, found '%s'", KP_FX_MAX_PARAMS - 1, num);
 	if (pos < (long long)k->n_params && k->params[pos].type)
-		return perr(p, "position %lld declared twice", pos);
+		return kp__fx_perr(p, "position %lld declared twice", pos);
 	if (k->n_stmts || k->rows.kind[0] || k->cols.kind[0])
-		return perr(p, "parameters come before rows, cols and statements");
+		return kp__fx_perr(p, "parameters come before rows, cols and statements");
 	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-		return perr(p, "name: expected an identifier (not i, row, col, rows, cols, grid, block, kp_*, kN*)");
-	if (find_param(k, w, wn) >= 0)
-		return perr(p, "parameter name '%.*s' used twice", (int)wn, w);
+		return kp__fx_perr(p, "name: expected an identifier (not i, row, col, rows, cols, grid, block, kp_*, kN*)");
+	if (kp__fx_find_param(k, w, wn) >= 0)
+		return kp__fx_perr(p, "parameter name '%.*s' used twice", (int)wn, w);
 	memcpy(k->params[pos].name, w, wn);
 	k->params[pos].name[wn] = 0;
 	if (!word(&s, end, &w, &wn) || !(t = parse_type(w, wn)))
-		return perr(p, "type: expected f32*, f16*, i32*, f32, i32 or i64, found '%s'",
-			    shown(w, wn, buf, sizeof(buf)));
+		return kp__fx_perr(p, "type: expected f32*, f16*, i32*, f32, i32 or i64, found '%s'",
+			    kp__fx_shown(w, wn, buf, sizeof(buf)));
 	if (word(&s, end, &w, &wn)) {
 		if (wn != 5 || memcmp(w, "const", 5))
-			return perr(p, "after the type: expected nothing or 'const', found '%s'",
-				    shown(w, wn, buf, sizeof(buf)));
+			return kp__fx_perr(p, "after the type: expected nothing or 'const', found '%s'",
+				    kp__fx_shown(w, wn, buf, sizeof(buf)));
 		if (word(&s, end, &w, &wn))
-			return perr(p, "unexpected text after 'const'");
+			return kp__fx_perr(p, "unexpected text after 'const'");
 		k->params[pos].is_const = 1;
 	}
 	k->params[pos].type = t;
@@ -835,7 +824,7 @@ static int param_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const
 }
 
 /* "out BUF[i] = EXPR": an elementwise store. */
-static int out_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int out_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	struct kp_fx_stmt *st;
 	const char *q;
@@ -843,22 +832,22 @@ static int out_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 
 	p->field = "out";
 	if (k->n_stmts >= KP_FX_MAX_STMTS)
-		return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+		return kp__fx_perr(p, "more than %d statements", KP_FX_MAX_STMTS);
 	while (s < end && (*s == ' ' || *s == '\t'))
 		s++;
 	for (q = s; q < end && (isalnum((unsigned char)*q) || *q == '_'); q++)
 		;
-	if ((pi = find_param(k, s, (size_t)(q - s))) < 0 ||
+	if ((pi = kp__fx_find_param(k, s, (size_t)(q - s))) < 0 ||
 	    (k->params[pi].type != KP_FX_PTR_F32 && k->params[pi].type != KP_FX_PTR_F16))
-		return perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* or f16* parameter");
+		return kp__fx_perr(p, "expected 'out BUF[i] = EXPR' with BUF an f32* or f16* parameter");
 	p->s = q;
 	p->end = end;
-	if (!accept(p, "[") || !accept(p, "i") || !accept(p, "]") || !accept(p, "="))
-		return perr(p, "expected 'out %s[i] = EXPR' (stores are elementwise)",
+	if (!kp__fx_accept(p, "[") || !kp__fx_accept(p, "i") || !kp__fx_accept(p, "]") || !kp__fx_accept(p, "="))
+		return kp__fx_perr(p, "expected 'out %s[i] = EXPR' (stores are elementwise)",
 			    k->params[pi].name);
-	if (accept(p, "="))
-		return perr(p, "expected an expression after '=', found '='");
-	x = parse_full(p, p->s, end);
+	if (kp__fx_accept(p, "="))
+		return kp__fx_perr(p, "expected an expression after '=', found '='");
+	x = kp__fx_parse_full(p, p->s, end);
 	if (x < 0)
 		return KP_EFORMAT;
 	st = &k->stmts[k->n_stmts++];
@@ -870,7 +859,7 @@ static int out_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 }
 
 /* "reduce NAME sum|mean|max|min EXPR": a reduction over the row. */
-static int reduce_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int reduce_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	struct kp_fx_stmt *st;
 	const char *w, *op;
@@ -880,13 +869,13 @@ static int reduce_line(struct ps *p, struct kp_fx_kernel *k, const char *s, cons
 
 	p->field = "reduce";
 	if (k->n_stmts >= KP_FX_MAX_STMTS)
-		return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+		return kp__fx_perr(p, "more than %d statements", KP_FX_MAX_STMTS);
 	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-		return perr(p, "expected 'reduce NAME sum|mean|max|min EXPR'");
-	if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
-		return perr(p, "name '%.*s' already used", (int)wn, w);
+		return kp__fx_perr(p, "expected 'reduce NAME sum|mean|max|min EXPR'");
+	if (kp__fx_find_param(k, w, wn) >= 0 || kp__fx_find_red(k, w, wn) >= 0)
+		return kp__fx_perr(p, "name '%.*s' already used", (int)wn, w);
 	if (!word(&s, end, &op, &on))
-		return perr(p, "expected sum, mean, max or min after the name");
+		return kp__fx_perr(p, "expected sum, mean, max or min after the name");
 	if (on == 3 && !memcmp(op, "sum", 3))
 		ro = KP_FX_R_SUM;
 	else if (on == 4 && !memcmp(op, "mean", 4))
@@ -896,9 +885,9 @@ static int reduce_line(struct ps *p, struct kp_fx_kernel *k, const char *s, cons
 	else if (on == 3 && !memcmp(op, "min", 3))
 		ro = KP_FX_R_MIN;
 	else
-		return perr(p, "operation: expected sum, mean, max or min, found '%s'",
-			    shown(op, on, buf, sizeof(buf)));
-	x = parse_full(p, s, end);
+		return kp__fx_perr(p, "operation: expected sum, mean, max or min, found '%s'",
+			    kp__fx_shown(op, on, buf, sizeof(buf)));
+	x = kp__fx_parse_full(p, s, end);
 	if (x < 0)
 		return KP_EFORMAT;
 	st = &k->stmts[k->n_stmts++];
@@ -912,7 +901,7 @@ static int reduce_line(struct ps *p, struct kp_fx_kernel *k, const char *s, cons
 }
 
 /* "dot NAME W X K": a GEMV's dot product, the kernel's first statement. */
-static int dot_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int dot_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	struct kp_fx_stmt *st;
 	const char *w;
@@ -923,11 +912,11 @@ static int dot_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 
 	p->field = "dot";
 	if (k->n_stmts || k->dot_k)
-		return perr(p, "'dot' is the kernel's first statement, and its only dot");
+		return kp__fx_perr(p, "'dot' is the kernel's first statement, and its only dot");
 	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-		return perr(p, "expected 'dot NAME W X K'");
-	if (find_param(k, w, wn) >= 0)
-		return perr(p, "name '%.*s' already used", (int)wn, w);
+		return kp__fx_perr(p, "expected 'dot NAME W X K'");
+	if (kp__fx_find_param(k, w, wn) >= 0)
+		return kp__fx_perr(p, "name '%.*s' already used", (int)wn, w);
 	st = &k->stmts[0];
 	memset(st, 0, sizeof(*st));
 	memcpy(st->name, w, wn);
@@ -936,26 +925,26 @@ static int dot_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 		size_t qn;
 		int pi, t;
 
-		if (!word(&s, end, &q, &qn) || (pi = find_param(k, q, qn)) < 0)
-			return perr(p, "%s: expected a tensor parameter, found '%s'", j ? "X" : "W",
-				    shown(q, qn, buf, sizeof(buf)));
+		if (!word(&s, end, &q, &qn) || (pi = kp__fx_find_param(k, q, qn)) < 0)
+			return kp__fx_perr(p, "%s: expected a tensor parameter, found '%s'", j ? "X" : "W",
+				    kp__fx_shown(q, qn, buf, sizeof(buf)));
 		t = k->params[pi].type;
 		if (t != KP_FX_PTR_F32 && t != KP_FX_PTR_F16)
-			return perr(p, "%s: '%s' is not an f32* or f16* parameter", j ? "X" : "W",
+			return kp__fx_perr(p, "%s: '%s' is not an f32* or f16* parameter", j ? "X" : "W",
 				    k->params[pi].name);
 		*(j ? &px : &pw) = pi;
 	}
 	if (k->params[pw].type != k->params[px].type)
-		return perr(p, "W and X must have the same element type");
+		return kp__fx_perr(p, "W and X must have the same element type");
 	if (!(r = num_word(&s, end, num, sizeof(num), &v)))
-		return perr(p, "expected 'dot NAME W X K' (K a constant)");
+		return kp__fx_perr(p, "expected 'dot NAME W X K' (K a constant)");
 	/* each lane loads 16 bytes per step: K a whole number of warp steps */
 	j = 32 * (k->params[pw].type == KP_FX_PTR_F16 ? 8 : 4);
 	if (r == 1 || v < j || v > (1 << 20) || v % j)
-		return perr(p, "K: expected a multiple of %d (32 lanes x 16 bytes) up to 2^20, found '%s'",
+		return kp__fx_perr(p, "K: expected a multiple of %d (32 lanes x 16 bytes) up to 2^20, found '%s'",
 			    j, num);
 	if (word(&s, end, &w, &wn))
-		return perr(p, "unexpected text after 'dot NAME W X K'");
+		return kp__fx_perr(p, "unexpected text after 'dot NAME W X K'");
 	st->kind = KP_FX_S_DOT;
 	st->param = pw;
 	st->expr = -1;
@@ -967,7 +956,7 @@ static int dot_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 }
 
 /* "stride N": rows of [i] tensors N elements apart. */
-static int stride_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int stride_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	const char *w;
 	size_t wn;
@@ -977,19 +966,19 @@ static int stride_line(struct ps *p, struct kp_fx_kernel *k, const char *s, cons
 
 	p->field = "stride";
 	if (k->stride)
-		return perr(p, "given twice");
+		return kp__fx_perr(p, "given twice");
 	if (!(r = num_word(&s, end, num, sizeof(num), &v)))
-		return perr(p, "expected 'stride N' (a constant)");
+		return kp__fx_perr(p, "expected 'stride N' (a constant)");
 	if (r == 1 || v < 1 || v > (1ll << 40))
-		return perr(p, "expected a constant 1..2^40, found '%s'", num);
+		return kp__fx_perr(p, "expected a constant 1..2^40, found '%s'", num);
 	if (word(&s, end, &w, &wn))
-		return perr(p, "unexpected text after 'stride N'");
+		return kp__fx_perr(p, "unexpected text after 'stride N'");
 	k->stride = v;
 	return 0;
 }
 
 /* "layout BLOCK VEC": the block and columns per thread a reduction sums in. */
-static int layout_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int layout_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	const char *w;
 	size_t wn;
@@ -998,28 +987,28 @@ static int layout_line(struct ps *p, struct kp_fx_kernel *k, const char *s, cons
 
 	p->field = "layout";
 	if (k->layout_block)
-		return perr(p, "given twice");
+		return kp__fx_perr(p, "given twice");
 	for (j = 0; j < 2; j++) {
 		char num[8];
 
 		if (!(r = num_word(&s, end, num, sizeof(num), &v[j])))
-			return perr(p, "expected 'layout BLOCK VEC'");
+			return kp__fx_perr(p, "expected 'layout BLOCK VEC'");
 		if (r == 1)
-			return perr(p, "expected 'layout BLOCK VEC', found '%s'", num);
+			return kp__fx_perr(p, "expected 'layout BLOCK VEC', found '%s'", num);
 	}
 	if (word(&s, end, &w, &wn))
-		return perr(p, "unexpected text after 'layout BLOCK VEC'");
+		return kp__fx_perr(p, "unexpected text after 'layout BLOCK VEC'");
 	if (v[0] < 32 || v[0] > 1024 || v[0] % 32)
-		return perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %lld", v[0]);
+		return kp__fx_perr(p, "BLOCK: expected a multiple of 32 in 32..1024, found %lld", v[0]);
 	if (v[1] < 1 || v[1] > KP_FX_MAX_LAYOUT_VEC)
-		return perr(p, "VEC: expected 1..%d, found %lld", KP_FX_MAX_LAYOUT_VEC, v[1]);
+		return kp__fx_perr(p, "VEC: expected 1..%d, found %lld", KP_FX_MAX_LAYOUT_VEC, v[1]);
 	k->layout_block = (int)v[0];
 	k->layout_vec = (int)v[1];
 	return 0;
 }
 
 /* "let NAME EXPR": one value per row. */
-static int let_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
+static int let_line(struct kp__fx_ps *p, struct kp_fx_kernel *k, const char *s, const char *end)
 {
 	struct kp_fx_stmt *st;
 	const char *w;
@@ -1028,16 +1017,16 @@ static int let_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 
 	p->field = "let";
 	if (k->n_stmts >= KP_FX_MAX_STMTS)
-		return perr(p, "more than %d statements", KP_FX_MAX_STMTS);
+		return kp__fx_perr(p, "more than %d statements", KP_FX_MAX_STMTS);
 	if (!word(&s, end, &w, &wn) || !is_ident(w, wn) || reserved(w, wn))
-		return perr(p, "expected 'let NAME EXPR'");
-	if (find_param(k, w, wn) >= 0 || find_red(k, w, wn) >= 0)
-		return perr(p, "name '%.*s' already used", (int)wn, w);
-	x = parse_full(p, s, end);
+		return kp__fx_perr(p, "expected 'let NAME EXPR'");
+	if (kp__fx_find_param(k, w, wn) >= 0 || kp__fx_find_red(k, w, wn) >= 0)
+		return kp__fx_perr(p, "name '%.*s' already used", (int)wn, w);
+	x = kp__fx_parse_full(p, s, end);
 	if (x < 0)
 		return KP_EFORMAT;
 	if (kp_fx_expr_any(k, x, element_node, NULL))
-		return perr(p, "a let is one value per row: no BUF[i] or BUF[col] loads, no i or col");
+		return kp__fx_perr(p, "a let is one value per row: no BUF[i] or BUF[col] loads, no i or col");
 	st = &k->stmts[k->n_stmts++];
 	memset(st, 0, sizeof(*st));
 	st->kind = KP_FX_S_LET;
@@ -1046,7 +1035,7 @@ static int let_line(struct ps *p, struct kp_fx_kernel *k, const char *s, const c
 	return 0;
 }
 
-static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
+static int parse_line(struct kp__fx_ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		      const char *s, const char *end)
 {
 	const char *kw, *w;
@@ -1061,10 +1050,10 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 	if (KW("kernel"))
 		return kernel_line(p, cat, cap, s, end);
 	if (!k)
-		return perr(p, "expected 'kernel NAME', found '%s'", shown(kw, kn, buf, sizeof(buf)));
+		return kp__fx_perr(p, "expected 'kernel NAME', found '%s'", kp__fx_shown(kw, kn, buf, sizeof(buf)));
 	if (KW("end")) {
 		if (word(&s, end, &w, &wn))
-			return perr(p, "unexpected text after 'end'");
+			return kp__fx_perr(p, "unexpected text after 'end'");
 		if (kernel_check(p))
 			return KP_EFORMAT;
 		p->k = NULL;
@@ -1079,7 +1068,7 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 
 		p->field = KW("rows") ? "rows" : "cols";
 		if (sh->kind[0])
-			return perr(p, "given twice");
+			return kp__fx_perr(p, "given twice");
 		return parse_shape(p, s, end, sh);
 	}
 	if (KW("out"))
@@ -1094,8 +1083,8 @@ static int parse_line(struct ps *p, struct kp_fx_catalog *cat, size_t *cap,
 		return layout_line(p, k, s, end);
 	if (KW("let"))
 		return let_line(p, k, s, end);
-	return perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, stride, layout, out, reduce, let, dot, end)",
-		    shown(kw, kn, buf, sizeof(buf)));
+	return kp__fx_perr(p, "unknown keyword '%s' (kernel, match, param, rows, cols, stride, layout, out, reduce, let, dot, end)",
+		    kp__fx_shown(kw, kn, buf, sizeof(buf)));
 #undef KW
 }
 
@@ -1103,7 +1092,7 @@ struct kp_fx_catalog *kp_fx_catalog_parse(const char *buf, size_t len, const cha
 					  struct kp_err *err)
 {
 	struct kp_fx_catalog *cat;
-	struct ps p;
+	struct kp__fx_ps p;
 	size_t pos = 0, cap = 0;
 	int rc = 0;
 
@@ -1131,13 +1120,13 @@ struct kp_fx_catalog *kp_fx_catalog_parse(const char *buf, size_t len, const cha
 			n--;
 		p.field = "line";
 		if (n > KP_FX_MAX_LINE) {
-			rc = perr(&p, "line longer than %d bytes", KP_FX_MAX_LINE);
+			rc = kp__fx_perr(&p, "line longer than %d bytes", KP_FX_MAX_LINE);
 			break;
 		}
 		for (i = 0; i < n; i++) {
 			if (s[i] == '\t' || isprint((unsigned char)s[i]))
 				continue;
-			rc = perr(&p, "control or non-ASCII byte 0x%02x at column %zu",
+			rc = kp__fx_perr(&p, "control or non-ASCII byte 0x%02x at column %zu",
 				  (unsigned char)s[i], i + 1);
 			break;
 		}
@@ -1146,7 +1135,7 @@ struct kp_fx_catalog *kp_fx_catalog_parse(const char *buf, size_t len, const cha
 	}
 	if (!rc && p.k) {
 		p.field = "end";
-		rc = perr(&p, "file ends inside the kernel (missing 'end')");
+		rc = kp__fx_perr(&p, "file ends inside the kernel (missing 'end')");
 	}
 	if (rc) {
 		kp_fx_catalog_free(cat);
