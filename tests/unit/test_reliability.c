@@ -843,7 +843,7 @@ static void test_report_no_streams(void)
  * Finding 5 (fuzz_catalog): a number whose exponent is cut off by the end
  * of the buffer ("1.E" as the last bytes of a catalog without a final
  * newline) made the error message read one byte past the buffer
- * (heap-buffer-overflow under ASan). (fusion/catalog_read.c,
+ * (heap-buffer-overflow under ASan). (fusion/catalog_expr.c,
  * parse_number's "bad number" message)
  */
 static void test_catalog_number_at_end(void)
