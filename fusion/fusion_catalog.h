@@ -76,7 +76,7 @@ enum kp_fx_node_kind {
 	KP_FX_N_INDEX,       /* a: enum kp_fx_index (i, row, col) or rows/cols */
 	KP_FX_N_CALL,        /* a: function index, args in b, c, d (-1: none) */
 	KP_FX_N_UNARY,       /* op: '-' or '!', a: operand */
-	KP_FX_N_BINARY,      /* op: token (see fusion_catalog.c), a, b */
+	KP_FX_N_BINARY,      /* op: token (see catalog_read.c), a, b */
 	KP_FX_N_COND,        /* a ? b : c */
 };
 

@@ -1,6 +1,8 @@
 # fusion/module.mk - fused kernels: the catalog format (fusion/FUSION.md) and
-# its parser (fusion_catalog.c), the generator of fused CUDA sources
-# (fusion_gen.c) and the catalog of the examples' kernels (fusion/catalog/).
+# its reader (fusion_catalog.h: catalog_read.c, catalog_expr.c), the generator
+# of fused CUDA sources (fusion_gen.h: generate.c, generate_emit.c;
+# plan_groups.c adds groups to a plan and writes their sources) and the
+# catalog of the examples' kernels (fusion/catalog/).
 #
 # Built into libkp_fusion.a (HOST_MODULES in the top Makefile); `kplan plan
 # --catalog` calls it to form fusion groups and writes their sources next to

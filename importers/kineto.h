@@ -1,6 +1,6 @@
 /*
  * kineto.h - internal to importers/: the names the PyTorch profiler (Kineto)
- * uses in Chrome traces, shared by the reader (chrome.c) and the writer
+ * uses in Chrome traces, shared by the reader (chrome*.c) and the writer
  * (chrome_export.c) so that import(export(db)) gives the same rows.
  */
 #ifndef KP_KINETO_H

@@ -7,7 +7,8 @@
  * The recording tests drive the collector's writer path without CUPTI:
  * synthesized CUPTI activity records go through the collector's decoder
  * (collector/decode.h) into a struct kp_writer, in kp_db_begin/kp_db_commit
- * batches with kp_db_set_bulk on, as collector.c's writer thread does.
+ * batches with kp_db_set_bulk on, as the collector's writer thread does
+ * (collector/writer_thread.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -740,10 +741,10 @@ static void test_fuzz_corpus_sig(void)
 
 /*
  * Finding 2 (fuzz_chrome): a GPU event that waits for its flow event and
- * is still unmatched at the end of the trace went through flush_pending(),
+ * is still unmatched at the end of the trace went through kp__chrome_flush_pending(),
  * whose helpers return -1 after filling err: kp_import_chrome returned
  * KP_EINVAL (-1) with err.code KP_EFORMAT. The return value must be the
- * error's code. (importers/chrome.c, flush_pending)
+ * error's code. (importers/chrome_events.c)
  */
 static void test_chrome_pending_error_code(void)
 {
@@ -842,7 +843,7 @@ static void test_report_no_streams(void)
  * Finding 5 (fuzz_catalog): a number whose exponent is cut off by the end
  * of the buffer ("1.E" as the last bytes of a catalog without a final
  * newline) made the error message read one byte past the buffer
- * (heap-buffer-overflow under ASan). (fusion/fusion_catalog.c,
+ * (heap-buffer-overflow under ASan). (fusion/catalog_expr.c,
  * parse_number's "bad number" message)
  */
 static void test_catalog_number_at_end(void)
