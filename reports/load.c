@@ -604,7 +604,7 @@ static const struct {
 	{ "gaps", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
 	{ "plans", load_plans }, { "families", kp__report_families }, { "cost model", load_cost },
 	{ "overhead", load_overhead }, { "timeline and gap scan", kp__report_timeline },
-	{ "blockers", load_blockers },
+	{ "blockers", load_blockers }, { "ranks", kp__report_ranks },
 };
 
 int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
@@ -659,6 +659,7 @@ void kp_report_free(struct kp_report *rep)
 	kp_vec_release(&rep->fusion);
 	kp_vec_release(&rep->plans);
 	kp_plan_free(rep->plan);
+	kp_job_free(rep->job);
 	kp__report_corr_free(rep);
 	kp_arena_release(&rep->arena);
 	free(rep);

@@ -277,10 +277,43 @@ static void test_region_with_allreduce(void)
 	kp_db_close(db);
 }
 
+/* The report of a rank shows every rank of its job on one time axis. */
+static void test_report_ranks(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = two_ranks("ranks_report.db", 2);
+	struct kp_report *rep = NULL;
+	const char *out = kp_test_path("ranks.html");
+	char *html, *csv;
+	FILE *f;
+
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rep->job);
+	f = fopen(out, "w");
+	CU_ASSERT_EQUAL(kp_report_html(rep, f, &err), 0);
+	fclose(f);
+	html = kp_test_read(out, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<h2 id=\"ranks\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<svg id=\"ranks-timeline\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<g class=\"rank\" data-rank=\"0\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<g class=\"rank\" data-rank=\"1\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "rank 1 (straggler)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "The straggler is <b>rank 1</b>"));
+	free(html);
+	CU_ASSERT_EQUAL(kp_report_csv(db, rep, kp_test_path("ranks_csv"), &err), 0);
+	csv = kp_test_read(kp_test_path("ranks_csv/ranks.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(csv && strstr(csv, "\n1,2,4,40.000,4,0.000,4,20.000,1\n"));
+	free(csv);
+	kp_report_free(rep);
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_ranks[] = {
 	{ "NCCL kernel names", test_nccl_names },
 	{ "two ranks: waits and the straggler", test_waits_and_straggler },
 	{ "ranks whose collectives differ", test_mismatch },
 	{ "a region around an all-reduce is capturable", test_region_with_allreduce },
+	{ "the report shows every rank", test_report_ranks },
 	CU_TEST_INFO_NULL,
 };
