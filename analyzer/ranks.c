@@ -335,7 +335,7 @@ void kp_job_print(const struct kp_job *job, FILE *f)
 
 		if (s->rank == job->straggler)
 			fprintf(f, "  straggler: rank %d arrived last at %lld of %lld collectives; the"
-				" others waited up to %.3f ms in all for it\n", s->rank,
+				" others waited %.3f ms in all for it\n", s->rank,
 				(long long)s->n_last, (long long)job->n_matches, s->caused_ns / 1e6);
 	}
 	if (job->n_colls)

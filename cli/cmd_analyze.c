@@ -129,21 +129,6 @@ KP_CMD(analyze)
 		rc = kp_analyze_write_csv(db, s.run_id, csv, &err);
 	if (!rc)
 		rc = kp_job_load(db, s.run_id, &job, &err);
-	/* the other ranks of its job, unless one run was asked for */
-	for (size_t r = 0; !rc && job && !o.run_id && r < job->n_ranks; r++) {
-		struct kp_analyze_opts ro = o;
-		struct kp_analysis_summary rs;
-
-		if (job->ranks[r].run_id == s.run_id)
-			continue;
-		ro.run_id = job->ranks[r].run_id;
-		rc = kp_analyze(db, &ro, &rs, &err);
-		if (!rc && !quiet)
-			printf("rank %d (run %lld): %lld GPU ops, %lld NCCL kernels, %lld regions,"
-			       " %lld capturable\n", job->ranks[r].rank, (long long)rs.run_id,
-			       (long long)rs.n_ops, (long long)rs.n_collectives,
-			       (long long)rs.n_regions, (long long)rs.n_capturable);
-	}
 	if (!rc && job && csv && !o.dry_run)
 		rc = kp_job_write_csv(job, csv, &err);
 	if (rc) {
@@ -191,13 +176,33 @@ KP_CMD(analyze)
 			kp_analyze_print_regions(db, s.run_id, stdout, 40, &err);
 		if (!o.dry_run && s.n_fusion)
 			kp_analyze_print_fusion(db, s.run_id, stdout, 5);
-		if (job)
-			kp_job_print(job, stdout);
 		if (csv && !o.dry_run)
 			printf("wrote %s/regions.csv, gaps.csv, fusion.csv, blockers.csv%s\n", csv,
 			       job ? ", ranks.csv, collectives.csv" : "");
 		printf("analyzed in %.2f s\n", s.seconds);
 	}
+	/* the other ranks of its job, unless one run was asked for */
+	for (size_t r = 0; job && !o.run_id && r < job->n_ranks; r++) {
+		struct kp_analyze_opts ro = o;
+		struct kp_analysis_summary rs;
+
+		if (job->ranks[r].run_id == s.run_id)
+			continue;
+		ro.run_id = job->ranks[r].run_id;
+		if (kp_analyze(db, &ro, &rs, &err)) {
+			kp_job_free(job);
+			kp_db_close(db);
+			return kp_cli_error(&err);
+		}
+		if (!quiet)
+			printf("rank %d (run %lld) analyzed too: %lld GPU ops, %lld NCCL kernels, %lld"
+			       " regions, %lld capturable (kplan analyze DB --run %lld for its table)\n",
+			       job->ranks[r].rank, (long long)rs.run_id, (long long)rs.n_ops,
+			       (long long)rs.n_collectives, (long long)rs.n_regions,
+			       (long long)rs.n_capturable, (long long)rs.run_id);
+	}
+	if (job && !quiet)
+		kp_job_print(job, stdout);
 	kp_job_free(job);
 	kp_db_close(db);
 	return KP_EXIT_OK;
