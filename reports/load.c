@@ -594,7 +594,8 @@ static int load_cost(struct kp_db *db, struct kp_report *rep, struct kp_err *err
 
 /*
  * In order: the timeline (with the gap scan) needs the kernels, the
- * regions and the API count, the families the regions and the plan.
+ * regions, the API count and the job's ranks, the families the regions and
+ * the plan.
  */
 static const struct {
 	const char *what;
@@ -603,8 +604,8 @@ static const struct {
 	{ "run", load_run }, { "kernel summary", load_kernels }, { "api summary", load_apis },
 	{ "gaps", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
 	{ "plans", load_plans }, { "families", kp__report_families }, { "cost model", load_cost },
-	{ "overhead", load_overhead }, { "timeline and gap scan", kp__report_timeline },
-	{ "blockers", load_blockers }, { "ranks", kp__report_ranks },
+	{ "overhead", load_overhead }, { "ranks", kp__report_ranks },
+	{ "timeline and gap scan", kp__report_timeline }, { "blockers", load_blockers },
 };
 
 int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,

@@ -123,7 +123,7 @@ void kp__page_ranks(FILE *f, const struct kp_report *rep)
 
 	if (!job)
 		return;
-	fprintf(f, "<h2 id=\"ranks\">Ranks of the job</h2>\n<p>This run is rank of a job of %zu"
+	fprintf(f, "<h2 id=\"ranks\">Ranks of the job</h2>\n<p>This run is a rank of a job of %zu"
 		" ranks in this database. NCCL collectives of each rank are matched across the ranks"
 		" in order, per stream; %lld matched.", job->n_ranks, (long long)job->n_matches);
 	for (size_t r = 0; r < job->n_ranks && job->straggler >= 0; r++)

@@ -150,6 +150,7 @@ struct kp_tl_item {
  */
 struct kp_tl_row {
 	int kind;                          /* enum kp_tl_row_kind */
+	int rank;                          /* the rank whose row it is (rep->job); -1: no job */
 	int64_t device_id, stream_id;      /* stream rows */
 	int64_t n_items;                   /* intervals in the whole run */
 	int64_t *ns;                       /* n_bins x KP_TL_CLS */

@@ -300,6 +300,11 @@ static void test_report_ranks(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<g class=\"rank\" data-rank=\"1\">"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(html, "rank 1 (straggler)"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(html, "The straggler is <b>rank 1</b>"));
+	/* the main timeline: a lane group per rank, on one axis */
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "name:\"rank 0 stream 13\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "name:\"rank 1 stream 13\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "This run is rank 1 of a job of 2 ranks"));
+	CU_ASSERT(strstr(html, "name:\"rank 0 stream 13\"") < strstr(html, "name:\"rank 1 stream 13\""));
 	free(html);
 	CU_ASSERT_EQUAL(kp_report_csv(db, rep, kp_test_path("ranks_csv"), &err), 0);
 	csv = kp_test_read(kp_test_path("ranks_csv/ranks.csv"), NULL);
