@@ -50,11 +50,14 @@ static int run_key_load(struct kp_db *db, int64_t run, struct run_key *k, struct
 static int job_runs(struct kp_db *db, const struct run_key *k, struct kp_job *job,
 		    struct kp_err *err)
 {
+	/* overlapping in time when both spans are known (a launcher may give
+	 * each rank its own arguments), else the same command */
 	static const char sql[] = "SELECT runId, rank FROM kp_runs WHERE rank IS NOT NULL"
-		" AND COALESCE(world_size, -1) = ?2 AND host IS ?3 AND command IS ?4"
-		" AND (?5 < 0 OR t_begin_ns IS NULL OR"
-		"      (t_begin_ns <= (CASE WHEN ?6 < 0 THEN 9223372036854775807 ELSE ?6 END)"
-		"       AND COALESCE(t_end_ns, 9223372036854775807) >= ?5))"
+		" AND COALESCE(world_size, -1) = ?2 AND host IS ?3"
+		" AND (CASE WHEN ?5 >= 0 AND t_begin_ns IS NOT NULL"
+		"  THEN t_begin_ns <= (CASE WHEN ?6 < 0 THEN 9223372036854775807 ELSE ?6 END)"
+		"       AND COALESCE(t_end_ns, 9223372036854775807) >= ?5"
+		"  ELSE command IS ?4 END)"
 		" ORDER BY rank, abs(runId - ?1), runId";
 	sqlite3_stmt *st;
 	size_t cap = 0;
@@ -249,6 +252,22 @@ static void match(struct kp_job *job)
 out:
 	free(lane);
 	free(len);
+}
+
+int64_t kp_job_default_run(struct kp_db *db)
+{
+	int64_t last = kp_db_last_run(db);
+	char sql[256];
+
+	if (last <= 0)
+		return last;
+	/* a launcher's run (torchrun's agent) has no rank and no GPU work */
+	snprintf(sql, sizeof(sql), "SELECT rank IS NULL AND NOT EXISTS (SELECT 1 FROM"
+		 " CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = %lld) FROM kp_runs WHERE runId = %lld",
+		 (long long)last, (long long)last);
+	if (kp_db_int(db, sql, 0) != 1)
+		return last;
+	return kp_db_int(db, "SELECT max(runId) FROM kp_runs WHERE rank IS NOT NULL", last);
 }
 
 int kp_job_load(struct kp_db *db, int64_t run_id, struct kp_job **out, struct kp_err *err)

@@ -4,8 +4,8 @@
  * rank waited in them for the last one to arrive.
  *
  * A job is the runs of one database that are ranks (kp_runs.rank set) of
- * the same launch: the same world size, host and command, and, where both
- * runs know their time span, overlapping in time. When a rank appears more
+ * the same launch: the same world size and host, and overlapping in time
+ * (or, where a run does not know its time span, the same command). When a rank appears more
  * than once (a job recorded twice), the run nearest the asked one by run id
  * is taken.
  *
@@ -72,6 +72,13 @@ struct kp_job {
 	int64_t t0, t1;              /* first start, last end of the collectives */
 	char mismatch[256];          /* where the ranks' sequences first differ; "" none */
 };
+
+/*
+ * The run a command means when it names none: the newest, unless that is
+ * a launcher's (torchrun's agent: no rank, no kernels) in a database with
+ * ranks; then the newest rank's run. 0 when the database has no runs.
+ */
+int64_t kp_job_default_run(struct kp_db *db);
 
 /*
  * The job run run_id (0: the newest run) is a rank of, with every rank's

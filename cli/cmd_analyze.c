@@ -73,6 +73,7 @@ KP_CMD(analyze)
 	const char *path = NULL, *csv = NULL;
 	struct kp_db *db;
 	struct kp_job *job = NULL;
+	int64_t ask_run;
 	int quiet = 0, rc;
 
 	kp_analyze_opts_init(&o);
@@ -124,6 +125,9 @@ KP_CMD(analyze)
 	db = kp_db_open(path, o.dry_run ? KP_DB_RDONLY : 0, &err);
 	if (!db)
 		return kp_cli_error(&err);
+	ask_run = o.run_id;
+	if (!o.run_id)
+		o.run_id = kp_job_default_run(db);   /* not a launcher's empty run */
 	rc = kp_analyze(db, &o, &s, &err);
 	if (!rc && csv && !o.dry_run)
 		rc = kp_analyze_write_csv(db, s.run_id, csv, &err);
@@ -182,7 +186,7 @@ KP_CMD(analyze)
 		printf("analyzed in %.2f s\n", s.seconds);
 	}
 	/* the other ranks of its job, unless one run was asked for */
-	for (size_t r = 0; job && !o.run_id && r < job->n_ranks; r++) {
+	for (size_t r = 0; job && !ask_run && r < job->n_ranks; r++) {
 		struct kp_analyze_opts ro = o;
 		struct kp_analysis_summary rs;
 

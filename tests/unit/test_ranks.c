@@ -237,6 +237,18 @@ static void test_mismatch(void)
 		CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
 		CU_ASSERT_EQUAL(kp_job_load(db, run, &job, &err), 0);
 		CU_ASSERT_PTR_NULL(job);
+		/* an empty run without a rank (torchrun's agent) is not what a command
+		 * naming no run means: the newest rank's run is */
+		CU_ASSERT_EQUAL(run, 3);
+		CU_ASSERT_EQUAL(kp_job_default_run(db), 2);
+		ri.source = "synthetic";
+		CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+		CU_ASSERT_EQUAL(kp_db_exec(db, "INSERT INTO StringIds VALUES (990, 'k');"
+					   " INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId,"
+					   " streamId, demangledName, shortName, gridX, gridY, gridZ, blockX,"
+					   " blockY, blockZ, runId) VALUES (1, 2, 0, 7, 990, 990, 1, 1, 1, 1,"
+					   " 1, 1, 4)", &err), 0);
+		CU_ASSERT_EQUAL(kp_job_default_run(db), 4);   /* a run of its own */
 	}
 	kp_db_close(db);
 }
