@@ -55,6 +55,9 @@ struct kp_analysis_summary {
 	int64_t n_graph_launches; /* graph launch calls joined (each ran a graph's nodes) */
 	int64_t n_graph_ops;      /* ops run by the program's own graph launches */
 	int64_t n_pdl;            /* kernels launched with programmatic dependent launch */
+	int64_t n_other_polls;    /* cudaEventQuery/cudaStreamQuery calls on threads that
+				     launch nothing (a watchdog, NCCL's proxy): not syncs */
+	int64_t n_collectives;    /* NCCL kernels (common/nccl.h) */
 	int64_t busy_ns;          /* summed GPU op time over all streams */
 	int64_t host_idle_ns;     /* idle gaps the GPU spent waiting for launches */
 	int64_t device_idle_ns;   /* idle gaps with the launch already issued */

@@ -845,6 +845,60 @@ static int stream_blockers(struct kp__ana *a, struct kp__region *r)
 }
 
 /*
+ * NCCL collectives in a region are graph nodes like any kernel: NCCL >= 2.9
+ * (CUDA >= 11.3) captures collective, P2P and group calls. They do not
+ * block the capture; what capturing them needs is written once per region
+ * as an advisory (fatal 0), with the collectives of the template. The
+ * host-side calls that would block (a sync on the collective's stream, a
+ * poll by the launching thread) are blockers of their own kinds; polls by
+ * threads that launch nothing (watchdogs, NCCL's proxy) were dropped when
+ * loading (load.c).
+ */
+static int collective_advisory(struct kp__ana *a, struct kp__region *r)
+{
+	int64_t n_of[KP_NCCL__N] = {0}, n = 0;
+	const struct kp__occ *o;
+	const struct kp__op *first = NULL;
+	char d[1024], list[256] = "";
+	size_t at = 0;
+
+	if (!r->n_occ)
+		return 0;
+	o = &r->occ[r->tmpl];
+	for (uint32_t i = 0; i < o->n; i++) {
+		const struct kp__op *op = &a->ops[o->ops[i]];
+		uint8_t c = a->sigs.data[op->sig].coll;
+
+		if (!c)
+			continue;
+		if (!first)
+			first = op;
+		n_of[c - 1]++;
+		n++;
+	}
+	if (!n)
+		return 0;
+	for (int c = 0; c < KP_NCCL__N && at < sizeof(list); c++)
+		if (n_of[c])
+			at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s x%lld",
+					       at ? ", " : "", kp_nccl_coll_name(c),
+					       (long long)n_of[c]);
+	snprintf(d, sizeof(d), "%lld NCCL collective kernel(s) per occurrence (%s) are "
+		 "captured as graph nodes: this needs NCCL >= 2.9 and CUDA >= 11.3, one GPU "
+		 "per process, and every rank of the communicator capturing and replaying the "
+		 "same collectives in the same order (a replay is itself collective: plan the "
+		 "region alike on every rank, and warm up alike); send/recv connect on their "
+		 "first eager call, so warm up before capturing; several threads per process "
+		 "capture with cudaStreamCaptureModeThreadLocal; no host-side wait on the "
+		 "collective inside the region (a stream or event sync, or a query by the "
+		 "launching thread, is a blocker of its own); NCCL_GRAPH_REGISTER=1 (NCCL >= "
+		 "2.11) registers the graph's buffers for CollNet and NVLS",
+		 (long long)n, list);
+	return add_blk(a, r, KP__B_COLLECTIVE, 0, api_of(a, first), first->api_start,
+		       first->corr, (int)r->tmpl, 0, d);
+}
+
+/*
  * A region a language binding captures (kplan.torch: NVTX category 2) was
  * recorded eagerly, and libraries take other paths while a capture is on
  * (transformers skips its mask checks' host syncs when
@@ -1116,6 +1170,8 @@ static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut, struct
 	n_calls = r->blk.len;
 	if (!rc)
 		rc = stream_blockers(a, r);
+	if (!rc)
+		rc = collective_advisory(a, r);
 	if (!rc)
 		steady_state(r);
 	if (!rc && r->rt_kind == 2)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../common/arena.h"
+#include "../common/nccl.h"
 #include "../common/u64map.h"
 #include "../common/vec.h"
 #include "analyzer.h"
@@ -50,6 +51,7 @@ struct kp__sig {
 	uint8_t mem_class;       /* fusion: 0 unknown, 1 memory-bound, 2 compute-bound */
 	uint8_t reduction;       /* fusion: reduces rows */
 	uint8_t node_cls;        /* cost model: KP_NODE_* + 1, 0 until known */
+	uint8_t coll;            /* an NCCL kernel: enum kp_nccl_coll + 1 (common/nccl.h); 0 not */
 };
 
 struct kp__stream {
@@ -66,6 +68,8 @@ enum kp__cls {
 	KP__C_REGISTER,           /* cudaHostRegister and its kin */
 	KP__C_LIMIT,              /* cudaDeviceSetLimit */
 	KP__C_CAPTURE,            /* cudaStreamBeginCapture: a capture of the body's own */
+	KP__C_POLL,               /* cudaEventQuery, cudaStreamQuery: a sync of the thread
+				     that launches (load.c drops other threads' polls) */
 };
 
 /* Blocker kinds, in the order of kp__blocker_kind_name. */
@@ -75,6 +79,7 @@ enum kp__bk {
 	KP__B_LEGACY_STREAM, KP__B_SHAPE_KEY, KP__B_PATCH_SLOT, KP__B_HOST_REGISTER,
 	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE,
 	KP__B_GRAPH_REPLAY,       /* the program's own graph: what runs between its replays */
+	KP__B_COLLECTIVE,         /* NCCL collectives in the region: what capturing them needs */
 	KP__B__N
 };
 

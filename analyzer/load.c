@@ -114,7 +114,13 @@ static int sig_names(struct kp__ana *a, struct kp_err *err)
 		}
 		s->fsig = kp__kernel_sig(fname, s->grid, s->block, s->dyn_smem);
 		const char *n = s->name;
-		if (strstr(n, "gemm") || strstr(n, "conv") || strstr(n, "cutlass") ||
+		struct kp_nccl_kernel nk;
+
+		if (kp_nccl_parse(n, &nk)) {
+			/* communication: never part of a fusion chain */
+			s->coll = (uint8_t)(nk.coll + 1);
+			s->mem_class = 2;
+		} else if (strstr(n, "gemm") || strstr(n, "conv") || strstr(n, "cutlass") ||
 		    strstr(n, "xmma") || strstr(n, "cublas") || strstr(n, "cudnn") ||
 		    strstr(n, "matmul") || strstr(n, "attention") || strstr(n, "flash") ||
 		    strstr(n, "sm90_") || strstr(n, "sm80_") || strstr(n, "wgrad") ||
@@ -232,7 +238,7 @@ static int load_ops(struct kp__ana *a, struct kp_err *err)
 	return rc;
 }
 
-struct lrow { int64_t start, end; uint32_t name, corr; };
+struct lrow { int64_t start, end, tid; uint32_t name, corr; };
 
 /* API calls: launch calls kept for the join, blocking calls as events. */
 /*
@@ -269,6 +275,7 @@ static void *api_fetch(void *arg)
 		l->end = sqlite3_column_int64(st, 1);
 		l->corr = (uint32_t)sqlite3_column_int64(st, 2);
 		l->name = (uint32_t)sqlite3_column_int64(st, 3);
+		l->tid = sqlite3_column_int64(st, 4);
 	}
 	sqlite3_finalize(st);
 	return NULL;
@@ -284,7 +291,8 @@ static int api_start(struct kp__ana *a, struct api_job *j, pthread_t *th, int *t
 	a->sum->n_api = n;
 	if (!n)
 		return 0;
-	snprintf(j->sql, sizeof(j->sql), "SELECT start, end, correlationId, nameId"
+	snprintf(j->sql, sizeof(j->sql), "SELECT start, end, correlationId, nameId,"
+		 " COALESCE(globalTid, 0)"
 		 " FROM CUPTI_ACTIVITY_KIND_RUNTIME%s WHERE runId = ?1",
 		 scan_hint(a, "CUPTI_ACTIVITY_KIND_RUNTIME", n));
 	j->run = a->run;
@@ -313,7 +321,8 @@ static int api_start(struct kp__ana *a, struct api_job *j, pthread_t *th, int *t
 static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struct kp_err *err)
 {
 	KP_VEC(struct kp__ev) ev = KP_VEC_INIT;
-	KP_VEC(int64_t) rec = KP_VEC_INIT, hostfn = KP_VEC_INIT;
+	KP_VEC(int64_t) rec = KP_VEC_INIT, hostfn = KP_VEC_INIT, poll_tid = KP_VEC_INIT;
+	struct kp_u64map launchers;   /* threads that made launch calls */
 	int64_t last_id = -1;
 	uint32_t last_ix = 0;
 	int rc = 0;
@@ -321,6 +330,7 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 	*n_l = 0;
 	if (j->rc)
 		return kp_err_set(err, j->rc, "%s: %s", a->db->path, j->msg);
+	kp_u64map_init(&launchers);
 	for (size_t i = 0; i < j->n; i++) {
 		struct lrow l = j->rows[i];
 		uint32_t ix;
@@ -340,6 +350,10 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 		    cls == KP__C_COPY_SYNC || cls == KP__C_GRAPH_LAUNCH) {
 			l.name = ix;
 			j->rows[(*n_l)++] = l;
+			if (kp_u64map_put(&launchers, (uint64_t)l.tid, 1)) {
+				rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+				break;
+			}
 		}
 		if ((cls == KP__C_EVENT_RECORD && kp_vec_push(&rec, l.start)) ||
 		    (cls == KP__C_HOST_NODE && kp_vec_push(&hostfn, l.start))) {
@@ -352,12 +366,35 @@ static int api_classify(struct kp__ana *a, struct api_job *j, size_t *n_l, struc
 				.name = ix, .kind = (uint8_t)kind,
 				.stream_id = -1,
 			};
-			if (kp_vec_push(&ev, e)) {
+			if (kp_vec_push(&ev, e) ||
+			    kp_vec_push(&poll_tid, cls == KP__C_POLL ? l.tid : INT64_MIN)) {
 				rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 				break;
 			}
 		}
 	}
+	/*
+	 * A query polls: it waits for nothing, and only the thread whose work
+	 * it asks about can be stopped from capturing by it. A thread that
+	 * launches nothing (PyTorch's NCCL watchdog, NCCL's proxy thread)
+	 * polling an event is no sync of the launching thread.
+	 */
+	if (!rc && (launchers.len || launchers.has_zero)) {
+		size_t k = 0;
+		uint32_t one;
+
+		for (size_t i = 0; i < ev.len; i++) {
+			if (poll_tid.data[i] != INT64_MIN &&
+			    !kp_u64map_get(&launchers, (uint64_t)poll_tid.data[i], &one)) {
+				a->sum->n_other_polls++;
+				continue;
+			}
+			ev.data[k++] = ev.data[i];
+		}
+		ev.len = k;
+	}
+	kp_vec_release(&poll_tid);
+	kp_u64map_release(&launchers);
 	a->ev = ev.data;
 	a->n_ev = ev.len;
 	a->rec = rec.data;
@@ -670,6 +707,7 @@ int kp__load(struct kp__ana *a, struct kp_err *err)
 		struct kp__ev e;
 
 		a->sum->n_graph_ops += (op->flags & KP__F_GRAPH) != 0;
+		a->sum->n_collectives += a->sigs.data[op->sig].coll != 0;
 		if (!(op->flags & KP__F_PAGEABLE) || (op->flags & KP__F_GRAPH))
 			continue;
 		memset(&e, 0, sizeof(e));

@@ -122,8 +122,8 @@ int kp__classify_api(const char *n)
 	static const uint8_t cls[KP_API__N] = {
 		[KP_API_LAUNCH] = KP__C_LAUNCH, [KP_API_GRAPH_LAUNCH] = KP__C_GRAPH_LAUNCH,
 		[KP_API_HOST_FUNC] = KP__C_HOST_NODE, [KP_API_STREAM_CALLBACK] = KP__C_HOST_FUNC,
-		[KP_API_SYNC] = KP__C_SYNC, [KP_API_QUERY] = KP__C_SYNC,
-		[KP_API_EVENT_QUERY] = KP__C_SYNC, [KP_API_ALLOC] = KP__C_MALLOC,
+		[KP_API_SYNC] = KP__C_SYNC, [KP_API_QUERY] = KP__C_POLL,
+		[KP_API_EVENT_QUERY] = KP__C_POLL, [KP_API_ALLOC] = KP__C_MALLOC,
 		[KP_API_FREE] = KP__C_FREE, [KP_API_REGISTER] = KP__C_REGISTER,
 		[KP_API_COPY] = KP__C_COPY_SYNC, [KP_API_COPY_ASYNC] = KP__C_COPY_ASYNC,
 		[KP_API_MEMSET] = KP__C_COPY_SYNC, [KP_API_MEMSET_ASYNC] = KP__C_MEMSET,
@@ -142,7 +142,7 @@ int kp__api_blocker(int c)
 		[KP__C_HOST_FUNC] = KP__B_HOST_CALLBACK + 1,
 		[KP__C_WAIT_EVENT] = KP__B_CROSS_STREAM_EVENT + 1,
 		[KP__C_REGISTER] = KP__B_HOST_REGISTER + 1, [KP__C_LIMIT] = KP__B_DEVICE_LIMIT + 1,
-		[KP__C_CAPTURE] = KP__B_NESTED_CAPTURE + 1,
+		[KP__C_CAPTURE] = KP__B_NESTED_CAPTURE + 1, [KP__C_POLL] = KP__B_SYNC + 1,
 	};
 
 	return c >= 0 && c < (int)sizeof(kind) ? kind[c] - 1 : -1;
@@ -152,6 +152,7 @@ static const char *const bk_names[KP__B__N] = {
 	"sync", "blocking_copy", "pageable_copy", "malloc", "free",
 	"host_callback", "cross_stream_event", "legacy_stream", "shape_key",
 	"patch_slot", "host_register", "device_limit", "nested_capture", "graph_replay",
+	"collective",
 };
 
 const char *kp__blocker_kind_name(int kind)

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include "../analyzer/analyzer.h"
+#include "../analyzer/ranks.h"
 
 const char kp_usage_analyze[] =
 	"usage: kplan analyze DB [--run N] [--csv DIR] [options]\n"
@@ -19,6 +20,12 @@ const char kp_usage_analyze[] =
 	"otherwise), and fusion candidates. Results replace the run's rows in\n"
 	"kp_regions, kp_region_occurrences, kp_blockers, kp_gaps and\n"
 	"kp_fusion_candidates, then a summary is printed.\n"
+	"\n"
+	"When the run is a rank of a multi-process job recorded into the same\n"
+	"database (kplan record -- torchrun ..., mpirun ...), every rank's run is\n"
+	"analyzed (unless --run names one) and the ranks are compared: each rank's\n"
+	"time in NCCL collectives, its wait for the last rank to arrive at each\n"
+	"collective, and the straggler; --csv adds ranks.csv and collectives.csv.\n"
 	"\n"
 	"options:\n"
 	"  --run N             run to analyze (default: the newest)\n"
@@ -65,6 +72,8 @@ KP_CMD(analyze)
 	struct kp_err err = {0};
 	const char *path = NULL, *csv = NULL;
 	struct kp_db *db;
+	struct kp_job *job = NULL;
+	int64_t ask_run;
 	int quiet = 0, rc;
 
 	kp_analyze_opts_init(&o);
@@ -116,10 +125,18 @@ KP_CMD(analyze)
 	db = kp_db_open(path, o.dry_run ? KP_DB_RDONLY : 0, &err);
 	if (!db)
 		return kp_cli_error(&err);
+	ask_run = o.run_id;
+	if (!o.run_id)
+		o.run_id = kp_job_default_run(db);   /* not a launcher's empty run */
 	rc = kp_analyze(db, &o, &s, &err);
 	if (!rc && csv && !o.dry_run)
 		rc = kp_analyze_write_csv(db, s.run_id, csv, &err);
+	if (!rc)
+		rc = kp_job_load(db, s.run_id, &job, &err);
+	if (!rc && job && csv && !o.dry_run)
+		rc = kp_job_write_csv(job, csv, &err);
 	if (rc) {
+		kp_job_free(job);
 		kp_db_close(db);
 		return kp_cli_error(&err);
 	}
@@ -138,6 +155,13 @@ KP_CMD(analyze)
 			printf("  %lld of the ops ran from the program's own CUDA graphs (%lld graph"
 			       " launches): reported as graph regions, not re-graphed\n",
 			       (long long)s.n_graph_ops, (long long)s.n_graph_launches);
+		if (s.n_collectives)
+			printf("  %lld NCCL collective kernels: graph nodes, not blockers\n",
+			       (long long)s.n_collectives);
+		if (s.n_other_polls)
+			printf("  %lld event/stream queries on threads that launch nothing (a watchdog,"
+			       " NCCL's proxy): not syncs of the launching thread\n",
+			       (long long)s.n_other_polls);
 		if (s.n_pdl)
 			printf("  %lld kernels launched with programmatic dependent launch: no dependency"
 			       " gap in the graph model\n", (long long)s.n_pdl);
@@ -157,9 +181,33 @@ KP_CMD(analyze)
 		if (!o.dry_run && s.n_fusion)
 			kp_analyze_print_fusion(db, s.run_id, stdout, 5);
 		if (csv && !o.dry_run)
-			printf("wrote %s/regions.csv, gaps.csv, fusion.csv, blockers.csv\n", csv);
+			printf("wrote %s/regions.csv, gaps.csv, fusion.csv, blockers.csv%s\n", csv,
+			       job ? ", ranks.csv, collectives.csv" : "");
 		printf("analyzed in %.2f s\n", s.seconds);
 	}
+	/* the other ranks of its job, unless one run was asked for */
+	for (size_t r = 0; job && !ask_run && r < job->n_ranks; r++) {
+		struct kp_analyze_opts ro = o;
+		struct kp_analysis_summary rs;
+
+		if (job->ranks[r].run_id == s.run_id)
+			continue;
+		ro.run_id = job->ranks[r].run_id;
+		if (kp_analyze(db, &ro, &rs, &err)) {
+			kp_job_free(job);
+			kp_db_close(db);
+			return kp_cli_error(&err);
+		}
+		if (!quiet)
+			printf("rank %d (run %lld) analyzed too: %lld GPU ops, %lld NCCL kernels, %lld"
+			       " regions, %lld capturable (kplan analyze DB --run %lld for its table)\n",
+			       job->ranks[r].rank, (long long)rs.run_id, (long long)rs.n_ops,
+			       (long long)rs.n_collectives, (long long)rs.n_regions,
+			       (long long)rs.n_capturable, (long long)rs.run_id);
+	}
+	if (job && !quiet)
+		kp_job_print(job, stdout);
+	kp_job_free(job);
 	kp_db_close(db);
 	return KP_EXIT_OK;
 }

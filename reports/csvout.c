@@ -250,5 +250,7 @@ int kp_report_csv(struct kp_db *db, const struct kp_report *rep, const char *dir
 	}
 	if (!rc)
 		rc = kp_analyze_write_csv(db, rep->run_id, dir, err);
+	if (!rc && rep->job)
+		rc = kp_job_write_csv(rep->job, dir, err);
 	return rc ? rc : add_family_column(rep, dir, err);
 }

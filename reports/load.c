@@ -594,7 +594,8 @@ static int load_cost(struct kp_db *db, struct kp_report *rep, struct kp_err *err
 
 /*
  * In order: the timeline (with the gap scan) needs the kernels, the
- * regions and the API count, the families the regions and the plan.
+ * regions, the API count and the job's ranks, the families the regions and
+ * the plan.
  */
 static const struct {
 	const char *what;
@@ -603,8 +604,8 @@ static const struct {
 	{ "run", load_run }, { "kernel summary", load_kernels }, { "api summary", load_apis },
 	{ "gaps", load_gaps }, { "regions", load_regions }, { "fusion", load_fusion },
 	{ "plans", load_plans }, { "families", kp__report_families }, { "cost model", load_cost },
-	{ "overhead", load_overhead }, { "timeline and gap scan", kp__report_timeline },
-	{ "blockers", load_blockers },
+	{ "overhead", load_overhead }, { "ranks", kp__report_ranks },
+	{ "timeline and gap scan", kp__report_timeline }, { "blockers", load_blockers },
 };
 
 int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
@@ -621,7 +622,7 @@ int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
 	if (opts)
 		rep->opts = *opts;
 	rep->db_path = kp_arena_strdup(&rep->arena, db->path);
-	rep->run_id = rep->opts.run_id > 0 ? rep->opts.run_id : kp_db_last_run(db);
+	rep->run_id = rep->opts.run_id > 0 ? rep->opts.run_id : kp_job_default_run(db);
 	if (rep->run_id <= 0) {
 		rc = kp_err_set(err, KP_ENOTFOUND, "%s: no runs in the database (import or record one first)",
 				db->path);
@@ -659,6 +660,7 @@ void kp_report_free(struct kp_report *rep)
 	kp_vec_release(&rep->fusion);
 	kp_vec_release(&rep->plans);
 	kp_plan_free(rep->plan);
+	kp_job_free(rep->job);
 	kp__report_corr_free(rep);
 	kp_arena_release(&rep->arena);
 	free(rep);

@@ -665,6 +665,7 @@ int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err)
 	header(f, rep);
 	kp__page_time_chart(f, rep);
 	kp__page_timeline(f, rep);
+	kp__page_ranks(f, rep);
 	regions(f, rep);
 	kp__page_region_cards(f, rep);
 	kp__page_gap_chart(f, rep);

@@ -35,6 +35,7 @@
 #include "../common/vec.h"
 #include "../db/db.h"
 #include "../analyzer/cost.h"
+#include "../analyzer/ranks.h"
 #include "../plan/planfile.h"
 
 struct kp_report_opts {
@@ -149,6 +150,7 @@ struct kp_tl_item {
  */
 struct kp_tl_row {
 	int kind;                          /* enum kp_tl_row_kind */
+	int rank;                          /* the rank whose row it is (rep->job); -1: no job */
 	int64_t device_id, stream_id;      /* stream rows */
 	int64_t n_items;                   /* intervals in the whole run */
 	int64_t *ns;                       /* n_bins x KP_TL_CLS */
@@ -228,6 +230,8 @@ struct kp_report {
 	KP_VEC(struct kp_rep_blocker) blockers;  /* by region, fatal first */
 	int64_t gap_n[3][KP_GAP_BUCKETS];  /* gaps per cause (host, device, unknown) and length */
 	int64_t gap_ns[3][KP_GAP_BUCKETS];
+	struct kp_job *job;                /* the job the run is a rank of (analyzer/ranks.h);
+					    * NULL when it is none */
 	struct kp_report_opts opts;
 	struct corr_map *corr;             /* internal, only while loading */
 };
@@ -248,7 +252,8 @@ int kp_report_html(const struct kp_report *rep, FILE *f, struct kp_err *err);
 
 /*
  * Write kern_sum.csv, api_sum.csv, gaps.csv, regions.csv, fusion.csv and
- * plan.csv into dir (created when missing). gaps.csv streams from db;
+ * plan.csv into dir (created when missing), and for a rank of a job ranks.csv
+ * and collectives.csv (kp_job_write_csv). gaps.csv streams from db;
  * regions.csv is the analyzer's (kp_analyze_write_csv) plus the family
  * column, found through rep->regions.
  */

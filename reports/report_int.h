@@ -34,6 +34,11 @@ void kp__page_time_chart(FILE *f, const struct kp_report *rep);
 void kp__page_region_cards(FILE *f, const struct kp_report *rep);
 void kp__page_gap_chart(FILE *f, const struct kp_report *rep);
 
+/* ranks.c: rep->job, the job run rep->run_id is a rank of (NULL: none). */
+int kp__report_ranks(struct kp_db *db, struct kp_report *rep, struct kp_err *err);
+/* ranks.c: the ranks' section: per-rank table, the ranks on one time axis. */
+void kp__page_ranks(FILE *f, const struct kp_report *rep);
+
 /* page.js, embedded by page_js.S (NUL-terminated). */
 extern const char kp__page_js[];
 

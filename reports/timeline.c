@@ -110,12 +110,12 @@ static void corr_free(struct corr_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static int corr_load(struct kp_db *db, struct kp_report *rep, struct corr_map *m,
+/* The launch calls of run; n: about how many it has. */
+static int corr_load(struct kp_db *db, int64_t run, int64_t n, struct corr_map *m,
 		     struct kp_err *err)
 {
 	sqlite3_stmt *st;
 	size_t cap = 1024, i;
-	int64_t n = rep->n_api;
 	int rc;
 
 	while ((int64_t)cap < 2 * n)
@@ -131,7 +131,7 @@ static int corr_load(struct kp_db *db, struct kp_report *rep, struct corr_map *m
 			   " WHERE runId = ?1 AND correlationId IS NOT NULL", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, rep->run_id);
+	sqlite3_bind_int64(st, 1, run);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		uint64_t key = (uint64_t)sqlite3_column_int64(st, 0) + 1;
 		int64_t start = sqlite3_column_int64(st, 1);
@@ -222,13 +222,13 @@ static int before(const struct cursor *a, const struct cursor *b)
 }
 
 /* Walk the ops of [t0, t1) in stream order and classify the gap before each. */
-static int scan_ops(struct kp_db *db, struct kp_report *rep, int64_t t0, int64_t t1,
+static int scan_ops(struct kp_db *db, struct kp_report *rep, int64_t run, struct corr_map *corr,
+		    int64_t t0, int64_t t1,
 		    int (*fn)(struct kp_report *rep, const struct scan_op *op, void *arg),
 		    void *arg, struct kp_err *err)
 {
 	struct cursor cur[N_OPS_SQL] = {{0}};
 	struct scan_op op = { .dev = -1, .sid = -1 };
-	struct corr_map *corr = rep->corr;
 	int64_t prev_end = 0;
 	int i, rc = 0;
 
@@ -236,7 +236,7 @@ static int scan_ops(struct kp_db *db, struct kp_report *rep, int64_t t0, int64_t
 		rc = kp_db_prepare(db, sql_ops[i], &cur[i].st, err);
 		if (rc)
 			break;
-		sqlite3_bind_int64(cur[i].st, 1, rep->run_id);
+		sqlite3_bind_int64(cur[i].st, 1, run);
 		sqlite3_bind_int64(cur[i].st, 2, t0);
 		sqlite3_bind_int64(cur[i].st, 3, t1);
 		if (cursor_next(&cur[i]))
@@ -334,7 +334,8 @@ struct tl_build {
 	struct kp_u64map rk;               /* region << 32 | kernel -> index in rep->rkernels */
 	struct kp_u64map srow;             /* device << 32 ^ stream -> row index */
 	struct kp_strmap strs;             /* text -> index in tl->strs */
-	int n_stream_rows;
+	int n_stream_rows;                 /* of the rank being scanned */
+	int rank;                          /* the rank whose rows are being made; -1: no job */
 	int64_t row_cap, total_cap, n_detail;
 	struct span_state sp;
 	int nvtx_row, cpu_row;             /* row index, -1: none yet */
@@ -353,7 +354,7 @@ static void row_release(struct kp_tl_row *r)
 /* A new empty row; its index, or -1 when out of memory. */
 static int row_new(struct tl_build *tb, int kind, int64_t dev, int64_t sid)
 {
-	struct kp_tl_row r = { .kind = kind, .device_id = dev, .stream_id = sid };
+	struct kp_tl_row r = { .kind = kind, .device_id = dev, .stream_id = sid, .rank = tb->rank };
 	size_t n = (size_t)tb->tl->n_bins, i;
 
 	r.ns = calloc(n * KP_TL_CLS, sizeof(*r.ns));
@@ -595,15 +596,70 @@ static int rk_add(struct tl_build *tb, int32_t region, int32_t kernel, int64_t n
 }
 
 /* Each GPU op of the run: idle totals, gap lengths, its stream's row, its regions. */
+/* A stream row's key: the stream, and the rank whose stream it is. */
+static uint64_t stream_key(const struct tl_build *tb, const struct scan_op *op)
+{
+	return ((uint64_t)op->dev << 32 ^ (uint64_t)op->sid) ^ ((uint64_t)(tb->rank + 1) << 56);
+}
+
+/* The stream row of op (made when new); NULL when the rank has its fill of rows. */
+static struct kp_tl_row *stream_row(struct tl_build *tb, const struct scan_op *op, int *nomem)
+{
+	uint64_t skey = stream_key(tb, op);
+	uint32_t row;
+	int nr;
+
+	*nomem = 0;
+	if (!kp_u64map_get(&tb->srow, skey, &row)) {
+		if (tb->n_stream_rows >= MAX_STREAM_ROWS)
+			return NULL;
+		nr = row_new(tb, KP_TL_ROW_STREAM, op->dev, op->sid);
+		if (nr < 0 || kp_u64map_put(&tb->srow, skey, (uint32_t)nr)) {
+			*nomem = 1;
+			return NULL;
+		}
+		tb->n_stream_rows++;
+		row = (uint32_t)nr;
+	}
+	return &tb->tl->rows.data[row];
+}
+
+/*
+ * An op of another rank of the job: drawn on that rank's stream row on the
+ * same time axis (the processes of one host share CUPTI's clock), with the
+ * gap before it; the run's totals, regions and kernels are this run's.
+ */
+static int on_rank_op(struct kp_report *rep, const struct scan_op *op, void *arg)
+{
+	struct tl_build *tb = arg;
+	struct kp_tl_item it = { .start = op->start, .end = op->end, .a = (int32_t)op->name_id,
+				 .b = -1, .cls = KP_TL_KERNEL };
+	struct kp_tl_row *r;
+	uint32_t k;
+	int nomem;
+
+	if (!(r = stream_row(tb, op, &nomem)))
+		return nomem ? KP_ENOMEM : 0;
+	r->n_items++;
+	if (op->gap_ns > 0) {
+		bin_add(tb, r, op->start - op->gap_ns, op->start, op->gap_kind, -1, 0);
+		it.cls = op->gap_kind;
+	}
+	/* the kernel as this run's list names it (the ranks of a job run the same kernels) */
+	if (op->name_id >= 0)
+		it.a = kp_u64map_get(&tb->kidx, (uint64_t)op->name_id, &k) ? (int32_t)k : -1;
+	bin_add(tb, r, op->start, op->end, KP_TL_KERNEL, -1, 1);
+	return item_add(tb, r, &it);
+}
+
 static int on_op(struct kp_report *rep, const struct scan_op *op, void *arg)
 {
 	struct tl_build *tb = arg;
-	uint64_t skey = (uint64_t)op->dev << 32 ^ (uint64_t)op->sid;
 	struct kp_tl_item it = { .start = op->start, .end = op->end, .a = (int32_t)op->name_id,
 				 .b = -1, .cls = KP_TL_KERNEL };
 	struct kp_tl_row *r;
 	int32_t regs[3];
-	uint32_t row, k;
+	uint32_t k;
 	int n, i, c;
 
 	add_gap_totals(rep, op, &tb->sp);
@@ -616,18 +672,8 @@ static int on_op(struct kp_report *rep, const struct scan_op *op, void *arg)
 		tb->tl->n_streams++;
 	if (rep->opts.summary_only)
 		return 0;
-	if (!kp_u64map_get(&tb->srow, skey, &row)) {
-		int nr;
-
-		if (tb->n_stream_rows >= MAX_STREAM_ROWS)
-			return 0;
-		nr = row_new(tb, KP_TL_ROW_STREAM, op->dev, op->sid);
-		if (nr < 0 || kp_u64map_put(&tb->srow, skey, (uint32_t)nr))
-			return KP_ENOMEM;
-		tb->n_stream_rows++;
-		row = (uint32_t)nr;
-	}
-	r = &tb->tl->rows.data[row];
+	if (!(r = stream_row(tb, op, &c)))
+		return c ? KP_ENOMEM : 0;
 	r->n_items++;
 	if (op->gap_ns > 0) {
 		bin_add(tb, r, op->start - op->gap_ns, op->start, op->gap_kind, -1, 0);
@@ -846,6 +892,12 @@ static int plan_windows(struct kp_db *db, struct tl_build *tb, struct kp_err *er
 	    (rc = query_range(db, rep->run_id, "SELECT NULL, NULL, count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET"
 			      " WHERE runId = ?1", &lo, &hi, &n, err)))
 		return rc;
+	for (size_t r = 0; rep->job && r < rep->job->n_ranks; r++)
+		if (rep->job->ranks[r].run_id != rep->run_id &&
+		    (rc = query_range(db, rep->job->ranks[r].run_id, "SELECT NULL, NULL, count(*)"
+				      " FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1", &lo, &hi,
+				      &n, err)))
+			return rc;
 	if (tb->n_occ && tb->occ[0].start < lo)
 		lo = tb->occ[0].start;
 	if (tb->n_occ && tb->occ_maxend[tb->n_occ - 1] > hi)
@@ -931,6 +983,8 @@ static int by_row(const void *a, const void *b)
 
 	if (x->kind != y->kind)
 		return x->kind < y->kind ? -1 : 1;
+	if (x->rank != y->rank)            /* a lane group per rank */
+		return x->rank < y->rank ? -1 : 1;
 	if (x->n_items != y->n_items)
 		return x->n_items < y->n_items ? 1 : -1;
 	if (x->device_id != y->device_id)
@@ -955,11 +1009,17 @@ static void finish_rows(struct kp_report *rep)
 	struct kp_tl *tl = &rep->tl;
 	int64_t max_streams = DEF(rep->opts.max_streams, 8), kept = 0;
 	size_t i, o = 0;
+	int rank = INT32_MIN;
 
 	if (tl->rows.len)
 		qsort(tl->rows.data, tl->rows.len, sizeof(*tl->rows.data), by_row);
 	for (i = 0; i < tl->rows.len; i++) {
 		struct kp_tl_row *r = &tl->rows.data[i];
+
+		if (r->kind == KP_TL_ROW_STREAM && r->rank != rank) {
+			rank = r->rank;   /* the busiest streams of each rank */
+			kept = 0;
+		}
 
 		if (!r->n_items || (r->kind == KP_TL_ROW_STREAM && kept++ >= max_streams)) {
 			row_release(r);
@@ -974,15 +1034,46 @@ static void finish_rows(struct kp_report *rep)
 		qsort(rep->rkernels.data, rep->rkernels.len, sizeof(*rep->rkernels.data), by_rkernel);
 }
 
+/* The stream rows of the job's other ranks, a lane group each, on this run's axis. */
+static int other_ranks(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
+{
+	const struct kp_job *job = tb->rep->job;
+	int rc = 0;
+
+	for (size_t i = 0; job && i < job->n_ranks && !rc; i++) {
+		const struct kp_rank_sum *rs = &job->ranks[i];
+		struct corr_map corr = {0};
+		char sql[160];
+
+		if (rs->run_id == tb->rep->run_id)
+			continue;
+		tb->rank = rs->rank;
+		tb->n_stream_rows = 0;
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+			 " WHERE runId = %lld", (long long)rs->run_id);
+		rc = corr_load(db, rs->run_id, kp_db_int(db, sql, 0), &corr, err);
+		if (!rc)
+			rc = scan_ops(db, tb->rep, rs->run_id, &corr, INT64_MIN, INT64_MAX, on_rank_op,
+				      tb, err);
+		corr_free(&corr);
+	}
+	return rc;
+}
+
 /*
  * The whole run: idle totals and stream spans, the distribution of gaps,
  * each region's kernels and the timeline (see the file's comment).
  */
 int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
-	struct tl_build tb = { .rep = rep, .tl = &rep->tl, .nvtx_row = -1, .cpu_row = -1 };
+	struct tl_build tb = { .rep = rep, .tl = &rep->tl, .nvtx_row = -1, .cpu_row = -1,
+			       .rank = -1 };
 	size_t i;
 	int rc;
+
+	for (i = 0; rep->job && i < rep->job->n_ranks; i++)
+		if (rep->job->ranks[i].run_id == rep->run_id)
+			tb.rank = rep->job->ranks[i].rank;
 
 	kp_u64map_init(&tb.kidx);
 	kp_u64map_init(&tb.rk);
@@ -994,7 +1085,7 @@ int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			goto out;
 		}
-		if ((rc = corr_load(db, rep, rep->corr, err)))
+		if ((rc = corr_load(db, rep->run_id, rep->n_api, rep->corr, err)))
 			goto out;
 	}
 	for (i = 0; i < rep->kernels.len; i++) {
@@ -1007,14 +1098,14 @@ int kp__report_timeline(struct kp_db *db, struct kp_report *rep, struct kp_err *
 	    (rc = plan_windows(db, &tb, err)))
 		goto out;
 	rep->stream_span_ns = 0;
-	rc = scan_ops(db, rep, INT64_MIN, INT64_MAX, on_op, &tb, err);
+	rc = scan_ops(db, rep, rep->run_id, rep->corr, INT64_MIN, INT64_MAX, on_op, &tb, err);
 	if (rc)
 		goto out;
 	if (rep->n_ops)
 		rep->stream_span_ns += tb.sp.last_end - tb.sp.first_start;
 	if (!rep->opts.summary_only &&
 	    ((rc = region_pass(&tb, err)) || (rc = nvtx_pass(db, &tb, err)) ||
-	     (rc = api_pass(db, &tb, err))))
+	     (rc = api_pass(db, &tb, err)) || (rc = other_ranks(db, &tb, err))))
 		goto out;
 	finish_rows(rep);
 out:

@@ -26,7 +26,12 @@ static const char *row_name(const struct kp_tl_row *r, int many_devices, char *b
 	case KP_TL_ROW_CPU: return "CPU ops (PyTorch)";
 	case KP_TL_ROW_API: return "CUDA API calls";
 	}
-	if (many_devices)
+	if (r->rank >= 0 && many_devices)
+		snprintf(buf, n, "rank %d GPU %lld stream %lld", r->rank, (long long)r->device_id,
+			 (long long)r->stream_id);
+	else if (r->rank >= 0)
+		snprintf(buf, n, "rank %d stream %lld", r->rank, (long long)r->stream_id);
+	else if (many_devices)
 		snprintf(buf, n, "GPU %lld stream %lld", (long long)r->device_id, (long long)r->stream_id);
 	else
 		snprintf(buf, n, "stream %lld", (long long)r->stream_id);
@@ -210,6 +215,15 @@ const char *const kp__tl_gap_color[] = {
 	[KP_TL_DEVICE_GAP] = "#9aa4ae", [KP_TL_UNKNOWN_GAP] = "#e8d36a",
 };
 
+/* The rank of the report's run in its job (rep->job set). */
+static int own_rank(const struct kp_report *rep)
+{
+	for (size_t i = 0; i < rep->job->n_ranks; i++)
+		if (rep->job->ranks[i].run_id == rep->run_id)
+			return rep->job->ranks[i].rank;
+	return -1;
+}
+
 void kp__page_timeline(FILE *f, const struct kp_report *rep)
 {
 	const struct kp_tl *tl = &rep->tl;
@@ -222,13 +236,19 @@ void kp__page_timeline(FILE *f, const struct kp_report *rep)
 		return;
 	}
 	for (i = 0; i < tl->rows.len; i++)
-		n_streams += tl->rows.data[i].kind == KP_TL_ROW_STREAM;
+		n_streams += tl->rows.data[i].kind == KP_TL_ROW_STREAM &&
+			     (!rep->job || tl->rows.data[i].rank == own_rank(rep));
 	fprintf(f, "<p class=\"cap\">The whole run (%s), one row per stream (the busiest %zu of %lld"
 		" with GPU work), plus the regions, NVTX ranges, PyTorch CPU ops and CUDA API calls"
 		" where the trace has them. Kernels take their region's colour; the idle gap before a"
 		" kernel is drawn thin, coloured by its cause. Scroll to zoom, drag to pan, click for"
 		" details. ", kp_fmt_dur(tl->t1 - tl->t0, a, sizeof(a)), n_streams,
 		(long long)tl->n_streams);
+	if (rep->job)
+		fprintf(f, "This run is rank %d of a job of %zu ranks: the streams of every rank"
+			" are drawn on the same time axis (CUPTI's clock, shared by the processes of one"
+			" host), one group of rows per rank; the regions, ranges and calls are this"
+			" rank's. ", own_rank(rep), rep->job->n_ranks);
 	if (tl->full)
 		fputs("Every interval is in the page.", f);
 	else

@@ -8,6 +8,7 @@
 	X(db) \
 	X(importers) \
 	X(analyzer) \
+	X(ranks) \
 	X(graphs) \
 	X(advice) \
 	X(plan) \

@@ -1,0 +1,426 @@
+/*
+ * ranks.c - the ranks of one job side by side (ranks.h): which runs are
+ * the job, each rank's NCCL collectives, their matching across ranks, the
+ * waits and the straggler.
+ */
+#include "ranks.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* The asked run's place in a job. */
+struct run_key {
+	int64_t run;
+	int has_rank, world_size;
+	int64_t t_begin, t_end;        /* -1 unknown */
+	char host[256], command[1024];
+	int has_host, has_command;
+};
+
+static int run_key_load(struct kp_db *db, int64_t run, struct run_key *k, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	k->run = run;
+	rc = kp_db_prepare_run(db, "SELECT rank, COALESCE(world_size, -1), COALESCE(t_begin_ns, -1),"
+			       " COALESCE(t_end_ns, -1), host, command FROM kp_runs WHERE runId = ?1",
+			       run, &st, err);
+	if (rc)
+		return rc;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		k->has_rank = sqlite3_column_type(st, 0) != SQLITE_NULL;
+		k->world_size = (int)sqlite3_column_int64(st, 1);
+		k->t_begin = sqlite3_column_int64(st, 2);
+		k->t_end = sqlite3_column_int64(st, 3);
+		if ((k->has_host = sqlite3_column_type(st, 4) != SQLITE_NULL))
+			snprintf(k->host, sizeof(k->host), "%s", (const char *)sqlite3_column_text(st, 4));
+		if ((k->has_command = sqlite3_column_type(st, 5) != SQLITE_NULL))
+			snprintf(k->command, sizeof(k->command), "%s",
+				 (const char *)sqlite3_column_text(st, 5));
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* The job's runs, one per rank (the nearest by run id), by rank. */
+static int job_runs(struct kp_db *db, const struct run_key *k, struct kp_job *job,
+		    struct kp_err *err)
+{
+	/* overlapping in time when both spans are known (a launcher may give
+	 * each rank its own arguments), else the same command */
+	static const char sql[] = "SELECT runId, rank FROM kp_runs WHERE rank IS NOT NULL"
+		" AND COALESCE(world_size, -1) = ?2 AND host IS ?3"
+		" AND (CASE WHEN ?5 >= 0 AND t_begin_ns IS NOT NULL"
+		"  THEN t_begin_ns <= (CASE WHEN ?6 < 0 THEN 9223372036854775807 ELSE ?6 END)"
+		"       AND COALESCE(t_end_ns, 9223372036854775807) >= ?5"
+		"  ELSE command IS ?4 END)"
+		" ORDER BY rank, abs(runId - ?1), runId";
+	sqlite3_stmt *st;
+	size_t cap = 0;
+	int rc = kp_db_prepare_run(db, sql, k->run, &st, err);
+
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 2, k->world_size);
+	if (k->has_host)
+		sqlite3_bind_text(st, 3, k->host, -1, SQLITE_STATIC);
+	if (k->has_command)
+		sqlite3_bind_text(st, 4, k->command, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, k->t_begin);
+	sqlite3_bind_int64(st, 6, k->t_end);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int rank = sqlite3_column_int(st, 1);
+
+		if (job->n_ranks && job->ranks[job->n_ranks - 1].rank == rank)
+			continue;   /* a rank recorded again: the nearest run is kept */
+		if (job->n_ranks == cap) {
+			size_t nc = cap ? cap * 2 : 8;
+			struct kp_rank_sum *p = realloc(job->ranks, nc * sizeof(*p));
+
+			if (!p) {
+				sqlite3_finalize(st);
+				return kp_err_set(err, KP_ENOMEM, "out of memory");
+			}
+			job->ranks = p;
+			cap = nc;
+		}
+		memset(&job->ranks[job->n_ranks], 0, sizeof(job->ranks[0]));
+		job->ranks[job->n_ranks].run_id = sqlite3_column_int64(st, 0);
+		job->ranks[job->n_ranks].rank = rank;
+		job->n_ranks++;
+	}
+	rc = rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading the job's runs");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int by_lane_start(const void *x, const void *y)
+{
+	const struct kp_coll *a = x, *b = y;
+
+	if (a->lane != b->lane)
+		return a->lane < b->lane ? -1 : 1;
+	return (a->start > b->start) - (a->start < b->start);
+}
+
+/* Append rank r's collectives to job->colls (cap: its capacity). */
+static int load_colls(struct kp_db *db, struct kp_job *job, size_t r, size_t *cap,
+		      struct kp_err *err)
+{
+	static const char sql[] = "SELECT k.start, k.end, k.streamId, s.value"
+		" FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+		" WHERE k.runId = ?1 AND k.demangledName IN"
+		" (SELECT id FROM StringIds WHERE value LIKE '%nccl%')"
+		" ORDER BY k.start";
+	struct kp_rank_sum *rs = &job->ranks[r];
+	int64_t lanes[64];
+	int n_lanes = 0;
+	size_t first = job->n_colls;
+	sqlite3_stmt *st;
+	int rc = kp_db_prepare_run(db, sql, rs->run_id, &st, err);
+
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct kp_coll c = { .match = -1, .wait_ns = -1 };
+		int l;
+
+		if (!kp_nccl_parse((const char *)sqlite3_column_text(st, 3), &c.k))
+			continue;
+		c.start = sqlite3_column_int64(st, 0);
+		c.end = sqlite3_column_int64(st, 1);
+		c.stream_id = sqlite3_column_int64(st, 2);
+		for (l = 0; l < n_lanes && lanes[l] != c.stream_id; l++)
+			;
+		if (l == n_lanes) {
+			if (n_lanes == (int)(sizeof(lanes) / sizeof(*lanes)))
+				continue;   /* more streams than any job gives its communicators */
+			lanes[n_lanes++] = c.stream_id;
+		}
+		c.lane = l;
+		if (job->n_colls == *cap) {
+			size_t nc = *cap ? *cap * 2 : 256;
+			struct kp_coll *p = realloc(job->colls, nc * sizeof(*p));
+
+			if (!p) {
+				sqlite3_finalize(st);
+				return kp_err_set(err, KP_ENOMEM, "out of memory");
+			}
+			job->colls = p;
+			*cap = nc;
+		}
+		job->colls[job->n_colls++] = c;
+		rs->n_coll++;
+		rs->coll_ns += c.end - c.start;
+	}
+	rc = rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading the NCCL kernels of a rank");
+	sqlite3_finalize(st);
+	if (rc)
+		return rc;
+	rs->n = job->n_colls - first;
+	qsort(job->colls + first, rs->n, sizeof(*job->colls), by_lane_start);
+	for (size_t i = 0; i < rs->n; i++) {
+		struct kp_coll *c = &job->colls[first + i];
+
+		c->seq = i && c[-1].lane == c->lane ? c[-1].seq + 1 : 0;
+	}
+	return 0;
+}
+
+/* Rank r's collectives of lane l: OUT *n; NULL when none. */
+static struct kp_coll *lane_of(struct kp_rank_sum *rs, int32_t l, size_t *n)
+{
+	size_t i = 0, j;
+
+	while (i < rs->n && rs->colls[i].lane < l)
+		i++;
+	for (j = i; j < rs->n && rs->colls[j].lane == l; j++)
+		;
+	*n = j - i;
+	return *n ? &rs->colls[i] : NULL;
+}
+
+static int same_coll(const struct kp_coll *a, const struct kp_coll *b)
+{
+	return a->k.coll == b->k.coll && a->k.redop == b->k.redop && a->k.dtype == b->k.dtype;
+}
+
+static void match(struct kp_job *job)
+{
+	size_t nr = job->n_ranks;
+	struct kp_coll **lane = calloc(nr, sizeof(*lane));
+	size_t *len = calloc(nr, sizeof(*len));
+
+	if (!lane || !len)
+		goto out;
+	for (int32_t l = 0;; l++) {
+		size_t n = SIZE_MAX, r;
+		int any = 0;
+
+		for (r = 0; r < nr; r++) {
+			lane[r] = lane_of(&job->ranks[r], l, &len[r]);
+			any |= lane[r] != NULL;
+			if (len[r] < n)
+				n = len[r];
+		}
+		if (!any)
+			break;
+		for (size_t k = 0; k < n; k++) {
+			int64_t last = INT64_MIN, first = INT64_MAX;
+			size_t who = 0, bad = 0;
+			char a[64], b[64];
+
+			for (r = 1; r < nr && !bad; r++)
+				if (!same_coll(&lane[0][k], &lane[r][k]))
+					bad = r;
+			if (bad) {
+				if (!job->mismatch[0])
+					snprintf(job->mismatch, sizeof(job->mismatch),
+						 "stream lane %d, collective %zu: rank %d runs %s, rank %d %s;"
+						 " matching on this lane stops there", (int)l, k,
+						 job->ranks[0].rank, kp_nccl_desc(&lane[0][k].k, a, sizeof(a)),
+						 job->ranks[bad].rank,
+						 kp_nccl_desc(&lane[bad][k].k, b, sizeof(b)));
+				break;
+			}
+			for (r = 0; r < nr; r++) {
+				if (lane[r][k].start > last) {
+					last = lane[r][k].start;
+					who = r;
+				}
+				if (lane[r][k].start < first)
+					first = lane[r][k].start;
+			}
+			for (r = 0; r < nr; r++) {
+				struct kp_coll *c = &lane[r][k];
+
+				c->match = (int32_t)job->n_matches;
+				c->wait_ns = last - c->start;
+				c->last = r == who;
+				job->ranks[r].n_matched++;
+				job->ranks[r].wait_ns += c->wait_ns;
+			}
+			job->ranks[who].n_last++;
+			job->ranks[who].caused_ns += last - first;
+			job->n_matches++;
+		}
+	}
+out:
+	free(lane);
+	free(len);
+}
+
+int64_t kp_job_default_run(struct kp_db *db)
+{
+	int64_t last = kp_db_last_run(db);
+	char sql[256];
+
+	if (last <= 0)
+		return last;
+	/* a launcher's run (torchrun's agent) has no rank and no GPU work */
+	snprintf(sql, sizeof(sql), "SELECT rank IS NULL AND NOT EXISTS (SELECT 1 FROM"
+		 " CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = %lld) FROM kp_runs WHERE runId = %lld",
+		 (long long)last, (long long)last);
+	if (kp_db_int(db, sql, 0) != 1)
+		return last;
+	return kp_db_int(db, "SELECT max(runId) FROM kp_runs WHERE rank IS NOT NULL", last);
+}
+
+int kp_job_load(struct kp_db *db, int64_t run_id, struct kp_job **out, struct kp_err *err)
+{
+	struct run_key key;
+	struct kp_job *job;
+	size_t cap = 0, off = 0;
+	int64_t best = 0;
+	int rc;
+
+	*out = NULL;
+	if (run_id <= 0)
+		run_id = kp_db_last_run(db);
+	if (run_id <= 0)
+		return 0;
+	if ((rc = run_key_load(db, run_id, &key, err)) || !key.has_rank)
+		return rc;
+	if (!(job = calloc(1, sizeof(*job))))
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	job->world_size = key.world_size;
+	job->straggler = -1;
+	rc = job_runs(db, &key, job, err);
+	if (rc || job->n_ranks < 2) {
+		kp_job_free(job);
+		return rc;
+	}
+	for (size_t r = 0; r < job->n_ranks && !rc; r++)
+		rc = load_colls(db, job, r, &cap, err);
+	if (rc) {
+		kp_job_free(job);
+		return rc;
+	}
+	/* the slices, now that job->colls stopped moving */
+	job->t0 = INT64_MAX;
+	job->t1 = INT64_MIN;
+	for (size_t r = 0; r < job->n_ranks; r++) {
+		job->ranks[r].colls = job->colls + off;
+		off += job->ranks[r].n;
+	}
+	for (size_t i = 0; i < job->n_colls; i++) {
+		if (job->colls[i].start < job->t0)
+			job->t0 = job->colls[i].start;
+		if (job->colls[i].end > job->t1)
+			job->t1 = job->colls[i].end;
+	}
+	match(job);
+	for (size_t r = 0; r < job->n_ranks; r++)
+		if (job->ranks[r].caused_ns > best) {
+			best = job->ranks[r].caused_ns;
+			job->straggler = job->ranks[r].rank;
+		}
+	*out = job;
+	return 0;
+}
+
+void kp_job_free(struct kp_job *job)
+{
+	if (!job)
+		return;
+	free(job->ranks);
+	free(job->colls);
+	free(job);
+}
+
+void kp_job_print(const struct kp_job *job, FILE *f)
+{
+	fprintf(f, "job of %zu ranks", job->n_ranks);
+	if (job->world_size > 0)
+		fprintf(f, " (world size %d)", job->world_size);
+	fprintf(f, ": %zu NCCL kernels, %lld collectives matched across the ranks\n",
+		job->n_colls, (long long)job->n_matches);
+	fprintf(f, "  %4s %5s %11s %14s %10s %8s %8s %10s\n", "rank", "run", "collectives",
+		"in coll. ms", "waited ms", "waited%", "last at", "caused ms");
+	for (size_t r = 0; r < job->n_ranks; r++) {
+		const struct kp_rank_sum *s = &job->ranks[r];
+
+		fprintf(f, "  %4d %5lld %11lld %14.3f %10.3f %7.1f%% %8lld %10.3f\n", s->rank,
+			(long long)s->run_id, (long long)s->n_coll, s->coll_ns / 1e6, s->wait_ns / 1e6,
+			s->coll_ns > 0 ? 100.0 * (double)s->wait_ns / (double)s->coll_ns : 0.0,
+			(long long)s->n_last, s->caused_ns / 1e6);
+	}
+	for (size_t r = 0; r < job->n_ranks && job->straggler >= 0; r++) {
+		const struct kp_rank_sum *s = &job->ranks[r];
+
+		if (s->rank == job->straggler)
+			fprintf(f, "  straggler: rank %d arrived last at %lld of %lld collectives; the"
+				" others waited %.3f ms in all for it\n", s->rank,
+				(long long)s->n_last, (long long)job->n_matches, s->caused_ns / 1e6);
+	}
+	if (job->n_colls)
+		fprintf(f, "  bytes and communicator: unknown (kernel records do not carry them)\n");
+	if (job->mismatch[0])
+		fprintf(f, "  the ranks' collectives differ at %s\n", job->mismatch);
+}
+
+static FILE *open_in(const char *dir, const char *name, char *path, size_t n, struct kp_err *err)
+{
+	FILE *f;
+
+	snprintf(path, n, "%s/%s", dir, name);
+	if (!(f = fopen(path, "w")))
+		kp_err_set(err, KP_EIO, "%s: cannot write: %s", path, strerror(errno));
+	return f;
+}
+
+static int close_out(FILE *f, const char *path, struct kp_err *err)
+{
+	if (fclose(f))
+		return kp_err_set(err, KP_EIO, "%s: write failed: %s", path, strerror(errno));
+	return 0;
+}
+
+int kp_job_write_csv(const struct kp_job *job, const char *dir, struct kp_err *err)
+{
+	char path[4096];
+	FILE *f;
+	int rc;
+
+	if (!(f = open_in(dir, "ranks.csv", path, sizeof(path), err)))
+		return err->code;
+	fprintf(f, "rank,run_id,collectives,coll_us,matched,wait_us,last_at,caused_us,straggler\n");
+	for (size_t r = 0; r < job->n_ranks; r++) {
+		const struct kp_rank_sum *s = &job->ranks[r];
+
+		fprintf(f, "%d,%lld,%lld,%.3f,%lld,%.3f,%lld,%.3f,%d\n", s->rank,
+			(long long)s->run_id, (long long)s->n_coll, s->coll_ns / 1e3,
+			(long long)s->n_matched, s->wait_ns / 1e3, (long long)s->n_last,
+			s->caused_ns / 1e3, s->rank == job->straggler);
+	}
+	if ((rc = close_out(f, path, err)))
+		return rc;
+	if (!(f = open_in(dir, "collectives.csv", path, sizeof(path), err)))
+		return err->code;
+	fprintf(f, "rank,run_id,stream_id,lane,seq,match,collective,redop,dtype,algorithm,"
+		"protocol,bytes,communicator,start_ns,dur_us,wait_us,last\n");
+	for (size_t r = 0; r < job->n_ranks; r++) {
+		const struct kp_rank_sum *s = &job->ranks[r];
+
+		for (size_t i = 0; i < s->n; i++) {
+			const struct kp_coll *c = &s->colls[i];
+
+			fprintf(f, "%d,%lld,%lld,%d,%d,", s->rank, (long long)s->run_id,
+				(long long)c->stream_id, c->lane, c->seq);
+			if (c->match >= 0)
+				fprintf(f, "%d", c->match);
+			fprintf(f, ",%s,%s,%s,%s,%s,unknown,unknown,%lld,%.3f,", kp_nccl_coll_name(c->k.coll),
+				c->k.redop ? c->k.redop : "", c->k.dtype ? c->k.dtype : "",
+				c->k.algo ? c->k.algo : "", c->k.proto ? c->k.proto : "",
+				(long long)c->start, (c->end - c->start) / 1e3);
+			if (c->wait_ns >= 0)
+				fprintf(f, "%.3f", c->wait_ns / 1e3);
+			fprintf(f, ",%d\n", c->last);
+		}
+	}
+	return close_out(f, path, err);
+}

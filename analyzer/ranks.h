@@ -1,0 +1,103 @@
+/*
+ * ranks.h - the ranks of one multi-process job side by side: each rank's
+ * NCCL collectives (common/nccl.h), matched across ranks, and how long each
+ * rank waited in them for the last one to arrive.
+ *
+ * A job is the runs of one database that are ranks (kp_runs.rank set) of
+ * the same launch: the same world size and host, and overlapping in time
+ * (or, where a run does not know its time span, the same command). When a rank appears more
+ * than once (a job recorded twice), the run nearest the asked one by run id
+ * is taken.
+ *
+ * Matching: NCCL runs a communicator's collectives in the order they were
+ * called, on the stream they were given. Each rank's streams that carry
+ * collectives are numbered in the order of their first collective (lane 0,
+ * 1, ...: a communicator each, in a program that gives each its stream),
+ * and the k-th collective of lane L on one rank is matched with the k-th of
+ * lane L on every other. A match must be the same collective (and the same
+ * reduction and type where the names say); at the first that differs the
+ * lane's matching stops and the job says where (mismatch).
+ *
+ * Arrival is the collective kernel's start: the kernel begins when the
+ * stream reaches it and then waits inside for its peers. The processes of
+ * one host share CUPTI's time base, so arrivals compare across ranks. A
+ * rank's wait at a match is the last arrival minus its own; the rank that
+ * arrived last made the others wait (caused_ns: the longest wait it caused).
+ * The job's straggler is the rank that caused the most. Bytes and the
+ * communicator are not in a kernel record: "unknown".
+ */
+#ifndef KP_ANALYZER_RANKS_H
+#define KP_ANALYZER_RANKS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/err.h"
+#include "../common/nccl.h"
+#include "../db/db.h"
+
+/* One collective kernel of one rank. */
+struct kp_coll {
+	int64_t start, end;          /* ns, the job's shared time base */
+	int64_t stream_id;
+	int32_t lane, seq;           /* its lane and index in it (see above) */
+	int32_t match;               /* index of its match (same for every rank); -1 none */
+	struct kp_nccl_kernel k;
+	int64_t wait_ns;             /* last arrival - own arrival; -1 unmatched */
+	int last;                    /* arrived last at its match */
+};
+
+/* One rank of the job. */
+struct kp_rank_sum {
+	int64_t run_id;
+	int rank;
+	int64_t n_coll;              /* its collective kernels */
+	int64_t coll_ns;             /* their summed duration */
+	int64_t n_matched;
+	int64_t wait_ns;             /* summed wait at its matches */
+	int64_t n_last;              /* matches it arrived last at */
+	int64_t caused_ns;           /* summed longest wait of the matches it arrived last at */
+	struct kp_coll *colls;       /* its collectives, by lane then seq (in job->colls) */
+	size_t n;
+};
+
+struct kp_job {
+	int world_size;              /* kp_runs.world_size; -1 unknown */
+	size_t n_ranks;
+	struct kp_rank_sum *ranks;   /* by rank */
+	struct kp_coll *colls;       /* all ranks' collectives */
+	size_t n_colls;
+	int64_t n_matches;           /* matched collectives (one per k-th of a lane) */
+	int straggler;               /* rank that caused the most waiting; -1 none */
+	int64_t t0, t1;              /* first start, last end of the collectives */
+	char mismatch[256];          /* where the ranks' sequences first differ; "" none */
+};
+
+/*
+ * The run a command means when it names none: the newest, unless that is
+ * a launcher's (torchrun's agent: no rank, no kernels) in a database with
+ * ranks; then the newest rank's run. 0 when the database has no runs.
+ */
+int64_t kp_job_default_run(struct kp_db *db);
+
+/*
+ * The job run run_id (0: the newest run) is a rank of, with every rank's
+ * collectives matched. OUT: *out (free with kp_job_free), NULL when the run
+ * is not a rank of a job of two or more ranks in db. Returns 0 or negative
+ * KP_E*.
+ */
+int kp_job_load(struct kp_db *db, int64_t run_id, struct kp_job **out, struct kp_err *err);
+void kp_job_free(struct kp_job *job);
+
+/* The job's per-rank table and its straggler, for the terminal. */
+void kp_job_print(const struct kp_job *job, FILE *f);
+
+/*
+ * ranks.csv (one row per rank: run, collectives, time in them, waits,
+ * straggler) and collectives.csv (one row per rank and collective: lane,
+ * seq, what the name says, bytes and communicator "unknown", start,
+ * duration, wait) into directory dir, which must exist.
+ */
+int kp_job_write_csv(const struct kp_job *job, const char *dir, struct kp_err *err);
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * test_ranks.c - jobs of several ranks: NCCL kernel names (common/nccl.h),
+ * each rank's collectives matched across ranks with its wait and the
+ * straggler (analyzer/ranks.c), a region around an all-reduce that a
+ * watchdog thread polls (capturable, with what capture needs), and the
+ * report showing both ranks.
+ *
+ * The job is written with kp_writer into a temporary database: two runs,
+ * rank 0 and rank 1 of one launch, on one time base.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <CUnit/CUnit.h>
+
+#include "analyzer/analyzer.h"
+#include "analyzer/ranks.h"
+#include "common/nccl.h"
+#include "db/writer.h"
+#include "reports/report.h"
+#include "testutil.h"
+#include "timeline.h"
+
+#define EW "void at::native::vectorized_elementwise_kernel<4, add>(int)"
+#define AR "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+#define AG "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+/* Real NCCL kernel names, each NCCL generation's spelling, and what they say. */
+static void test_nccl_names(void)
+{
+	static const struct { const char *name, *desc; } cases[] = {
+		{ AR, "AllReduce sum f32 ring/ll" },
+		{ "_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+		  "AllReduce sum bf16 ring/ll" },
+		{ "ncclDevKernel_ReduceScatter_Sum_bf16_NVLS_TREE_SIMPLE(ncclDevKernelArgsStorage<4096ul>)",
+		  "ReduceScatter sum bf16 nvls_tree/simple" },
+		{ AG, "AllGather ring/ll" },
+		{ "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "Broadcast ring/ll" },
+		{ "ncclDevKernel_Reduce_Max_i32_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
+		  "Reduce max i32 ring/ll128" },
+		{ "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "SendRecv" },
+		{ "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)", "nccl" },
+		{ "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+		  "AllGather sum i8 ring/ll" },
+		{ "ncclKernel_AllReduce_COLLNET_DIRECT_LL128_PreMulSum___nv_bfloat16(ncclWorkElem)",
+		  "AllReduce premulsum bf16 collnet_direct/ll128" },
+		{ "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", "SendRecv sum i8 ring/simple" },
+		{ "ncclAllReduceRingLLKernel_sum_f32(CollectiveArgs)", "AllReduce sum f32 ring/ll" },
+	};
+	static const char *const not_nccl[] = {
+		EW, "ampere_sgemm_128x64_nn", "void ncclish::vectorized_kernel<4>(int)", "",
+	};
+	struct kp_nccl_kernel k;
+	char buf[128];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		CU_ASSERT_EQUAL(kp_nccl_parse(cases[i].name, &k), 1);
+		CU_ASSERT_STRING_EQUAL(kp_nccl_desc(&k, buf, sizeof(buf)), cases[i].desc);
+	}
+	for (size_t i = 0; i < sizeof(not_nccl) / sizeof(*not_nccl); i++)
+		CU_ASSERT_EQUAL(kp_nccl_parse(not_nccl[i], &k), 0);
+	CU_ASSERT_EQUAL(kp_nccl_parse(NULL, NULL), 0);
+	CU_ASSERT_STRING_EQUAL(kp_nccl_coll_name(KP_NCCL_REDUCESCATTER), "ReduceScatter");
+}
+
+struct rk {
+	struct kp_db *db;
+	struct kp_writer w;
+	int64_t run;
+	uint32_t corr;
+};
+
+static void rk_begin(struct rk *r, struct kp_db *db, int rank, int world)
+{
+	struct kp_err err = {0};
+	struct kp_run_info ri = { .source = "record", .device_name = "TestGPU", .driver_version = 580,
+				  .host = "node1", .command = "python train.py", .has_rank = 1,
+				  .rank = rank, .local_rank = rank, .world_size = world };
+
+	memset(r, 0, sizeof(*r));
+	r->db = db;
+	CU_ASSERT_EQUAL_FATAL(kp_db_run_insert(db, &ri, &r->run, &err), 0);
+	kp_writer_init(&r->w, db, r->run);
+	CU_ASSERT_EQUAL_FATAL(kp_db_begin(db, &err), 0);
+}
+
+static void rk_api(struct rk *r, const char *name, int64_t start, uint32_t corr, int64_t tid)
+{
+	struct kp_err err = {0};
+	struct kp_api_rec a = { .start = start, .end = start + 1000, .name = name,
+				.correlation_id = corr, .global_tid = tid };
+
+	CU_ASSERT_EQUAL(kp_writer_api(&r->w, &a, &err), 0);
+}
+
+static void rk_kernel(struct rk *r, const char *name, int64_t api, int64_t start, int64_t dur)
+{
+	struct kp_err err = {0};
+	struct kp_kernel_rec k = {
+		.start = start, .end = start + dur, .stream_id = 13, .correlation_id = ++r->corr,
+		.name = name, .registers = 32, .grid = { 64, 1, 1 }, .block = { 256, 1, 1 },
+	};
+
+	rk_api(r, "cudaLaunchKernel", api, r->corr, 1);
+	CU_ASSERT_EQUAL(kp_writer_kernel(&r->w, &k, &err), 0);
+}
+
+static void rk_end(struct rk *r)
+{
+	struct kp_err err = {0};
+
+	CU_ASSERT_EQUAL(kp_db_commit(r->db, &err), 0);
+	kp_writer_release(&r->w);
+	CU_ASSERT_EQUAL(kp_db_run_finish(r->db, r->run, 0, NULL, "complete", &err), 0);
+}
+
+/*
+ * One rank's four steps, each an NVTX range "step" at T = k * 100 us: an
+ * elementwise kernel, an all-reduce arriving at T + 20 us + late, another
+ * elementwise kernel. poll_tid: the thread of a cudaEventQuery in the
+ * middle of each step (0: none).
+ */
+static void rank_steps(struct rk *r, int64_t late, int64_t poll_tid)
+{
+	struct kp_err err = {0};
+
+	for (int k = 0; k < 4; k++) {
+		int64_t T = (int64_t)k * 100000;
+		struct kp_nvtx_rec n = { .start = T, .end = T + 60000, .event_type = KP_NVTX_PUSHPOP,
+					 .text = "step", .global_tid = 1 };
+
+		CU_ASSERT_EQUAL(kp_writer_nvtx(&r->w, &n, &err), 0);
+		rk_kernel(r, EW, T + 1000, T + 10000, 5000);
+		/* the all-reduce ends when the last rank has arrived */
+		rk_kernel(r, AR, T + 3000, T + 20000 + late, 15000 - late);
+		if (poll_tid)
+			rk_api(r, "cudaEventQuery", T + 4000, 900000 + (uint32_t)k, poll_tid);
+		rk_kernel(r, EW, T + 5000, T + 40000, 5000);
+	}
+}
+
+/* Two ranks; rank 1 arrives 5 us late at every all-reduce. */
+static struct kp_db *two_ranks(const char *name, int64_t poll_tid)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
+	struct rk r;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	rk_begin(&r, db, 0, 2);
+	rank_steps(&r, 0, poll_tid);
+	rk_end(&r);
+	rk_begin(&r, db, 1, 2);
+	rank_steps(&r, 5000, 0);
+	rk_end(&r);
+	return db;
+}
+
+static void test_waits_and_straggler(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = two_ranks("ranks.db", 0);
+	struct kp_job *job = NULL;
+	char *text;
+	FILE *f;
+
+	CU_ASSERT_EQUAL_FATAL(kp_job_load(db, 0, &job, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(job);
+	CU_ASSERT_EQUAL(job->n_ranks, 2);
+	CU_ASSERT_EQUAL(job->world_size, 2);
+	CU_ASSERT_EQUAL(job->n_matches, 4);
+	CU_ASSERT_EQUAL(job->ranks[0].rank, 0);
+	CU_ASSERT_EQUAL(job->ranks[0].n_coll, 4);
+	CU_ASSERT_EQUAL(job->ranks[0].coll_ns, 4 * 15000);
+	CU_ASSERT_EQUAL(job->ranks[1].coll_ns, 4 * 10000);
+	/* rank 0 waits 5 us at each all-reduce for rank 1 */
+	CU_ASSERT_EQUAL(job->ranks[0].wait_ns, 4 * 5000);
+	CU_ASSERT_EQUAL(job->ranks[1].wait_ns, 0);
+	CU_ASSERT_EQUAL(job->ranks[1].n_last, 4);
+	CU_ASSERT_EQUAL(job->ranks[0].n_last, 0);
+	CU_ASSERT_EQUAL(job->ranks[1].caused_ns, 4 * 5000);
+	CU_ASSERT_EQUAL(job->straggler, 1);
+	CU_ASSERT_EQUAL(job->ranks[0].colls[2].k.coll, KP_NCCL_ALLREDUCE);
+	CU_ASSERT_EQUAL(job->ranks[0].colls[2].wait_ns, 5000);
+	CU_ASSERT_EQUAL(job->ranks[0].colls[2].match, 2);
+	CU_ASSERT_STRING_EQUAL(job->mismatch, "");
+	/* the terminal's table and the CSV files */
+	f = fopen(kp_test_path("ranks.txt"), "w");
+	kp_job_print(job, f);
+	fclose(f);
+	text = kp_test_read(kp_test_path("ranks.txt"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "straggler: rank 1 arrived last at 4 of 4"));
+	free(text);
+	kp_test_sh("mkdir -p %s", kp_test_path("rcsv"));
+	CU_ASSERT_EQUAL(kp_job_write_csv(job, kp_test_path("rcsv"), &err), 0);
+	text = kp_test_read(kp_test_path("rcsv/ranks.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\n0,1,4,60.000,4,20.000,0,0.000,0\n"));
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\n1,2,4,40.000,4,0.000,4,20.000,1\n"));
+	free(text);
+	text = kp_test_read(kp_test_path("rcsv/collectives.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\n0,1,13,0,1,1,AllReduce,sum,f32,ring,ll,"
+					      "unknown,unknown,120000,15.000,5.000,0\n"));
+	free(text);
+	kp_job_free(job);
+	kp_db_close(db);
+}
+
+/* A rank's sequence that differs: matching stops there and says where. */
+static void test_mismatch(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = kp_db_open(kp_test_path("mismatch.db"), KP_DB_CREATE, &err);
+	struct kp_job *job = NULL;
+	struct rk r;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	rk_begin(&r, db, 0, 2);
+	rk_kernel(&r, AR, 0, 1000, 1000);
+	rk_kernel(&r, AR, 10000, 11000, 1000);
+	rk_end(&r);
+	rk_begin(&r, db, 1, 2);
+	rk_kernel(&r, AR, 0, 1500, 500);
+	rk_kernel(&r, AG, 10000, 11000, 1000);
+	rk_end(&r);
+	CU_ASSERT_EQUAL_FATAL(kp_job_load(db, 0, &job, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(job);
+	CU_ASSERT_EQUAL(job->n_matches, 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(job->mismatch, "collective 1: rank 0 runs AllReduce sum f32"
+				      " ring/ll, rank 1 AllGather ring/ll"));
+	CU_ASSERT_EQUAL(job->ranks[1].colls[1].match, -1);
+	kp_job_free(job);
+	/* a run that is no rank of a job has none */
+	{
+		struct kp_run_info ri = { .source = "synthetic" };
+		int64_t run;
+
+		CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+		CU_ASSERT_EQUAL(kp_job_load(db, run, &job, &err), 0);
+		CU_ASSERT_PTR_NULL(job);
+		/* an empty run without a rank (torchrun's agent) is not what a command
+		 * naming no run means: the newest rank's run is */
+		CU_ASSERT_EQUAL(run, 3);
+		CU_ASSERT_EQUAL(kp_job_default_run(db), 2);
+		ri.source = "synthetic";
+		CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+		CU_ASSERT_EQUAL(kp_db_exec(db, "INSERT INTO StringIds VALUES (990, 'k');"
+					   " INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId,"
+					   " streamId, demangledName, shortName, gridX, gridY, gridZ, blockX,"
+					   " blockY, blockZ, runId) VALUES (1, 2, 0, 7, 990, 990, 1, 1, 1, 1,"
+					   " 1, 1, 4)", &err), 0);
+		CU_ASSERT_EQUAL(kp_job_default_run(db), 4);   /* a run of its own */
+	}
+	kp_db_close(db);
+}
+
+/*
+ * A step around an all-reduce is capturable: the collective is a node, and
+ * a watchdog thread polling its event is no sync of the launching thread.
+ * The same poll on the launching thread is.
+ */
+static void test_region_with_allreduce(void)
+{
+	struct kp_err err = {0};
+	struct kp_analyze_opts o;
+	struct kp_analysis_summary s;
+	struct kp_db *db = two_ranks("ranks_region.db", 2);
+
+	kp_analyze_opts_init(&o);
+	o.run_id = 1;
+	CU_ASSERT_EQUAL_FATAL(kp_analyze(db, &o, &s, &err), 0);
+	CU_ASSERT_EQUAL(s.n_collectives, 4);
+	CU_ASSERT_EQUAL(s.n_other_polls, 4);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT capturable FROM kp_regions WHERE runId = 1 AND label = 'step'"),
+			1);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE runId = 1 AND fatal > 0"), 0);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE runId = 1 AND kind ="
+			       " 'collective' AND fatal = 0 AND detail LIKE '%%AllReduce x1%%NCCL >= 2.9%%'"),
+			1);
+	/* no fusion chain runs through the collective */
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates WHERE runId = 1"
+			       " AND kernel_names LIKE '%%nccl%%'"), 0);
+	kp_db_close(db);
+
+	db = two_ranks("ranks_region_sync.db", 1);
+	CU_ASSERT_EQUAL_FATAL(kp_analyze(db, &o, &s, &err), 0);
+	CU_ASSERT_EQUAL(s.n_other_polls, 0);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE runId = 1 AND fatal = 1"
+			       " AND kind = 'sync' AND api_name = 'cudaEventQuery'"), 4);
+	kp_db_close(db);
+}
+
+/* The report of a rank shows every rank of its job on one time axis. */
+static void test_report_ranks(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = two_ranks("ranks_report.db", 2);
+	struct kp_report *rep = NULL;
+	const char *out = kp_test_path("ranks.html");
+	char *html, *csv;
+	FILE *f;
+
+	CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rep->job);
+	f = fopen(out, "w");
+	CU_ASSERT_EQUAL(kp_report_html(rep, f, &err), 0);
+	fclose(f);
+	html = kp_test_read(out, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<h2 id=\"ranks\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<svg id=\"ranks-timeline\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<g class=\"rank\" data-rank=\"0\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "<g class=\"rank\" data-rank=\"1\">"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "rank 1 (straggler)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "The straggler is <b>rank 1</b>"));
+	/* the main timeline: a lane group per rank, on one axis */
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "name:\"rank 0 stream 13\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "name:\"rank 1 stream 13\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(html, "This run is rank 1 of a job of 2 ranks"));
+	CU_ASSERT(strstr(html, "name:\"rank 0 stream 13\"") < strstr(html, "name:\"rank 1 stream 13\""));
+	free(html);
+	CU_ASSERT_EQUAL(kp_report_csv(db, rep, kp_test_path("ranks_csv"), &err), 0);
+	csv = kp_test_read(kp_test_path("ranks_csv/ranks.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(csv && strstr(csv, "\n1,2,4,40.000,4,0.000,4,20.000,1\n"));
+	free(csv);
+	kp_report_free(rep);
+	kp_db_close(db);
+}
+
+CU_TestInfo kp_tests_ranks[] = {
+	{ "NCCL kernel names", test_nccl_names },
+	{ "two ranks: waits and the straggler", test_waits_and_straggler },
+	{ "ranks whose collectives differ", test_mismatch },
+	{ "a region around an all-reduce is capturable", test_region_with_allreduce },
+	{ "the report shows every rank", test_report_ranks },
+	CU_TEST_INFO_NULL,
+};
