@@ -10,6 +10,7 @@
 	X(analyzer) \
 	X(graphs) \
 	X(advice) \
+	X(path) \
 	X(plan) \
 	X(bundle) \
 	X(planner) \

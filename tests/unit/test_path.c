@@ -1,0 +1,106 @@
+/*
+ * test_path.c - analyzer/path.c: the path the graph will run. An eager
+ * Hugging Face style step (tests/fixtures/hf_mask_check.json) waits on a
+ * mask check that the captured path skips: the region stays whole, the
+ * wait is a capture_path row naming the op, and the prediction gets an
+ * interval widened for the attention's other path. The same trace with the
+ * wait in the user's own .item() still splits.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <CUnit/CUnit.h>
+
+#include "analyzer/analyzer.h"
+#include "analyzer/internal.h"
+#include "testutil.h"
+#include "timeline.h"
+
+#define FIXTURE "tests/fixtures/hf_mask_check.json"
+#define STEPS 4
+
+/* The fixture, with each sed expression of edit applied (NULL: as is), analyzed. */
+static struct kp_db *analyzed(const char *name, const char *edit)
+{
+	char trace[64];
+
+	snprintf(trace, sizeof(trace), "%s.json", name);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("sed -e '%s' '%s' > '%s'", edit ? edit : "",
+					 kp_test_src(FIXTURE), kp_test_path(trace)), 0);
+	return kj_analyzed_from(kp_test_path(trace), name);
+}
+
+static void test_path_mask_check(void)
+{
+	struct kp_db *db = analyzed("path_mask", NULL);
+
+	/* one region, not split by the wait, capturable */
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions"), 1);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE label = 'step'"
+			       " AND parentId IS NULL AND capturable = 1 AND occurrences = %d", STEPS), 1);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE fatal <> 0"), 0);
+	/* the wait is reported, named by its op, once per occurrence */
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'capture_path'"
+			       " AND fatal = 0 AND api_name = 'cudaStreamSynchronize'"
+			       " AND cpu_op = 'aten::_local_scalar_dense'"
+			       " AND detail LIKE 'path differs under capture (aten::is_nonzero):%%'"), STEPS);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE advisories"
+			       " LIKE '%%capture_path%%'"), 1);
+	/* the interval: lo <= point <= hi, widened at the top for the two
+	 * fused attention kernels running unfused (beyond the model's band) */
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE graph_ns_pred > 0"
+			       " AND graph_ns_lo > 0 AND graph_ns_lo <= graph_ns_pred"
+			       " AND graph_ns_pred <= graph_ns_hi"), 1);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions"
+			       " WHERE graph_ns_hi > graph_ns_pred / 0.8 + 1000"), 1);
+	kp_db_close(db);
+}
+
+/* The same wait in the user's own .item() (no is_nonzero around it): a real
+ * wait, the region splits there, and the interval is the model's band. */
+static void test_path_user_item(void)
+{
+	struct kp_db *db = analyzed("path_item", "s/aten::is_nonzero/aten::mul/");
+
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'capture_path'"), 0);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_blockers WHERE kind = 'sync'"
+			       " AND fatal = 1 AND detail LIKE '%%splits the region%%'"), STEPS);
+	CU_ASSERT(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE parentId IS NOT NULL") >= 1);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions WHERE label = 'step'"
+			       " AND capturable = 0 AND graph_ns_hi <= graph_ns_pred / 0.8 + 1"
+			       " AND graph_ns_lo <= graph_ns_pred"), 1);
+	kp_db_close(db);
+}
+
+static int streq(const char *a, const char *b)
+{
+	return a && !strcmp(a, b);
+}
+
+/* Which chains of CPU ops make a skipped wait, and whose code decides. */
+static void test_path_ops(void)
+{
+	static const char *const check[] = { "aten::_local_scalar_dense", "aten::item",
+					     "aten::is_nonzero" };
+	static const char *const item[] = { "aten::_local_scalar_dense", "aten::item" };
+	const char *why = NULL;
+
+	CU_ASSERT(streq(kp__path_op(KP__B_SYNC, check, 3, -1, &why), "aten::is_nonzero"));
+	CU_ASSERT_PTR_NOT_NULL(why);
+	CU_ASSERT(streq(kp__path_op(KP__B_PAGEABLE_COPY, check, 3, 1, NULL), "aten::_local_scalar_dense"));
+	/* the user's own test (innermost Python frame is theirs) is a real wait */
+	CU_ASSERT_PTR_NULL(kp__path_op(KP__B_SYNC, check, 3, 0, NULL));
+	/* .item() alone: skipped only when library code made it */
+	CU_ASSERT_PTR_NULL(kp__path_op(KP__B_SYNC, item, 2, -1, NULL));
+	CU_ASSERT(streq(kp__path_op(KP__B_SYNC, item, 2, 1, NULL), "aten::_local_scalar_dense"));
+	/* not a wait */
+	CU_ASSERT_PTR_NULL(kp__path_op(KP__B_MALLOC, check, 3, -1, NULL));
+	CU_ASSERT_PTR_NULL(kp__path_op(KP__B_SYNC, check, 0, -1, NULL));
+}
+
+CU_TestInfo kp_tests_path[] = {
+	{ "mask check skipped under capture: no split, named, interval", test_path_mask_check },
+	{ "the user's own .item(): a split, the model's band", test_path_user_item },
+	{ "which op chains the captured path skips", test_path_ops },
+	CU_TEST_INFO_NULL,
+};
