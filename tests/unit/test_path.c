@@ -13,6 +13,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/internal.h"
+#include "analyzer/validate.h"
 #include "testutil.h"
 #include "timeline.h"
 
@@ -87,7 +88,8 @@ static void test_path_ops(void)
 
 	CU_ASSERT(streq(kp__path_op(KP__B_SYNC, check, 3, -1, &why), "aten::is_nonzero"));
 	CU_ASSERT_PTR_NOT_NULL(why);
-	CU_ASSERT(streq(kp__path_op(KP__B_PAGEABLE_COPY, check, 3, 1, NULL), "aten::_local_scalar_dense"));
+	CU_ASSERT(streq(kp__path_op(KP__B_PAGEABLE_COPY, check, 3, 1, NULL),
+			"aten::_local_scalar_dense"));
 	/* the user's own test (innermost Python frame is theirs) is a real wait */
 	CU_ASSERT_PTR_NULL(kp__path_op(KP__B_SYNC, check, 3, 0, NULL));
 	/* .item() alone: skipped only when library code made it */
@@ -98,7 +100,51 @@ static void test_path_ops(void)
 	CU_ASSERT_PTR_NULL(kp__path_op(KP__B_SYNC, check, 0, -1, NULL));
 }
 
+/*
+ * kplan validate on a corpus of the fixture as a plain trace: the row holds
+ * the interval and its width, the point is 60 % off; --max-width lets a miss
+ * pass only inside an interval that narrow, --min-coverage counts the
+ * intervals that hold the measured time.
+ */
+static void test_path_validate(void)
+{
+	const char *dir = kp_test_path("pathcorpus"), *log = kp_test_path("pathcorpus.log");
+	struct kp_validate_row *r = NULL;
+	struct kp_err err = {0};
+	const char *k = kp_test_kplan();
+	char *out;
+	int n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("mkdir -p '%s' && gzip -c '%s' > '%s/mask_plain.json.gz' &&"
+					 " printf 'workload,eager_ms,graph_ms\nmask_plain,0.4,0.2\n'"
+					 " > '%s/ground_truth.csv'", dir, kp_test_src(FIXTURE), dir,
+					 dir), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_validate_read_truth(dir, &r, &n, &err), 0);
+	CU_ASSERT_EQUAL(kp_validate_one(dir, NULL, "step", kp_test_path("pathv.db"), &r[0], &err), 0);
+	CU_ASSERT_TRUE(r[0].found);
+	CU_ASSERT_EQUAL(r[0].path_points, 1);
+	CU_ASSERT_TRUE(r[0].lo_ns > 0 && r[0].lo_ns <= r[0].pred_ns && r[0].pred_ns <= r[0].hi_ns);
+	CU_ASSERT_TRUE(r[0].lo_ns <= 200000 && 200000 <= r[0].hi_ns);
+	CU_ASSERT_TRUE(r[0].error < -0.5);
+	double w = (double)r[0].hi_ns / (double)r[0].lo_ns;
+	free(r);
+	/* inside but wider than 1.7: the miss fails; allowed that wide, it passes */
+	CU_ASSERT_EQUAL(kp_test_sh("'%s' validate '%s' --max-error 20 --max-width 1.7 > '%s'",
+				   k, dir, log), 1);
+	CU_ASSERT_EQUAL(kp_test_sh("'%s' validate '%s' --max-error 20 --max-width %.2f"
+				   " --min-coverage 100 > '%s'", k, dir, w + 0.01, log), 0);
+	out = kp_test_read(log, NULL);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "intervals: 1 of 1 hold the measured time"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "  path"));
+	free(out);
+	/* measured outside the interval: coverage fails */
+	CU_ASSERT_EQUAL(kp_test_sh("printf 'workload,eager_ms,graph_ms\nmask_plain,0.4,5\n'"
+				   " > '%s/ground_truth.csv' && '%s' validate '%s' --min-coverage 100"
+				   " > '%s'", dir, k, dir, log), 1);
+}
+
 CU_TestInfo kp_tests_path[] = {
+	{ "validate: coverage and width of the intervals", test_path_validate },
 	{ "mask check skipped under capture: no split, named, interval", test_path_mask_check },
 	{ "the user's own .item(): a split, the model's band", test_path_user_item },
 	{ "which op chains the captured path skips", test_path_ops },
