@@ -55,6 +55,16 @@ static void test_path_mask_check(void)
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_regions"
 			       " WHERE graph_ns_hi > graph_ns_pred / 0.8 + 1000"), 1);
 	kp_db_close(db);
+	/* the plan's reason says it, and kplan show prints it */
+	const char *k = kp_test_kplan(), *log = kp_test_path("path_mask.show");
+	CU_ASSERT_EQUAL(kp_test_sh("'%s' plan '%s' -o '%s' --cc 9.0 --cuda-major 13 2>/dev/null &&"
+				   " '%s' show '%s' > '%s'", k, kp_test_path("path_mask.db"),
+				   kp_test_path("path_mask.kplan"), k, kp_test_path("path_mask.kplan"),
+				   log), 0);
+	char *out = kp_test_read(log, NULL);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "graph time between "));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "(capture_path)"));
+	free(out);
 }
 
 /* The same wait in the user's own .item() (no is_nonzero around it): a real
