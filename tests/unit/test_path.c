@@ -65,6 +65,14 @@ static void test_path_mask_check(void)
 	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "graph time between "));
 	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "(capture_path)"));
 	free(out);
+	/* the report's region card gives the interval beside the prediction */
+	log = kp_test_path("path_mask.html");
+	CU_ASSERT_EQUAL(kp_test_sh("'%s' report '%s' -o '%s' > /dev/null 2>&1", k,
+				   kp_test_path("path_mask.db"), log), 0);
+	out = kp_test_read(log, NULL);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "predicted graph time "));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, " us, between "));
+	free(out);
 }
 
 /* The same wait in the user's own .item() (no is_nonzero around it): a real
