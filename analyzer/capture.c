@@ -671,9 +671,9 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix 
 			if (path_op) {
 				/* the captured path skips it: no split, a wider interval */
 				snprintf(d, sizeof(d), "path differs under capture (%s): %s at node %u: "
-					 "%s; the graph prediction keeps the region whole without it, "
-					 "and its interval covers the library's other path", path_op, who,
-					 pos, why);
+					 "%s; the graph prediction keeps the region whole without it, and "
+					 "its interval says how far the other path may take it", path_op,
+					 who, pos, why);
 				r->path_points += k == r->tmpl;
 				rc = add_blk_src(a, r, KP__B_CAPTURE_PATH, 0, api, ev->start, ev->corr,
 						 (int)k, (int)pos, d, &sr, -1);

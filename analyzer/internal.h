@@ -310,10 +310,11 @@ const char *kp__path_op(int kind, const char *const *ops, size_t n, int lib_fram
 			const char **why);
 /*
  * r->pred_lo and r->pred_hi around r->pred.graph_ns: the range the cost
- * model's validated error allows (KP_PRED_BAND), raised at the top, when the
- * region holds waits the captured path skips (r->path_points), by what the
- * library's other path can add (fused attention falling back to its
- * unfused form). Nothing when r has no prediction.
+ * model's validated error allows (KP_PRED_BAND); for a region holding waits
+ * the captured path skips (r->path_points) and fused attention, the range
+ * of the two paths instead: the eager path's prediction to what the
+ * library's other path adds (attention run unfused). Nothing when r has no
+ * prediction.
  */
 void kp__pred_interval(struct kp__ana *a, struct kp__region *r);
 

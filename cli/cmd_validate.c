@@ -36,7 +36,7 @@ const char kp_usage_validate[] =
 	"for the intervals the analysis puts around each prediction (graph_us_lo,\n"
 	"graph_us_hi) whether the measured time lies inside (coverage) and how wide\n"
 	"they are (hi/lo); 'path' marks a workload whose trace holds waits the captured\n"
-	"path skips (capture_path), whose interval covers the library's other path.\n"
+	"path skips (capture_path), whose interval spans the library's two paths.\n"
 	"\n"
 	"options:\n"
 	"  --calib FILE      calibration to use (default DIR/calib.txt when present,\n"

@@ -260,8 +260,8 @@ CREATE TABLE IF NOT EXISTS kp_regions (
 	edge_ns INTEGER NOT NULL DEFAULT 0,  -- v3: eager cost of the edges left outside the graph
 	                                 -- (median per occurrence); included in graph_ns_pred
 	graph_ns_lo INTEGER,             -- v5: the interval around graph_ns_pred (analyzer/path.c):
-	graph_ns_hi INTEGER,             -- the model's validated error, widened at the top where
-	                                 -- the captured path may run other kernels (capture_path rows)
+	graph_ns_hi INTEGER,             -- the model's validated error, or where the captured path
+	                                 -- may run other kernels (capture_path rows) that range
 	PRIMARY KEY (runId, regionId)
 );
 

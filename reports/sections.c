@@ -317,8 +317,9 @@ void kp__page_region_cards(FILE *f, const struct kp_report *rep)
 			graphed ? "" : " (eager)");
 		if (graphed && r->graph_ns_hi > 0 && pred == r->graph_ns_pred)
 			fprintf(f, "<p class=\"cap\">predicted graph time %s, between %s and %s (the "
-				"model's validated error; wider where the captured path may run other "
-				"kernels than the trace shows)</p>\n", kp_fmt_dur(pred, a, sizeof(a)),
+				"model's validated error, or, where the captured path may run other "
+				"kernels than the trace shows, the range of the two paths)</p>\n",
+				kp_fmt_dur(pred, a, sizeof(a)),
 				kp_fmt_dur(r->graph_ns_lo, b, sizeof(b)),
 				kp_fmt_dur(r->graph_ns_hi, c, sizeof(c)));
 		fprintf(f, "<p class=\"cap\">per occurrence: kernels %s, host-bound idle %s (%.1f%%),"
