@@ -64,9 +64,10 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 		" eager_ns, busy_ns, host_idle_ns, device_idle_ns, queue_p50_ns,"
 		" queue_p90_ns, launch_api_p50_ns, launch_api_p90_ns, graph_ns_pred,"
 		" speedup_pred, capturable, blockers, advisories, one_time_ns, break_even,"
-		" extra_mem_bytes, fingerprint, shape_keys, patch_slots, edge_ns) VALUES (?1, ?2,"
-		" ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-		" ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)";
+		" extra_mem_bytes, fingerprint, shape_keys, patch_slots, edge_ns, graph_ns_lo,"
+		" graph_ns_hi) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+		" ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28,"
+		" ?29, ?30, ?31, ?32, ?33)";
 	static const char sql_o[] = "INSERT INTO kp_region_occurrences (runId, regionId,"
 		" occIndex, start, end, kernels, eager_ns, busy_ns, host_idle_ns,"
 		" device_idle_ns, first_correlationId, last_correlationId, signature)"
@@ -127,6 +128,10 @@ static int store_regions(struct kp__ana *a, struct kp_err *err)
 			if (r->pred.break_even >= 0)
 				sqlite3_bind_int64(sr, 26, r->pred.break_even);
 			sqlite3_bind_int64(sr, 27, r->pred.extra_mem_bytes);
+			if (r->pred_hi > 0) {
+				sqlite3_bind_int64(sr, 32, r->pred_lo);
+				sqlite3_bind_int64(sr, 33, r->pred_hi);
+			}
 		}
 		sqlite3_bind_int(sr, 22, r->capturable);
 		bind_opt_text(sr, 23, s1.buf);
@@ -493,7 +498,8 @@ static const struct { const char *file, *sql; } csv_files[] = {
 	  " occurrences, kernels, nodes, eager_ns / 1000.0 AS eager_us, busy_ns / 1000.0 AS busy_us,"
 	  " host_idle_ns / 1000.0 AS host_idle_us, device_idle_ns / 1000.0 AS device_idle_us,"
 	  " queue_p50_ns / 1000.0 AS queue_p50_us, launch_api_p50_ns / 1000.0 AS launch_api_p50_us,"
-	  " graph_ns_pred / 1000.0 AS graph_us_pred, speedup_pred, capturable, blockers, advisories,"
+	  " graph_ns_pred / 1000.0 AS graph_us_pred, graph_ns_lo / 1000.0 AS graph_us_lo,"
+	  " graph_ns_hi / 1000.0 AS graph_us_hi, speedup_pred, capturable, blockers, advisories,"
 	  " (SELECT group_concat(x, '; ') FROM (SELECT b.kind"
 	  "   || CASE WHEN b.fatal THEN '' ELSE ' (advisory)' END || coalesce(': ' || b.api_name, '')"
 	  "   || CASE WHEN count(*) > 1 THEN ' x' || count(*) ELSE '' END AS x"
@@ -599,17 +605,24 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 {
 	static const char sql[] = "SELECT regionId, parentId, label, occurrences, nodes,"
 		" eager_ns, graph_ns_pred, speedup_pred, capturable, blockers, source,"
-		" CASE WHEN eager_ns > 0 THEN 100.0 * host_idle_ns / eager_ns END"
+		" CASE WHEN eager_ns > 0 THEN 100.0 * host_idle_ns / eager_ns END, %s"
 		" FROM kp_regions WHERE runId = ?1 ORDER BY regionId LIMIT ?2";
+	char q[sizeof(sql) + 32];
 	sqlite3_stmt *st;
-	int rc = kp_db_prepare(db, sql, &st, err);
+	int rc;
+
+	/* a database read before v5 has no interval */
+	snprintf(q, sizeof(q), sql, kp_db_has_column(db, "kp_regions", "graph_ns_hi")
+		 ? "graph_ns_lo, graph_ns_hi" : "NULL, NULL");
+	rc = kp_db_prepare(db, q, &st, err);
 
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, max_rows > 0 ? max_rows : 1000000);
-	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %6s %11s %7s %4s  %s\n", "id", "region", "source",
-		"occ", "nodes", "eager_us", "host%", "graph_us", "speedup", "capt", "blockers");
+	fprintf(f, "%4s %-32s %-7s %6s %6s %11s %6s %11s %17s %7s %4s  %s\n", "id", "region",
+		"source", "occ", "nodes", "eager_us", "host%", "graph_us", "interval_us", "speedup",
+		"capt", "blockers");
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *label = (const char *)sqlite3_column_text(st, 2);
 		const char *bl = (const char *)sqlite3_column_text(st, 9);
@@ -620,19 +633,24 @@ int kp_analyze_print_regions(struct kp_db *db, int64_t run_id, FILE *f,
 		snprintf(lab, sizeof(lab), "%s%s", part ? "  " : "",
 			 kp_printable(shown, sizeof(shown), label));
 		/* host%: the region's host-bound idle per call, as the plan's reason says it */
-		char graph[16] = "-", speed[16] = "-";
+		char graph[16] = "-", speed[16] = "-", range[40] = "-";
 
 		if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
 			snprintf(graph, sizeof(graph), "%.1f", sqlite3_column_int64(st, 6) / 1000.0);
 			snprintf(speed, sizeof(speed), "%.2fx", sqlite3_column_double(st, 7));
 		}
-		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %6.1f %11s %7s %4s  %s\n",
+		if (sqlite3_column_type(st, 13) != SQLITE_NULL)
+			snprintf(range, sizeof(range), "%.0f-%.0f", sqlite3_column_int64(st, 12) / 1000.0,
+				 sqlite3_column_int64(st, 13) / 1000.0);
+		fprintf(f, "%4d %-32s %-7s %6lld %6lld %11.1f %6.1f %11s %17s %7s %4s  %s\n",
 			id, lab, src ? src : "-",
 			(long long)sqlite3_column_int64(st, 3), (long long)sqlite3_column_int64(st, 4),
 			sqlite3_column_int64(st, 5) / 1000.0, sqlite3_column_double(st, 11),
-			graph, speed, sqlite3_column_int(st, 8) ? "yes" : "no", bl ? bl : "-");
+			graph, range, speed, sqlite3_column_int(st, 8) ? "yes" : "no", bl ? bl : "-");
 		if (!part && !sqlite3_column_int(st, 8))
 			print_first_blocker(db, run_id, id, 1, NULL, "fatal:", f);
+		if (!part)
+			print_first_blocker(db, run_id, id, 0, "capture_path", "graph path:", f);
 		if (!part)
 			print_first_blocker(db, run_id, id, 2, NULL, "warm-up only:", f);
 		if (sqlite3_column_type(st, 6) == SQLITE_NULL)

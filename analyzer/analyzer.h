@@ -88,7 +88,8 @@ int kp_analysis_stored(struct kp_db *db, int64_t run_id);
 /*
  * Write regions.csv, gaps.csv and fusion.csv for run_id into directory dir
  * (created when missing) from the stored tables. regions.csv columns: label,
- * occurrences, kernels, nodes, eager_us, graph_us_pred, speedup_pred,
+ * occurrences, kernels, nodes, eager_us, graph_us_pred, graph_us_lo,
+ * graph_us_hi (its interval), speedup_pred,
  * capturable, blockers, ... (times per occurrence).
  */
 int kp_analyze_write_csv(struct kp_db *db, int64_t run_id, const char *dir,

@@ -44,6 +44,9 @@ struct src {
 	const char *op;          /* innermost CPU op around the call */
 	const char *outer;       /* outermost one, when it differs */
 	const char *frame;       /* innermost user Python frame, "FILE:LINE" */
+	const char *chain[16];   /* the CPU ops around the call, innermost first */
+	size_t n_chain;
+	int lib_frame;           /* innermost Python frame: 1 library code, 0 the user's, -1 unknown */
 };
 
 static int add_blk_src(struct kp__ana *a, struct kp__region *r, int kind, int fatal,
@@ -311,6 +314,7 @@ static int name_source(struct kp__ana *a, struct srcix *sx, uint32_t corr, int64
 	int32_t i;
 
 	memset(out, 0, sizeof(*out));
+	out->lib_frame = -1;
 	if (!sx)
 		return 0;
 	if (!sx->loaded && (rc = srcix_load(a, sx)))
@@ -337,16 +341,27 @@ static int name_source(struct kp__ana *a, struct srcix *sx, uint32_t corr, int64
 		t1 = start;
 	if ((i = enclosing(&sx->op, tid, start, t1)) >= 0) {
 		out->op = out->outer = sx->op.r[i].name;
+		out->chain[out->n_chain++] = out->op;
 		for (int32_t p = sx->op.r[i].parent; p >= 0; p = sx->op.r[p].parent)
-			if (sx->op.r[p].end >= t1)
+			if (sx->op.r[p].end >= t1) {
 				out->outer = sx->op.r[p].name;
+				if (out->n_chain < sizeof(out->chain) / sizeof(*out->chain))
+					out->chain[out->n_chain++] = out->outer;
+			}
 		if (out->outer == out->op)
 			out->outer = NULL;
 	}
 	for (i = enclosing(&sx->py, tid, start, t1); i >= 0 && !out->frame;
-	     i = sx->py.r[i].parent)
-		if (sx->py.r[i].end >= t1)
-			out->frame = user_frame(a, sx->py.r[i].name);
+	     i = sx->py.r[i].parent) {
+		const char *name = sx->py.r[i].name;
+
+		if (sx->py.r[i].end < t1)
+			continue;
+		out->frame = user_frame(a, name);
+		/* the innermost frame of a file (not a builtin's) says whose code it is */
+		if (out->lib_frame < 0 && *name != '<' && strstr(name, "): "))
+			out->lib_frame = out->frame == NULL;
+	}
 	return 0;
 }
 
@@ -651,6 +666,19 @@ static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix 
 			src_text(&sr, from, sizeof(from));
 			call_text(a, api, op, call, sizeof(call));
 			snprintf(who, sizeof(who), "%s%s%s", call, *from ? " " : "", from);
+			const char *why = NULL, *path_op = edge || fork_join ? NULL :
+				kp__path_op(ev->kind, sr.chain, sr.n_chain, sr.lib_frame, &why);
+			if (path_op) {
+				/* the captured path skips it: no split, a wider interval */
+				snprintf(d, sizeof(d), "path differs under capture (%s): %s at node %u: "
+					 "%s; the graph prediction keeps the region whole without it, and "
+					 "its interval says how far the other path may take it", path_op,
+					 who, pos, why);
+				r->path_points += k == r->tmpl;
+				rc = add_blk_src(a, r, KP__B_CAPTURE_PATH, 0, api, ev->start, ev->corr,
+						 (int)k, (int)pos, d, &sr, -1);
+				continue;
+			}
 			if (edge) {
 				int64_t s0 = ev->start, s1 = ev->end;
 
@@ -1282,5 +1310,7 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err)
 		free(cut);
 	}
 	srcix_release(&sx);
+	for (size_t i = 0; i < a->regions.len && !rc; i++)
+		kp__pred_interval(a, a->regions.data[i]);
 	return rc;
 }

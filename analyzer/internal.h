@@ -80,6 +80,7 @@ enum kp__bk {
 	KP__B_DEVICE_LIMIT, KP__B_NESTED_CAPTURE,
 	KP__B_GRAPH_REPLAY,       /* the program's own graph: what runs between its replays */
 	KP__B_COLLECTIVE,         /* NCCL collectives in the region: what capturing them needs */
+	KP__B_CAPTURE_PATH,       /* a wait library code skips while a stream captures (path.c) */
 	KP__B__N
 };
 
@@ -139,6 +140,8 @@ struct kp__region {
 	int64_t edge_ns;         /* median of occ[].edge_ns: part of pred.graph_ns */
 	struct kp_dist queue, launch_api;
 	struct kp_region_pred pred;
+	int64_t pred_lo, pred_hi;  /* interval around pred.graph_ns (path.c); 0: none */
+	int path_points;         /* capture_path rows: waits the captured path skips */
 	int capturable, has_pred;
 	int64_t shape_keys, patch_slots, patched_nodes;
 	uint64_t fingerprint;
@@ -298,6 +301,27 @@ int kp__regions_graphs(struct kp__ana *a, struct kp_err *err);
  * negative KP_E*.
  */
 int kp__graph_finding(struct kp__ana *a, struct kp__region *r);
+
+/* path.c */
+/*
+ * The CPU op of ops[0..n) (innermost first, the ops around a blocking call)
+ * that makes a wait of blocker kind `kind` one library code skips while a
+ * stream captures (a mask check, a truth test on a tensor), or NULL.
+ * lib_frame: the innermost Python frame around the call is library code
+ * (1), the user's (0), or unknown (-1: the trace has no Python frames).
+ * OUT: *why (may be NULL) the reason, static text.
+ */
+const char *kp__path_op(int kind, const char *const *ops, size_t n, int lib_frame,
+			const char **why);
+/*
+ * r->pred_lo and r->pred_hi around r->pred.graph_ns: the range the cost
+ * model's validated error allows (KP_PRED_BAND); for a region holding waits
+ * the captured path skips (r->path_points) and fused attention, the range
+ * of the two paths instead: the eager path's prediction to what the
+ * library's other path adds (attention run unfused). Nothing when r has no
+ * prediction.
+ */
+void kp__pred_interval(struct kp__ana *a, struct kp__region *r);
 
 /* fusion.c */
 int kp__fusion(struct kp__ana *a, struct kp_err *err);

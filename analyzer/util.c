@@ -153,6 +153,7 @@ static const char *const bk_names[KP__B__N] = {
 	"host_callback", "cross_stream_event", "legacy_stream", "shape_key",
 	"patch_slot", "host_register", "device_limit", "nested_capture", "graph_replay",
 	"collective",
+	"capture_path",
 };
 
 const char *kp__blocker_kind_name(int kind)

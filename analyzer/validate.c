@@ -200,7 +200,11 @@ int kp_validate_one(const char *dir, const char *calib, const char *label,
 	}
 	sqlite3_stmt *st = NULL;
 	rc = kp_db_prepare(db, "SELECT occurrences, kernels, eager_ns, graph_ns_pred,"
-			   " coalesce(edge_ns, 0), capturable FROM kp_regions WHERE label = ?1"
+			   " coalesce(edge_ns, 0), capturable, coalesce(graph_ns_lo, 0),"
+			   " coalesce(graph_ns_hi, 0), (SELECT count(*) FROM kp_blockers b"
+			   " WHERE b.runId = r.runId AND b.regionId = r.regionId"
+			   " AND b.kind = 'capture_path' AND b.occIndex = 0)"
+			   " FROM kp_regions r WHERE label = ?1"
 			   " ORDER BY occurrences DESC LIMIT 1", &st, err);
 	if (rc) {
 		kp_db_close(db);
@@ -215,6 +219,12 @@ int kp_validate_one(const char *dir, const char *calib, const char *label,
 		row->edge_ns = sqlite3_column_int64(st, 4);
 		row->pred_ns = sqlite3_column_int64(st, 3) - row->edge_ns;
 		row->capturable = sqlite3_column_int(st, 5);
+		/* the interval is around graph_ns_pred: take the edges off it too */
+		if (sqlite3_column_int64(st, 7) > 0) {
+			row->lo_ns = sqlite3_column_int64(st, 6) - row->edge_ns;
+			row->hi_ns = sqlite3_column_int64(st, 7) - row->edge_ns;
+		}
+		row->path_points = sqlite3_column_int(st, 8);
 		if (row->graph_ms > 0)
 			row->error = (double)row->pred_ns / (row->graph_ms * 1e6) - 1.0;
 	} else {

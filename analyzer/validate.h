@@ -33,6 +33,8 @@ struct kp_validate_row {
 	int64_t eager_ns;          /* profiled eager time per occurrence */
 	int64_t pred_ns;           /* predicted graph time of the body */
 	int64_t edge_ns;           /* eager cost of the edges left outside */
+	int64_t lo_ns, hi_ns;      /* the prediction's interval (edges excluded); 0: none */
+	int path_points;           /* capture_path rows: waits the captured path skips */
 	int capturable;
 	double error;              /* pred / measured - 1 */
 	char note[160];            /* why a row has no prediction */

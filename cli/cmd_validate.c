@@ -17,7 +17,8 @@
 
 const char kp_usage_validate[] =
 	"usage: kplan validate DIR [--calib FILE] [--region LABEL] [--max-median PCT]\n"
-	"                      [--max-error PCT] [--csv FILE]\n"
+	"                      [--max-error PCT] [--max-width RATIO] [--min-coverage PCT]\n"
+	"                      [--csv FILE]\n"
 	"\n"
 	"Checks the cost model on a validation corpus: DIR holds ground_truth.csv\n"
 	"(workload,eager_ms,graph_ms: each workload's step measured eagerly and as one\n"
@@ -31,7 +32,11 @@ const char kp_usage_validate[] =
 	"the measured one. bench/cost_corpus.py writes such a directory on a GPU; the\n"
 	"corpora kept in the repository are bench/cost_corpus/h100 and h200.\n"
 	"\n"
-	"Prints one line per workload and a summary (median and largest |error|).\n"
+	"Prints one line per workload and a summary (median and largest |error|), and\n"
+	"for the intervals the analysis puts around each prediction (graph_us_lo,\n"
+	"graph_us_hi) whether the measured time lies inside (coverage) and how wide\n"
+	"they are (hi/lo); 'path' marks a workload whose trace holds waits the captured\n"
+	"path skips (capture_path), whose interval spans the library's two paths.\n"
 	"\n"
 	"options:\n"
 	"  --calib FILE      calibration to use (default DIR/calib.txt when present,\n"
@@ -40,7 +45,12 @@ const char kp_usage_validate[] =
 	"                    (default step)\n"
 	"  --max-median PCT  exit 1 when the median |error| is above PCT percent\n"
 	"  --max-error PCT   exit 1 when any workload's |error| is above PCT percent\n"
-	"                    (or has no prediction)\n"
+	"                    (or has no prediction); with --max-width, a workload whose\n"
+	"                    interval holds the measured time and is at most RATIO wide\n"
+	"                    passes too\n"
+	"  --max-width RATIO see --max-error (e.g. 1.7: hi/lo at most 1.7)\n"
+	"  --min-coverage PCT exit 1 when fewer than PCT percent of the predicted\n"
+	"                    workloads have the measured time inside their interval\n"
 	"  --csv FILE        also write the table as CSV\n"
 	"\n"
 	"exit status: 0 done (and within the limits given); 1 a limit exceeded; 2 bad\n"
@@ -65,19 +75,33 @@ static int parse_pct(const char *s, double *v)
 	return !*s || *end || !(*v >= 0);
 }
 
+/* 1 when the measured graph time lies inside the row's interval. */
+static int covers(const struct kp_validate_row *r)
+{
+	double t = r->graph_ms * 1e6;
+
+	return r->hi_ns > 0 && (double)r->lo_ns <= t && t <= (double)r->hi_ns;
+}
+
+static double width(const struct kp_validate_row *r)
+{
+	return r->hi_ns > 0 && r->lo_ns > 0 ? (double)r->hi_ns / (double)r->lo_ns : NAN;
+}
+
 static void write_csv(FILE *f, const struct kp_validate_row *r, int n)
 {
 	fprintf(f, "workload,nodes,eager_profiled_us,graph_measured_us,graph_predicted_us,"
-		"error_pct,edge_us,note\n");
+		"error_pct,edge_us,graph_lo_us,graph_hi_us,covered,path_points,note\n");
 	for (int i = 0; i < n; i++) {
 		if (!r[i].found) {
 			fprintf(f, "%s,,,%.1f,,,,\"%s\"\n", r[i].workload, r[i].graph_ms * 1e3,
 				r[i].note);
 			continue;
 		}
-		fprintf(f, "%s,%lld,%.1f,%.1f,%.1f,%.2f,%.1f,\n", r[i].workload,
+		fprintf(f, "%s,%lld,%.1f,%.1f,%.1f,%.2f,%.1f,%.1f,%.1f,%d,%d,\n", r[i].workload,
 			(long long)r[i].nodes, r[i].eager_ns / 1e3, r[i].graph_ms * 1e3,
-			r[i].pred_ns / 1e3, 100 * r[i].error, r[i].edge_ns / 1e3);
+			r[i].pred_ns / 1e3, 100 * r[i].error, r[i].edge_ns / 1e3, r[i].lo_ns / 1e3,
+			r[i].hi_ns / 1e3, covers(&r[i]), r[i].path_points);
 	}
 }
 
@@ -85,17 +109,20 @@ KP_CMD(validate)
 {
 	struct kp_err err = {0};
 	const char *dir = NULL, *calib = NULL, *label = "step", *csv = NULL;
-	double max_median = -1, max_error = -1;
+	double max_median = -1, max_error = -1, max_width = -1, min_cover = -1;
 	struct kp_validate_row *rows = NULL;
 	char scratch[4096], dflt[4200];
 	int n = 0, i, rc = KP_EXIT_OK, n_ok = 0, missing = 0;
+	int n_iv = 0, n_cov = 0, n_w = 0, n_by_iv = 0, n_miss = 0;
+	double *widths = NULL;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--calib") || !strcmp(a, "--region") || !strcmp(a, "--csv") ||
-		    !strcmp(a, "--max-median") || !strcmp(a, "--max-error")) {
+		    !strcmp(a, "--max-median") || !strcmp(a, "--max-error") ||
+		    !strcmp(a, "--max-width") || !strcmp(a, "--min-coverage")) {
 			if (!v)
 				return kp_cli_usage("validate", "%s needs a value", a);
 			i++;
@@ -105,7 +132,11 @@ KP_CMD(validate)
 				label = v;
 			else if (!strcmp(a, "--csv"))
 				csv = v;
-			else if (parse_pct(v, !strcmp(a, "--max-median") ? &max_median : &max_error))
+			else if (!strcmp(a, "--max-width")) {
+				if (parse_pct(v, &max_width) || max_width < 1)
+					return kp_cli_usage("validate", "%s: '%s' is not a ratio >= 1", a, v);
+			} else if (parse_pct(v, !strcmp(a, "--max-median") ? &max_median :
+					     !strcmp(a, "--max-error") ? &max_error : &min_cover))
 				return kp_cli_usage("validate", "%s: '%s' is not a percentage", a, v);
 		} else if (a[0] == '-') {
 			return kp_cli_usage("validate", "unknown option '%s'", a);
@@ -128,10 +159,13 @@ KP_CMD(validate)
 	snprintf(scratch, sizeof(scratch), "%s/kplan-validate-%ld.db", tmp && *tmp ? tmp : "/tmp",
 		 (long)getpid());
 	printf("corpus %s, calibration %s, region '%s'\n", dir, calib ? calib : "(defaults)", label);
-	printf("%-16s %6s %12s %12s %12s %8s %10s\n", "workload", "nodes", "eager us",
-	       "graph us", "predicted", "error", "edge us");
+	printf("%-20s %6s %12s %12s %12s %8s %10s %17s %6s\n", "workload", "nodes", "eager us",
+	       "graph us", "predicted", "error", "edge us", "interval us", "hi/lo");
 	double *errs = calloc((size_t)n + 1, sizeof(*errs));
-	if (!errs) {
+	widths = calloc((size_t)n + 1, sizeof(*widths));
+	if (!errs || !widths) {
+		free(errs);
+		free(widths);
 		free(rows);
 		kp_err_set(&err, KP_ENOMEM, "out of memory");
 		return kp_cli_error(&err);
@@ -145,14 +179,30 @@ KP_CMD(validate)
 		}
 		if (!r->found) {
 			missing++;
-			printf("%-16s %6s %12s %12.1f %12s %8s %10s  %s\n", r->workload, "-", "-",
+			printf("%-20s %6s %12s %12.1f %12s %8s %10s  %s\n", r->workload, "-", "-",
 			       r->graph_ms * 1e3, "-", "-", "-", r->note);
 			continue;
 		}
 		errs[n_ok++] = r->error;
-		printf("%-16s %6lld %12.1f %12.1f %12.1f %+7.1f%% %10.1f%s\n", r->workload,
+		char iv[40] = "-", wd[16] = "-";
+		if (r->hi_ns > 0) {
+			snprintf(iv, sizeof(iv), "%.0f-%.0f%s", r->lo_ns / 1e3, r->hi_ns / 1e3,
+				 covers(r) ? "" : "!");
+			snprintf(wd, sizeof(wd), "%.2f", width(r));
+			n_iv++;
+			n_cov += covers(r);
+			widths[n_w++] = width(r);
+		}
+		/* a miss the interval answers for: held inside, and narrow enough */
+		if (max_width >= 1 && max_error >= 0 && fabs(r->error) * 100 > max_error &&
+		    covers(r) && width(r) <= max_width)
+			n_by_iv++;
+		else if (max_error >= 0 && fabs(r->error) * 100 > max_error)
+			n_miss++;
+		printf("%-20s %6lld %12.1f %12.1f %12.1f %+7.1f%% %10.1f %17s %6s%s%s\n", r->workload,
 		       (long long)r->nodes, r->eager_ns / 1e3, r->graph_ms * 1e3, r->pred_ns / 1e3,
-		       100 * r->error, r->edge_ns / 1e3, r->capturable ? "" : "  (not capturable)");
+		       100 * r->error, r->edge_ns / 1e3, iv, wd, r->path_points ? "  path" : "",
+		       r->capturable ? "" : "  (not capturable)");
 	}
 	kp_progress_done();
 	qsort(errs, (size_t)n_ok, sizeof(*errs), cmp_abs);
@@ -162,6 +212,14 @@ KP_CMD(validate)
 	int within = 0;
 	for (i = 0; i < n_ok; i++)
 		within += fabs(errs[i]) <= 0.20;
+	qsort(widths, (size_t)n_w, sizeof(*widths), cmp_abs);
+	if (n_iv)
+		printf("intervals: %d of %d hold the measured time (! marks a miss), hi/lo median "
+		       "%.2f, largest %.2f\n", n_cov, n_iv, n_w % 2 ? widths[n_w / 2] :
+		       (widths[n_w / 2 - 1] + widths[n_w / 2]) / 2, widths[n_w - 1]);
+	if (n_by_iv)
+		printf("  %d workload(s) beyond --max-error pass by their interval (inside, hi/lo <= "
+		       "%.2f)\n", n_by_iv, max_width);
 	printf("%d workloads, %d predicted: median |error| %.1f%%, largest %.1f%%, %d within "
 	       "+-20%%\n", n, n_ok, 100 * med, 100 * worst, within);
 	if (csv) {
@@ -176,13 +234,19 @@ KP_CMD(validate)
 		printf("validate: median |error| %.1f%% is above %.1f%%\n", 100 * med, max_median);
 		rc = KP_EXIT_VERDICT;
 	}
-	if (max_error >= 0 && (missing || !(100 * worst <= max_error))) {
+	if (min_cover >= 0 && (!n_iv || 100.0 * n_cov < min_cover * n_iv)) {
+		printf("validate: %d of %d intervals hold the measured time, below %.1f%%\n", n_cov,
+		       n_iv, min_cover);
+		rc = KP_EXIT_VERDICT;
+	}
+	if (max_error >= 0 && (missing || n_miss)) {
 		printf("validate: %s\n", missing ? "workloads without a prediction"
 		       : "a workload's |error| is above the limit");
 		rc = KP_EXIT_VERDICT;
 	}
 out:
 	kp_db_remove(scratch);
+	free(widths);
 	free(errs);
 	free(rows);
 	return rc;

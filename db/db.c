@@ -24,8 +24,9 @@ extern const char kp__schema_sql[];
 
 /* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
  * only creates what is missing, so it is every step so far (v2: the
- * kp_launch_attrs table; v3, v4: columns, see added_columns). */
+ * kp_launch_attrs table; v3 to v5: columns, see added_columns). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
+	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
@@ -45,6 +46,9 @@ static const struct { const char *table, *column, *decl; } added_columns[] = {
 	{ "kp_runs", "rank", "INTEGER" },
 	{ "kp_runs", "local_rank", "INTEGER" },
 	{ "kp_runs", "world_size", "INTEGER" },
+	/* v5: the interval around a region's predicted graph time */
+	{ "kp_regions", "graph_ns_lo", "INTEGER" },
+	{ "kp_regions", "graph_ns_hi", "INTEGER" },
 };
 
 static int add_columns(struct kp_db *db, struct kp_err *err)
@@ -216,6 +220,21 @@ int kp_db_has_table(struct kp_db *db, const char *table)
 			       -1, &st, NULL) != SQLITE_OK)
 		return 0;
 	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	found = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return found;
+}
+
+int kp_db_has_column(struct kp_db *db, const char *table, const char *column)
+{
+	sqlite3_stmt *st;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
+			       -1, &st, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
 	found = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	return found;

@@ -19,7 +19,7 @@
 #include "../common/hash.h"
 
 #define KP_DB_APPLICATION_ID 0x4b504c4e  /* "KPLN" */
-#define KP_DB_SCHEMA_VERSION 4
+#define KP_DB_SCHEMA_VERSION 5
 
 enum kp_db_flags {
 	KP_DB_RDONLY = 1 << 0,  /* reading command: never writes */
@@ -83,6 +83,9 @@ int kp_db_create_indexes(struct kp_db *db, struct kp_err *err);
 
 /* 1 when the table exists, 0 otherwise. */
 int kp_db_has_table(struct kp_db *db, const char *table);
+/* 1 when table has the column (a database opened read-only keeps the
+ * version it was written with: columns added later may be missing). */
+int kp_db_has_column(struct kp_db *db, const char *table, const char *column);
 /* Single integer result of sql (e.g. a count); def when no row or NULL. */
 int64_t kp_db_int(struct kp_db *db, const char *sql, int64_t def);
 

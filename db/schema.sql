@@ -1,5 +1,5 @@
--- kplan database schema, version 3 (v2 added kp_launch_attrs, v3 the
--- columns marked "v3"). Every statement is idempotent, so each migration
+-- kplan database schema, version 5 (v2 added kp_launch_attrs, v3 to v5 the
+-- columns marked "v3", "v5"; v4's are in kp_runs). Every statement is idempotent, so each migration
 -- runs this file again (db/db.c): a v1 database opened for writing gains
 -- the new tables. CREATE TABLE IF NOT EXISTS cannot add a column to an
 -- existing table: columns added later are also listed in db/db.c
@@ -259,6 +259,9 @@ CREATE TABLE IF NOT EXISTS kp_regions (
 	patch_slots INTEGER,             -- changing pointer arguments
 	edge_ns INTEGER NOT NULL DEFAULT 0,  -- v3: eager cost of the edges left outside the graph
 	                                 -- (median per occurrence); included in graph_ns_pred
+	graph_ns_lo INTEGER,             -- v5: the interval around graph_ns_pred (analyzer/path.c):
+	graph_ns_hi INTEGER,             -- the model's validated error, or where the captured path
+	                                 -- may run other kernels (capture_path rows) that range
 	PRIMARY KEY (runId, regionId)
 );
 
@@ -289,7 +292,9 @@ CREATE TABLE IF NOT EXISTS kp_region_occurrences (
 -- cross_stream_event, legacy_stream, shape_key, patch_slot, host_register,
 -- device_limit, nested_capture, graph_replay (fatal = 0 on a region of the
 -- program's own graph launches: what runs between its replays, cost_ns the
--- GPU's idle time there).
+-- GPU's idle time there), capture_path (fatal = 0: a wait library code skips
+-- while a stream captures, such as Hugging Face's attention-mask check in
+-- aten::is_nonzero; the region is not split there and its interval is wider).
 CREATE TABLE IF NOT EXISTS kp_blockers (
 	runId INTEGER NOT NULL,
 	regionId INTEGER NOT NULL,

@@ -40,6 +40,7 @@ struct reg {
 	int64_t stream;             /* < 0: any stream */
 	int64_t occ, kernels, eager, host_idle, graph, one_time, break_even;
 	int64_t extra_mem, shape_keys, patch_count, nodes;
+	int64_t graph_lo, graph_hi;  /* the interval, where the captured path may differ; else 0 */
 	int has_graph, has_one_time, has_break_even, capturable, n_parts;
 	int runtime;                /* source "runtime": entered through libkplanrt */
 	int own_graph;              /* source "graph": the program replays it itself */
@@ -218,10 +219,17 @@ static int load_regions(struct ctx *c)
 	size_t cap = 0;
 	int rc;
 
-	if ((rc = prep(c, "SELECT regionId, parentId, label, streamId, occurrences, kernels, "
-		       "eager_ns, host_idle_ns, graph_ns_pred, speedup_pred, capturable, blockers, "
-		       "one_time_ns, break_even, extra_mem_bytes, fingerprint, shape_keys, patch_slots, nodes, "
-		       "source FROM kp_regions WHERE runId = ? ORDER BY regionId", &st)))
+	static const char sql[] = "SELECT regionId, parentId, label, streamId, occurrences, kernels, "
+		"eager_ns, host_idle_ns, graph_ns_pred, speedup_pred, capturable, blockers, "
+		"one_time_ns, break_even, extra_mem_bytes, fingerprint, shape_keys, patch_slots, nodes, "
+		"source, %s FROM kp_regions WHERE runId = ? ORDER BY regionId";
+	char q[sizeof(sql) + 160];
+
+	/* the interval of a region whose captured path may differ (schema v5) */
+	snprintf(q, sizeof(q), sql, kp_db_has_column(c->db, "kp_regions", "graph_ns_hi")
+		 ? "CASE WHEN advisories LIKE '%capture_path%' THEN graph_ns_lo END,"
+		   " CASE WHEN advisories LIKE '%capture_path%' THEN graph_ns_hi END" : "NULL, NULL");
+	if ((rc = prep(c, q, &st)))
 		return rc;
 	sqlite3_bind_int64(st, 1, c->run);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -264,6 +272,8 @@ static int load_regions(struct ctx *c)
 			     !strcmp((const char *)sqlite3_column_text(st, 19), "runtime");
 		r->own_graph = sqlite3_column_text(st, 19) &&
 			       !strcmp((const char *)sqlite3_column_text(st, 19), "graph");
+		r->graph_lo = clamp(kp_db_col_i64(st, 20, 0), 0, KP_PLAN_MAX_NS);
+		r->graph_hi = clamp(kp_db_col_i64(st, 21, 0), 0, KP_PLAN_MAX_NS);
 		if (!r->label || !r->blockers) {
 			sqlite3_finalize(st);
 			return kp_err_set(c->err, KP_ENOMEM, "out of memory");
@@ -1006,6 +1016,11 @@ static int plan_region(struct ctx *c, struct reg *r, struct kp_strbuf *why)
 				(long long)r->patch_count);
 		}
 	}
+	if (r->graph_hi > 0)
+		kp_strbuf_addf(why, "%sgraph time between %.2f and %.2f us: the eager trace waits "
+			       "where the captured path does not (capture_path), so the graph may run "
+			       "other kernels", why->len ? "; " : "", (double)r->graph_lo / 1e3,
+			       (double)r->graph_hi / 1e3);
 	out->reason_text = why->oom ? NULL : strdup(why->buf);
 	if (!out->label || !out->reason_text)
 		return kp_err_set(c->err, KP_ENOMEM, "out of memory");

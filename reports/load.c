@@ -455,14 +455,20 @@ static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *
 	if ((rc = done(db, st, rc, err)))
 		return rc;
 	rep->has_regions = rep->n_regions_total > 0;
-	rc = prep(db, rep,
+	static const char sql[] =
 		"SELECT regionId, coalesce(parentId, 0), label, source, blockers, fingerprint,"
 		" coalesce(streamId, -1), occurrences, kernels, eager_ns, busy_ns, host_idle_ns,"
 		" device_idle_ns, coalesce(graph_ns_pred, -1), coalesce(speedup_pred, 0),"
 		" capturable, coalesce(one_time_ns, -1), coalesce(break_even, -1),"
-		" coalesce(extra_mem_bytes, -1), coalesce(shape_keys, -1), coalesce(patch_slots, -1)"
-		" FROM kp_regions WHERE runId = ?1"
-		" ORDER BY occurrences * eager_ns DESC, regionId", &st, err);
+		" coalesce(extra_mem_bytes, -1), coalesce(shape_keys, -1), coalesce(patch_slots, -1),"
+		" %s FROM kp_regions WHERE runId = ?1"
+		" ORDER BY occurrences * eager_ns DESC, regionId";
+	char q[sizeof(sql) + 64];
+
+	/* a database written before schema v5 has no interval */
+	snprintf(q, sizeof(q), sql, kp_db_has_column(db, "kp_regions", "graph_ns_hi")
+		 ? "coalesce(graph_ns_lo, -1), coalesce(graph_ns_hi, -1)" : "-1, -1");
+	rc = prep(db, rep, q, &st, err);
 	if (rc)
 		return rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -483,6 +489,8 @@ static int load_regions(struct kp_db *db, struct kp_report *rep, struct kp_err *
 			.extra_mem_bytes = sqlite3_column_int64(st, 18),
 			.shape_keys = sqlite3_column_int64(st, 19),
 			.patch_slots = sqlite3_column_int64(st, 20),
+			.graph_ns_lo = sqlite3_column_int64(st, 21),
+			.graph_ns_hi = sqlite3_column_int64(st, 22),
 			.family = -1, .decision = -1,
 		};
 		if (kp_vec_push(&rep->regions, r)) {

@@ -73,6 +73,7 @@ struct kp_rep_region {
 	int64_t stream_id, occurrences, kernels;
 	int64_t eager_ns, busy_ns, host_idle_ns, device_idle_ns;
 	int64_t graph_ns_pred;             /* -1: not predicted */
+	int64_t graph_ns_lo, graph_ns_hi;  /* the interval around it; -1: none */
 	double speedup_pred;               /* 0: not predicted */
 	int capturable;
 	int64_t one_time_ns, break_even, extra_mem_bytes, shape_keys, patch_slots;  /* -1: NULL */

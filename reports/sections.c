@@ -315,6 +315,13 @@ void kp__page_region_cards(FILE *f, const struct kp_report *rep)
 			bar(f, part, colors, 4, (double)r->eager_ns);
 		fprintf(f, "</div><div class=\"cval\">%s%s</div></div>\n", kp_fmt_dur(pred, b, sizeof(b)),
 			graphed ? "" : " (eager)");
+		if (graphed && r->graph_ns_hi > 0 && pred == r->graph_ns_pred)
+			fprintf(f, "<p class=\"cap\">predicted graph time %s, between %s and %s (the "
+				"model's validated error, or, where the captured path may run other "
+				"kernels than the trace shows, the range of the two paths)</p>\n",
+				kp_fmt_dur(pred, a, sizeof(a)),
+				kp_fmt_dur(r->graph_ns_lo, b, sizeof(b)),
+				kp_fmt_dur(r->graph_ns_hi, c, sizeof(c)));
 		fprintf(f, "<p class=\"cap\">per occurrence: kernels %s, host-bound idle %s (%.1f%%),"
 			" device-side idle %s", kp_fmt_dur(part[0], a, sizeof(a)),
 			kp_fmt_dur(part[1], b, sizeof(b)),

@@ -11,6 +11,7 @@
 	X(ranks) \
 	X(graphs) \
 	X(advice) \
+	X(path) \
 	X(plan) \
 	X(bundle) \
 	X(planner) \
