@@ -11,6 +11,7 @@
 	X(graphs) \
 	X(advice) \
 	X(plan) \
+	X(aten) \
 	X(bundle) \
 	X(planner) \
 	X(runtime) \

@@ -1605,7 +1605,7 @@ static void test_fused_verified_sources(void)
 	CU_ASSERT_EQUAL_FATAL(kp_plan_read(path, &buf, &len, &err), 0);
 	p = kp_plan_parse(buf, len, path, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	CU_ASSERT_EQUAL(kp_plan_verify(path, buf, len, p, &tk, 1, NULL, sha, &err), 0);
+	CU_ASSERT_EQUAL(kp_plan_verify(path, buf, len, p, &tk, 1, NULL, sha, NULL, &err), 0);
 	free(buf);
 	buf = kp_test_read(src, &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
