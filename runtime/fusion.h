@@ -66,7 +66,8 @@ struct kp__rt_fusion_ops {
 	void *ctx;
 	/*
 	 * Compile src (len bytes, kp_hash64 hash) and load kernel `name`;
-	 * *fn is its handle. 0 or nonzero with msg filled.
+	 * *fn is its handle. 0 with msg "cache" (the CUBIN came from the
+	 * on-disk cache) or "nvrtc" (compiled now), or nonzero with msg filled.
 	 */
 	int (*load)(void *ctx, const char *src, size_t len, uint64_t hash, const char *name,
 		    void **fn, char *msg, size_t msg_len);

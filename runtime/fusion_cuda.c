@@ -211,7 +211,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 {
 	struct fctx *c = ctx;
 	char entry[200];
-	int dfd, dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0;
+	int dfd, dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0, compiled = 0;
 	void *bin = NULL;
 	size_t blen = 0;
 	CUmodule mod = NULL;
@@ -250,6 +250,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 		mod = NULL;
 	}
 	if (!mod) {
+		compiled = 1;
 		bin = compile(src, len, maj, min, &blen, msg, mlen);
 		if (!bin)
 			return -1;
@@ -269,6 +270,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 	}
 	c->mods[c->n_mods++] = mod;
 	*fn = f;
+	snprintf(msg, mlen, "%s", compiled ? "nvrtc" : "cache");
 	return 0;
 }
 

@@ -83,6 +83,11 @@ KP_RT_API int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const ch
 		snprintf(msg, msg_len, "bad arguments");
 		return -1;
 	}
+	if (!kp__rt_source_trusted(rt, src, len)) {
+		snprintf(msg, msg_len, "untrusted-source: a trust key is set and the plan's "
+			 "signature does not cover this source");
+		return -1;
+	}
 	pthread_mutex_lock(&mu);
 	rc = ensure(msg, msg_len);
 	if (!rc) {

@@ -479,7 +479,12 @@ void kp_rt_gpatch_close(kp_rt_gpatch *p);
  * and loads kernel `name` into *fn. The module stays loaded for the life of
  * the process: graphs that captured a launch of it may outlive rt. Safe
  * while the calling thread captures a stream (the load runs in relaxed
- * capture mode). 0, or -1 with msg (msg_len bytes) filled.
+ * capture mode). 0 with msg saying where the CUBIN came from ("cache": the
+ * on-disk cache, no NVRTC; "nvrtc": compiled now), or -1 with msg (msg_len
+ * bytes) filled. With a trust list (kp_rt_options.trust, KPLAN_RT_TRUST)
+ * only a source whose SHA-256 the plan's signature covered is compiled (a
+ * torch fusion group shipped beside the plan, plan/FORMAT.md); another is
+ * refused, msg beginning "untrusted-source".
  * kp_rt_kernel_launch launches fn on `stream` (a cudaStream_t: a kernel
  * node when the stream captures) with grid x block threads; args holds one
  * pointer per kernel parameter, as for cuLaunchKernel. 0, or the CUresult.
