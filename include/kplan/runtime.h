@@ -493,6 +493,19 @@ int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const char *name, 
 		      char *msg, size_t msg_len);
 int kp_rt_kernel_launch(void *fn, unsigned grid, unsigned block, void *stream, void **args);
 
+/*
+ * Compile CUDA source `src` (len bytes) with NVRTC for compute capability
+ * cc_major.cc_minor and store the CUBIN in the kernel cache (KPLAN_CACHE_DIR,
+ * else $XDG_CACHE_HOME/kplan, else ~/.cache/kplan) under the entry that
+ * kp_rt_kernel_load looks up on such a GPU with the same NVRTC version. Needs
+ * no GPU and no runtime: the cache entries can be made on a build machine and
+ * shipped (kplan.aten_plan's precompile for a plan's torch fusion groups). 0
+ * with msg "nvrtc" (compiled and stored) or "cache" (already there), or -1
+ * with msg filled (no NVRTC, no usable cache directory, a compile error).
+ */
+int kp_rt_kernel_precompile(const char *src, size_t len, int cc_major, int cc_minor, char *msg,
+			    size_t msg_len);
+
 /* The region-marking names of ARCHITECTURE.md, as inline aliases. */
 static inline int kp_region_begin(kp_rt *rt, kp_region *r, const char *name,
 				  uint64_t shape_key, void *stream)

@@ -11,9 +11,9 @@
 # exact mode, or when a kplan variant's output differs from eager's bits.
 # Then the groups shipped with a plan (tests/gpu/torch_fusion_ship.py, GPT-2):
 # kplan record + plan, a run with fuse="exact" that saves the groups beside the
-# plan, kplan show / sign / check --trust, a second process under the trust key
-# that must fuse with the shipped sources only, with no NVRTC compile and the
-# logits bit-identical to eager, and a tampered source: check fails, the
+# plan, kplan show / sign / check --trust, kplan precompile into an empty kernel
+# cache, a second process under the trust key that must fuse with the shipped
+# sources only, with no NVRTC compile and the logits bit-identical to eager, and a tampered source: check fails, the
 # trusted process uses no shipped group. TORCH_FUSION_SHIP=0 skips that part,
 # TORCH_FUSION_SHIP=only runs it alone.
 # Needs python3 with CUDA torch (and transformers for the benchmark).
@@ -43,7 +43,11 @@ ship() {
 		"$K" sign "$P/gpt2.kplan" --key "$P/release.key" &&
 		"$K" check "$P/gpt2.kplan" --trust "$P/release.key.pub" ||
 		{ echo "FAIL ship: sign / check --trust"; return 1; }
-	KPLAN_RT_TRUST=$P/release.key.pub python3 tests/gpu/torch_fusion_ship.py load "$P/gpt2.kplan" ||
+	# the kernels from `kplan precompile` (no GPU needed) into an empty cache
+	KPLAN_CACHE_DIR=$P/cubins "$K" precompile "$P/gpt2.kplan" | tee "$P/precompile.log" ||
+		{ echo "FAIL ship: kplan precompile"; return 1; }
+	KPLAN_CACHE_DIR=$P/cubins KPLAN_RT_TRUST=$P/release.key.pub \
+		python3 tests/gpu/torch_fusion_ship.py load "$P/gpt2.kplan" ||
 		{ echo "FAIL ship: the second process did not use the shipped groups as it should"; return 1; }
 	# a source changed after signing: check fails; the trusted process uses none
 	src=$(ls "$P"/kpaten-*.cu | head -1)

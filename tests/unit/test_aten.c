@@ -350,6 +350,45 @@ static void test_cli_check_show(void)
 				   gpu, key), 0);
 }
 
+/*
+ * kplan precompile: every source of the groups compiled by libkplanrt's
+ * NVRTC path for the named compute capabilities into the kernel cache (no
+ * GPU needed); a second run finds them there; a changed source is refused.
+ * Skipped where NVRTC cannot be loaded or libkplanrt is not built (`make`).
+ */
+static void test_cli_precompile(void)
+{
+	const char *k = kp_test_kplan(), *log = kp_test_path("pre.log");
+	const char *plan = aten_fixture("pre", NULL), *cache = kp_test_path("pre-cache");
+	char src1[4200];
+
+	snprintf(src1, sizeof(src1), "%s/kpaten-%016llx.cu", kp_test_path("pre"),
+		 (unsigned long long)kp_hash64(src_1, strlen(src_1), KP_HASH_SEED));
+	kp_test_sh("rm -rf '%s' && mkdir -m 700 '%s'", cache, cache);
+	if (kp_test_sh("KPLAN_CACHE_DIR='%s' %s precompile '%s' --cc 9.0 --cc 8.0 >'%s' 2>&1",
+		       cache, k, plan, log) &&
+	    !kp_test_sh("grep -q 'cannot load NVRTC\\|cannot load libkplanrt' '%s'", log)) {
+		fprintf(stderr, "(no NVRTC or no built libkplanrt: kplan precompile not checked) ");
+		return;
+	}
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^2 sources, 2 compute capabilities' '%s'", log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("test $(ls '%s' | grep -c -- '-sm90-nvrtc.*\\.cubin$') = 2 && "
+				   "test $(ls '%s' | grep -c -- '-sm80-nvrtc.*\\.cubin$') = 2",
+				   cache, cache), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CACHE_DIR='%s' %s precompile '%s' --cc 9.0 >'%s' 2>&1",
+				   cache, k, plan, log), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("test $(grep -c 'sm_90 already in the cache' '%s') = 2", log), 0);
+	/* the default: the plan's compute capability */
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CACHE_DIR='%s' %s precompile '%s' | grep -q "
+				   "'1 compute capabilities'", cache, k, plan), 0);
+	flip(src1, 3);
+	CU_ASSERT_EQUAL(kp_test_sh("KPLAN_CACHE_DIR='%s' %s precompile '%s' >'%s' 2>&1", cache, k,
+				   plan, log), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'source file changed' '%s'", log), 0);
+	flip(src1, 3);
+	CU_ASSERT_EQUAL(kp_test_sh("%s precompile '%s' --cc 9 2>/dev/null", k, plan), 64);
+}
+
 CU_TestInfo kp_tests_aten[] = {
 	{ "PLAN.aten: the fixture the Python writer produces", test_parse_fixture },
 	{ "PLAN.aten: refusals name the line and field", test_parse_refusals },
@@ -357,5 +396,6 @@ CU_TestInfo kp_tests_aten[] = {
 	{ "sign/check: groups of another plan, malformed file", test_stale_groups },
 	{ "cli: show lists the groups, check fails on a changed or missing source",
 	  test_cli_check_show },
+	{ "cli: precompile fills the kernel cache without a GPU", test_cli_precompile },
 	CU_TEST_INFO_NULL,
 };
