@@ -105,6 +105,8 @@ enum field {
 	F_SOURCE, F_SOURCE_HASH, F__N
 };
 
+#define ALL_FIELDS ((1u << F__N) - 1)
+
 static const char *const field_names[F__N] = {
 	"region", "key", "numerics", "ops", "shape", "inputs", "outputs", "kernel",
 	"source", "source-hash",
@@ -240,7 +242,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 			uint32_t id = 0;
 			size_t i;
 
-			if (u && (why = NULL, (seen & ((1u << F__N) - 1)) != (1u << F__N) - 1))
+			if (u && seen != ALL_FIELDS)
 				goto missing;
 			if (!have_plan_hash) {
 				why = "a group before 'plan-hash'";
@@ -326,7 +328,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 		why = "no 'plan-hash' line";
 		goto bad;
 	}
-	if (u && (seen & ((1u << F__N) - 1)) != (1u << F__N) - 1)
+	if (u && seen != ALL_FIELDS)
 		goto missing;
 	return g;
 missing:

@@ -959,6 +959,7 @@ class Runtime(object):
         keep = region.patch_inputs and self._can_patch(T)
         g = T.cuda.CUDAGraph(keep_graph=True) if keep else T.cuda.CUDAGraph()
         side = self._side_stream(e.device)
+        e.fused = 0
         _tl.depth = _depth() + 1
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):

@@ -19,8 +19,10 @@
 
 #define FIXTURE "tests/fixtures/aten/groups.aten"
 
-static const char src_1[] = "// kplan ATen chain\nextern \"C\" __global__ void kp_aten_a(float *y) {}\n";
-static const char src_2[] = "// kplan ATen chain\nextern \"C\" __global__ void kp_aten_b(float *y) {}\n";
+static const char src_1[] =
+	"// kplan ATen chain\nextern \"C\" __global__ void kp_aten_a(float *y) {}\n";
+static const char src_2[] =
+	"// kplan ATen chain\nextern \"C\" __global__ void kp_aten_b(float *y) {}\n";
 
 static void test_parse_fixture(void)
 {
@@ -155,7 +157,6 @@ static const char *aten_fixture(const char *name, const char *key)
 		       "outputs 1\nkernel kp_aten_b\nsource kpaten-%016llx.cu\nsource-hash %016llx\n",
 		       (unsigned long long)kp_hash64(src_2, strlen(src_2), KP_HASH_SEED),
 		       (unsigned long long)kp_hash64(src_2, strlen(src_2), KP_HASH_SEED));
-	kp_strbuf_addf(&sb, "%s", "");
 	{
 		struct kp_strbuf ap = KP_STRBUF_INIT;
 
