@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
+#include "../plan/aten_groups.h"
 #include "../plan/bundle.h"
 
 const char kp_usage_bundle[] =
@@ -110,6 +112,18 @@ KP_CMD(bundle)
 	if (kp_bundle_save(b, out, &unsigned_now, &err))
 		goto fail;
 	fputs(notes.buf ? notes.buf : "", stdout);
+	for (i = 0; i < n; i++) {
+		struct kp_strbuf ap = KP_STRBUF_INIT;
+		char t[256];
+
+		/* kplan.torch's groups are a plan's neighbours, not an entry's */
+		kp_aten_groups_path(in[i].name, &ap);
+		if (!ap.oom && access(ap.buf, F_OK) == 0)
+			printf("note: %s: its torch fusion groups (%s) are not bundled; ship the "
+			       "plan itself to use them\n", kp_printable(t, sizeof(t), in[i].name),
+			       KP_ATEN_SUFFIX);
+		kp_strbuf_release(&ap);
+	}
 	printf("%s: %zu entr%s (%s%zu before)\n", out, b->n_entries,
 	       b->n_entries == 1 ? "y" : "ies", existed ? "" : "new bundle, ",
 	       existed ? before : (size_t)0);

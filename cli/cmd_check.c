@@ -95,7 +95,7 @@ static int check_signature(const char *path, const char *buf, size_t len,
 	int rc;
 
 	if (n_keys) {
-		if (kp_plan_verify(path, buf, len, p, keys, n_keys, id, NULL, &err))
+		if (kp_plan_verify(path, buf, len, p, keys, n_keys, id, NULL, NULL, &err))
 			return kp_cli_error(&err);
 		printf("%s: signed by %s, signature ok\n", path, id);
 		return 0;

@@ -8,6 +8,7 @@
 #include "../common/kptime.h"
 
 #include "../common/kname.h"
+#include "../plan/aten_groups.h"
 #include "../plan/bundle.h"
 #include "../plan/planfile.h"
 #include "../plan/sign.h"
@@ -125,6 +126,40 @@ static void show_plan(const char *name, const struct kp_plan *p)
 	}
 }
 
+/*
+ * The torch fusion groups shipped beside the plan at path (PLAN.aten), when
+ * it has some: one line per group, its ops on the next. 0, or an error
+ * (printed) for a file that cannot be read.
+ */
+static int show_aten_groups(const char *path, const struct kp_plan *p)
+{
+	struct kp_aten_groups *g;
+	struct kp_err err = {0};
+	char t1[256], t2[256], t3[256], ops[1600];
+	size_t i;
+	int rc;
+
+	rc = kp_aten_groups_load(path, &g, NULL, NULL, &err);
+	if (rc == KP_ENOTFOUND)
+		return 0;
+	if (rc)
+		return kp_cli_error(&err);
+	printf("\ntorch fusion groups: %zu (%s%s)%s\n", g->n_groups,
+	       kp_printable(t1, sizeof(t1), path), KP_ATEN_SUFFIX,
+	       g->plan_hash == p->body_hash ? "" : "; found with another plan: not used");
+	for (i = 0; i < g->n_groups; i++) {
+		const struct kp_aten_group *u = &g->groups[i];
+
+		printf("  %u  %s %s, %u written, %s, %s\n", u->id,
+		       kp_printable(t1, sizeof(t1), u->region),
+		       kp_printable(t2, sizeof(t2), u->shape), u->outputs,
+		       u->exact ? "bit-exact" : "tolerant", kp_printable(t3, sizeof(t3), u->source));
+		printf("     %s\n", kp_printable(ops, sizeof(ops), u->ops));
+	}
+	kp_aten_groups_free(g);
+	return 0;
+}
+
 /* The entries of the bundle at path, or entry `entry` (from 1) in full. */
 static int show_bundle(const char *path, long entry)
 {
@@ -180,6 +215,7 @@ KP_CMD(show)
 	struct kp_plan *p;
 	long entry = 0;
 	char *end;
+	int rc;
 
 	if (argc == 4 && !strcmp(argv[2], "--entry")) {
 		entry = strtol(argv[3], &end, 10);
@@ -197,6 +233,7 @@ KP_CMD(show)
 	if (!p)
 		return kp_cli_error(&err);
 	show_plan(argv[1], p);
+	rc = show_aten_groups(argv[1], p);
 	kp_plan_free(p);
-	return KP_EXIT_OK;
+	return rc ? rc : KP_EXIT_OK;
 }

@@ -22,6 +22,7 @@ const struct kp_cmd kp_cmds[] = {
 	{ "bundle", cmd_bundle, "put one model's plans for several GPUs in one bundle", kp_usage_bundle },
 	{ "keygen", cmd_keygen, "make an Ed25519 key pair for signing plans", kp_usage_keygen },
 	{ "sign", cmd_sign, "sign a plan or a bundle and the sources it references", kp_usage_sign },
+	{ "precompile", cmd_precompile, "compile a plan's fused sources into the kernel cache, no GPU needed", kp_usage_precompile },
 	{ "calibrate", cmd_calibrate, "measure this GPU's launch and graph costs", kp_usage_calibrate },
 	{ "validate", cmd_validate, "check the cost model against measured graph times", kp_usage_validate },
 	{ "export", cmd_export, "write a table or query as CSV, or a Chrome trace", kp_usage_export },

@@ -16,6 +16,7 @@
 #include "sign.h"
 #include "planfile.h"
 #include "bundle.h"
+#include "aten_groups.h"
 #include "fused_source.h"
 #include "../common/fileio.h"
 #include "../common/hash.h"
@@ -257,9 +258,72 @@ static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_
  * the file of that name in path's directory. source_sha (may be NULL):
  * per plan, plans[i]->n_fusions digests as in kp_plan_verify.
  */
+/*
+ * The torch fusion groups beside the plan at path (aten_groups.h), when it
+ * has some, appended to msg: the file's name, a NUL and its SHA-256, then
+ * per group its source's name, a NUL and SHA-256 (the file of that name in
+ * dir, which must hash to the group's source-hash). The groups must have
+ * been found with this very plan (their plan-hash). aten_sha (may be NULL)
+ * receives each source's SHA-256 as signed, in group order.
+ */
+static int aten_message(const char *path, const char *dir, const struct kp_plan *plan,
+			struct kp_strbuf *msg, struct kp_strbuf *aten_sha, struct kp_err *err)
+{
+	struct kp_strbuf src = KP_STRBUF_INIT, name = KP_STRBUF_INIT;
+	struct kp_aten_groups *g = NULL;
+	uint8_t sha[crypto_hash_sha256_BYTES];
+	const char *base;
+	char *buf = NULL;
+	size_t len = 0, i;
+	int rc;
+
+	rc = kp_aten_groups_load(path, &g, &buf, &len, err);
+	if (rc == KP_ENOTFOUND)
+		return 0;
+	if (rc)
+		goto out;
+	kp_aten_groups_path(path, &name);
+	if (g->plan_hash != plan->body_hash) {
+		rc = kp_err_set(err, KP_EMISMATCH, "%s: torch fusion groups found with another "
+				"plan (plan-hash %016llx, the plan's body-hash is %016llx): run "
+				"again with this plan and kt.save_fusion(), or remove the file",
+				name.buf, (unsigned long long)g->plan_hash,
+				(unsigned long long)plan->body_hash);
+		goto out;
+	}
+	base = strrchr(name.buf, '/');
+	base = base ? base + 1 : name.buf;
+	crypto_hash_sha256(sha, (const unsigned char *)buf, len);
+	kp_strbuf_add(msg, base, strlen(base) + 1);
+	kp_strbuf_add(msg, sha, sizeof(sha));
+	for (i = 0; i < g->n_groups; i++) {
+		const struct kp_aten_group *u = &g->groups[i];
+
+		kp_strbuf_reset(&src);
+		kp_strbuf_addf(&src, "%s/%s", dir, u->source);
+		if ((rc = hash_source(src.buf, u->source_hash, sha, err))) {
+			kp_err_prefix(err, "torch fusion group %u", u->id);
+			goto out;
+		}
+		kp_strbuf_add(msg, u->source, strlen(u->source) + 1);
+		kp_strbuf_add(msg, sha, sizeof(sha));
+		if (aten_sha)
+			kp_strbuf_add(aten_sha, sha, sizeof(sha));
+	}
+	if (src.oom || name.oom || (aten_sha && aten_sha->oom))
+		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
+out:
+	kp_aten_groups_free(g);
+	free(buf);
+	kp_strbuf_release(&src);
+	kp_strbuf_release(&name);
+	return rc;
+}
+
 static int sign_message(const char *tag, const char *path, const char *buf, size_t len,
 			const struct kp_plan *const *plans, size_t n, struct kp_strbuf *msg,
-			uint8_t *const *source_sha, struct kp_err *err)
+			uint8_t *const *source_sha, struct kp_strbuf *aten_sha,
+			struct kp_err *err)
 {
 	struct kp_strbuf dir = KP_STRBUF_INIT, src = KP_STRBUF_INIT;
 	uint8_t le[8], sha[crypto_hash_sha256_BYTES];
@@ -292,6 +356,10 @@ static int sign_message(const char *tag, const char *path, const char *buf, size
 				memcpy(source_sha[k] + i * KP_SIGN_SHA256_BYTES, sha, sizeof(sha));
 		}
 	}
+	/* a plan (not a bundle) may ship torch fusion groups beside it */
+	if (!strcmp(tag, MSG_TAG) && n == 1 &&
+	    (rc = aten_message(path, dir.buf, plans[0], msg, aten_sha, err)))
+		goto out;
 	if (msg->oom || dir.oom || src.oom)
 		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
 out:
@@ -304,7 +372,7 @@ int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
 			 const struct kp_plan *plan, struct kp_strbuf *msg,
 			 struct kp_err *err)
 {
-	return sign_message(MSG_TAG, plan_path, buf, len, &plan, 1, msg, NULL, err);
+	return sign_message(MSG_TAG, plan_path, buf, len, &plan, 1, msg, NULL, NULL, err);
 }
 
 /* The plans of bundle b, in entry order, into a new array (NULL: no memory). */
@@ -333,7 +401,7 @@ static int bundle_message(const struct kp_bundle *b, const char *buf, size_t len
 			return kp_err_set(err, KP_EINVAL, "%s: entry %zu was taken out", b->path,
 					  i + 1);
 		}
-	rc = sign_message(BUNDLE_TAG, b->path, buf, len, plans, b->n_entries, msg, source_sha,
+	rc = sign_message(BUNDLE_TAG, b->path, buf, len, plans, b->n_entries, msg, source_sha, NULL,
 			  err);
 	free(plans);
 	return rc;
@@ -532,7 +600,8 @@ static int check_signature(const char *signed_path, const char *what,
 
 int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		   const struct kp_plan *plan, const struct kp_sign_key *keys,
-		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_err *err)
+		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_strbuf *aten_sha,
+		   struct kp_err *err)
 {
 	struct kp_strbuf msg = KP_STRBUF_INIT;
 	const struct kp_sign_key *key;
@@ -544,7 +613,8 @@ int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		return rc;
 	if (source_sha && plan->n_fusions)
 		memset(source_sha, 0, plan->n_fusions * KP_SIGN_SHA256_BYTES);
-	if ((rc = sign_message(MSG_TAG, plan_path, buf, len, &plan, 1, &msg, &source_sha, err)) ||
+	if ((rc = sign_message(MSG_TAG, plan_path, buf, len, &plan, 1, &msg, &source_sha, aten_sha,
+				 err)) ||
 	    (rc = check_signature(plan_path, "plan", &msg, sig, key, err)))
 		goto out;
 	if (signer)

@@ -78,13 +78,17 @@ int kp_sign_load_trust(const char *list, struct kp_sign_key *keys, size_t *n,
  *
  *   "kplan-signed-plan 1\n", len as 8 bytes little-endian, the plan bytes,
  *   then for each fusion group with a source, in id order: the source's
- *   name, a NUL, and the SHA-256 of the file of that name next to the plan.
+ *   name, a NUL, and the SHA-256 of the file of that name next to the plan;
+ *   then, when the plan ships torch fusion groups (PLAN.aten, aten_groups.h),
+ *   that file's name, a NUL and its SHA-256, and for each group in order its
+ *   source's name, a NUL and SHA-256.
  *
  * Each source must also hash (kp_hash64) to the plan's source-hash, so that
  * a changed source is named rather than reported as a bad signature.
  * Returns 0, KP_ENOTFOUND / KP_EIO (a source cannot be read), KP_EMISMATCH
- * (a source changed since the plan was written), KP_ENOMEM; the message
- * names the source's path.
+ * (a source changed since the plan was written, or PLAN.aten was written for
+ * another plan), KP_EFORMAT (PLAN.aten malformed), KP_ENOMEM; the message
+ * names the file.
  */
 int kp_plan_sign_message(const char *plan_path, const char *buf, size_t len,
 			 const struct kp_plan *plan, struct kp_strbuf *msg,
@@ -128,11 +132,15 @@ int kp_plan_sig_parse(const char *buf, size_t len, const char *name, char *id,
  * source as signed (zeros for a group without a source); meaningful only
  * when 0 is returned. Whoever reads a source again after this (libkplanrt,
  * to compile it) must check it against these digests: the file may have
- * been replaced in between.
+ * been replaced in between. aten_sha (may be NULL) receives, appended, the
+ * SHA-256 of each torch fusion group's source as signed (PLAN.aten's groups
+ * in order; nothing when the plan has none), for the same check by
+ * kp_rt_kernel_load.
  */
 int kp_plan_verify(const char *plan_path, const char *buf, size_t len,
 		   const struct kp_plan *plan, const struct kp_sign_key *keys,
-		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_err *err);
+		   size_t n_keys, char *signer, uint8_t *source_sha, struct kp_strbuf *aten_sha,
+		   struct kp_err *err);
 
 /* ---------------------------------------------------------------------- */
 /* Bundles (plan/bundle.h): one signature, DIR/bundle.sig, over the index

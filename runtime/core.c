@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "../common/hash.h"
 #include "../common/kname.h"
 #include "../common/kptime.h"
@@ -121,6 +123,9 @@ struct kp_rt {
 	int global_reason;
 	char choice[320];         /* a bundle: which entry applies and why, or why none */
 	struct kp__rt_fusion *fusion;   /* fused kernels (runtime/fusion.c), NULL: none */
+	int trusted;              /* a trust list is set: kp_rt_kernel_load compiles
+				     only the torch sources whose signature held */
+	struct kp_strbuf aten_sha;/* their SHA-256 as signed (kp_plan_verify) */
 	pthread_mutex_t lock;
 	struct kp_strmap names;   /* region name -> index in regions */
 	KP_VEC(struct region *) regions;
@@ -1590,9 +1595,12 @@ static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_
 		rc = kp_err_set(kerr, KP_ENOMEM, "%s: out of memory", plan_path);
 		goto out;
 	}
+	rt->trusted = 1;
 	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
 	    (is_bundle ? kp_bundle_verify(*bundle, buf, len, keys, n_keys, signer, bsha, kerr) :
-	     kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha, kerr))) {
+	     kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha,
+			    &rt->aten_sha, kerr))) {
+		kp_strbuf_reset(&rt->aten_sha);
 		*untrusted = 1;
 		goto out;
 	}
@@ -1660,6 +1668,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 			be->destroy(be->ctx);
 		return NULL;
 	}
+	kp_strbuf_init(&rt->aten_sha);
 	rt->be = *be;
 	if (opt)
 		rt->opt = *opt;
@@ -1903,6 +1912,7 @@ KP_RT_API void kp_rt_close(kp_rt *rt)
 	kp_strmap_release(&rt->names);
 	kp__rt_fusion_close(rt->fusion);      /* fusion hook; before the plan it points into */
 	kp_plan_free(rt->plan);
+	kp_strbuf_release(&rt->aten_sha);
 	pthread_mutex_destroy(&rt->lock);
 	if (rt->be.destroy)
 		rt->be.destroy(rt->be.ctx);
@@ -2016,4 +2026,23 @@ __attribute__((destructor)) static void print_open_at_exit(void)
 		if (rt->opt.flags & KP_RT_PRINT_STATS)
 			kp_rt_print_stats(rt, stderr);
 	}
+}
+
+/*
+ * Whether kp_rt_kernel_load may compile src[0..len) (rt_internal.h): with a
+ * trust list only a torch fusion source whose SHA-256 is one the plan's
+ * signature covered, so that a source swapped after the check is refused.
+ */
+int kp__rt_source_trusted(kp_rt *rt, const char *src, size_t len)
+{
+	uint8_t sha[crypto_hash_sha256_BYTES];
+	size_t i;
+
+	if (!rt->trusted)
+		return 1;
+	crypto_hash_sha256(sha, (const unsigned char *)src, len);
+	for (i = 0; i + sizeof(sha) <= rt->aten_sha.len; i += sizeof(sha))
+		if (!memcmp(rt->aten_sha.buf + i, sha, sizeof(sha)))
+			return 1;
+	return 0;
 }

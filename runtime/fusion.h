@@ -66,7 +66,8 @@ struct kp__rt_fusion_ops {
 	void *ctx;
 	/*
 	 * Compile src (len bytes, kp_hash64 hash) and load kernel `name`;
-	 * *fn is its handle. 0 or nonzero with msg filled.
+	 * *fn is its handle. 0 with msg "cache" (the CUBIN came from the
+	 * on-disk cache) or "nvrtc" (compiled now), or nonzero with msg filled.
 	 */
 	int (*load)(void *ctx, const char *src, size_t len, uint64_t hash, const char *name,
 		    void **fn, char *msg, size_t msg_len);
@@ -121,5 +122,16 @@ const char *kp__rt_fusion_reason_name(int reason);
 
 /* The CUDA ops (runtime/fusion_cuda.c); weak, absent in the unit tests. */
 const struct kp__rt_fusion_ops *kp__rt_fusion_cuda_ops(void) __attribute__((weak));
+
+/*
+ * Compile src (len bytes) with NVRTC for compute capability
+ * cc_major.cc_minor, which needs no device, and store the CUBIN in the
+ * kernel cache (fcache.h) under the entry a load on such a GPU looks up
+ * (runtime/fusion_cuda.c; weak, absent in the unit tests). 0 with msg
+ * "nvrtc" (compiled and stored) or "cache" (already there), else -1 with
+ * msg filled.
+ */
+int kp__rt_fusion_precompile(const char *src, size_t len, int cc_major, int cc_minor,
+			     char *msg, size_t mlen) __attribute__((weak));
 
 #endif

@@ -211,7 +211,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 {
 	struct fctx *c = ctx;
 	char entry[200];
-	int dfd, dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0;
+	int dfd, dev = 0, maj = 0, min = 0, nv_maj = 0, nv_min = 0, compiled = 0;
 	void *bin = NULL;
 	size_t blen = 0;
 	CUmodule mod = NULL;
@@ -250,6 +250,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 		mod = NULL;
 	}
 	if (!mod) {
+		compiled = 1;
 		bin = compile(src, len, maj, min, &blen, msg, mlen);
 		if (!bin)
 			return -1;
@@ -269,6 +270,7 @@ static int f_load(void *ctx, const char *src, size_t len, uint64_t hash, const c
 	}
 	c->mods[c->n_mods++] = mod;
 	*fn = f;
+	snprintf(msg, mlen, "%s", compiled ? "nvrtc" : "cache");
 	return 0;
 }
 
@@ -487,6 +489,52 @@ static void f_destroy(void *ctx)
 	if (c->cache_fd >= 0 && c->cache_tried)
 		close(c->cache_fd);
 	free(c);
+}
+
+int kp__rt_fusion_precompile(const char *src, size_t len, int cc_major, int cc_minor,
+			      char *msg, size_t mlen)
+{
+	char entry[200], why[512];
+	int dfd, nv_maj = 0, nv_min = 0, rc = -1;
+	void *bin;
+	size_t blen = 0;
+
+	if (nvrtc_load(msg, mlen))
+		return -1;
+	if (nv.Version(&nv_maj, &nv_min) != NVRTC_SUCCESS) {
+		snprintf(msg, mlen, "nvrtcVersion failed");
+		return -1;
+	}
+	dfd = kp__rt_fcache_open(NULL, 0, why, sizeof(why));
+	if (dfd < 0) {
+		snprintf(msg, mlen, "no kernel cache to store it in: %s", why);
+		return -1;
+	}
+	if (kp__rt_fcache_name(entry, sizeof(entry), src, len, cc_major, cc_minor, nv_maj,
+			       nv_min)) {
+		snprintf(msg, mlen, "cache entry name too long");
+		goto out;
+	}
+	bin = kp__rt_fcache_read(dfd, entry, &blen);   /* its digest checked */
+	if (bin) {
+		free(bin);
+		snprintf(msg, mlen, "cache");
+		rc = 0;
+		goto out;
+	}
+	bin = compile(src, len, cc_major, cc_minor, &blen, msg, mlen);
+	if (!bin)
+		goto out;
+	if (kp__rt_fcache_write(dfd, entry, bin, blen))
+		snprintf(msg, mlen, "cannot write the cache entry %s", entry);
+	else {
+		snprintf(msg, mlen, "nvrtc");
+		rc = 0;
+	}
+	free(bin);
+out:
+	close(dfd);
+	return rc;
 }
 
 static struct kp__rt_fusion_ops ops_template = {

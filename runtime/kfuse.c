@@ -12,6 +12,10 @@
  * thread captures a stream: it runs in relaxed capture mode (NVRTC, module
  * loads and cudaFree(0) are not stream work, but a strict capture mode would
  * refuse them and invalidate the capture).
+ *
+ * kp_rt_kernel_precompile fills the same cache ahead of time, for a named
+ * compute capability, on a machine without a GPU: a deployment that ships
+ * the cache entries pays no NVRTC time.
  */
 #include "rt_internal.h"
 #include "fusion.h"
@@ -83,6 +87,11 @@ KP_RT_API int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const ch
 		snprintf(msg, msg_len, "bad arguments");
 		return -1;
 	}
+	if (!kp__rt_source_trusted(rt, src, len)) {
+		snprintf(msg, msg_len, "untrusted-source: a trust key is set and the plan's "
+			 "signature does not cover this source");
+		return -1;
+	}
 	pthread_mutex_lock(&mu);
 	rc = ensure(msg, msg_len);
 	if (!rc) {
@@ -103,4 +112,29 @@ KP_RT_API int kp_rt_kernel_launch(void *fn, unsigned grid, unsigned block, void 
 		return (int)CUDA_ERROR_INVALID_VALUE;
 	return (int)launch_fn((CUfunction)fn, grid, 1, 1, block, 1, 1, 0, (CUstream)stream,
 			      args, NULL);
+}
+
+KP_RT_API int kp_rt_kernel_precompile(const char *src, size_t len, int cc_major, int cc_minor,
+				      char *msg, size_t msg_len)
+{
+	char dummy[8];
+	int rc;
+
+	if (!msg || !msg_len) {
+		msg = dummy;
+		msg_len = sizeof(dummy);
+	}
+	msg[0] = 0;
+	if (!src || !len || cc_major < 1 || cc_major > 99 || cc_minor < 0 || cc_minor > 9) {
+		snprintf(msg, msg_len, "bad arguments");
+		return -1;
+	}
+	if (!kp__rt_fusion_precompile) {
+		snprintf(msg, msg_len, "no CUDA fusion in this build");
+		return -1;
+	}
+	pthread_mutex_lock(&mu);
+	rc = kp__rt_fusion_precompile(src, len, cc_major, cc_minor, msg, msg_len);
+	pthread_mutex_unlock(&mu);
+	return rc;
 }

@@ -153,4 +153,12 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 /* The CUDA backend (cuda_backend.c); fills *be; 0 or KP_ECUDA. */
 int kp__rt_cuda_backend(struct kp__rt_backend *be, struct kp_err *err);
 
+/*
+ * Whether kp_rt_kernel_load (kfuse.c) may compile src[0..len): 1 without a
+ * trust list; with one, only a torch fusion source whose SHA-256 the plan's
+ * signature covered (PLAN.aten, plan/aten_groups.h), read again after the
+ * check, so a source swapped in between is refused. 0: refused.
+ */
+int kp__rt_source_trusted(kp_rt *rt, const char *src, size_t len);
+
 #endif

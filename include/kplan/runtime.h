@@ -479,7 +479,12 @@ void kp_rt_gpatch_close(kp_rt_gpatch *p);
  * and loads kernel `name` into *fn. The module stays loaded for the life of
  * the process: graphs that captured a launch of it may outlive rt. Safe
  * while the calling thread captures a stream (the load runs in relaxed
- * capture mode). 0, or -1 with msg (msg_len bytes) filled.
+ * capture mode). 0 with msg saying where the CUBIN came from ("cache": the
+ * on-disk cache, no NVRTC; "nvrtc": compiled now), or -1 with msg (msg_len
+ * bytes) filled. With a trust list (kp_rt_options.trust, KPLAN_RT_TRUST)
+ * only a source whose SHA-256 the plan's signature covered is compiled (a
+ * torch fusion group shipped beside the plan, plan/FORMAT.md); another is
+ * refused, msg beginning "untrusted-source".
  * kp_rt_kernel_launch launches fn on `stream` (a cudaStream_t: a kernel
  * node when the stream captures) with grid x block threads; args holds one
  * pointer per kernel parameter, as for cuLaunchKernel. 0, or the CUresult.
@@ -487,6 +492,19 @@ void kp_rt_gpatch_close(kp_rt_gpatch *p);
 int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const char *name, void **fn,
 		      char *msg, size_t msg_len);
 int kp_rt_kernel_launch(void *fn, unsigned grid, unsigned block, void *stream, void **args);
+
+/*
+ * Compile CUDA source `src` (len bytes) with NVRTC for compute capability
+ * cc_major.cc_minor and store the CUBIN in the kernel cache (KPLAN_CACHE_DIR,
+ * else $XDG_CACHE_HOME/kplan, else ~/.cache/kplan) under the entry that
+ * kp_rt_kernel_load looks up on such a GPU with the same NVRTC version. Needs
+ * no GPU and no runtime: the cache entries can be made on a build machine and
+ * shipped (kplan.aten_plan's precompile for a plan's torch fusion groups). 0
+ * with msg "nvrtc" (compiled and stored) or "cache" (already there), or -1
+ * with msg filled (no NVRTC, no usable cache directory, a compile error).
+ */
+int kp_rt_kernel_precompile(const char *src, size_t len, int cc_major, int cc_minor, char *msg,
+			    size_t msg_len);
 
 /* The region-marking names of ARCHITECTURE.md, as inline aliases. */
 static inline int kp_region_begin(kp_rt *rt, kp_region *r, const char *name,

@@ -307,6 +307,7 @@ class Runtime(object):
         self.can_watch = lib.watch_begin is not None and lib.watch_end is not None
         self.has_plan_lookup = lib.region_plan is not None
         self.can_fuse = lib.kernel_load is not None and lib.kernel_launch is not None
+        self.last_load = None     # kernel_load: "cache" or "nvrtc"
         self.can_patch = (lib.gpatch_open is not None and lib.gpatch_set is not None and
                           lib.gpatch_close is not None)
 
@@ -414,7 +415,8 @@ class Runtime(object):
     # fused kernels of kplan.torch's ATen chains (kp_rt_kernel_*)
     def kernel_load(self, src, name):
         """Compile and load kernel `name` of CUDA source `src` (str): a
-        handle (int), or raises RtError(-1, why)."""
+        handle (int), or raises RtError(-1, why). last_load then says
+        where the CUBIN came from: "cache" or "nvrtc"."""
         lib = self.lib
         if lib.kernel_load is None or not self.handle:
             raise RtError(-1, "libkplanrt has no kp_rt_kernel_load")
@@ -425,6 +427,8 @@ class Runtime(object):
                              msg, len(msg))
         if rc != 0 or not fn.value:
             raise RtError(-1, _s(msg.value) or "kp_rt_kernel_load failed")
+        # where the CUBIN came from: "cache" (no NVRTC) or "nvrtc"
+        self.last_load = _s(msg.value)
         return fn.value
 
     def kernel_launch(self, fn, grid, block, stream, ptrs):

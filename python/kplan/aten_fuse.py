@@ -56,6 +56,9 @@ class Stats(object):
         self.dead_outputs = 0
         self.compiled = 0
         self.compile_s = 0.0
+        self.nvrtc = 0            # of the kernels loaded: compiled by NVRTC now
+        self.cache_hits = 0       # ... or read from the on-disk CUBIN cache
+        self.shipped = 0          # chains fused with a source shipped with the plan
         self.refused = {}
         self.fallbacks = {}
         self.alone = {}           # op name -> ops run alone through out=
@@ -68,6 +71,7 @@ class Stats(object):
         return {"chains": self.chains, "ops_fused": self.ops_fused,
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
                 "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
+                "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
                 "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
@@ -136,14 +140,24 @@ class _Chain(object):
 
 class Fuser(object):
     """One capture's fusion state. crt: the kplan._rt.Runtime (kernel_load /
-    kernel_launch); mode "exact" or "tolerant"; min_ops: shorter chains run
-    op by op; stats: a Stats to count into."""
+    kernel_launch); mode "exact" or "tolerant" (generate each chain's
+    kernel), or "plan" (only the shipped groups, with their numerics);
+    min_ops: shorter chains run op by op; stats: a Stats to count into.
+    region: the captured region's name; shipped: an aten_plan.Shipped (a
+    chain must match one of the region's groups and uses its source; None:
+    kernels are generated); found: a dict that receives (region, key) ->
+    (aten_plan.Group, source) for each chain fused (kt.save_fusion)."""
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
-                 log=None):
+                 log=None, region=None, shipped=None, found=None):
         import torch
         self.T = torch
         self.crt = crt
+        self.mode = mode
+        self.region = region
+        self.shipped = shipped
+        self.found = found
+        self.n_fused = 0          # chains fused in this capture
         self.exact = mode != "tolerant"
         self.min_ops = max(1, int(min_ops))
         self.max_ops = max_ops
@@ -351,6 +365,7 @@ class Fuser(object):
             self._run_ops(ch)
             return
         self.fate[ch.id] = "fused"
+        self.n_fused += 1
         self.stats.chains += 1
         self.stats.ops_fused += len(ch.nodes)
         self.stats.dead_outputs += len(ch.nodes) - len(live)
@@ -366,24 +381,71 @@ class Fuser(object):
             try:
                 fn = self.crt.kernel_load(src, name)
             except Exception as e:
-                raise _NoFuse("compile-failed", str(e))
+                msg = str(e)
+                if "untrusted-source" in msg:
+                    raise _NoFuse("untrusted-source", msg)
+                raise _NoFuse("compile-failed", msg)
             self.stats.compile_s += time.perf_counter() - t0
             self.stats.compiled += 1
+            came = getattr(self.crt, "last_load", None)
+            if came == "nvrtc":
+                self.stats.nvrtc += 1
+            elif came == "cache":
+                self.stats.cache_hits += 1
             _kernels[key] = fn
         return fn
 
-    def _launch(self, ch, live):
+    def describe(self, ch, live):
+        """The chain as a shipped group names it (aten_plan.Desc)."""
+        from . import aten_plan
+        self.quiet = True
+        try:
+            return aten_plan.describe([c[0].name() for c in ch.calls], ch.nodes, ch.exts,
+                                      [tuple(t.shape) for t in ch.ext_t],
+                                      [tuple(t.stride()) for t in ch.ext_t], ch.shape, live)
+        finally:
+            self.quiet = False
+
+    def _source(self, ch, live):
+        """(kernel name, source, exact, desc) of the chain: its shipped
+        group's, or generated."""
+        desc = None
+        if self.shipped is not None or self.found is not None:
+            desc = self.describe(ch, live)
+        if self.shipped is not None:
+            g, why = self.shipped.match(self.region, desc,
+                                        None if self.mode == "plan" else self.exact)
+            if g is None:
+                raise _NoFuse(*why)
+            try:
+                src = self.shipped.source(g)
+            except LookupError as e:
+                raise _NoFuse(*e.args[0])
+            return g.kernel, src, g.exact, desc
+        if self.mode == "plan":
+            raise _NoFuse("not-in-plan", "the plan ships no torch fusion groups")
         chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact)
         try:
             name, src = G.generate(chain)
         except G.GenError as e:
             raise _NoFuse("generate", str(e))
+        return name, src, self.exact, desc
+
+    def _launch(self, ch, live):
+        name, src, exact, desc = self._source(ch, live)
         fn = self._kernel(src, name, ch.device)
         ptrs = [t.data_ptr() for t in ch.ext_t] + [ch.outs[k]().data_ptr() for k in live]
         grid, block = G.launch_dims(ch.numel)
         rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
         if rc != 0:
             raise _NoFuse("launch-failed", "cuLaunchKernel: %d" % rc)
+        if self.shipped is not None:
+            self.stats.shipped += 1
+        if self.found is not None and self.region is not None:
+            from . import aten_plan
+            k = (self.region, desc.key)
+            if k not in self.found:
+                self.found[k] = (aten_plan.Group.of(self.region, desc, exact, name, src), src)
 
     def _run_ops(self, ch):
         """Each op of the chain through its out= variant, into the outputs

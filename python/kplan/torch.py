@@ -43,7 +43,7 @@ import types
 from . import _rt
 
 __all__ = [
-    "open", "close", "current", "region", "mark", "stats", "reset",
+    "open", "close", "current", "region", "mark", "stats", "reset", "save_fusion",
     "Region", "Runtime", "KplanError", "REASONS", "TORCH_REASONS",
 ]
 
@@ -340,7 +340,7 @@ class _Entry(object):
     __slots__ = ("key", "device", "pins", "lock", "state", "reason", "warm_done",
                  "watched", "fails", "retry_at", "calls", "graph", "static_in",
                  "spec", "static_out", "mutated", "verify_left", "logged", "rp",
-                 "patch", "pcur")
+                 "patch", "pcur", "fused")
 
     def __init__(self, key, device, pins):
         self.key = key
@@ -364,6 +364,7 @@ class _Entry(object):
         self.rp = None            # the C replay of graph, when it has one
         self.patch = None         # per input: kp_rt_gpatch handle, None: copied
         self.pcur = None          # per input: the address the graph reads now
+        self.fused = 0            # chains fused in the graph (kplan.aten_fuse)
 
 
 class _RegionState(object):
@@ -382,6 +383,7 @@ class _RegionState(object):
         self.win_calls = 0
         self.win_evict = 0
         self.captured = False
+        self.fuse_off = None      # why fusion is off for this region (verify dropped it)
         self.fails = 0            # failed captures of any key while none succeeded
         self.logged = set()
         self.n = collections.Counter()             # calls, replays, captures, eager
@@ -462,7 +464,7 @@ class Runtime(object):
     def __init__(self, crt, plan_path, policy="plan", verify=0, strict=False,
                  warmup=None, max_keys=None, capture_error_mode="thread_local",
                  disabled=False, print_stats=False, key_warmup=False, watch=True,
-                 verify_tol=None, global_reason=None, fuse="off"):
+                 verify_tol=None, global_reason=None, fuse="off", fuse_save=False):
         if policy not in ("plan", "graph", "eager"):
             raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
         self.crt = crt
@@ -477,10 +479,29 @@ class Runtime(object):
         self.print_stats = print_stats
         self.key_warmup = key_warmup
         self.watch = watch
-        # fusion of pointwise ATen chains in captured graphs (kplan.aten_fuse)
-        if fuse not in ("off", "exact", "tolerant"):
-            raise ValueError("fuse must be 'off', 'exact' or 'tolerant', not %r" % (fuse,))
+        # fusion of pointwise ATen chains in captured graphs (kplan.aten_fuse),
+        # with the groups shipped beside the plan when it has some
+        # (kplan.aten_plan): then only those, with their sources
+        if fuse not in ("off", "plan", "exact", "tolerant"):
+            raise ValueError("fuse must be 'off', 'plan', 'exact' or 'tolerant', not %r"
+                             % (fuse,))
+        self.shipped = None
+        if fuse != "off" and plan_path is not None:
+            from . import aten_plan
+            self.shipped = aten_plan.Shipped.load(plan_path)
+            if self.shipped is not None:
+                if self.shipped.error:
+                    _log(1, "torch: fusion: the plan's torch fusion groups cannot be used "
+                            "(%s); chains run op by op" % self.shipped.error)
+                else:
+                    _log(2, "torch: fusion: %d torch fusion groups shipped with %s"
+                         % (len(self.shipped.groups), plan_path))
+        if fuse == "plan" and self.shipped is None:
+            fuse = "off"              # the plan ships none
         self.fuse = fuse
+        self.fuse_save = bool(fuse_save)
+        self.found = {}               # (region, key) -> (aten_plan.Group, source)
+        self.fuse_dropped = {}        # region -> why verify turned its fusion off
         self.fusion = None
         self.lock = threading.RLock()
         self.states = {}
@@ -938,14 +959,17 @@ class Runtime(object):
         keep = region.patch_inputs and self._can_patch(T)
         g = T.cuda.CUDAGraph(keep_graph=True) if keep else T.cuda.CUDAGraph()
         side = self._side_stream(e.device)
+        e.fused = 0
         _tl.depth = _depth() + 1
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
-                if self.fuse == "off":
+                if self.fuse == "off" or st.fuse_off is not None:
                     out = region.fn(*sargs, **skw)
                 else:
-                    with self._fuse_mode(st):
+                    fmode, fuser = self._fuse_mode(st)
+                    with fmode:
                         out = region.fn(*sargs, **skw)
+                    e.fused = fuser.n_fused
         finally:
             _tl.depth -= 1
         leaves = []
@@ -972,10 +996,10 @@ class Runtime(object):
         if self.fusion is None:
             self.fusion = aten_fuse.Stats()
         path = os.environ.get("KPLAN_TORCH_ATEN_LOG")
-        return aten_fuse.mode(aten_fuse.Fuser(self.crt, mode=self.fuse, stats=self.fusion,
-                                              log=_log),
-                              oplog=aten_fuse.OpLog(st.name) if path else None,
-                              oplog_path=path)
+        fuser = aten_fuse.Fuser(self.crt, mode=self.fuse, stats=self.fusion, log=_log,
+                                region=st.name, shipped=self.shipped, found=self.found)
+        return (aten_fuse.mode(fuser, oplog=aten_fuse.OpLog(st.name) if path else None,
+                               oplog_path=path), fuser)
 
     # -- pointer patching (region(..., patch_inputs=True)) ---------------------
     def _can_patch(self, T):
@@ -1195,6 +1219,11 @@ class Runtime(object):
             st.n["replays"] += 1
             return out
         self._drop(e)
+        if e.fused:
+            # the fused graph differs from the body: the region captures
+            # again without fusion (the next call), with the reason kept
+            self._fusion_off(st, e, why)
+            return out
         e.state = _DISABLED
         e.reason = "verify-mismatch"
         self.c.failures["verify-mismatch"] += 1
@@ -1203,12 +1232,47 @@ class Runtime(object):
         self._count_eager(st, "verify-mismatch")
         return out
 
-    def _equal(self, a, b):
+    def _fusion_off(self, st, e, why):
+        """Verify found the fused graph of e different from the body: fusion
+        is off for the region from now on (every key captures again)."""
+        reason = "verify: %s with %d fused chains" % (why, e.fused)
+        st.fuse_off = reason
+        self.fuse_dropped[st.name] = reason
+        self.c.failures["fusion-verify"] += 1
+        _log(1, "torch: region '%s' key %s: fusion-verify: %s; fusion off for the region, "
+                "captured again without it" % (st.name, _key_hex(e.key), reason))
+        for other in st.entries.values():
+            if other is not e and not other.lock.acquire(False):
+                continue
+            try:
+                if other.fused:
+                    self._drop(other)
+                    other.fused = 0
+                    other.state = _WARMUP
+                    other.warm_done = st.warmup
+                    other.watched = True
+            finally:
+                if other is not e:
+                    other.lock.release()
+        self._count_eager(st, "verify-mismatch")
+
+    def _fuse_exact(self):
+        if self.fuse == "exact":
+            return True
+        return self.fuse == "plan" and self.shipped is not None and self.shipped.exact
+
+    def _equal(self, a, b, fused=False):
         T = _T
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
+        if self.verify_tol is None and fused and self.fuse != "off" and \
+                not self._fuse_exact() and a.is_floating_point():
+            # tolerant fusion: values kept in float between ops, rounded
+            # once; within a few units in the last place of the dtype
+            rtol = {T.float16: 4e-3, T.bfloat16: 3e-2}.get(a.dtype, 1e-5)
+            return bool(T.allclose(a, b, rtol=rtol, atol=rtol, equal_nan=True))
         if self.verify_tol is None:
-            if self.fuse == "exact":
+            if self._fuse_exact():
                 # fused in exact mode: bit for bit (NaN payloads, the sign of 0)
                 from .aten_fuse import bits_equal
                 eq = bits_equal(T, a, b)
@@ -1227,10 +1291,10 @@ class Runtime(object):
         if not _same_spec(spec, e.spec) or len(leaves) != len(e.static_out):
             return "the outputs' structure differs from the capture's"
         for i, (a, b) in enumerate(zip(leaves, e.static_out)):
-            if not self._equal(a, b):
+            if not self._equal(a, b, e.fused):
                 return "output %d differs from eager" % i
         for i in e.mutated:
-            if not self._equal(tensors[i], e.static_in[i]):
+            if not self._equal(tensors[i], e.static_in[i], e.fused):
                 return "argument tensor %d (written by the region) differs from eager" % i
         return None
 
@@ -1245,9 +1309,37 @@ class Runtime(object):
                         self._drop(e)
             self.states.clear()
 
+    def save_fusion(self, plan_path=None):
+        """Write the torch fusion groups fused so far (every region) beside
+        the plan: PLAN.aten and one kpaten-<hash>.cu per group (see
+        kplan.aten_plan). plan_path: the plan to write them for (default:
+        the open plan); sign it again afterwards. Returns the path of
+        PLAN.aten, or raises KplanError."""
+        from . import aten_plan
+        path = plan_path if plan_path is not None else self.plan_path
+        if path is None:
+            raise KplanError("save_fusion: no plan to write the fusion groups beside "
+                             "(kt.open(PLAN) or KPLAN_PLAN)")
+        with self.lock:
+            items = sorted(self.found.values(), key=lambda gs: gs[0].region)
+        groups = [g for g, _src in items]
+        sources = dict((g.source, src) for g, src in items)
+        try:
+            out = aten_plan.save(os.fspath(path), groups, sources)
+        except (OSError, ValueError) as exc:
+            raise KplanError("save_fusion: %s" % exc)
+        _log(2, "torch: fusion: %d groups written to %s" % (len(groups), out))
+        return out
+
     def close(self):
         if self.closed:
             return
+        if self.fuse_save:
+            self.fuse_save = False
+            try:
+                self.save_fusion()
+            except KplanError as exc:
+                _log(0, "torch: %s" % exc)
         if self.print_stats:
             self.print_stats_to(sys.stderr)
         self.reset()
@@ -1290,9 +1382,21 @@ class Runtime(object):
             "regions": regions,
             "plan": self.plan_path, "policy": self.policy,
             "plan_choice": self.plan_choice,
-            "fusion": self.fusion.as_dict() if self.fusion is not None else None,
+            "fusion": self._fusion_stats(),
             "rt": rt,
         }
+
+    def _fusion_stats(self):
+        if self.fusion is None and self.shipped is None and not self.fuse_dropped:
+            return None
+        from . import aten_fuse
+        d = (self.fusion or aten_fuse.Stats()).as_dict()
+        d["mode"] = self.fuse
+        d["groups_shipped"] = len(self.shipped.groups) if self.shipped is not None else None
+        d["groups_error"] = self.shipped.error if self.shipped is not None else None
+        d["groups_found"] = len(self.found)
+        d["dropped"] = dict(self.fuse_dropped)
+        return d
 
     def print_stats_to(self, f):
         s = self.stats()
@@ -1306,9 +1410,10 @@ class Runtime(object):
         fz = s.get("fusion")
         if fz:
             f.write("kplan-torch: fusion chains %d ops %d alone %d unwritten %d compiled %d "
-                    "(%.1f ms)%s%s\n" % (
+                    "(%.1f ms, nvrtc %d, cache %d) shipped %d%s%s\n" % (
                         fz["chains"], fz["ops_fused"], fz["ops_alone"], fz["dead_outputs"],
-                        fz["compiled"], fz["compile_ms"],
+                        fz["compiled"], fz["compile_ms"], fz["nvrtc"], fz["cache_hits"],
+                        fz["shipped"],
                         "".join(" refused.%s %d" % kv for kv in sorted(fz["refused"].items())),
                         "".join(" fallback.%s %d" % kv for kv in sorted(fz["fallbacks"].items()))))
         for name, r in sorted(s["regions"].items()):
@@ -1327,7 +1432,7 @@ _atexit_done = []
 
 def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          max_keys=None, capture_error_mode="thread_local", verify_tol=None,
-         disable=None, lib=None, runtime=None, fuse=None):
+         disable=None, lib=None, runtime=None, fuse=None, fuse_save=None):
     """Open the runtime (replacing the current one) and return it.
 
     plan_path   a plan written by `kplan plan`, or a bundle (`kplan bundle`:
@@ -1354,9 +1459,14 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     disable     every region eager; default $KPLAN_RT_DISABLE
     lib         path of libkplanrt.so (default: kplan._rt.find_library())
     runtime     an open kplan._rt.Runtime (or an object with its methods)
-    fuse        "off" (default; $KPLAN_TORCH_FUSE), "exact" or "tolerant":
-                fuse chains of pointwise ATen ops in each captured graph
-                (kplan.aten_fuse; python/README.md, "Fusion")
+    fuse        "plan" (default; $KPLAN_TORCH_FUSE): the torch fusion groups
+                shipped with the plan (PLAN.aten, written by save_fusion),
+                none when it has none; "exact" or "tolerant": fuse chains
+                of pointwise ATen ops in each captured graph, generating
+                their kernels unless the plan ships groups (kplan.aten_fuse;
+                python/README.md, "Fusion"); "off"
+    fuse_save   write the groups fused beside the plan at close()
+                (save_fusion); default $KPLAN_TORCH_FUSE_SAVE
 
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
@@ -1375,7 +1485,9 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     key_warmup = _env_flag("KPLAN_RT_KEY_WARMUP")
     watch = os.environ.get("KPLAN_RT_WATCH", "1") != "0"
     if fuse is None:
-        fuse = os.environ.get("KPLAN_TORCH_FUSE", "") or "off"
+        fuse = os.environ.get("KPLAN_TORCH_FUSE", "") or "plan"
+    if fuse_save is None:
+        fuse_save = _env_flag("KPLAN_TORCH_FUSE_SAVE")
     if plan_path is None:
         plan_path = os.environ.get("KPLAN_PLAN")
     plan_path = os.fspath(plan_path) if plan_path else None
@@ -1415,7 +1527,8 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     rt = Runtime(crt, plan_path, policy=policy, verify=verify, strict=strict,
                  warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
                  disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
-                 watch=watch, verify_tol=verify_tol, global_reason=global_reason, fuse=fuse)
+                 watch=watch, verify_tol=verify_tol, global_reason=global_reason, fuse=fuse,
+                 fuse_save=fuse_save)
     with _open_lock:
         old, _current = _current, rt
         if not _atexit_done:
@@ -1429,6 +1542,12 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
 
 def _at_exit():
     rt = _current
+    if rt is not None and rt.fuse_save and not rt.closed:
+        rt.fuse_save = False
+        try:
+            rt.save_fusion()
+        except KplanError as exc:
+            _log(0, "torch: %s" % exc)
     if rt is not None and rt.print_stats and not rt.closed:
         rt.print_stats_to(sys.stderr)
         rt.print_stats = False
@@ -1471,6 +1590,12 @@ def stats():
 def reset():
     """Drop every graph of the current runtime; regions warm up again."""
     current().reset()
+
+
+def save_fusion(plan_path=None):
+    """Write the torch fusion groups the current runtime fused beside the
+    plan (Runtime.save_fusion): PLAN.aten and its sources. Returns its path."""
+    return current().save_fusion(plan_path)
 
 
 class _NullRuntime(object):

@@ -39,8 +39,10 @@ class dtype(object):
 
 float32 = dtype("float32")
 float16 = dtype("float16")
+bfloat16 = dtype("bfloat16")
 int64 = dtype("int64")
 int32 = dtype("int32")
+int16 = dtype("int16")
 
 
 class layout(object):
@@ -147,12 +149,16 @@ class Tensor(object):
     def numel(self):
         return len(self.data)
 
-    def view(self):
-        """Another tensor over the same memory (data list shared)."""
-        t = Tensor([], self.device, self.dtype, _base=self)
+    def view(self, dtype_=None):
+        """Another tensor over the same memory (data list shared); with a
+        dtype, its values stand for the bits (as equal as the floats)."""
+        t = Tensor([], self.device, dtype_ or self.dtype, _base=self)
         t.data = self.data
         t.shape = self.shape
         return t
+
+    def contiguous(self):
+        return self
 
     def record_stream(self, s):
         self.streams.append(s)

@@ -38,7 +38,8 @@ HEADER = os.path.join(REPO, "include", "kplan", "runtime.h")
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 ENV_KEYS = ("KPLAN_RT_DISABLE", "KPLAN_RT_STRICT", "KPLAN_RT_VERIFY", "KPLAN_RT_STATS",
             "KPLAN_RT_KEY_WARMUP", "KPLAN_RT_WATCH", "KPLAN_PLAN", "KPLAN_TORCH_POLICY",
-            "KPLAN_LOG", "KPLAN_RT_LIB", "KPLAN_TORCH_NVTX", "NVTX_INJECTION64_PATH")
+            "KPLAN_LOG", "KPLAN_RT_LIB", "KPLAN_TORCH_NVTX", "NVTX_INJECTION64_PATH",
+            "KPLAN_TORCH_FUSE", "KPLAN_TORCH_FUSE_SAVE", "KPLAN_TORCH_ATEN_LOG")
 
 
 def plan(decision="graph", warmup=2, reason=None):
@@ -936,6 +937,98 @@ class TestStateMachine(Base):
     def test_region_needs_a_name(self):
         with self.assertRaises(TypeError):
             kt.region(lambda x: x)
+
+
+class TestShippedFusion(Base):
+    """Fusion groups shipped with the plan (kplan.aten_plan) as kplan.torch
+    opens, saves and verifies them; the matching itself is
+    test_aten_plan.py's."""
+
+    def setUp(self):
+        Base.setUp(self)
+        self.dir = tempfile.mkdtemp(prefix="kplan-ship-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.plan = os.path.join(self.dir, "model.kplan")
+        shutil.copy(os.path.join(REPO, "tests", "golden", "planner_fixture.kplan"), self.plan)
+
+    def group(self, src="// a source\n"):
+        from kplan import aten_plan
+        d = aten_plan.Desc(0x1234, "", "aten::mul.Tensor -> aten::tanh", "4x768",
+                           "f16 full 4x768 s768,1", 1)
+        return aten_plan.Group.of("step", d, True, "kp_aten_x", src), src
+
+    def test_default_uses_shipped_groups_only_when_there_are_some(self):
+        rt = self.open({"step": plan()}, plan_path=self.plan)
+        self.assertEqual(rt.fuse, "off")
+        self.assertIsNone(kt.stats()["fusion"])
+        g, src = self.group()
+        rt.found[("step", g.key)] = (g, src)
+        path = rt.save_fusion()
+        self.assertEqual(path, self.plan + ".aten")
+        self.assertTrue(os.path.exists(os.path.join(self.dir, g.source)))
+        rt = self.open({"step": plan()}, plan_path=self.plan)
+        self.assertEqual(rt.fuse, "plan")
+        self.assertEqual([x.key for x in rt.shipped.groups], [g.key])
+        self.assertEqual(kt.stats()["fusion"]["groups_shipped"], 1)
+        rt = self.open({"step": plan()}, plan_path=self.plan, fuse="off")
+        self.assertIsNone(rt.shipped)
+
+    def test_save_at_close(self):
+        rt = self.open({"step": plan()}, plan_path=self.plan, fuse="exact", fuse_save=True)
+        g, src = self.group()
+        rt.found[("step", g.key)] = (g, src)
+        kt.close()
+        self.assertTrue(os.path.exists(self.plan + ".aten"))
+        os.unlink(self.plan + ".aten")
+        os.environ["KPLAN_TORCH_FUSE_SAVE"] = "1"
+        rt = self.open({"step": plan()}, plan_path=self.plan, fuse="exact")
+        rt.found[("step", g.key)] = (g, src)
+        kt.close()
+        self.assertTrue(os.path.exists(self.plan + ".aten"))
+
+    def test_save_needs_a_plan(self):
+        rt = self.open({}, plan_path="", policy="graph", fuse="exact")
+        with self.assertRaises(kt.KplanError):
+            rt.save_fusion()
+
+    def test_unusable_groups_are_said(self):
+        with open(self.plan + ".aten", "w") as f:
+            f.write("kplan-aten-groups 1\nnonsense\n")
+        rt = self.open({"step": plan()}, plan_path=self.plan)
+        self.assertEqual(rt.fuse, "plan")
+        self.assertIn("malformed", kt.stats()["fusion"]["groups_error"])
+        self.assertEqual(len(self.logs("cannot be used")), 1)
+
+    def test_verify_mismatch_turns_fusion_off(self):
+        T = self.T
+        rt = self.open({"step": plan(warmup=1)}, verify=2, fuse="exact")
+        fusing = [False]
+
+        class Fuser(object):
+            n_fused = 1
+
+        @contextlib.contextmanager
+        def mode():
+            fusing[0] = True     # a fused kernel that computes something else
+            try:
+                yield
+            finally:
+                fusing[0] = False
+        rt._fuse_mode = lambda st: (mode(), Fuser())
+        step = kt.region("step")(lambda x: T.mul(x, 3.0 if fusing[0] else 2.0))
+        self.assertEqual(step(self.x(1)).tolist(), [2.0])   # warm-up
+        self.assertEqual(step(self.x(2)).tolist(), [4.0])   # fused capture: mismatch
+        s = kt.stats()
+        self.assertEqual(s["failures"], {"fusion-verify": 1})
+        self.assertIn("step", s["fusion"]["dropped"])
+        self.assertIn("output 0 differs", s["fusion"]["dropped"]["step"])
+        self.assertEqual(len(self.logs("fusion off for the region")), 1)
+        self.assertEqual(step(self.x(3)).tolist(), [6.0])   # captured again, unfused
+        self.assertEqual(step(self.x(4)).tolist(), [8.0])
+        s = kt.stats()
+        self.assertEqual((s["verified"], s["captures"]), (2, 2))
+        self.assertEqual(step(self.x(5)).tolist(), [10.0])  # replayed
+        self.assertEqual(kt.stats()["failures"], {"fusion-verify": 1})
 
 
 class TestExample(unittest.TestCase):

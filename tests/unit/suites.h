@@ -13,6 +13,7 @@
 	X(advice) \
 	X(path) \
 	X(plan) \
+	X(aten) \
 	X(bundle) \
 	X(planner) \
 	X(runtime) \

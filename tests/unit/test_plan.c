@@ -1071,7 +1071,7 @@ static int verify_file(const char *path, const struct kp_sign_key *keys, size_t 
 	if ((rc = kp_plan_read(path, &buf, &len, err)))
 		return rc;
 	p = kp_plan_parse(buf, len, path, err);
-	rc = p ? kp_plan_verify(path, buf, len, p, keys, n, NULL, NULL, err) : KP_EFORMAT;
+	rc = p ? kp_plan_verify(path, buf, len, p, keys, n, NULL, NULL, NULL, err) : KP_EFORMAT;
 	kp_plan_free(p);
 	free(buf);
 	return rc;
@@ -1163,12 +1163,12 @@ static void test_sign_tamper(void)
 		p = kp_plan_parse(text, len, "t", &err);
 		if (p) {
 			parsed++;
-			CU_ASSERT_NOT_EQUAL(kp_plan_verify(plan, text, len, p, &key, 1, NULL, NULL, &err), 0);
+			CU_ASSERT_NOT_EQUAL(kp_plan_verify(plan, text, len, p, &key, 1, NULL, NULL, NULL, &err), 0);
 		}
 		kp_plan_free(p);
 		text[i] ^= 0x20;
 	}
-	CU_ASSERT_EQUAL(kp_plan_verify(plan, text, len, NULL, &key, 0, NULL, NULL, &err), KP_EMISMATCH);
+	CU_ASSERT_EQUAL(kp_plan_verify(plan, text, len, NULL, &key, 0, NULL, NULL, NULL, &err), KP_EMISMATCH);
 	free(text);
 	/* each byte of each source */
 	for (s = 0; s < 2; s++) {

@@ -1605,7 +1605,7 @@ static void test_fused_verified_sources(void)
 	CU_ASSERT_EQUAL_FATAL(kp_plan_read(path, &buf, &len, &err), 0);
 	p = kp_plan_parse(buf, len, path, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	CU_ASSERT_EQUAL(kp_plan_verify(path, buf, len, p, &tk, 1, NULL, sha, &err), 0);
+	CU_ASSERT_EQUAL(kp_plan_verify(path, buf, len, p, &tk, 1, NULL, sha, NULL, &err), 0);
 	free(buf);
 	buf = kp_test_read(src, &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
@@ -1639,6 +1639,76 @@ static void test_fused_verified_sources(void)
 	CU_ASSERT_EQUAL(loads, 1);
 	kp__rt_fusion_close(fz);
 	kp_plan_free(p);
+}
+
+/*
+ * Torch fusion sources under a trust key (kp__rt_source_trusted, the check
+ * of kp_rt_kernel_load): only the bytes of a source the plan's signature
+ * covered (PLAN.aten's groups) are compiled; without a trust key any.
+ */
+static void test_torch_sources_trusted(void)
+{
+	static const char src[] = "extern \"C\" __global__ void kp_aten_t(float *y) {}\n";
+	static const char other[] = "extern \"C\" __global__ void kp_aten_u(float *y) {}\n";
+	struct kp_rt_options o = { KP_RT_NO_ENV, 0, -1, 0, NULL, NULL };
+	const char *key = kp_test_path("ts.key"), *path = kp_test_path("ts.kplan");
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_rt_err rerr;
+	struct kp_plan *p;
+	char pub[600], *text;
+	uint64_t h = kp_hash64(src, strlen(src), KP_HASH_SEED);
+	kp_rt *rt;
+
+	kp_log_set_level(KP_LOG_ERROR);
+	text = kp_test_read(kp_test_src("tests/golden/planner_fixture.kplan"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	kp_test_write(path, text, -1);
+	free(text);
+	p = kp_plan_load(path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	kp_strbuf_addf(&sb, "kpaten-%016llx.cu", (unsigned long long)h);
+	kp_test_write(kp_test_path(sb.buf), src, -1);
+	kp_strbuf_reset(&sb);
+	kp_strbuf_addf(&sb, "kplan-aten-groups 1\nplan-hash %016llx\n\n[group 1]\nregion step\n"
+		       "key 0000000000000001\nnumerics exact\nops aten::tanh -> aten::mul.Tensor\n"
+		       "shape 8\ninputs f32 full 8 s1\noutputs 1\nkernel kp_aten_t\n"
+		       "source kpaten-%016llx.cu\nsource-hash %016llx\n",
+		       (unsigned long long)p->body_hash, (unsigned long long)h,
+		       (unsigned long long)h);
+	kp_plan_free(p);
+	snprintf(pub, sizeof(pub), "%s.aten", path);
+	kp_test_write(pub, sb.buf, (long)sb.len);
+	kp_strbuf_release(&sb);
+	unlink(key);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	unlink(pub);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_plan_sign(path, key, NULL, &err), 0);
+
+	/* no trust key: anything */
+	rt = kp__rt_open_backend(&fake_be, path, &o, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, other, strlen(other)), 1);
+	kp_rt_close(rt);
+	/* trusted: the signed source only */
+	o.trust = pub;
+	rt = kp__rt_open_backend(&fake_be, path, &o, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, src, strlen(src)), 1);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, other, strlen(other)), 0);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, src, strlen(src) - 1), 0);
+	kp_rt_close(rt);
+	/* the source changed after signing: the plan is untrusted, nothing compiles */
+	kp_strbuf_addf(&sb, "kpaten-%016llx.cu", (unsigned long long)h);
+	kp_test_write(kp_test_path(sb.buf), other, -1);
+	kp_strbuf_release(&sb);
+	rt = kp__rt_open_backend(&fake_be, path, &o, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, src, strlen(src)), 0);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, other, strlen(other)), 0);
+	kp_rt_close(rt);
+	kp_log_set_level(KP_LOG_WARN);
 }
 
 /* what fifo_child opens, and how */
@@ -2221,6 +2291,8 @@ static void test_bundle(void)
 }
 
 CU_TestInfo kp_tests_runtime[] = {
+	{ "torch fusion sources: under trust only the signed ones compile",
+	  test_torch_sources_trusted },
 	{ "bundle: the entry of this GPU, none, one signature", test_bundle },
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
 	{ "unbound scalars: eager before the watch", test_unbound_scalars_decided_before_the_watch },

@@ -1,0 +1,250 @@
+"""Tests of kplan.aten_plan (torch fusion groups shipped with a plan), CPU
+only, no torch: the PLAN.aten format (against the fixture the C reader's
+test parses), kp_hash64, saving beside a plan, and the Fuser using shipped
+groups: a matching chain uses the shipped source without generating one, a
+chain with other shapes, strides or ops runs op by op with the reason, a
+changed or missing source and a source refused under a trust key too.
+"""
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, HERE)
+
+from kplan import aten_fuse, aten_gen, aten_plan  # noqa: E402
+import test_aten_fuse as TF  # noqa: E402
+
+FIXTURE = os.path.join(REPO, "tests", "fixtures", "aten", "groups.aten")
+PLAN = os.path.join(REPO, "tests", "golden", "planner_fixture.kplan")
+
+
+def fixture_groups():
+    g1 = aten_plan.Group("decode", 0x0123456789abcdef, True,
+                         "aten::mul.Tensor -> aten::pow.Tensor_Scalar -> aten::tanh",
+                         "1x1x3072", "f16 full 1x1x3072 s3072,3072,1; f16 row 3072 3072 s1", 2,
+                         "kp_aten_00112233aabbccdd", "kpaten-1111111111111111.cu",
+                         0x1111111111111111)
+    g2 = aten_plan.Group("step 2%", 0xfedcba9876543210, False,
+                         "aten::silu -> aten::mul.Tensor", "4x768",
+                         "bf16 full 4x768 s768,1; bf16 full 4x768 s768,1", 1,
+                         "kp_aten_ffeeddccbbaa9988", "kpaten-2222222222222222.cu",
+                         0x2222222222222222)
+    return [g1, g2]
+
+
+def run_op(fz, op, *args, **kw):
+    """What FuseMode.__torch_dispatch__ does."""
+    out = fz.defer(op, args, kw)
+    if out is not None:
+        return out
+    if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
+        fz.flush()
+    return op(*args, **kw)
+
+
+class TestFormat(unittest.TestCase):
+    def test_hash64_is_kp_hash64(self):
+        # values of common/hash.c's kp_hash64(s, len, KP_HASH_SEED)
+        self.assertEqual(aten_plan.hash64(b""), 0xf52a15e9a9b5e89b)
+        self.assertEqual(aten_plan.hash64(b"a"), 0x02c0bdbf481420f8)
+        self.assertEqual(aten_plan.hash64(b"kplan-aten-groups 1\n"), 0xfcf82a3669c20105)
+
+    def test_writer_gives_the_fixture_the_c_reader_parses(self):
+        text = aten_plan.format_groups(0x5c1f0d0e8a9b7c6d, fixture_groups(), "model.kplan")
+        with open(FIXTURE) as f:
+            self.assertEqual(text, f.read())
+
+    def test_round_trip(self):
+        gs = fixture_groups()
+        phash, back = aten_plan.parse(aten_plan.format_groups(7, gs))
+        self.assertEqual(phash, 7)
+        self.assertEqual([(g.id, g.region, g.key, g.exact, g.ops, g.shape, g.inputs, g.outputs,
+                           g.kernel, g.source, g.source_hash) for g in back],
+                         [(i + 1, g.region, g.key, g.exact, g.ops, g.shape, g.inputs, g.outputs,
+                           g.kernel, g.source, g.source_hash) for i, g in enumerate(gs)])
+
+    def test_refusals(self):
+        with open(FIXTURE) as f:
+            good = f.read()
+        bad = [good.replace("kplan-aten-groups 1", "kplan-aten-groups 2"),
+               good.replace("plan-hash", "plan-hush"),
+               good.replace("source-hash 2222222222222222\n", ""),
+               good.replace("key 0123456789abcdef", "key 0123456789ABCDEF"),
+               good.replace("[group 2]", "[group 3]"),
+               good.replace("numerics exact", "numerics fast"),
+               good.replace("outputs 2", "outputs 65"),
+               good.replace("source kpaten-1111111111111111.cu", "source ../x.cu"),
+               good.replace("region decode", "region a%0Ab"),
+               good.replace("region decode", "region a%4"),
+               good.replace("shape 1x1x3072", "colour red"),
+               good.rstrip("\n")]
+        for i, text in enumerate(bad):
+            with self.assertRaises(aten_plan.FormatError, msg="case %d" % i):
+                aten_plan.parse(text)
+        aten_plan.parse(good)
+
+
+class TestFuserWithPlan(unittest.TestCase):
+    """A chain fused and saved beside a plan, then a fresh Fuser that finds
+    it among the shipped groups."""
+
+    def setUp(self):
+        self.T, mods = TF.make_torch()
+        p = mock.patch.dict(sys.modules, mods)
+        p.start()
+        self.addCleanup(p.stop)
+        for c in (aten_fuse._DT, aten_fuse._kernels, aten_fuse._out_ops, aten_fuse._writes):
+            c.clear()
+        self.O = TF.ops(self.T)
+        self.dir = tempfile.mkdtemp(prefix="kplan-aten-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.plan = os.path.join(self.dir, "model.kplan")
+        shutil.copy(PLAN, self.plan)
+
+    def fuser(self, **kw):
+        self.crt = TF.FakeCRT()
+        return aten_fuse.Fuser(self.crt, region="step", **kw)
+
+    def chain(self, fz, shape=(4, 768), op2=None):
+        """tanh(x * 0.5) then op2 (add 1.0 by default), flushed; returns the output."""
+        O = self.O
+        x = self.T.Tensor(shape, self.T.float16)
+        t = run_op(fz, O.mul, x, 0.5)
+        u = run_op(fz, O.tanh, t)
+        y = run_op(fz, O.mul, u, 3.0) if op2 == "mul" else run_op(fz, O.add, u, 1.0)
+        del t, u
+        gc.collect()
+        fz.flush()
+        return y
+
+    def save(self):
+        found = {}
+        fz = self.fuser(found=found)
+        self.chain(fz)
+        self.assertEqual(len(found), 1)
+        g, src = list(found.values())[0]
+        self.assertEqual(g.ops, "aten::mul.Tensor -> aten::tanh -> aten::add.Tensor")
+        self.assertEqual(g.shape, "4x768")
+        self.assertEqual(g.inputs, "f16 full 4x768 s768,1")
+        self.assertEqual(src, self.crt.loads[0][1])
+        path = aten_plan.save(self.plan, [g], {g.source: src})
+        self.assertEqual(path, self.plan + ".aten")
+        return g, src
+
+    def shipped_fuser(self, mode="plan"):
+        sh = aten_plan.Shipped.load(self.plan)
+        self.assertIsNotNone(sh)
+        aten_fuse._kernels.clear()      # as in another process
+        return self.fuser(mode=mode, shipped=sh)
+
+    def test_saved_files(self):
+        g, src = self.save()
+        with open(os.path.join(self.dir, g.source)) as f:
+            self.assertEqual(f.read(), src)
+        with open(self.plan + ".aten") as f:
+            phash, groups = aten_plan.parse(f.read())
+        self.assertEqual(phash, aten_plan.plan_hash(self.plan))
+        self.assertEqual([x.key for x in groups], [g.key])
+
+    def test_shipped_source_used_without_generating(self):
+        g, src = self.save()
+        fz = self.shipped_fuser()
+        with mock.patch.object(aten_gen, "generate", side_effect=AssertionError("generated")):
+            self.chain(fz)
+        self.assertEqual(fz.stats.shipped, 1)
+        self.assertEqual(fz.stats.chains, 1)
+        self.assertEqual(self.crt.loads, [(g.kernel, src)])
+
+    def test_other_shape_runs_op_by_op(self):
+        self.save()
+        fz = self.shipped_fuser()
+        self.chain(fz, shape=(8, 768))
+        self.assertEqual(fz.stats.fallbacks, {"plan-mismatch": 1})
+        self.assertEqual(fz.stats.ops_alone, 3)
+        self.assertEqual(self.crt.loads, [])
+
+    def test_other_ops_run_op_by_op(self):
+        self.save()
+        fz = self.shipped_fuser()
+        self.chain(fz, op2="mul")
+        self.assertEqual(fz.stats.fallbacks, {"not-in-plan": 1})
+
+    def test_other_region_runs_op_by_op(self):
+        self.save()
+        sh = aten_plan.Shipped.load(self.plan)
+        self.crt = TF.FakeCRT()
+        fz = aten_fuse.Fuser(self.crt, mode="plan", region="other", shipped=sh)
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"not-in-plan": 1})
+
+    def test_numerics_must_agree(self):
+        self.save()
+        fz = self.shipped_fuser(mode="tolerant")
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"plan-mismatch": 1})
+
+    def test_changed_and_missing_source(self):
+        g, src = self.save()
+        p = os.path.join(self.dir, g.source)
+        with open(p, "w") as f:
+            f.write(src.replace("tanhf", "expf"))
+        fz = self.shipped_fuser()
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"source-changed": 1})
+        os.unlink(p)
+        fz = self.shipped_fuser()
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"source-missing": 1})
+
+    def test_groups_of_another_plan_are_not_used(self):
+        self.save()
+        with open(self.plan, "rb") as f:
+            data = f.read()
+        # another plan body (the header's hash follows it)
+        lines = data.split(b"\n")
+        lines[2] = b"body-hash 0000000000000000"
+        with open(self.plan, "wb") as f:
+            f.write(b"\n".join(lines))
+        sh = aten_plan.Shipped.load(self.plan)
+        self.assertIn("stale", sh.error)
+        fz = self.fuser(mode="plan", shipped=sh)
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"plan-groups": 1})
+
+    def test_untrusted_source_refused(self):
+        self.save()
+        fz = self.shipped_fuser()
+
+        def refuse(src, name):
+            raise RuntimeError("untrusted-source: a trust key is set and the plan's "
+                               "signature does not cover this source")
+        self.crt.kernel_load = refuse
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"untrusted-source": 1})
+
+    def test_nvrtc_and_cache_counted(self):
+        fz = self.fuser()
+        self.crt.last_load = "cache"
+        self.chain(fz)
+        self.assertEqual((fz.stats.nvrtc, fz.stats.cache_hits), (0, 1))
+
+    def test_no_file_no_groups(self):
+        self.assertIsNone(aten_plan.Shipped.load(self.plan))
+        fz = self.fuser(mode="plan", shipped=None)
+        self.chain(fz)
+        self.assertEqual(fz.stats.fallbacks, {"not-in-plan": 1})
+
+    def test_save_refuses_a_bundle(self):
+        with self.assertRaises(ValueError):
+            aten_plan.save(self.dir, [], {})
+
+
+if __name__ == "__main__":
+    unittest.main()
