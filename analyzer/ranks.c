@@ -210,7 +210,7 @@ static void match(struct kp_job *job)
 		if (!any)
 			break;
 		for (size_t k = 0; k < n; k++) {
-			int64_t last = INT64_MIN, first = INT64_MAX;
+			int64_t last = INT64_MIN;
 			size_t who = 0, bad = 0;
 			char a[64], b[64];
 
@@ -232,20 +232,27 @@ static void match(struct kp_job *job)
 					last = lane[r][k].start;
 					who = r;
 				}
-				if (lane[r][k].start < first)
-					first = lane[r][k].start;
 			}
+			int64_t longest = 0;
+
 			for (r = 0; r < nr; r++) {
 				struct kp_coll *c = &lane[r][k];
 
+				/* a rank waits inside its kernel: no more than the
+				 * kernel lasted (beyond that the processes' clocks
+				 * differ, or the kernel sat queued behind others) */
 				c->match = (int32_t)job->n_matches;
 				c->wait_ns = last - c->start;
+				if (c->wait_ns > c->end - c->start)
+					c->wait_ns = c->end - c->start;
+				if (c->wait_ns > longest)
+					longest = c->wait_ns;
 				c->last = r == who;
 				job->ranks[r].n_matched++;
 				job->ranks[r].wait_ns += c->wait_ns;
 			}
 			job->ranks[who].n_last++;
-			job->ranks[who].caused_ns += last - first;
+			job->ranks[who].caused_ns += longest;
 			job->n_matches++;
 		}
 	}

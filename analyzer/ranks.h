@@ -43,7 +43,7 @@ struct kp_coll {
 	int32_t lane, seq;           /* its lane and index in it (see above) */
 	int32_t match;               /* index of its match (same for every rank); -1 none */
 	struct kp_nccl_kernel k;
-	int64_t wait_ns;             /* last arrival - own arrival; -1 unmatched */
+	int64_t wait_ns;             /* last arrival - own arrival, at most its own duration; -1 unmatched */
 	int last;                    /* arrived last at its match */
 };
 

@@ -29,6 +29,9 @@ Variants:
   graph-nowatch   the same with the watch off (KPLAN_RT_WATCH=0)
   graph-attached  the same with CUPTI kept attached after the watch
                   (KPLAN_RT_WATCH_DETACH=0: the behaviour before detaching)
+  graph-curwatch  the same with the watched warm-up call on the caller's
+                  stream instead of the capture stream
+                  (KPLAN_TORCH_WATCH_STREAM=current)
 """
 import argparse
 import hashlib
@@ -47,6 +50,7 @@ VARIANT_ENV = {
     "graph": {"KPLAN_TORCH_POLICY": "graph"},
     "graph-nowatch": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_RT_WATCH": "0"},
     "graph-attached": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_RT_WATCH_DETACH": "0"},
+    "graph-curwatch": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_TORCH_WATCH_STREAM": "current"},
 }
 
 

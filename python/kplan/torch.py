@@ -72,6 +72,7 @@ THRASH_WINDOW = 64      # region calls per thrash window
 THRASH_EVICTIONS = 4    # evictions in one window that pause the region
 THRASH_PAUSE = 256      # first pause in region calls, doubled each time
 MAX_FAILURES = 3        # failures of one key before it stays eager (gave-up)
+_WATCH_ON_CURRENT = os.environ.get("KPLAN_TORCH_WATCH_STREAM") == "current"
 # The binding's own defaults.
 DEFAULT_MAX_KEYS = 8    # graphs kept per region (kp_rt_region_info has no shape-keys)
 DEFAULT_WARMUP = 2      # eager calls before capture when the plan does not say
@@ -826,8 +827,10 @@ class Runtime(object):
         T = _T
         self._count_eager(st, "warmup")
         dev = e.device
-        side = self._side_stream(dev)
         cur = T.cuda.current_stream(dev)
+        # KPLAN_TORCH_WATCH_STREAM=current: the watched call on the caller's
+        # stream (autograd's AccumulateGrad nodes that DDP keeps stay on it)
+        side = cur if _WATCH_ON_CURRENT else self._side_stream(dev)
         side.wait_stream(cur)
         crt = self.crt
         watching = crt is not None and self.watch

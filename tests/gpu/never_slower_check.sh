@@ -40,7 +40,7 @@ if ! python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2
 fi
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 WORKLOADS=${NS_WORKLOADS:-"ddp gpt2_adamw gpt2_adamw_cap mlp_sync"}
-VARIANTS="eager forced-eager graph"
+VARIANTS=${NS_VARIANTS:-"eager forced-eager graph"}
 [ "${NS_NOWATCH:-0}" = 1 ] && VARIANTS="$VARIANTS graph-nowatch"
 [ "${NS_ATTACHED:-0}" = 1 ] && VARIANTS="$VARIANTS graph-attached"
 # Every run on the same CPUs, near GPU 0 (its NUMA node's first cores): a
@@ -120,7 +120,7 @@ for w in dict.fromkeys(k[0] for k in best):
     # beyond the noise: the limit shrinks by the eager runs' own spread
     er = eager_runs.get(w) or [1.0]
     wlim = lim * min(er) / max(er)
-    for v in ("eager", "forced-eager", "graph", "graph-nowatch", "graph-attached"):
+    for v in ("eager", "forced-eager", "graph", "graph-nowatch", "graph-attached", "graph-curwatch"):
         r = best.get((w, v))
         if r is None:
             continue

@@ -132,15 +132,15 @@ static void rank_steps(struct rk *r, int64_t late, int64_t poll_tid)
 		CU_ASSERT_EQUAL(kp_writer_nvtx(&r->w, &n, &err), 0);
 		rk_kernel(r, EW, T + 1000, T + 10000, 5000);
 		/* the all-reduce ends when the last rank has arrived */
-		rk_kernel(r, AR, T + 3000, T + 20000 + late, 15000 - late);
+		rk_kernel(r, AR, T + 3000, T + 20000 + late, late < 14000 ? 15000 - late : 1000);
 		if (poll_tid)
 			rk_api(r, "cudaEventQuery", T + 4000, 900000 + (uint32_t)k, poll_tid);
 		rk_kernel(r, EW, T + 5000, T + 40000, 5000);
 	}
 }
 
-/* Two ranks; rank 1 arrives 5 us late at every all-reduce. */
-static struct kp_db *two_ranks(const char *name, int64_t poll_tid)
+/* Two ranks; rank 1 arrives `late` ns late at every all-reduce. */
+static struct kp_db *two_ranks_late(const char *name, int64_t poll_tid, int64_t late)
 {
 	struct kp_err err = {0};
 	struct kp_db *db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
@@ -151,9 +151,38 @@ static struct kp_db *two_ranks(const char *name, int64_t poll_tid)
 	rank_steps(&r, 0, poll_tid);
 	rk_end(&r);
 	rk_begin(&r, db, 1, 2);
-	rank_steps(&r, 5000, 0);
+	rank_steps(&r, late, 0);
 	rk_end(&r);
 	return db;
+}
+
+/* Two ranks; rank 1 arrives 5 us late at every all-reduce. */
+static struct kp_db *two_ranks(const char *name, int64_t poll_tid)
+{
+	return two_ranks_late(name, poll_tid, 5000);
+}
+
+/*
+ * Rank 1's all-reduce starts 20 us after rank 0's, which lasted 15 us: the
+ * processes' clocks differ (or the kernel sat queued). A rank waits only
+ * inside its kernel: rank 0's wait is its kernel's 15 us, not 20.
+ */
+static void test_wait_within_kernel(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = two_ranks_late("ranks_skew.db", 0, 20000);
+	struct kp_job *job = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(kp_job_load(db, 0, &job, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(job);
+	CU_ASSERT_EQUAL(job->n_matches, 4);
+	CU_ASSERT_EQUAL(job->ranks[0].colls[2].wait_ns, 15000);
+	CU_ASSERT_EQUAL(job->ranks[0].wait_ns, 4 * 15000);
+	CU_ASSERT(job->ranks[0].wait_ns <= job->ranks[0].coll_ns);
+	CU_ASSERT_EQUAL(job->ranks[1].caused_ns, 4 * 15000);
+	CU_ASSERT_EQUAL(job->straggler, 1);
+	kp_job_free(job);
+	kp_db_close(db);
 }
 
 static void test_waits_and_straggler(void)
@@ -329,6 +358,7 @@ static void test_report_ranks(void)
 CU_TestInfo kp_tests_ranks[] = {
 	{ "NCCL kernel names", test_nccl_names },
 	{ "two ranks: waits and the straggler", test_waits_and_straggler },
+	{ "a rank waits only inside its own kernel", test_wait_within_kernel },
 	{ "ranks whose collectives differ", test_mismatch },
 	{ "a region around an all-reduce is capturable", test_region_with_allreduce },
 	{ "the report shows every rank", test_report_ranks },
