@@ -31,7 +31,7 @@
 #include "fusion.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
-enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY, M_WATCH, M_BINDS };
+enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY, M_WATCH, M_BINDS, M_AGREE };
 
 #define BACKOFF_BASE 16       /* calls of eager after the first failure, doubled per failure */
 #define THRASH_WINDOW 64      /* region calls per thrash window */
@@ -77,6 +77,7 @@ struct entry {
 				     scalar patch lines need (see M_BINDS) */
 	int w_clean;              /* the watch saw the body and found nothing a
 				     capture cannot hold */
+	int agreed;               /* this capture's ranks_agree is done */
 	struct wlaunch *wl;       /* what the watched call launched, NULL: unknown */
 	size_t n_kernels;         /* kernel nodes of the capture (before fusion) */
 	size_t n_wl;
@@ -118,6 +119,8 @@ struct region {
 
 struct kp_rt {
 	struct kp__rt_backend be;
+	kp_rt_agree_fn agree;     /* the job's all-reduce of a verdict (kp_rt_set_agree) */
+	void *agree_ctx;
 	struct kp_rt_options opt;
 	struct kp_plan *plan;
 	int global_reason;
@@ -482,6 +485,42 @@ static void unwatched(kp_rt *rt, const char *why)
 }
 
 /*
+ * The job's verdict (kp_rt_set_agree): every rank calls this at the same
+ * points, so the ranks decide each graph alike. 1 only when every rank's ok
+ * is 1; a failing all-reduce (negative) is a 0. Without an agreement: ok.
+ */
+static int ranks_agree(kp_rt *rt, int ok)
+{
+	int all;
+
+	if (!rt->agree)
+		return ok;
+	all = rt->agree(rt->agree_ctx, ok ? 1 : 0);
+	ADD(rt, agreements, 1);
+	if (all < 0)
+		kp_warn("runtime: the ranks could not agree (the agree callback returned %d): "
+			"eager", all);
+	return ok && all > 0;
+}
+
+/*
+ * This rank's first capture of e failed (or never began): the others learn
+ * it at the agreement they wait in, and every rank runs the region eagerly
+ * for good (a rank retrying later would meet no partner).
+ */
+static void capture_disagree(kp_rt *rt, struct entry *e)
+{
+	if (!rt->agree || e->agreed)
+		return;
+	e->agreed = 1;
+	ranks_agree(rt, 0);
+	entry_drop_graph(rt, e);
+	e->state = S_DISABLED;
+	region_off(rt, e->reg, KP_RT_R_CAPTURE, "this rank's capture failed; every rank runs "
+		   "the region eagerly (the ranks agree: kp_rt_set_agree)");
+}
+
+/*
  * The last warm-up call before a first capture runs eagerly under the
  * backend's watch (CUPTI callbacks on CUDA): region_end learns whether a
  * capture would hold the body, before any capture starts. e->lock stays
@@ -495,6 +534,12 @@ static int watch_begin(kp_rt *rt, struct entry *e, kp_region *r, void *stream)
 		e->watched = 1;
 		unwatched(rt, "could not check region bodies before capture (another CUPTI "
 			  "client, such as a profiler, is attached?)");
+		if (rt->agree) {
+			/* the other ranks agree at this call's end: so does this one */
+			r->entry_ = e;
+			r->mode_ = M_AGREE;
+			return eager(rt, KP_RT_R_WARMUP);   /* e->lock held until end */
+		}
 		pthread_mutex_unlock(&e->lock);
 		return eager(rt, KP_RT_R_WARMUP);
 	}
@@ -579,6 +624,11 @@ static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
 		rt->be.watch_release(rt->be.ctx);
 	ADD(rt, watched, 1);
 	ADD(rt, watch_ns, kp_now_ns() - r->t0_);
+	if (!ranks_agree(rt, w.res.verdict <= 0) && w.res.verdict <= 0) {
+		would_break(rt, e->reg, "another rank's watch objected (the ranks decide "
+			    "together: kp_rt_set_agree); not tried as a capture");
+		return;
+	}
 	if (w.res.verdict > 0) {
 		char buf[512];
 
@@ -766,6 +816,8 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 		rc = rt->be.capture_begin(rt->be.ctx, stream);
 		if (rc) {
 			fail_rc(rt, e, KP_RT_R_CUDA, "stream capture begin", rc);
+			e->agreed = 0;
+			capture_disagree(rt, e);
 			pthread_mutex_unlock(&e->lock);
 			return eager(rt, KP_RT_R_CUDA);
 		}
@@ -1231,6 +1283,18 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	t3 = kp_now_ns();
 	ADD(rt, graphs, 1);
 	ADD(rt, graph_nodes, e->n_nodes);
+	if (rt->agree) {
+		e->agreed = 1;
+		if (!ranks_agree(rt, 1)) {
+			/* another rank's capture failed: none replays */
+			entry_drop_graph(rt, e);
+			e->state = S_DISABLED;
+			region_off(rt, e->reg, KP_RT_R_CAPTURE, "another rank's capture failed; "
+				   "every rank runs the region eagerly (the ranks agree: "
+				   "kp_rt_set_agree)");
+			return 1;
+		}
+	}
 	rc = rt->be.launch(rt->be.ctx, e->exec[0], r->stream_);
 	if (rc)
 		return fail_rc(rt, e, KP_RT_R_LAUNCH, "graph launch", rc);
@@ -1460,7 +1524,10 @@ static int region_end(kp_rt *rt, kp_region *r)
 	switch (r->mode_) {
 	case M_CAPTURE:
 		tl_capture_depth--;
+		e->agreed = 0;
 		rc = finish_capture(rt, e, r);
+		if (rc)
+			capture_disagree(rt, e);
 		break;
 	case M_REPLAY:
 		rc = patch_and_launch(rt, e, r);
@@ -1476,6 +1543,12 @@ static int region_end(kp_rt *rt, kp_region *r)
 		break;
 	case M_WATCH:
 		watch_end(rt, e, r);
+		break;
+	case M_AGREE:
+		/* unwatched (the watch could not begin): nothing to object */
+		if (!ranks_agree(rt, 1))
+			would_break(rt, e->reg, "another rank's watch objected (the ranks decide "
+				    "together: kp_rt_set_agree); not tried as a capture");
 		break;
 	case M_BINDS:
 		if (value_slots(r)) {
@@ -1857,6 +1930,8 @@ KP_RT_API void kp_rt_print_stats(kp_rt *rt, FILE *f)
 		(unsigned long long)st.unwatched, (long long)st.watch_ns,
 		(unsigned long long)st.patched_values, (unsigned long long)st.cupti_attaches,
 		(unsigned long long)st.cupti_detaches, (unsigned long long)st.cupti_attached);
+	if (st.agreements)
+		fprintf(f, "kplan-rt: agreements %llu\n", (unsigned long long)st.agreements);
 	if (st.bundle_entries)
 		fprintf(f, "kplan-rt: bundle_entries %llu\nkplan-rt: bundle_entry %llu\n"
 			"kplan-rt: bundle_match %s\nkplan-rt: bundle_choice %s\n",
@@ -2015,6 +2090,14 @@ KP_RT_API void kp_rt_watch_release(kp_rt *rt)
 {
 	if (rt && rt->be.watch_release)
 		rt->be.watch_release(rt->be.ctx);
+}
+
+KP_RT_API void kp_rt_set_agree(kp_rt *rt, kp_rt_agree_fn fn, void *ctx)
+{
+	if (!rt)
+		return;
+	rt->agree = fn;
+	rt->agree_ctx = ctx;
 }
 
 /* Print the counters of handles never closed (KPLAN_RT_STATS=1). */

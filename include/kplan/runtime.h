@@ -244,6 +244,7 @@ struct kp_rt_stats {
 	uint64_t bundle_match;    /* how it fits the GPU: 1 gpu-name and sm-count, 2
 				     gpu-name, 3 sm-count, 4 hard keys only, 5 no entry
 				     (kp_rt_plan_choice says it in words) */
+	uint64_t agreements;      /* kp_rt_set_agree calls made (appended last) */
 };
 
 /* Flags of kp_rt_bind. */
@@ -438,6 +439,30 @@ int kp_rt_watch_end(kp_rt *rt, struct kp_rt_watch_result *res);
  * regions do it themselves. No-op when nothing is attached.
  */
 void kp_rt_watch_release(kp_rt *rt);
+
+/*
+ * Ranks of one job (the processes of an NCCL or MPI program, each applying
+ * the same plan) must decide every region alike: a rank that replays a
+ * graph holding collectives that another rank runs eagerly, or that waits
+ * in a replay while another's capture failed, hangs the job. agree(ctx, ok)
+ * is the job's all-reduce of one verdict: it returns the minimum of ok (0
+ * or 1) over every rank (an ncclAllReduce with ncclMin of one int and a
+ * copy back, or MPI_Allreduce with MPI_MIN), or a negative value when it
+ * cannot (taken as 0). The runtime calls it on every rank at the same two
+ * points of each graph (region and shape key): at the end of its watched
+ * warm-up call (ok: the watch found nothing a capture cannot hold) and
+ * after its capture, before its first replay (ok: the capture succeeded);
+ * outside any capture, on the calling thread, inside kp_rt_region_end. A 0
+ * anywhere makes the region eager for good on every rank
+ * (would-break-capture, or capture-failed "another rank's capture
+ * failed"), and no rank retries it. Every rank must run with the same plan
+ * and KPLAN_RT_* settings; failures after the first replay (verify mode,
+ * launch errors) are not agreed. Set it after kp_rt_open, before the first
+ * region; fn NULL: no agreement (one process). kp_rt_stats.agreements
+ * counts the calls.
+ */
+typedef int (*kp_rt_agree_fn)(void *ctx, int ok);
+void kp_rt_set_agree(kp_rt *rt, kp_rt_agree_fn fn, void *ctx);
 
 /*
  * Pointer patching in a graph captured by other means (the PyTorch package:

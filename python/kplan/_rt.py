@@ -104,6 +104,7 @@ class kp_rt_stats(ctypes.Structure):
         ("bundle_entries", _u64),
         ("bundle_entry", _u64),
         ("bundle_match", _u64),
+        ("agreements", _u64),
     ]
 
 

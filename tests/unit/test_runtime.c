@@ -2290,7 +2290,153 @@ static void test_bundle(void)
 	CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, NULL, KP_RT_NO_ENV, &rerr)), 0);
 }
 
+/*
+ * The ranks of a job agree (kp_rt_set_agree). The fake job: this process is
+ * one rank, ag.other the other rank's verdict at each agreement in turn.
+ */
+static struct {
+	int n, ok[8], other[8], fail_at;
+} ag;
+
+static int f_agree(void *ctx, int ok)
+{
+	int i = ag.n++, o;
+
+	(void)ctx;
+	if (i < 8)
+		ag.ok[i] = ok;
+	if (ag.fail_at == i + 1)
+		return -1;
+	o = i < 8 ? ag.other[i] : 1;
+	return ok < o ? ok : o;
+}
+
+static kp_rt *agreeing_rt(const char *name, int o1, int o2)
+{
+	struct preg rg[] = { { "step", KP_PLAN_GRAPH, 0, 2, 1, 0 } };
+	kp_rt *rt;
+
+	memset(&ag, 0, sizeof(ag));
+	ag.other[0] = o1;
+	ag.other[1] = o2;
+	rt = open_rt_watch(write_plan(name, 9, rg, 1));
+	if (rt)
+		kp_rt_set_agree(rt, f_agree, NULL);
+	return rt;
+}
+
+static void test_ranks_agree(void)
+{
+	uint64_t out[8] = {0}, scratch = 0;
+	struct kp_rt_stats st;
+	kp_rt *rt;
+	int i;
+
+	/* every rank clean: agreed at the watched call and after the capture */
+	fake_reset();
+	rt = agreeing_rt("agree1.kplan", 1, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 10; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(ag.n, 2);
+	CU_ASSERT_EQUAL(ag.ok[0], 1);
+	CU_ASSERT_EQUAL(ag.ok[1], 1);
+	CU_ASSERT_EQUAL(st.agreements, 2);
+	CU_ASSERT_EQUAL(st.captures, 1);
+	CU_ASSERT_EQUAL(st.replays, 7);
+	CU_ASSERT_EQUAL(out[2], 7);
+	kp_rt_close(rt);
+
+	/* the other rank's watch objects: no capture here either */
+	fake_reset();
+	rt = agreeing_rt("agree2.kplan", 0, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0), 1);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(ag.n, 1);
+	CU_ASSERT_EQUAL(ag.ok[0], 1);
+	CU_ASSERT_PTR_NULL(fk.last_capture_stream);
+	CU_ASSERT_EQUAL(st.captures, 0);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_WOULD_BREAK], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WOULD_BREAK], 8);
+	CU_ASSERT_EQUAL(out[2], 7);
+	kp_rt_close(rt);
+
+	/* this rank's watch objects: it says so at the agreement */
+	fake_reset();
+	fk.watch_verdict = 1;
+	rt = agreeing_rt("agree3.kplan", 1, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 10; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	CU_ASSERT_EQUAL(ag.n, 1);
+	CU_ASSERT_EQUAL(ag.ok[0], 0);
+	CU_ASSERT_EQUAL(stats(rt).captures, 0);
+	kp_rt_close(rt);
+
+	/* the other rank's capture failed: this one's graph is dropped before
+	 * its first replay, the call's body runs again eagerly, no retry */
+	fake_reset();
+	rt = agreeing_rt("agree4.kplan", 1, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 10; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(ag.n, 2);
+	CU_ASSERT_EQUAL(ag.ok[1], 1);
+	CU_ASSERT_EQUAL(st.replays, 0);
+	CU_ASSERT_EQUAL(st.captures, 0);
+	CU_ASSERT_EQUAL(st.graphs, 0);
+	CU_ASSERT_EQUAL(st.failures[KP_RT_R_CAPTURE], 1);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_CAPTURE], 8);   /* call 3's re-run, 4..10 */
+	CU_ASSERT_EQUAL(out[2], 7);
+	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
+	kp_rt_close(rt);
+
+	/* this rank's capture fails (a sync the watch missed): it tells the
+	 * others at the same agreement, and never retries */
+	fake_reset();
+	rt = agreeing_rt("agree5.kplan", 1, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 40; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 1);
+	st = stats(rt);
+	CU_ASSERT_EQUAL(ag.n, 2);
+	CU_ASSERT_EQUAL(ag.ok[1], 0);
+	CU_ASSERT_EQUAL(st.captures, 0);
+	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_BACKOFF], 0);
+	CU_ASSERT_EQUAL(out[2], 7);
+	kp_rt_close(rt);
+
+	/* the watch cannot begin here: this rank still agrees at that call */
+	fake_reset();
+	fk.watch_fail = 1;
+	rt = agreeing_rt("agree6.kplan", 1, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	for (i = 0; i < 10; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	CU_ASSERT_EQUAL(ag.n, 2);
+	CU_ASSERT_EQUAL(stats(rt).captures, 1);
+	CU_ASSERT_EQUAL(stats(rt).unwatched, 1);
+	kp_rt_close(rt);
+
+	/* the all-reduce itself fails: eager, as an objection */
+	fake_reset();
+	rt = agreeing_rt("agree7.kplan", 1, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	ag.fail_at = 1;
+	for (i = 0; i < 10; i++)
+		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	CU_ASSERT_EQUAL(ag.n, 1);
+	CU_ASSERT_EQUAL(stats(rt).captures, 0);
+	CU_ASSERT_EQUAL(out[2], 7);
+	kp_rt_close(rt);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
+	{ "ranks agree: at the watch and after the capture", test_ranks_agree },
 	{ "torch fusion sources: under trust only the signed ones compile",
 	  test_torch_sources_trusted },
 	{ "bundle: the entry of this GPU, none, one signature", test_bundle },
