@@ -2325,65 +2325,62 @@ static kp_rt *agreeing_rt(const char *name, int o1, int o2)
 	return rt;
 }
 
-static void test_ranks_agree(void)
+/* n calls of "step" (sync: a host sync inside each body), then closed */
+static struct kp_rt_stats agree_calls(kp_rt *rt, int n, int sync)
 {
 	uint64_t out[8] = {0}, scratch = 0;
 	struct kp_rt_stats st;
-	kp_rt *rt;
 	int i;
+
+	for (i = 0; i < n; i++)
+		CU_ASSERT(call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, sync) >= 0);
+	CU_ASSERT_EQUAL(out[2], 7);     /* every call's work was done */
+	st = stats(rt);
+	kp_rt_close(rt);
+	return st;
+}
+
+static void test_ranks_agree(void)
+{
+	struct kp_rt_stats st;
+	kp_rt *rt;
 
 	/* every rank clean: agreed at the watched call and after the capture */
 	fake_reset();
-	rt = agreeing_rt("agree1.kplan", 1, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	for (i = 0; i < 10; i++)
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
-	st = stats(rt);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree1.kplan", 1, 1));
+	st = agree_calls(rt, 10, 0);
 	CU_ASSERT_EQUAL(ag.n, 2);
 	CU_ASSERT_EQUAL(ag.ok[0], 1);
 	CU_ASSERT_EQUAL(ag.ok[1], 1);
 	CU_ASSERT_EQUAL(st.agreements, 2);
 	CU_ASSERT_EQUAL(st.captures, 1);
 	CU_ASSERT_EQUAL(st.replays, 7);
-	CU_ASSERT_EQUAL(out[2], 7);
-	kp_rt_close(rt);
 
 	/* the other rank's watch objects: no capture here either */
 	fake_reset();
-	rt = agreeing_rt("agree2.kplan", 0, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	for (i = 0; i < 10; i++)
-		CU_ASSERT_EQUAL(call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0), 1);
-	st = stats(rt);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree2.kplan", 0, 1));
+	st = agree_calls(rt, 10, 0);
 	CU_ASSERT_EQUAL(ag.n, 1);
 	CU_ASSERT_EQUAL(ag.ok[0], 1);
 	CU_ASSERT_PTR_NULL(fk.last_capture_stream);
 	CU_ASSERT_EQUAL(st.captures, 0);
 	CU_ASSERT_EQUAL(st.failures[KP_RT_R_WOULD_BREAK], 1);
 	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_WOULD_BREAK], 8);
-	CU_ASSERT_EQUAL(out[2], 7);
-	kp_rt_close(rt);
 
 	/* this rank's watch objects: it says so at the agreement */
 	fake_reset();
 	fk.watch_verdict = 1;
-	rt = agreeing_rt("agree3.kplan", 1, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	for (i = 0; i < 10; i++)
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree3.kplan", 1, 1));
+	st = agree_calls(rt, 10, 0);
 	CU_ASSERT_EQUAL(ag.n, 1);
 	CU_ASSERT_EQUAL(ag.ok[0], 0);
-	CU_ASSERT_EQUAL(stats(rt).captures, 0);
-	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(st.captures, 0);
 
 	/* the other rank's capture failed: this one's graph is dropped before
 	 * its first replay, the call's body runs again eagerly, no retry */
 	fake_reset();
-	rt = agreeing_rt("agree4.kplan", 1, 0);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	for (i = 0; i < 10; i++)
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
-	st = stats(rt);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree4.kplan", 1, 0));
+	st = agree_calls(rt, 10, 0);
 	CU_ASSERT_EQUAL(ag.n, 2);
 	CU_ASSERT_EQUAL(ag.ok[1], 1);
 	CU_ASSERT_EQUAL(st.replays, 0);
@@ -2391,48 +2388,34 @@ static void test_ranks_agree(void)
 	CU_ASSERT_EQUAL(st.graphs, 0);
 	CU_ASSERT_EQUAL(st.failures[KP_RT_R_CAPTURE], 1);
 	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_CAPTURE], 8);   /* call 3's re-run, 4..10 */
-	CU_ASSERT_EQUAL(out[2], 7);
 	CU_ASSERT_EQUAL(fk.n_graphs_alive, 0);
-	kp_rt_close(rt);
 
 	/* this rank's capture fails (a sync the watch missed): it tells the
 	 * others at the same agreement, and never retries */
 	fake_reset();
-	rt = agreeing_rt("agree5.kplan", 1, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	for (i = 0; i < 40; i++)
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 1);
-	st = stats(rt);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree5.kplan", 1, 1));
+	st = agree_calls(rt, 40, 1);
 	CU_ASSERT_EQUAL(ag.n, 2);
 	CU_ASSERT_EQUAL(ag.ok[1], 0);
 	CU_ASSERT_EQUAL(st.captures, 0);
 	CU_ASSERT_EQUAL(st.eager_by_reason[KP_RT_R_BACKOFF], 0);
-	CU_ASSERT_EQUAL(out[2], 7);
-	kp_rt_close(rt);
 
 	/* the watch cannot begin here: this rank still agrees at that call */
 	fake_reset();
 	fk.watch_fail = 1;
-	rt = agreeing_rt("agree6.kplan", 1, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-	for (i = 0; i < 10; i++)
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree6.kplan", 1, 1));
+	st = agree_calls(rt, 10, 0);
 	CU_ASSERT_EQUAL(ag.n, 2);
-	CU_ASSERT_EQUAL(stats(rt).captures, 1);
-	CU_ASSERT_EQUAL(stats(rt).unwatched, 1);
-	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(st.captures, 1);
+	CU_ASSERT_EQUAL(st.unwatched, 1);
 
 	/* the all-reduce itself fails: eager, as an objection */
 	fake_reset();
-	rt = agreeing_rt("agree7.kplan", 1, 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt = agreeing_rt("agree7.kplan", 1, 1));
 	ag.fail_at = 1;
-	for (i = 0; i < 10; i++)
-		call(rt, "step", 0, (void *)1, out, 8, &scratch, 7, 0);
+	st = agree_calls(rt, 10, 0);
 	CU_ASSERT_EQUAL(ag.n, 1);
-	CU_ASSERT_EQUAL(stats(rt).captures, 0);
-	CU_ASSERT_EQUAL(out[2], 7);
-	kp_rt_close(rt);
+	CU_ASSERT_EQUAL(st.captures, 0);
 }
 
 CU_TestInfo kp_tests_runtime[] = {
