@@ -20,6 +20,9 @@ OPT ?= -O2
 
 CC ?= gcc
 NVCC ?= $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+# kplan-calibrate where nvcc is (built by all, installed by install)
+CALIBRATE_BIN := $(if $(HAVE_NVCC),$(BUILD)/bin/kplan-calibrate)
 
 # quiet by default; V=1 prints full commands
 ifeq ($(V),1)
@@ -111,8 +114,7 @@ UNIT_EXTRA_OBJ :=
 all: $(COLLECTOR_LIB) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a
 # kplan-calibrate (what `kplan calibrate` runs) needs nvcc to build, not a
 # GPU; without nvcc the rest still builds and `kplan calibrate` says so.
-HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
-all: $(if $(HAVE_NVCC),$(BUILD)/bin/kplan-calibrate)
+all: $(CALIBRATE_BIN)
 
 # Layers: a module.mk adds its folder to LAYERED and names in <dir>_USES the
 # folders its sources may include from; check-layers (part of `make test`)

@@ -30,6 +30,8 @@ export SOURCE_DATE_EPOCH
 # executables and shared objects as dh_strip leaves them (symbols of the
 # dynamic table stay); static archives keep their symbols, lose debug info
 strip --remove-section=.comment --remove-section=.note "$root/usr/bin/kplan"
+[ ! -f "$root/usr/bin/kplan-calibrate" ] ||
+	strip --remove-section=.comment --remove-section=.note "$root/usr/bin/kplan-calibrate"
 find "$root/usr/lib" -type f -name '*.so*' -exec \
 	strip --remove-section=.comment --remove-section=.note --strip-unneeded {} +
 find "$root/usr/lib" -type f -name '*.a' -exec \
@@ -73,6 +75,7 @@ built_using=$(dpkg-query -W -f='${source:Package} (= ${source:Version}), ' \
 find "$root" -type d -exec chmod 755 {} +
 find "$root" -type f -exec chmod 644 {} +
 chmod 755 "$root/usr/bin/kplan"
+[ ! -f "$root/usr/bin/kplan-calibrate" ] || chmod 755 "$root/usr/bin/kplan-calibrate"
 
 {
 	echo "Package: kplan"

@@ -49,19 +49,20 @@ PKG_GEN := $(PKG_DIR)/kplan.pc $(PKG_DIR)/kplanConfig.cmake $(PKG_DIR)/kplanConf
 
 .PHONY: install uninstall install-test check-exports deb deb-check
 # what install puts down, relative to PREFIX (uninstall removes these)
-INSTALL_FILES = bin/kplan lib/libkplanrt.so.$(RT_VERSION) lib/libkplanrt.so.$(RT_SOVERSION) \
+INSTALL_FILES = bin/kplan bin/kplan-calibrate lib/libkplanrt.so.$(RT_VERSION) lib/libkplanrt.so.$(RT_SOVERSION) \
 	lib/libkplanrt.so lib/libkplanrt.a lib/kplan/libkplan_collect.so \
 	include/kplan/runtime.h lib/pkgconfig/kplan.pc lib/cmake/kplan/kplanConfig.cmake \
 	lib/cmake/kplan/kplanConfigVersion.cmake share/bash-completion/completions/kplan
 
 install: $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a \
-		$(COLLECTOR_LIB) $(PKG_GEN) $(MAN_STAMP)
+		$(COLLECTOR_LIB) $(PKG_GEN) $(MAN_STAMP) $(CALIBRATE_BIN)
 	$(quiet) INSTALL $(DESTDIR)$(PREFIX)
 	$(Q)set -e; D='$(DESTDIR)$(PREFIX)'; \
 	install -d "$$D/bin" "$$D/lib/kplan" "$$D/include/kplan" "$$D/lib/pkgconfig" \
 		"$$D/lib/cmake/kplan" "$$D/share/bash-completion/completions" \
 		"$$D/share/man/man1" "$$D/$(PY_DEST)/kplan"; \
 	install -m 755 $(BUILD)/bin/kplan "$$D/bin/kplan"; \
+	if [ -n '$(CALIBRATE_BIN)' ]; then install -m 755 $(CALIBRATE_BIN) "$$D/bin/kplan-calibrate"; fi; \
 	install -m 644 $(RT_REAL) "$$D/lib/libkplanrt.so.$(RT_VERSION)"; \
 	ln -sfn libkplanrt.so.$(RT_VERSION) "$$D/lib/libkplanrt.so.$(RT_SOVERSION)"; \
 	ln -sfn libkplanrt.so.$(RT_VERSION) "$$D/lib/libkplanrt.so"; \
@@ -98,7 +99,7 @@ test: DEPS_GROUPS += package
 # against it, and check `make deb`'s package (scripts/install_test.sh,
 # tests/install/). Everything install and deb need is built first, here.
 install-test: $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.so $(BUILD)/lib/libkplanrt.a \
-		$(COLLECTOR_LIB) $(PKG_GEN) $(MAN_STAMP) $(PKG_DIR)/kplan.lintian-overrides
+		$(COLLECTOR_LIB) $(PKG_GEN) $(MAN_STAMP) $(PKG_DIR)/kplan.lintian-overrides $(CALIBRATE_BIN)
 	@NVCC='$(NVCC)' CUDA_HOME='$(CUDA_HOME)' sh scripts/install_test.sh '$(MAKE)' $(BUILD) '$(SANITIZER)'
 
 # A Debian package from the tree, PREFIX=/usr, without debhelper:
@@ -112,7 +113,7 @@ DEB := $(BUILD)/kplan_$(KP_VERSION)_$(DEB_ARCH).deb
 DEB_ROOT := $(PKG_DIR)/deb
 
 deb: $(DEB)
-$(DEB): $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.a $(COLLECTOR_LIB) $(PKG_GEN) \
+$(DEB): $(BUILD)/bin/kplan $(RT_REAL) $(BUILD)/lib/libkplanrt.a $(COLLECTOR_LIB) $(PKG_GEN) $(CALIBRATE_BIN) \
 		$(MAN_STAMP) $(PKG_DIR)/kplan.lintian-overrides packaging/module.mk packaging/mkdeb.sh \
 		packaging/copyright packaging/changelog packaging/kplan.bash-completion \
 		include/kplan/runtime.h $(wildcard python/kplan/*.py)

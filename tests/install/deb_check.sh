@@ -29,10 +29,10 @@ if ! cmp -s "$tmp/want" "$tmp/got"; then
 	fail "$deb: files differ from the install list (< expected only, > packaged only)"
 fi
 
-# permissions and owners: only bin/kplan executable, shared objects not
+# permissions and owners: only the programs in bin/ executable, shared objects not
 awk '{ p = $6; sub(/^\.\//, "", p)
 	want = $1 ~ /^d/ ? "drwxr-xr-x" : $1 ~ /^l/ ? "lrwxrwxrwx" : \
-		p == "usr/bin/kplan" ? "-rwxr-xr-x" : "-rw-r--r--"
+		p ~ /^usr\/bin\/kplan(-calibrate)?$/ ? "-rwxr-xr-x" : "-rw-r--r--"
 	if ($1 != want || $2 != "root/root")
 		printf "%s %s %s (want %s root/root)\n", $1, $2, p, want }' "$tmp/contents" > "$tmp/modes"
 [ ! -s "$tmp/modes" ] || { cat "$tmp/modes" >&2; fail "$deb: wrong permissions or owner"; }

@@ -16,6 +16,8 @@ kplan=$build/bin/kplan
 		share/bash-completion/completions/kplan share/man/man1/kplan.1; do
 		echo "$f"
 	done
+	# the GPU measurements for `kplan calibrate`, built where nvcc is
+	[ ! -x "$build/bin/kplan-calibrate" ] || echo bin/kplan-calibrate
 	# the real file, libkplanrt.so.0.MINOR.PATCH
 	ls "$build"/lib/libkplanrt.so.0.*.* | sed 's|.*/|lib/|'
 	# one page per command of `kplan --help`
