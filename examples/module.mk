@@ -67,3 +67,9 @@ gpu-check-runtime: runtime examples
 .PHONY: gpu-check-corpus
 gpu-check-corpus: all runtime corpus
 	bash tests/gpu/corpus_check.sh $(BUILD) $(BUILD)/gpu-check/corpus
+
+# examples/ddp on two GPUs (NCCL loaded at run time): eager, graph and the plan
+# from its recording on both ranks (not part of `make gpu-check`'s default list).
+.PHONY: gpu-check-ddp
+gpu-check-ddp: all runtime examples
+	bash tests/gpu/ddp_check.sh $(BUILD) $(BUILD)/gpu-check/ddp

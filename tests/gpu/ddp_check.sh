@@ -5,6 +5,7 @@
 # it is not in gpu-check's default list: GPU_CHECK_ONLY=ddp runs it).
 #
 #   tests/gpu/ddp_check.sh [BUILD] [OUTDIR]
+#   make gpu-check-ddp                      (builds what it needs, then runs it)
 #
 # Finds libnccl.so.2 (KPLAN_NCCL_LIB, else Python's nvidia.nccl, torch's lib
 # directory, the loader's path, CUDA's lib directories), then with
