@@ -29,9 +29,10 @@
  * run the region eagerly (runtime mode; graph mode refuses it).
  *
  * Every rank prints "RESULT ddp MODE rank R ranks N steps S us_per_step T
- * hash H loss L": H hashes the weights after the run (and the rank's summed
- * loss), equal on every rank and in every mode; us_per_step is timed after
- * the --warmup steps. Runtime mode adds "STATS ddp rank R ..." (the
+ * hash H loss L": H hashes the weights after the run, equal on every rank
+ * and in every mode; L is the rank's loss summed over the run (its own data:
+ * it differs between ranks), equal in every mode (%.9g prints a float
+ * exactly); us_per_step is timed after the --warmup steps. Runtime mode adds "STATS ddp rank R ..." (the
  * runtime's counters), graph mode "BODY ddp rank R replay_us_per_step T".
  */
 #include "../excommon.h"
@@ -568,7 +569,6 @@ static int rank_main(const struct opts *o, int rank, int ranks, int dev,
 	CK(cudaGetLastError());
 	CK(cudaMemcpy(&loss, m.loss, sizeof(float), cudaMemcpyDeviceToHost));
 	h = ex_dev_hash(m.params, (size_t)NL * NP * sizeof(float), 0xcbf29ce484222325ULL);
-	h = ex_fnv(&loss, sizeof(loss), h);
 	if (rt) {
 		struct kp_rt_stats st;
 

@@ -20,10 +20,10 @@
 #      must run the step eagerly);
 #   5. a hand-written plan (kplan-mkplan ddp.step:graph) for comparison: it
 #      tells a runtime problem from a planning one.
-# Checks: every run's RESULT hash equal on both ranks and equal across the
-# modes; the plan replays on both ranks with agreements on both; plan within
+# Checks: every run's RESULT hash (the weights) equal on both ranks and
+# across the modes, each rank's loss equal across the modes; the plan replays on both ranks with agreements on both; plan within
 # 5 % of graph and faster than eager (the ratios are printed); the sync
-# variant replays on no rank, agrees on both and gives eager's hash. Exit 0
+# variant replays on no rank, agrees on both and gives eager's results. Exit 0
 # when all pass, 1 on a failure, 2 when it cannot run here (skip).
 # Environment: ROUNDS (3), DDP_STEPS (1000), DDP_REC_STEPS (200), DDP_RANKS (2).
 # shellcheck disable=SC2015  # "A && pass || bad": pass always succeeds
@@ -95,27 +95,31 @@ res() { awk -v k="$1" '$1 == "RESULT" { for (i = 2; i < NF; i++) { if ($i == "ra
 # FIELD FILE: the value after FIELD on each rank's STATS line, "r0 r1 ..." in rank order
 stats() { awk -v k="$1" '$1 == "STATS" { for (i = 2; i < NF; i++) { if ($i == "rank") r = $(i + 1); if ($i == k) v[r] = $(i + 1) } }
 	END { for (r in v) print r, v[r] }' "$2" | sort -n | awk '{printf "%s%s", sep, $2; sep = " "} END {print ""}'; }
-# FILE: "us hash" (us: the slowest rank's; hash: the one hash, or "differ")
+# FILE: "us hash losses" (us: the slowest rank's; hash: the one hash of
+# every rank, else "differ" or "missing"; losses: each rank's, by rank, "L0,L1")
 summary() {
 	local n h
 	n=$(res hash "$1" | wc -l)
 	h=$(res hash "$1" | awk '{print $2}' | sort -u)
 	[ "$n" = "$N" ] || h=missing
 	[ "$(wc -l <<<"$h")" = 1 ] || h=differ
-	echo "$(res us_per_step "$1" | awk 'BEGIN {m = 0} $2 > m {m = $2} END {print m}') $h"
+	echo "$(res us_per_step "$1" | awk 'BEGIN {m = 0} $2 > m {m = $2} END {print m}') $h" \
+		"$(res loss "$1" | awk '{printf "%s%s", sep, $2; sep = ","} END {print ""}')"
 }
 # best NAME MODE PLAN [FLAGS...]: ROUNDS runs; sets US (the best run's),
-# HASH (the one hash of every run and rank, else "differ" or "missing") and
-# ALL (every run's us, comma-separated)
+# HASH (the one hash of every run and rank, else "differ" or "missing"),
+# LOSS (the ranks' losses, the same in every run, else "differ") and ALL
+# (every run's us, comma-separated)
 best() {
-	local name=$1 mode=$2 plan=$3 i us h
+	local name=$1 mode=$2 plan=$3 i us h l
 	shift 3
-	US=999999999 HASH='' ALL=''
+	US=999999999 HASH='' LOSS='' ALL=''
 	for i in $(seq "$ROUNDS"); do
 		job "$name.$i" "$mode" "$plan" "$@" || bad "$name run $i exited $? (see $name.$i.err)"
-		read -r us h <<<"$(summary "$O/$name.$i.out")"
-		[ -z "$HASH" ] && HASH=$h
+		read -r us h l <<<"$(summary "$O/$name.$i.out")"
+		[ -z "$HASH" ] && HASH=$h LOSS=$l
 		[ "$h" = "$HASH" ] || HASH=differ
+		[ "$l" = "$LOSS" ] || LOSS=differ
 		awk -v a="$us" -v b="$US" 'BEGIN {exit !(a > 0 && a < b)}' && US=$us
 		ALL="$ALL${ALL:+,}$us"
 	done
@@ -124,16 +128,22 @@ best() {
 # every OP VALUE "v0 v1 ...": one value per rank, each OP VALUE (awk: > 0, == 0)
 every() { awk -v s="$3" -v n="$N" -v op="$1" -v x="$2" 'BEGIN { k = split(s, v, " "); if (k != n) exit 1
 	for (i = 1; i <= k; i++) if ((op == ">" && !(v[i] > x)) || (op == "==" && v[i] != x)) exit 1 }'; }
+# same WHAT HASH LOSSES: hash and each rank's loss equal to eager's
+same() {
+	[ "$2" = "$e_h" ] && [ "$3" = "$e_l" ] && pass "$1: hash and every rank's loss equal to eager's" ||
+		bad "$1: hash $2 losses $3; eager: hash $e_h losses $e_l"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "-" }'; }
 
 # 1. eager and the hand-written graph
 best eager eager ""
-e_us=$US e_h=$HASH e_all=$ALL
+e_us=$US e_h=$HASH e_l=$LOSS e_all=$ALL
 best graph graph ""
-g_us=$US g_h=$HASH g_all=$ALL
-[ "$e_h" != differ ] && [ "$e_h" != missing ] && pass "eager: every rank's RESULT hash equal ($e_h), $ROUNDS runs" ||
-	bad "eager: RESULT hashes $e_h across ranks or runs"
-[ "$g_h" = "$e_h" ] && pass "graph: hash equal to eager's on every rank" || bad "graph: hash $g_h, eager $e_h"
+g_us=$US g_h=$HASH g_l=$LOSS g_all=$ALL
+[ "$e_h" != differ ] && [ "$e_h" != missing ] && [ "$e_l" != differ ] &&
+	pass "eager: every rank's RESULT hash equal ($e_h), losses ($e_l) the same in $ROUNDS runs" ||
+	bad "eager: RESULT hashes $e_h, losses $e_l across ranks or runs"
+same "graph" "$g_h" "$g_l"
 
 # 2. record -> analyze -> plan (rank 0's run)
 db=$O/ddp.db
@@ -163,10 +173,10 @@ grep -q "ddp.step" "$O/show.txt" && pass "the plan names ddp.step" || bad "the p
 # 3. the generated plan on every rank
 export KPLAN_RT_STATS=1
 best plan runtime "$O/ddp.kplan"
-p_us=$US p_h=$HASH p_all=$ALL
+p_us=$US p_h=$HASH p_l=$LOSS p_all=$ALL
 p_rep=$(stats replays "$O/plan.1.out")
 p_agr=$(stats agreements "$O/plan.1.out")
-[ "$p_h" = "$e_h" ] && pass "plan: hash equal to eager's on every rank" || bad "plan: hash $p_h, eager $e_h"
+same "plan" "$p_h" "$p_l"
 every ">" 0 "$p_rep" &&
 	pass "plan: replays on every rank ($p_rep)" || bad "plan: replays per rank '$p_rep' (see plan.1.err)"
 every ">" 0 "$p_agr" &&
@@ -180,7 +190,7 @@ awk -v r="$pe" 'BEGIN {exit !(r != "-" && r < 1)}' && pass "plan / eager $pe (< 
 
 # 4. rank 1 syncs inside the region: every rank eager, same result
 job sync runtime "$O/ddp.kplan" --sync-on-rank 1 || bad "sync variant exited $? (see sync.err)"
-read -r s_us s_h <<<"$(summary "$O/sync.out")"
+read -r s_us s_h s_l <<<"$(summary "$O/sync.out")"
 s_rep=$(stats replays "$O/sync.out")
 s_agr=$(stats agreements "$O/sync.out")
 s_wb=$(stats would_break "$O/sync.out")
@@ -189,8 +199,7 @@ every "==" 0 "$s_rep" &&
 every ">" 0 "$s_agr" &&
 	pass "sync on rank 1: agreements on every rank ($s_agr; would-break eager calls $s_wb)" ||
 	bad "sync on rank 1: agreements per rank '$s_agr'"
-[ "$s_h" = "$e_h" ] && pass "sync on rank 1: hash equal to eager's on every rank" ||
-	bad "sync on rank 1: hash $s_h, eager $e_h"
+same "sync on rank 1" "$s_h" "$s_l"
 
 # 5. a hand-written plan for the same region (diagnosis: runtime vs planner)
 dev=$("$BIN/ex_ddp" device 2>>"$LOG")
@@ -198,10 +207,9 @@ read -r _ cc _ cuda _ driver _ sm _ <<<"$dev"
 if [ -n "$dev" ] && "$BIN/kplan-mkplan" --cc "$cc" --cuda "$cuda" --driver "$driver" --sm "$sm" \
 	--gpu "${dev#* gpu }" -o "$O/hand.kplan" ddp.step:graph:warmup=2:keys=1 >>"$LOG" 2>&1; then
 	job hand runtime "$O/hand.kplan" || bad "hand-written plan exited $? (see hand.err)"
-	read -r m_us m_h <<<"$(summary "$O/hand.out")"
+	read -r m_us m_h m_l <<<"$(summary "$O/hand.out")"
 	m_rep=$(stats replays "$O/hand.out")
-	[ "$m_h" = "$e_h" ] && pass "hand-written plan: hash equal to eager's ($m_rep replays)" ||
-		bad "hand-written plan: hash $m_h, eager $e_h"
+	same "hand-written plan ($m_rep replays)" "$m_h" "$m_l"
 else
 	bad "kplan-mkplan for ddp.step"
 	m_us=- m_h=- m_rep=-
