@@ -1,8 +1,11 @@
 # examples/module.mk - the example workloads (nvcc; no GPU needed to build)
 # and kplan-mkplan (hand-written plans, host C).
 
-EX_NAMES := mlp decode solver
+EX_NAMES := mlp decode solver ddp
 EX_BINS := $(patsubst %,$(BUILD)/bin/ex_%,$(EX_NAMES))
+# libraries beyond the runtime; ddp loads NCCL with dlopen (no NCCL to build it)
+EX_LIBS_mlp := -lcublas
+EX_LIBS_ddp := -ldl
 # -cudart shared: one CUDA runtime in the process, the one libkplanrt uses too
 EX_NVFLAGS := -O2 -std=c++17 -arch=sm_90 -Iinclude -Xcompiler -Wall -cudart shared
 
@@ -10,7 +13,7 @@ define ex_rule
 $(BUILD)/bin/ex_$(1): examples/$(1)/$(1).cu examples/excommon.h include/kplan/runtime.h $(BUILD)/lib/libkplanrt.so
 	@mkdir -p $$(dir $$@)
 	$$(quiet) NVCC $$@
-	$$(Q)$$(NVCC) $$(EX_NVFLAGS) -o $$@ $$< -L$$(BUILD)/lib -lkplanrt -L$$(CUDA_LIBDIR) -lcublas \
+	$$(Q)$$(NVCC) $$(EX_NVFLAGS) -o $$@ $$< -L$$(BUILD)/lib -lkplanrt -L$$(CUDA_LIBDIR) $$(EX_LIBS_$(1)) \
 		-Xlinker -rpath,'$$$$ORIGIN/../lib' -Xlinker -rpath,$$(CUDA_LIBDIR)
 endef
 $(foreach e,$(EX_NAMES),$(eval $(call ex_rule,$(e))))
@@ -64,3 +67,9 @@ gpu-check-runtime: runtime examples
 .PHONY: gpu-check-corpus
 gpu-check-corpus: all runtime corpus
 	bash tests/gpu/corpus_check.sh $(BUILD) $(BUILD)/gpu-check/corpus
+
+# examples/ddp on two GPUs (NCCL loaded at run time): eager, graph and the plan
+# from its recording on both ranks (not part of `make gpu-check`'s default list).
+.PHONY: gpu-check-ddp
+gpu-check-ddp: all runtime examples
+	bash tests/gpu/ddp_check.sh $(BUILD) $(BUILD)/gpu-check/ddp
