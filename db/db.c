@@ -24,8 +24,10 @@ extern const char kp__schema_sql[];
 
 /* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
  * only creates what is missing, so it is every step so far (v2: the
- * kp_launch_attrs table; v3 to v5: columns, see added_columns). */
+ * kp_launch_attrs table; v3 to v5: columns, see added_columns; v6: the
+ * kp_collectives table and a column). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
+	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
@@ -49,6 +51,8 @@ static const struct { const char *table, *column, *decl; } added_columns[] = {
 	/* v5: the interval around a region's predicted graph time */
 	{ "kp_regions", "graph_ns_lo", "INTEGER" },
 	{ "kp_regions", "graph_ns_hi", "INTEGER" },
+	/* v6: an imported rank's offset to the job's shared clock */
+	{ "kp_runs", "clock_base_ns", "INTEGER" },
 };
 
 static int add_columns(struct kp_db *db, struct kp_err *err)

@@ -61,6 +61,13 @@ static void test_nccl_names(void)
 		CU_ASSERT_EQUAL(kp_nccl_parse(not_nccl[i], &k), 0);
 	CU_ASSERT_EQUAL(kp_nccl_parse(NULL, NULL), 0);
 	CU_ASSERT_STRING_EQUAL(kp_nccl_coll_name(KP_NCCL_REDUCESCATTER), "ReduceScatter");
+	/* element sizes in PyTorch's spelling and NCCL's */
+	CU_ASSERT_EQUAL(kp_nccl_dtype_bytes("BFloat16"), 2);
+	CU_ASSERT_EQUAL(kp_nccl_dtype_bytes("Float"), 4);
+	CU_ASSERT_EQUAL(kp_nccl_dtype_bytes("f64"), 8);
+	CU_ASSERT_EQUAL(kp_nccl_dtype_bytes("Float8_e4m3fn"), 1);
+	CU_ASSERT_EQUAL(kp_nccl_dtype_bytes("Quaternion"), 0);
+	CU_ASSERT_EQUAL(kp_nccl_dtype_bytes(NULL), 0);
 }
 
 struct rk {
@@ -355,6 +362,68 @@ static void test_report_ranks(void)
 	kp_db_close(db);
 }
 
+
+/*
+ * Two ranks' PyTorch profiler traces imported into one database: the runs
+ * know their ranks (distributedInfo, before or after traceEvents), each
+ * NCCL kernel its collective's bytes and process group (on the kernel's own
+ * event, or on the record_param_comms op of the same External id), and the
+ * ranks' times meet on one clock (baseTimeNanoseconds): rank 1 started its
+ * process 500 us earlier, so its raw times are 500 us later.
+ */
+static void test_import_two_ranks(void)
+{
+	const char *db_path = kp_test_path("imported_ranks.db");
+	char *r0 = strdup(kp_test_src("tests/fixtures/ranks/rank0.json"));
+	char *r1 = strdup(kp_test_src("tests/fixtures/ranks/rank1.json"));
+	const char *out = kp_test_path("imported_ranks.txt");
+	struct kp_err err = {0};
+	struct kp_job *job = NULL;
+	struct kp_db *db;
+	char *text;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s import '%s' -o '%s' >/dev/null && %s import '%s' -o '%s'"
+					 " >/dev/null", kp_test_kplan(), r0, db_path, kp_test_kplan(),
+					 r1, db_path), 0);
+	free(r0);
+	free(r1);
+	db = kp_db_open(db_path, 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_runs WHERE rank IS NOT NULL"
+				  " AND world_size = 2", -1), 2);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_collectives", -1), 4);
+	/* the all-reduce's kernel carries no metadata: tied by External id */
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT bytes FROM kp_collectives WHERE runId = 1"
+				  " AND streamId = 20", -1), 1048576 * 4);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT bytes FROM kp_collectives WHERE runId = 2"
+				  " AND streamId = 21", -1), 1024 * 2);
+	CU_ASSERT_EQUAL(kp_job_load(db, 0, &job, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(job);
+	CU_ASSERT_EQUAL(job->n_matches, 2);
+	CU_ASSERT_EQUAL(job->ranks[0].bytes, 1048576 * 4 + 2048);
+	CU_ASSERT_EQUAL(job->ranks[1].n_bytes, 2);
+	CU_ASSERT_STRING_EQUAL(job->ranks[0].colls[0].comm, "0");
+	/* on the shared clock rank 1 reached the all-reduce 20 us before rank 0 */
+	CU_ASSERT_EQUAL(job->ranks[1].colls[0].wait_ns, 20000);
+	CU_ASSERT_EQUAL(job->straggler, 0);
+	CU_ASSERT_STRING_EQUAL(job->comms, "0 (default_pg, 2 ranks), 1 (tp, 2 ranks)");
+	kp_job_free(job);
+	kp_db_close(db);
+	/* the job table says it */
+	CU_ASSERT_EQUAL(kp_test_sh("%s analyze '%s' --csv '%s' > '%s' 2>&1", kp_test_kplan(), db_path,
+				   kp_test_path("imported_csv"), out), 0);
+	text = kp_test_read(out, NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "bytes moved: rank 0 4.196 MB in 2 of 2 collectives;"
+					      " rank 1 4.196 MB in 2 of 2 collectives; communicators:"
+					      " 0 (default_pg, 2 ranks), 1 (tp, 2 ranks)"));
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "straggler: rank 0 "));
+	free(text);
+	text = kp_test_read(kp_test_path("imported_csv/collectives.csv"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\n1,2,20,0,0,0,AllReduce,sum,f32,ring,ll,4194304,0,"
+					      "1700000000000110000,75.000,20.000,0\n"));
+	free(text);
+}
+
 CU_TestInfo kp_tests_ranks[] = {
 	{ "NCCL kernel names", test_nccl_names },
 	{ "two ranks: waits and the straggler", test_waits_and_straggler },
@@ -362,5 +431,6 @@ CU_TestInfo kp_tests_ranks[] = {
 	{ "ranks whose collectives differ", test_mismatch },
 	{ "a region around an all-reduce is capturable", test_region_with_allreduce },
 	{ "the report shows every rank", test_report_ranks },
+	{ "two imported ranks: bytes, communicators, one clock", test_import_two_ranks },
 	CU_TEST_INFO_NULL,
 };
