@@ -3,11 +3,8 @@
  * NCCL collectives (common/nccl.h), matched across ranks, and how long each
  * rank waited in them for the last one to arrive.
  *
- * A job is the runs of one database that are ranks (kp_runs.rank set) of
- * the same launch: the same world size and host, and overlapping in time
- * (or, where a run does not know its time span, the same command). When a rank appears more
- * than once (a job recorded twice), the run nearest the asked one by run id
- * is taken.
+ * A job is the runs of one database that are ranks of the same launch
+ * (kp_db_job_runs, db/jobs.h).
  *
  * Matching: NCCL runs a communicator's collectives in the order they were
  * called, on the stream they were given. Each rank's streams that carry
@@ -39,6 +36,7 @@
 #include "../common/err.h"
 #include "../common/nccl.h"
 #include "../db/db.h"
+#include "../db/jobs.h"
 
 /* One collective kernel of one rank. */
 struct kp_coll {
@@ -83,14 +81,7 @@ struct kp_job {
 };
 
 /*
- * The run a command means when it names none: the newest, unless that is
- * a launcher's (torchrun's agent: no rank, no kernels) in a database with
- * ranks; then the newest rank's run. 0 when the database has no runs.
- */
-int64_t kp_job_default_run(struct kp_db *db);
-
-/*
- * The job run run_id (0: the newest run) is a rank of, with every rank's
+ * The job run run_id (0: kp_db_default_run) is a rank of, with every rank's
  * collectives matched. OUT: *out (free with kp_job_free), NULL when the run
  * is not a rank of a job of two or more ranks in db. Returns 0 or negative
  * KP_E*.

@@ -21,7 +21,7 @@ int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int 
 
 	if (!db)
 		return err->code;
-	run = run_id > 0 ? run_id : kp_db_last_run(db);
+	run = run_id > 0 ? run_id : kp_db_default_run(db);
 	rc = run <= 0 || kp_analysis_stored(db, run);
 	kp_db_close(db);
 	if (rc)

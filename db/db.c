@@ -723,6 +723,22 @@ int64_t kp_db_last_run(struct kp_db *db)
 	return kp_db_int(db, "SELECT max(runId) FROM kp_runs", 0);
 }
 
+int64_t kp_db_default_run(struct kp_db *db)
+{
+	int64_t last = kp_db_last_run(db);
+	char sql[256];
+
+	if (last <= 0)
+		return last;
+	/* a launcher's run (torchrun's agent) has no rank and no GPU work */
+	snprintf(sql, sizeof(sql), "SELECT rank IS NULL AND NOT EXISTS (SELECT 1 FROM"
+		 " CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = %lld) FROM kp_runs WHERE runId = %lld",
+		 (long long)last, (long long)last);
+	if (kp_db_int(db, sql, 0) != 1)
+		return last;
+	return kp_db_int(db, "SELECT max(runId) FROM kp_runs WHERE rank IS NOT NULL", last);
+}
+
 void kp_db_remove(const char *path)
 {
 	static const char *const sfx[] = { "", "-wal", "-shm" };

@@ -448,7 +448,7 @@ static int header(struct out *o)
 int kp_export_chrome(struct kp_db *db, int64_t run_id, FILE *f,
 		     struct kp_chrome_export_stats *stats, struct kp_err *err)
 {
-	struct out o = { db, f, run_id ? run_id : kp_db_last_run(db), 0, err };
+	struct out o = { db, f, run_id ? run_id : kp_db_default_run(db), 0, err };
 	int rc;
 
 	if (stats)

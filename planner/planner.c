@@ -1143,7 +1143,7 @@ struct kp_plan *kp_planner_run(struct kp_db *db, const struct kp_planner_opts *o
 	memset(&c, 0, sizeof(c));
 	c.db = db;
 	c.err = err;
-	c.run = o->run_id > 0 ? o->run_id : kp_db_last_run(db);
+	c.run = o->run_id > 0 ? o->run_id : kp_db_default_run(db);
 	c.warmup = o->warmup >= 0 ? (o->warmup > 1000 ? 1000 : o->warmup) : DEFAULT_WARMUP;
 	c.min_gain = o->min_gain >= 0 ? o->min_gain : DEFAULT_MIN_GAIN;
 	if (c.run <= 0) {

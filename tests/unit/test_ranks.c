@@ -17,6 +17,7 @@
 #include "analyzer/ranks.h"
 #include "common/nccl.h"
 #include "db/writer.h"
+#include "plan/planfile.h"
 #include "reports/report.h"
 #include "testutil.h"
 #include "timeline.h"
@@ -276,7 +277,7 @@ static void test_mismatch(void)
 		/* an empty run without a rank (torchrun's agent) is not what a command
 		 * naming no run means: the newest rank's run is */
 		CU_ASSERT_EQUAL(run, 3);
-		CU_ASSERT_EQUAL(kp_job_default_run(db), 2);
+		CU_ASSERT_EQUAL(kp_db_default_run(db), 2);
 		ri.source = "synthetic";
 		CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
 		CU_ASSERT_EQUAL(kp_db_exec(db, "INSERT INTO StringIds VALUES (990, 'k');"
@@ -284,7 +285,7 @@ static void test_mismatch(void)
 					   " streamId, demangledName, shortName, gridX, gridY, gridZ, blockX,"
 					   " blockY, blockZ, runId) VALUES (1, 2, 0, 7, 990, 990, 1, 1, 1, 1,"
 					   " 1, 1, 4)", &err), 0);
-		CU_ASSERT_EQUAL(kp_job_default_run(db), 4);   /* a run of its own */
+		CU_ASSERT_EQUAL(kp_db_default_run(db), 4);   /* a run of its own */
 	}
 	kp_db_close(db);
 }
@@ -424,6 +425,43 @@ static void test_import_two_ranks(void)
 	free(text);
 }
 
+/* An empty run without a rank, as torchrun's agent records after its ranks. */
+static void add_launcher_run(struct kp_db *db)
+{
+	struct kp_err err = {0};
+	struct kp_run_info ri = { .source = "record", .command = "torchrun --nproc_per_node 2 x.py",
+				  .host = "node1" };
+	int64_t run;
+
+	CU_ASSERT_EQUAL(kp_db_run_insert(db, &ri, &run, &err), 0);
+	CU_ASSERT_EQUAL(kp_db_run_finish(db, run, 0, NULL, "complete", &err), 0);
+}
+
+/*
+ * `kplan plan` naming no run plans the newest rank's run, as analyze and
+ * report do, not the launcher's empty run recorded after it.
+ */
+static void test_plan_default_run(void)
+{
+	const char *path = kp_test_path("ranks_plan_default.db");
+	const char *plan_path = kp_test_path("ranks_default.kplan");
+	struct kp_err err = {0};
+	struct kp_db *db = two_ranks("ranks_plan_default.db", 2);
+	struct kp_plan *plan;
+
+	add_launcher_run(db);
+	CU_ASSERT_EQUAL(kp_db_last_run(db), 3);
+	CU_ASSERT_EQUAL(kp_db_default_run(db), 2);
+	kp_db_close(db);
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s plan '%s' -o '%s' --cc 9.0 --cuda-major 12 >/dev/null 2>&1",
+					 kp_test_kplan(), path, plan_path), 0);
+	plan = kp_plan_load(plan_path, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	CU_ASSERT_EQUAL(plan->source_run, 2);
+	CU_ASSERT_PTR_NOT_NULL(kp_plan_find(plan, "step"));
+	kp_plan_free(plan);
+}
+
 CU_TestInfo kp_tests_ranks[] = {
 	{ "NCCL kernel names", test_nccl_names },
 	{ "two ranks: waits and the straggler", test_waits_and_straggler },
@@ -432,5 +470,6 @@ CU_TestInfo kp_tests_ranks[] = {
 	{ "a region around an all-reduce is capturable", test_region_with_allreduce },
 	{ "the report shows every rank", test_report_ranks },
 	{ "two imported ranks: bytes, communicators, one clock", test_import_two_ranks },
+	{ "plan names no run: the newest rank's, not the launcher's", test_plan_default_run },
 	CU_TEST_INFO_NULL,
 };
