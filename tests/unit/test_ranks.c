@@ -128,11 +128,11 @@ static void rk_end(struct rk *r)
  * elementwise kernel. poll_tid: the thread of a cudaEventQuery in the
  * middle of each step (0: none).
  */
-static void rank_steps(struct rk *r, int64_t late, int64_t poll_tid)
+static void rank_steps_n(struct rk *r, int64_t late, int64_t poll_tid, int n_steps)
 {
 	struct kp_err err = {0};
 
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < n_steps; k++) {
 		int64_t T = (int64_t)k * 100000;
 		struct kp_nvtx_rec n = { .start = T, .end = T + 60000, .event_type = KP_NVTX_PUSHPOP,
 					 .text = "step", .global_tid = 1 };
@@ -147,8 +147,9 @@ static void rank_steps(struct rk *r, int64_t late, int64_t poll_tid)
 	}
 }
 
-/* Two ranks; rank 1 arrives `late` ns late at every all-reduce. */
-static struct kp_db *two_ranks_late(const char *name, int64_t poll_tid, int64_t late)
+/* Two ranks of n_steps steps; rank 1 arrives `late` ns late at every
+ * all-reduce, rank 0 polls on thread poll_tid. */
+static struct kp_db *two_ranks_n(const char *name, int64_t poll_tid, int64_t late, int n_steps)
 {
 	struct kp_err err = {0};
 	struct kp_db *db = kp_db_open(kp_test_path(name), KP_DB_CREATE, &err);
@@ -156,12 +157,18 @@ static struct kp_db *two_ranks_late(const char *name, int64_t poll_tid, int64_t 
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
 	rk_begin(&r, db, 0, 2);
-	rank_steps(&r, 0, poll_tid);
+	rank_steps_n(&r, 0, poll_tid, n_steps);
 	rk_end(&r);
 	rk_begin(&r, db, 1, 2);
-	rank_steps(&r, late, 0);
+	rank_steps_n(&r, late, 0, n_steps);
 	rk_end(&r);
 	return db;
+}
+
+/* Two ranks; rank 1 arrives `late` ns late at every all-reduce. */
+static struct kp_db *two_ranks_late(const char *name, int64_t poll_tid, int64_t late)
+{
+	return two_ranks_n(name, poll_tid, late, 4);
 }
 
 /* Two ranks; rank 1 arrives 5 us late at every all-reduce. */
@@ -462,6 +469,82 @@ static void test_plan_default_run(void)
 	kp_plan_free(plan);
 }
 
+/* Plan the database at name (rank 1's run by default) into a plan file. */
+static struct kp_plan *plan_job(const char *name, const char *plan_name, char **out)
+{
+	struct kp_err err = {0};
+	const char *log = kp_test_path("ranks_plan.txt");
+	struct kp_plan *plan;
+
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' -o '%s' --cc 9.0 --cuda-major 12 > '%s' 2>&1",
+				   kp_test_kplan(), kp_test_path(name), kp_test_path(plan_name), log), 0);
+	*out = kp_test_read(log, NULL);
+	plan = kp_plan_load(kp_test_path(plan_name), &err);
+	if (!plan)
+		fprintf(stderr, "%s\n%s\n", err.msg, *out ? *out : "");
+	return plan;
+}
+
+/*
+ * A plan that holds for every rank: ranks that run the same step plan it
+ * as one section; when rank 0 syncs inside the step (a cudaEventQuery on
+ * its launching thread) and rank 1 does not, rank 1 alone would replay a
+ * graph around an all-reduce that rank 0 runs eagerly: the step is eager
+ * on both, ranks-differ (format version 4).
+ */
+static void test_plan_every_rank(void)
+{
+	struct kp_db *db;
+	struct kp_plan *plan;
+	const struct kp_plan_region *r;
+	char *log, *text;
+
+	/* the same step on both ranks: one graph section for both */
+	/* enough steps that a graph pays for its capture */
+	db = two_ranks_n("ranks_plan_same.db", 2, 5000, 1000);
+	add_launcher_run(db);
+	kp_db_close(db);
+	plan = plan_job("ranks_plan_same.db", "same.kplan", &log);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	CU_ASSERT_PTR_NOT_NULL(log && strstr(log, "the plan holds for the 2 ranks of the job (runs 1, 2):"
+					     " 1 region(s) agree on every rank, 0 differ"));
+	/* kplan plan analyzed rank 0 as well as the asked rank 1 */
+	CU_ASSERT_PTR_NOT_NULL(log && strstr(log, "analyzing it first (as 'kplan analyze"));
+	CU_ASSERT_PTR_NOT_NULL(log && strstr(log, "--run 1')"));
+	r = kp_plan_find(plan, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(r->decision, KP_PLAN_GRAPH);
+	CU_ASSERT_EQUAL(plan->format_version, KP_PLAN_FORMAT_BASE);
+	kp_plan_free(plan);
+	free(log);
+	text = kp_test_read(kp_test_path("same.kplan"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && !strncmp(text, "kplan-plan 2\n", 13));
+	free(text);
+
+	/* rank 0 blocks inside the step: eager on every rank */
+	db = two_ranks_n("ranks_plan_differ.db", 1, 5000, 1000);
+	kp_db_close(db);
+	plan = plan_job("ranks_plan_differ.db", "differ.kplan", &log);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	CU_ASSERT_EQUAL(plan->source_run, 2);
+	r = kp_plan_find(plan, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(r->decision, KP_PLAN_EAGER);
+	CU_ASSERT_EQUAL(r->reason, KP_PLAN_R_RANKS_DIFFER);
+	CU_ASSERT_EQUAL(r->warmup, 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r->reason_text, "ranks differ: rank 0 (run 1) plans it split"
+				      " (blocker); every rank runs it eagerly"));
+	CU_ASSERT_EQUAL(plan->format_version, 4);
+	CU_ASSERT_PTR_NOT_NULL(log && strstr(log, "0 region(s) agree on every rank, 1 differ"));
+	CU_ASSERT_EQUAL(plan->speedup_pred, 1.0);
+	kp_plan_free(plan);
+	free(log);
+	text = kp_test_read(kp_test_path("differ.kplan"), NULL);
+	CU_ASSERT_PTR_NOT_NULL(text && !strncmp(text, "kplan-plan 4\n", 13));
+	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\nreason ranks-differ\n"));
+	free(text);
+}
+
 CU_TestInfo kp_tests_ranks[] = {
 	{ "NCCL kernel names", test_nccl_names },
 	{ "two ranks: waits and the straggler", test_waits_and_straggler },
@@ -471,5 +554,6 @@ CU_TestInfo kp_tests_ranks[] = {
 	{ "the report shows every rank", test_report_ranks },
 	{ "two imported ranks: bytes, communicators, one clock", test_import_two_ranks },
 	{ "plan names no run: the newest rank's, not the launcher's", test_plan_default_run },
+	{ "a plan that holds for every rank", test_plan_every_rank },
 	CU_TEST_INFO_NULL,
 };
