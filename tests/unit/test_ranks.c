@@ -430,6 +430,23 @@ static void test_import_two_ranks(void)
 	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\n1,2,20,0,0,0,AllReduce,sum,f32,ring,ll,4194304,0,"
 					      "1700000000000110000,75.000,20.000,0\n"));
 	free(text);
+	/* export --chrome writes them back as Kineto does: the same rows again */
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s export '%s' --chrome '%s' --run 2 >/dev/null 2>&1 && %s import"
+					 " '%s' -o '%s' >/dev/null", kp_test_kplan(), db_path,
+					 kp_test_path("rank1_again.json"), kp_test_kplan(),
+					 kp_test_path("rank1_again.json"), kp_test_path("again.db")), 0);
+	db = kp_db_open(kp_test_path("again.db"), 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT rank * 10 + world_size FROM kp_runs", -1), 12);
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT clock_base_ns FROM kp_runs", -1),
+			INT64_C(1699999999999500000));
+	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_collectives WHERE (streamId, start,"
+				  " name, dtype, in_nelems, out_nelems, bytes, pg_name, pg_desc, group_size,"
+				  " group_ranks, seq) IN (VALUES (20, 610000, 'allreduce', 'Float', 1048576,"
+				  " 1048576, 4194304, '0', 'default_pg', 2, '[0, 1]', 1), (21, 830000,"
+				  " '_allgather_base', 'BFloat16', 512, 1024, 2048, '1', 'tp', 2, '[0, 1]', 1))",
+				  -1), 2);
+	kp_db_close(db);
 }
 
 /* An empty run without a rank, as torchrun's agent records after its ranks. */
