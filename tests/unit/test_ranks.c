@@ -430,6 +430,30 @@ static void test_import_two_ranks(void)
 	CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "\n1,2,20,0,0,0,AllReduce,sum,f32,ring,ll,4194304,0,"
 					      "1700000000000110000,75.000,20.000,0\n"));
 	free(text);
+	/* the report of rank 1 draws rank 0's all-reduce on rank 1's clock: 500 us
+	 * later than rank 0's raw time, 20 us after rank 1's own */
+	{
+		struct kp_report *rep = NULL;
+		int64_t s0 = -1, s1 = -1;
+
+		db = kp_db_open(db_path, KP_DB_RDONLY, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+		CU_ASSERT_EQUAL_FATAL(kp_report_load(db, NULL, &rep, &err), 0);
+		for (size_t i = 0; i < rep->tl.rows.len; i++) {
+			const struct kp_tl_row *row = &rep->tl.rows.data[i];
+
+			if (row->kind != KP_TL_ROW_STREAM || row->stream_id != 20 || !row->items.len)
+				continue;
+			if (row->rank == 0)
+				s0 = row->items.data[0].start;
+			else
+				s1 = row->items.data[0].start;
+		}
+		CU_ASSERT_EQUAL(s0, 630000);
+		CU_ASSERT_EQUAL(s1, 610000);
+		kp_report_free(rep);
+		kp_db_close(db);
+	}
 	/* export --chrome writes them back as Kineto does: the same rows again */
 	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s export '%s' --chrome '%s' --run 2 >/dev/null 2>&1 && %s import"
 					 " '%s' -o '%s' >/dev/null", kp_test_kplan(), db_path,
