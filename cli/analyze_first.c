@@ -66,8 +66,9 @@ int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int 
 	kp_db_close(db);
 	if (!rc && n < 2)
 		rc = analyze_one(cmd, path, run, may_write, err);
-	for (size_t k = 0; k < n && !rc && n >= 2; k++)
-		rc = analyze_one(cmd, path, runs[k].run_id, may_write, err);
+	else
+		for (size_t k = 0; k < n && !rc; k++)
+			rc = analyze_one(cmd, path, runs[k].run_id, may_write, err);
 	free(runs);
 	return rc;
 }

@@ -109,9 +109,9 @@ static int disagree(struct kp_plan *plan, struct kp_plan_region *r, int rank, in
 	return 0;
 }
 
-/* Make plan hold for rank's plan too; counts the regions that differ. */
+/* Make plan hold for rank's plan (other) too. */
 static int reconcile(struct kp_plan *plan, const struct kp_plan *other, int rank, int64_t run,
-		     size_t *n_differ, struct kp_err *err)
+		     struct kp_err *err)
 {
 	char why[256];
 	int rc;
@@ -132,7 +132,6 @@ static int reconcile(struct kp_plan *plan, const struct kp_plan *other, int rank
 			}
 			continue;
 		}
-		(*n_differ)++;
 		if ((rc = disagree(plan, r, rank, run, why, err)))
 			return rc;
 	}
@@ -144,7 +143,6 @@ static int reconcile(struct kp_plan *plan, const struct kp_plan *other, int rank
 
 		if (par && r->decision == KP_PLAN_GRAPH && differed(par)) {
 			snprintf(why, sizeof(why), "splits '%.100s' otherwise", r->parent);
-			(*n_differ)++;
 			if ((rc = disagree(plan, r, rank, run, why, err)))
 				return rc;
 		}
@@ -162,7 +160,7 @@ static int plan_ranks(struct kp_db *db, const struct kp_planner_opts *o, struct 
 {
 	struct kp_planner_opts one = *o;
 	struct kp_job_run *runs = NULL;
-	size_t n = 0, n_differ = 0;
+	size_t n = 0;
 	int rc;
 
 	if ((rc = kp_db_job_runs(db, plan->source_run, NULL, &runs, &n, err)) || n < 2)
@@ -181,7 +179,7 @@ static int plan_ranks(struct kp_db *db, const struct kp_planner_opts *o, struct 
 			rc = err->code;
 			break;
 		}
-		rc = reconcile(plan, other, runs[k].rank, runs[k].run_id, &n_differ, err);
+		rc = reconcile(plan, other, runs[k].rank, runs[k].run_id, err);
 		kp_plan_free(other);
 	}
 	if (rc)
