@@ -586,11 +586,36 @@ static void test_plan_every_rank(void)
 	free(text);
 }
 
+/* All-reduces of other sizes do not match, where the trace gives sizes. */
+static void test_mismatch_bytes(void)
+{
+	struct kp_err err = {0};
+	struct kp_db *db = two_ranks("mismatch_bytes.db", 2);
+	struct kp_job *job = NULL;
+
+	/* 4 KB each, but rank 1's third all-reduce moves 8 KB */
+	CU_ASSERT_EQUAL(kp_db_exec(db, "INSERT INTO kp_collectives (runId, streamId, start, bytes,"
+				   " pg_name) SELECT runId, streamId, start, CASE WHEN runId = 2 AND"
+				   " start = 225000 THEN 8192 ELSE 4096 END, '0'"
+				   " FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE demangledName IN (SELECT id"
+				   " FROM StringIds WHERE value LIKE 'ncclDevKernel%')", &err), 0);
+	CU_ASSERT_EQUAL_FATAL(kp_job_load(db, 0, &job, &err), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(job);
+	CU_ASSERT_EQUAL(job->n_matches, 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(job->mismatch, "collective 2: rank 0 runs AllReduce sum f32"
+				      " ring/ll, 4096 bytes on communicator 0, rank 1 AllReduce sum f32"
+				      " ring/ll, 8192 bytes on communicator 0"));
+	CU_ASSERT_EQUAL(job->ranks[0].bytes, 4 * 4096);
+	kp_job_free(job);
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_ranks[] = {
 	{ "NCCL kernel names", test_nccl_names },
 	{ "two ranks: waits and the straggler", test_waits_and_straggler },
 	{ "a rank waits only inside its own kernel", test_wait_within_kernel },
 	{ "ranks whose collectives differ", test_mismatch },
+	{ "ranks whose collectives differ in size", test_mismatch_bytes },
 	{ "a region around an all-reduce is capturable", test_region_with_allreduce },
 	{ "the report shows every rank", test_report_ranks },
 	{ "two imported ranks: bytes, communicators, one clock", test_import_two_ranks },
