@@ -366,7 +366,7 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 		a.o.gap_rows_max = 1000000;
 	if (a.o.min_period < 1)
 		a.o.min_period = 2;
-	a.run = a.o.run_id ? a.o.run_id : kp_db_last_run(db);
+	a.run = a.o.run_id ? a.o.run_id : kp_db_default_run(db);
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM kp_runs WHERE runId = %lld",
 		 (long long)a.run);
 	if (!a.run || kp_db_int(db, sql, 0) == 0) {
@@ -460,7 +460,7 @@ int kp_analysis_stored(struct kp_db *db, int64_t run_id)
 	char sql[256];
 
 	if (run_id <= 0)
-		run_id = kp_db_last_run(db);
+		run_id = kp_db_default_run(db);
 	if (run_id <= 0 || !kp_db_has_table(db, "kp_regions") || !kp_db_has_table(db, "kp_gaps"))
 		return 0;
 	snprintf(sql, sizeof(sql), "SELECT EXISTS (SELECT 1 FROM kp_regions WHERE runId = %lld)"

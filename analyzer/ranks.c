@@ -9,93 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../db/csv.h"
 
-/* The asked run's place in a job. */
-struct run_key {
-	int64_t run;
-	int has_rank, world_size;
-	int64_t t_begin, t_end;        /* -1 unknown */
-	char host[256], command[1024];
-	int has_host, has_command;
-};
 
-static int run_key_load(struct kp_db *db, int64_t run, struct run_key *k, struct kp_err *err)
+/* kp_collectives and kp_runs.clock_base_ns exist (schema v6; an older
+ * database opened read-only is not migrated). */
+static int has_clock_base(const struct kp_db *db)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	memset(k, 0, sizeof(*k));
-	k->run = run;
-	rc = kp_db_prepare_run(db, "SELECT rank, COALESCE(world_size, -1), COALESCE(t_begin_ns, -1),"
-			       " COALESCE(t_end_ns, -1), host, command FROM kp_runs WHERE runId = ?1",
-			       run, &st, err);
-	if (rc)
-		return rc;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		k->has_rank = sqlite3_column_type(st, 0) != SQLITE_NULL;
-		k->world_size = (int)sqlite3_column_int64(st, 1);
-		k->t_begin = sqlite3_column_int64(st, 2);
-		k->t_end = sqlite3_column_int64(st, 3);
-		if ((k->has_host = sqlite3_column_type(st, 4) != SQLITE_NULL))
-			snprintf(k->host, sizeof(k->host), "%s", (const char *)sqlite3_column_text(st, 4));
-		if ((k->has_command = sqlite3_column_type(st, 5) != SQLITE_NULL))
-			snprintf(k->command, sizeof(k->command), "%s",
-				 (const char *)sqlite3_column_text(st, 5));
-	}
-	sqlite3_finalize(st);
-	return 0;
-}
-
-/* The job's runs, one per rank (the nearest by run id), by rank. */
-static int job_runs(struct kp_db *db, const struct run_key *k, struct kp_job *job,
-		    struct kp_err *err)
-{
-	/* overlapping in time when both spans are known (a launcher may give
-	 * each rank its own arguments), else the same command */
-	static const char sql[] = "SELECT runId, rank FROM kp_runs WHERE rank IS NOT NULL"
-		" AND COALESCE(world_size, -1) = ?2 AND host IS ?3"
-		" AND (CASE WHEN ?5 >= 0 AND t_begin_ns IS NOT NULL"
-		"  THEN t_begin_ns <= (CASE WHEN ?6 < 0 THEN 9223372036854775807 ELSE ?6 END)"
-		"       AND COALESCE(t_end_ns, 9223372036854775807) >= ?5"
-		"  ELSE command IS ?4 END)"
-		" ORDER BY rank, abs(runId - ?1), runId";
-	sqlite3_stmt *st;
-	size_t cap = 0;
-	int rc = kp_db_prepare_run(db, sql, k->run, &st, err);
-
-	if (rc)
-		return rc;
-	sqlite3_bind_int(st, 2, k->world_size);
-	if (k->has_host)
-		sqlite3_bind_text(st, 3, k->host, -1, SQLITE_STATIC);
-	if (k->has_command)
-		sqlite3_bind_text(st, 4, k->command, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, k->t_begin);
-	sqlite3_bind_int64(st, 6, k->t_end);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int rank = sqlite3_column_int(st, 1);
-
-		if (job->n_ranks && job->ranks[job->n_ranks - 1].rank == rank)
-			continue;   /* a rank recorded again: the nearest run is kept */
-		if (job->n_ranks == cap) {
-			size_t nc = cap ? cap * 2 : 8;
-			struct kp_rank_sum *p = realloc(job->ranks, nc * sizeof(*p));
-
-			if (!p) {
-				sqlite3_finalize(st);
-				return kp_err_set(err, KP_ENOMEM, "out of memory");
-			}
-			job->ranks = p;
-			cap = nc;
-		}
-		memset(&job->ranks[job->n_ranks], 0, sizeof(job->ranks[0]));
-		job->ranks[job->n_ranks].run_id = sqlite3_column_int64(st, 0);
-		job->ranks[job->n_ranks].rank = rank;
-		job->n_ranks++;
-	}
-	rc = rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading the job's runs");
-	sqlite3_finalize(st);
-	return rc;
+	return db->schema_version >= 6;
 }
 
 static int by_lane_start(const void *x, const void *y)
@@ -107,11 +28,44 @@ static int by_lane_start(const void *x, const void *y)
 	return (a->start > b->start) - (a->start < b->start);
 }
 
+/* Name communicator name (its description, its size) in job->comms once. */
+static void add_comm(struct kp_job *job, const char *name, const char *desc, int64_t size)
+{
+	char key[64], one[128];
+	size_t len = strlen(job->comms);
+	int n;
+
+	/* each entry reads "NAME (...", after ", " unless first */
+	snprintf(key, sizeof(key), "%s (", name);
+	if (!strncmp(job->comms, key, strlen(key)))
+		return;
+	snprintf(key, sizeof(key), ", %s (", name);
+	if (strstr(job->comms, key))
+		return;
+	n = snprintf(one, sizeof(one), "%s%s (%s", len ? ", " : "", name,
+		     desc && *desc ? desc : "no description");
+	if (size > 0 && n > 0 && (size_t)n < sizeof(one))
+		snprintf(one + n, sizeof(one) - (size_t)n, ", %lld ranks", (long long)size);
+	if (len + strlen(one) + 2 < sizeof(job->comms))
+		snprintf(job->comms + len, sizeof(job->comms) - len, "%s)", one);
+}
+
 /* Append rank r's collectives to job->colls (cap: its capacity). */
 static int load_colls(struct kp_db *db, struct kp_job *job, size_t r, size_t *cap,
 		      struct kp_err *err)
 {
-	static const char sql[] = "SELECT k.start, k.end, k.streamId, s.value"
+	/* what each moved and on which communicator, where the trace said
+	 * (kp_collectives, schema v6); the rank's times on the job's clock */
+	static const char sql6[] = "SELECT k.start + b.ns, k.end + b.ns, k.streamId, s.value,"
+		" c.bytes, c.pg_name, c.pg_desc, c.group_size"
+		" FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+		" JOIN (SELECT COALESCE(clock_base_ns, 0) ns FROM kp_runs WHERE runId = ?1) b"
+		" LEFT JOIN kp_collectives c ON c.runId = k.runId AND c.streamId = k.streamId"
+		"  AND c.start = k.start"
+		" WHERE k.runId = ?1 AND k.demangledName IN"
+		" (SELECT id FROM StringIds WHERE value LIKE '%nccl%')"
+		" ORDER BY k.start";
+	static const char sql5[] = "SELECT k.start, k.end, k.streamId, s.value, NULL, NULL, NULL, NULL"
 		" FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
 		" WHERE k.runId = ?1 AND k.demangledName IN"
 		" (SELECT id FROM StringIds WHERE value LIKE '%nccl%')"
@@ -121,7 +75,7 @@ static int load_colls(struct kp_db *db, struct kp_job *job, size_t r, size_t *ca
 	int n_lanes = 0;
 	size_t first = job->n_colls;
 	sqlite3_stmt *st;
-	int rc = kp_db_prepare_run(db, sql, rs->run_id, &st, err);
+	int rc = kp_db_prepare_run(db, has_clock_base(db) ? sql6 : sql5, rs->run_id, &st, err);
 
 	if (rc)
 		return rc;
@@ -134,6 +88,13 @@ static int load_colls(struct kp_db *db, struct kp_job *job, size_t r, size_t *ca
 		c.start = sqlite3_column_int64(st, 0);
 		c.end = sqlite3_column_int64(st, 1);
 		c.stream_id = sqlite3_column_int64(st, 2);
+		c.bytes = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+		if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+			snprintf(c.comm, sizeof(c.comm), "%s", (const char *)sqlite3_column_text(st, 5));
+			add_comm(job, c.comm, (const char *)sqlite3_column_text(st, 6),
+				 sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 :
+				 sqlite3_column_int64(st, 7));
+		}
 		for (l = 0; l < n_lanes && lanes[l] != c.stream_id; l++)
 			;
 		if (l == n_lanes) {
@@ -156,6 +117,10 @@ static int load_colls(struct kp_db *db, struct kp_job *job, size_t r, size_t *ca
 		job->colls[job->n_colls++] = c;
 		rs->n_coll++;
 		rs->coll_ns += c.end - c.start;
+		if (c.bytes >= 0) {
+			rs->bytes += c.bytes;
+			rs->n_bytes++;
+		}
 	}
 	rc = rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading the NCCL kernels of a rank");
 	sqlite3_finalize(st);
@@ -184,9 +149,26 @@ static struct kp_coll *lane_of(struct kp_rank_sum *rs, int32_t l, size_t *n)
 	return *n ? &rs->colls[i] : NULL;
 }
 
+/* the same collective, and of the same size and communicator where known */
 static int same_coll(const struct kp_coll *a, const struct kp_coll *b)
 {
-	return a->k.coll == b->k.coll && a->k.redop == b->k.redop && a->k.dtype == b->k.dtype;
+	return a->k.coll == b->k.coll && a->k.redop == b->k.redop && a->k.dtype == b->k.dtype &&
+	       (a->bytes < 0 || b->bytes < 0 || a->bytes == b->bytes) &&
+	       (!a->comm[0] || !b->comm[0] || !strcmp(a->comm, b->comm));
+}
+
+/* "AllReduce sum f32 ring/ll, 4096 bytes on communicator 0" */
+static char *coll_desc(const struct kp_coll *c, char *buf, size_t n)
+{
+	size_t len;
+
+	kp_nccl_desc(&c->k, buf, (unsigned)n);
+	len = strlen(buf);
+	if (c->bytes >= 0 && len < n)
+		len += (size_t)snprintf(buf + len, n - len, ", %lld bytes", (long long)c->bytes);
+	if (c->comm[0] && len < n)
+		snprintf(buf + len, n - len, " on communicator %s", c->comm);
+	return buf;
 }
 
 static void match(struct kp_job *job)
@@ -212,7 +194,7 @@ static void match(struct kp_job *job)
 		for (size_t k = 0; k < n; k++) {
 			int64_t last = INT64_MIN;
 			size_t who = 0, bad = 0;
-			char a[64], b[64];
+			char a[112], b[112];
 
 			for (r = 1; r < nr && !bad; r++)
 				if (!same_coll(&lane[0][k], &lane[r][k]))
@@ -222,9 +204,8 @@ static void match(struct kp_job *job)
 					snprintf(job->mismatch, sizeof(job->mismatch),
 						 "stream lane %d, collective %zu: rank %d runs %s, rank %d %s;"
 						 " matching on this lane stops there", (int)l, k,
-						 job->ranks[0].rank, kp_nccl_desc(&lane[0][k].k, a, sizeof(a)),
-						 job->ranks[bad].rank,
-						 kp_nccl_desc(&lane[bad][k].k, b, sizeof(b)));
+						 job->ranks[0].rank, coll_desc(&lane[0][k], a, sizeof(a)),
+						 job->ranks[bad].rank, coll_desc(&lane[bad][k], b, sizeof(b)));
 				break;
 			}
 			for (r = 0; r < nr; r++) {
@@ -261,46 +242,33 @@ out:
 	free(len);
 }
 
-int64_t kp_job_default_run(struct kp_db *db)
-{
-	int64_t last = kp_db_last_run(db);
-	char sql[256];
-
-	if (last <= 0)
-		return last;
-	/* a launcher's run (torchrun's agent) has no rank and no GPU work */
-	snprintf(sql, sizeof(sql), "SELECT rank IS NULL AND NOT EXISTS (SELECT 1 FROM"
-		 " CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = %lld) FROM kp_runs WHERE runId = %lld",
-		 (long long)last, (long long)last);
-	if (kp_db_int(db, sql, 0) != 1)
-		return last;
-	return kp_db_int(db, "SELECT max(runId) FROM kp_runs WHERE rank IS NOT NULL", last);
-}
-
 int kp_job_load(struct kp_db *db, int64_t run_id, struct kp_job **out, struct kp_err *err)
 {
-	struct run_key key;
+	struct kp_job_run *runs = NULL;
 	struct kp_job *job;
-	size_t cap = 0, off = 0;
+	size_t cap = 0, off = 0, n = 0;
 	int64_t best = 0;
+	int world_size = -1;
 	int rc;
 
 	*out = NULL;
-	if (run_id <= 0)
-		run_id = kp_db_last_run(db);
-	if (run_id <= 0)
-		return 0;
-	if ((rc = run_key_load(db, run_id, &key, err)) || !key.has_rank)
-		return rc;
-	if (!(job = calloc(1, sizeof(*job))))
-		return kp_err_set(err, KP_ENOMEM, "out of memory");
-	job->world_size = key.world_size;
-	job->straggler = -1;
-	rc = job_runs(db, &key, job, err);
-	if (rc || job->n_ranks < 2) {
-		kp_job_free(job);
+	if ((rc = kp_db_job_runs(db, run_id, &world_size, &runs, &n, err)) || n < 2) {
+		free(runs);
 		return rc;
 	}
+	if (!(job = calloc(1, sizeof(*job))) || !(job->ranks = calloc(n, sizeof(*job->ranks)))) {
+		free(job);
+		free(runs);
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
+	}
+	job->world_size = world_size;
+	job->straggler = -1;
+	job->n_ranks = n;
+	for (size_t r = 0; r < n; r++) {
+		job->ranks[r].run_id = runs[r].run_id;
+		job->ranks[r].rank = runs[r].rank;
+	}
+	free(runs);
 	for (size_t r = 0; r < job->n_ranks && !rc; r++)
 		rc = load_colls(db, job, r, &cap, err);
 	if (rc) {
@@ -339,8 +307,32 @@ void kp_job_free(struct kp_job *job)
 	free(job);
 }
 
+char *kp_job_bytes_desc(const struct kp_job *job, char *buf, size_t n)
+{
+	int64_t known = 0;
+	size_t len;
+
+	for (size_t r = 0; r < job->n_ranks; r++)
+		known += job->ranks[r].n_bytes;
+	if (!known && !job->comms[0]) {
+		snprintf(buf, n, "bytes and communicator: unknown (kernel records do not carry them)");
+		return buf;
+	}
+	snprintf(buf, n, "bytes moved:");
+	for (size_t r = 0; r < job->n_ranks && (len = strlen(buf)) < n; r++)
+		snprintf(buf + len, n - len, "%s rank %d %.3f MB in %lld of %lld collectives",
+			 r ? ";" : "", job->ranks[r].rank, job->ranks[r].bytes / 1e6,
+			 (long long)job->ranks[r].n_bytes, (long long)job->ranks[r].n_coll);
+	if ((len = strlen(buf)) < n)
+		snprintf(buf + len, n - len, "; communicators: %s",
+			 job->comms[0] ? job->comms : "unknown");
+	return buf;
+}
+
 void kp_job_print(const struct kp_job *job, FILE *f)
 {
+	char buf[1024];
+
 	fprintf(f, "job of %zu ranks", job->n_ranks);
 	if (job->world_size > 0)
 		fprintf(f, " (world size %d)", job->world_size);
@@ -365,7 +357,7 @@ void kp_job_print(const struct kp_job *job, FILE *f)
 				(long long)s->n_last, (long long)job->n_matches, s->caused_ns / 1e6);
 	}
 	if (job->n_colls)
-		fprintf(f, "  bytes and communicator: unknown (kernel records do not carry them)\n");
+		fprintf(f, "  %s\n", kp_job_bytes_desc(job, buf, sizeof(buf)));
 	if (job->mismatch[0])
 		fprintf(f, "  the ranks' collectives differ at %s\n", job->mismatch);
 }
@@ -420,10 +412,15 @@ int kp_job_write_csv(const struct kp_job *job, const char *dir, struct kp_err *e
 				(long long)c->stream_id, c->lane, c->seq);
 			if (c->match >= 0)
 				fprintf(f, "%d", c->match);
-			fprintf(f, ",%s,%s,%s,%s,%s,unknown,unknown,%lld,%.3f,", kp_nccl_coll_name(c->k.coll),
+			fprintf(f, ",%s,%s,%s,%s,%s,", kp_nccl_coll_name(c->k.coll),
 				c->k.redop ? c->k.redop : "", c->k.dtype ? c->k.dtype : "",
-				c->k.algo ? c->k.algo : "", c->k.proto ? c->k.proto : "",
-				(long long)c->start, (c->end - c->start) / 1e3);
+				c->k.algo ? c->k.algo : "", c->k.proto ? c->k.proto : "");
+			if (c->bytes >= 0)
+				fprintf(f, "%lld,", (long long)c->bytes);
+			else
+				fputs("unknown,", f);
+			kp_csv_field(f, c->comm[0] ? c->comm : "unknown");
+			fprintf(f, ",%lld,%.3f,", (long long)c->start, (c->end - c->start) / 1e3);
 			if (c->wait_ns >= 0)
 				fprintf(f, "%.3f", c->wait_ns / 1e3);
 			fprintf(f, ",%d\n", c->last);

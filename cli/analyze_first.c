@@ -3,25 +3,27 @@
  * analyze a run that has none first, as `kplan analyze DB --run N` would,
  * and say so in one line. Without it a plan of an imported trace would fail
  * and a diff against one would report every region as gone, which a CI
- * check reads as "nothing to compare" instead of a regression.
+ * check reads as "nothing to compare" instead of a regression. A rank of a
+ * job brings every rank: the plan holds for all of them.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 
 #include "../analyzer/analyzer.h"
+#include "../db/jobs.h"
 
-int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int may_write,
-			 struct kp_err *err)
+/* Analyze run of path unless it is; 0 when analyzed (or nothing to analyze). */
+static int analyze_one(const char *cmd, const char *path, int64_t run, int may_write,
+		       struct kp_err *err)
 {
 	struct kp_analyze_opts o;
 	struct kp_db *db = kp_db_open(path, KP_DB_RDONLY, err);
-	int64_t run;
 	int rc;
 
 	if (!db)
 		return err->code;
-	run = run_id > 0 ? run_id : kp_db_last_run(db);
 	rc = run <= 0 || kp_analysis_stored(db, run);
 	kp_db_close(db);
 	if (rc)
@@ -44,5 +46,29 @@ int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int 
 	if (rc)
 		kp_err_prefix(err, "analyzing run %lld first", (long long)run);
 	kp_db_close(db);
+	return rc;
+}
+
+int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int may_write,
+			 struct kp_err *err)
+{
+	struct kp_job_run *runs = NULL;
+	struct kp_db *db = kp_db_open(path, KP_DB_RDONLY, err);
+	size_t n = 0;
+	int64_t run;
+	int rc;
+
+	if (!db)
+		return err->code;
+	run = run_id > 0 ? run_id : kp_db_default_run(db);
+	/* a rank of a job: its plan is every rank's, so every rank is analyzed */
+	rc = kp_db_job_runs(db, run, NULL, &runs, &n, err);
+	kp_db_close(db);
+	if (!rc && n < 2)
+		rc = analyze_one(cmd, path, run, may_write, err);
+	else
+		for (size_t k = 0; k < n && !rc; k++)
+			rc = analyze_one(cmd, path, runs[k].run_id, may_write, err);
+	free(runs);
 	return rc;
 }

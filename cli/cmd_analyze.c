@@ -127,7 +127,7 @@ KP_CMD(analyze)
 		return kp_cli_error(&err);
 	ask_run = o.run_id;
 	if (!o.run_id)
-		o.run_id = kp_job_default_run(db);   /* not a launcher's empty run */
+		o.run_id = kp_db_default_run(db);   /* not a launcher's empty run */
 	rc = kp_analyze(db, &o, &s, &err);
 	if (!rc && csv && !o.dry_run)
 		rc = kp_analyze_write_csv(db, s.run_id, csv, &err);

@@ -222,3 +222,26 @@ char *kp_nccl_desc(const struct kp_nccl_kernel *k, char *buf, unsigned n)
 		 k->proto ? "/" : "", k->proto ? k->proto : "");
 	return buf;
 }
+
+int kp_nccl_dtype_bytes(const char *dtype)
+{
+	/* PyTorch's c10::ScalarType names, then NCCL's short ones */
+	static const struct { const char *name; int bytes; } sizes[] = {
+		{ "Float", 4 }, { "Half", 2 }, { "BFloat16", 2 }, { "Double", 8 },
+		{ "Long", 8 }, { "Int", 4 }, { "Short", 2 }, { "Char", 1 }, { "Byte", 1 },
+		{ "Bool", 1 }, { "ComplexHalf", 4 }, { "ComplexFloat", 8 },
+		{ "ComplexDouble", 16 }, { "UInt16", 2 }, { "UInt32", 4 }, { "UInt64", 8 },
+		{ "Float8_e4m3fn", 1 }, { "Float8_e5m2", 1 }, { "Float8_e4m3fnuz", 1 },
+		{ "Float8_e5m2fnuz", 1 }, { "Float8_e8m0fnu", 1 },
+		{ "i8", 1 }, { "u8", 1 }, { "i32", 4 }, { "u32", 4 }, { "i64", 8 },
+		{ "u64", 8 }, { "f16", 2 }, { "bf16", 2 }, { "f32", 4 }, { "f64", 8 },
+		{ "f8e4m3", 1 }, { "f8e5m2", 1 },
+	};
+
+	if (!dtype)
+		return 0;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++)
+		if (!strcmp(dtype, sizes[i].name))
+			return sizes[i].bytes;
+	return 0;
+}

@@ -51,4 +51,11 @@ const char *kp_nccl_coll_name(int coll);
  */
 char *kp_nccl_desc(const struct kp_nccl_kernel *k, char *buf, unsigned n);
 
+/*
+ * Bytes per element of a data type spelled as PyTorch writes it in a
+ * trace's collective metadata ("Float", "BFloat16", "Long", "Float8_e4m3fn",
+ * ...) or as NCCL's kernel names do ("f32", "bf16", ...); 0 unknown.
+ */
+int kp_nccl_dtype_bytes(const char *dtype);
+
 #endif

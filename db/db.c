@@ -24,8 +24,10 @@ extern const char kp__schema_sql[];
 
 /* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
  * only creates what is missing, so it is every step so far (v2: the
- * kp_launch_attrs table; v3 to v5: columns, see added_columns). */
+ * kp_launch_attrs table; v3 to v5: columns, see added_columns; v6: the
+ * kp_collectives table and a column). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
+	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
@@ -49,6 +51,8 @@ static const struct { const char *table, *column, *decl; } added_columns[] = {
 	/* v5: the interval around a region's predicted graph time */
 	{ "kp_regions", "graph_ns_lo", "INTEGER" },
 	{ "kp_regions", "graph_ns_hi", "INTEGER" },
+	/* v6: an imported rank's offset to the job's shared clock */
+	{ "kp_runs", "clock_base_ns", "INTEGER" },
 };
 
 static int add_columns(struct kp_db *db, struct kp_err *err)
@@ -717,6 +721,22 @@ int kp_db_set_bulk(struct kp_db *db, int on, struct kp_err *err)
 int64_t kp_db_last_run(struct kp_db *db)
 {
 	return kp_db_int(db, "SELECT max(runId) FROM kp_runs", 0);
+}
+
+int64_t kp_db_default_run(struct kp_db *db)
+{
+	int64_t last = kp_db_last_run(db);
+	char sql[256];
+
+	if (last <= 0)
+		return last;
+	/* a launcher's run (torchrun's agent) has no rank and no GPU work */
+	snprintf(sql, sizeof(sql), "SELECT rank IS NULL AND NOT EXISTS (SELECT 1 FROM"
+		 " CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = %lld) FROM kp_runs WHERE runId = %lld",
+		 (long long)last, (long long)last);
+	if (kp_db_int(db, sql, 0) != 1)
+		return last;
+	return kp_db_int(db, "SELECT max(runId) FROM kp_runs WHERE rank IS NOT NULL", last);
 }
 
 void kp_db_remove(const char *path)

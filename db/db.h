@@ -19,7 +19,7 @@
 #include "../common/hash.h"
 
 #define KP_DB_APPLICATION_ID 0x4b504c4e  /* "KPLN" */
-#define KP_DB_SCHEMA_VERSION 5
+#define KP_DB_SCHEMA_VERSION 6
 
 enum kp_db_flags {
 	KP_DB_RDONLY = 1 << 0,  /* reading command: never writes */
@@ -133,6 +133,13 @@ int kp_db_set_bulk(struct kp_db *db, int on, struct kp_err *err);
 
 /* The newest run id, or 0 when there are none. */
 int64_t kp_db_last_run(struct kp_db *db);
+/*
+ * The run a command means when it names none: the newest, unless that is a
+ * launcher's (torchrun's agent records a run with no rank and no kernels)
+ * in a database with ranks; then the newest rank's run. 0 when there are
+ * no runs. Every verb that defaults to a run takes this one.
+ */
+int64_t kp_db_default_run(struct kp_db *db);
 
 /* Append note to the run's note ("; " between notes). */
 int kp_db_run_note(struct kp_db *db, int64_t run_id, const char *note, struct kp_err *err);

@@ -186,7 +186,10 @@ CREATE TABLE IF NOT EXISTS kp_runs (
 	note TEXT,
 	rank INTEGER,                    -- a rank of a multi-process job (torchrun, mpirun,
 	local_rank INTEGER,              -- Slurm: collector/rank.h), else NULL; local rank
-	world_size INTEGER               -- and ranks in the job, NULL when not said
+	world_size INTEGER,              -- and ranks in the job, NULL when not said
+	clock_base_ns INTEGER            -- added to the run's times to put them on a clock the
+	                                 -- job's ranks share (an imported trace's
+	                                 -- baseTimeNanoseconds); NULL: already shared. Schema v6
 );
 
 -- Per launch argument, recorded with `kplan record --args`.
@@ -209,6 +212,29 @@ CREATE TABLE IF NOT EXISTS kp_launch_attrs (
 	correlationId INTEGER NOT NULL,
 	pdl INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (runId, correlationId)
+) WITHOUT ROWID;
+
+-- What a collective kernel moved and on which communicator, where the trace
+-- says (PyTorch's record_param_comms metadata, on the kernel's event or on
+-- the CPU op that launched it): one row per NCCL kernel, keyed as the kernel
+-- row is (runId, streamId, start). bytes: the larger of the input and output
+-- buffers, nelems times the dtype's size; NULL when the dtype is unknown.
+-- Schema v6.
+CREATE TABLE IF NOT EXISTS kp_collectives (
+	runId INTEGER NOT NULL,
+	streamId INTEGER NOT NULL,
+	start INTEGER NOT NULL,
+	name TEXT,                       -- "allreduce", "allgather_into_tensor_coalesced", ...
+	dtype TEXT,                      -- PyTorch's spelling: Float, BFloat16, ...
+	in_nelems INTEGER,
+	out_nelems INTEGER,
+	bytes INTEGER,
+	pg_name TEXT,                    -- the process group (communicator): "0", "1", ...
+	pg_desc TEXT,                    -- "default_pg", "undefined", ...
+	group_size INTEGER,
+	group_ranks TEXT,                -- "[0, 1]"
+	seq INTEGER,                     -- the process group's sequence number, where said
+	PRIMARY KEY (runId, streamId, start)
 ) WITHOUT ROWID;
 
 -- Cost-model constants measured by `kplan calibrate`, per GPU and driver.

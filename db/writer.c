@@ -15,6 +15,7 @@ static const char *const table_names[KP_T__N] = {
 	[KP_T_OVERHEAD] = "PROFILER_OVERHEAD",
 	[KP_T_GPU] = "TARGET_INFO_GPU",
 	[KP_T_LAUNCH_ATTRS] = "kp_launch_attrs",
+	[KP_T_COLL] = "kp_collectives",
 };
 
 /* Column lists; runId is always bound last. */
@@ -38,6 +39,8 @@ static const char *const table_cols[KP_T__N] = {
 		"clockRate,memoryBandwidth,l2CacheSize,maxThreadsPerBlock,maxRegistersPerSm,"
 		"maxShmemPerBlock,maxShmemPerSm,threadsPerWarp,uuid,runId",
 	[KP_T_LAUNCH_ATTRS] = "correlationId,pdl,runId",
+	[KP_T_COLL] = "streamId,start,name,dtype,in_nelems,out_nelems,bytes,pg_name,pg_desc,"
+		"group_size,group_ranks,seq,runId",
 };
 
 const char *kp_table_name(int table)
@@ -73,9 +76,10 @@ static sqlite3_stmt *stmt(struct kp_writer *w, int t, struct kp_err *err)
 
 	if (w->st[t])
 		return w->st[t];
-	/* a launch's attributes are one row per launch, whoever saw it first */
+	/* a launch's attributes (a collective's) are one row per launch
+	 * (kernel), whoever saw it first */
 	n = snprintf(sql, sizeof(sql), "INSERT %sINTO %s(%s) VALUES (?",
-		     t == KP_T_LAUNCH_ATTRS ? "OR IGNORE " : "", table_names[t], table_cols[t]);
+		     t == KP_T_LAUNCH_ATTRS || t == KP_T_COLL ? "OR IGNORE " : "", table_names[t], table_cols[t]);
 	p = sql + n;
 	for (c = table_cols[t]; *c; c++) {
 		if (*c == ',') {
@@ -330,4 +334,43 @@ int kp_writer_pdl(struct kp_writer *w, int64_t corr, struct kp_err *err)
 	sqlite3_bind_int64(st, 1, corr);
 	sqlite3_bind_int(st, 2, 1);
 	return step(w, KP_T_LAUNCH_ATTRS, st, 3, err);
+}
+
+static void bind_text_opt(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s && *s)
+		sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static void bind_count(sqlite3_stmt *st, int i, int64_t v)
+{
+	if (v >= 0)
+		sqlite3_bind_int64(st, i, v);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+int kp_writer_collective(struct kp_writer *w, const struct kp_collective_rec *r,
+			 struct kp_err *err)
+{
+	sqlite3_stmt *st = stmt(w, KP_T_COLL, err);
+	int i = 1;
+
+	if (!st)
+		return err ? err->code : KP_EDB;
+	sqlite3_bind_int64(st, i++, r->stream_id);
+	sqlite3_bind_int64(st, i++, r->start);
+	bind_text_opt(st, i++, r->name);
+	bind_text_opt(st, i++, r->dtype);
+	bind_count(st, i++, r->in_nelems);
+	bind_count(st, i++, r->out_nelems);
+	bind_count(st, i++, r->bytes);
+	bind_text_opt(st, i++, r->pg_name);
+	bind_text_opt(st, i++, r->pg_desc);
+	bind_count(st, i++, r->group_size);
+	bind_text_opt(st, i++, r->group_ranks);
+	bind_count(st, i++, r->seq);
+	return step(w, KP_T_COLL, st, i, err);
 }

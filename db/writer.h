@@ -108,9 +108,21 @@ struct kp_gpu_rec {
 	int max_shmem_per_block, max_shmem_per_sm, threads_per_warp;
 };
 
+/*
+ * What a collective kernel moved and on which communicator (kp_collectives),
+ * keyed by the kernel's stream and start. Strings may be NULL; counts -1
+ * when not said; bytes -1 when unknown.
+ */
+struct kp_collective_rec {
+	uint32_t stream_id;
+	int64_t start;
+	const char *name, *dtype, *pg_name, *pg_desc, *group_ranks;
+	int64_t in_nelems, out_nelems, bytes, group_size, seq;
+};
+
 enum kp_table {
 	KP_T_KERNEL, KP_T_RUNTIME, KP_T_MEMCPY, KP_T_MEMSET, KP_T_SYNC,
-	KP_T_NVTX, KP_T_OVERHEAD, KP_T_GPU, KP_T_LAUNCH_ATTRS, KP_T__N
+	KP_T_NVTX, KP_T_OVERHEAD, KP_T_GPU, KP_T_LAUNCH_ATTRS, KP_T_COLL, KP_T__N
 };
 
 /* Name of the SQL table behind enum kp_table. */
@@ -145,5 +157,10 @@ int kp_writer_gpu(struct kp_writer *w, const struct kp_gpu_rec *r, struct kp_err
 /* kp_launch_attrs: the launch with correlation id corr used programmatic
  * dependent launch (a second row for the same launch is ignored). */
 int kp_writer_pdl(struct kp_writer *w, int64_t corr, struct kp_err *err);
+/* kp_collectives: what the collective kernel at (stream, start) moved; a
+ * second row for the same kernel is ignored, so the likelier source goes
+ * first. */
+int kp_writer_collective(struct kp_writer *w, const struct kp_collective_rec *r,
+			 struct kp_err *err);
 
 #endif

@@ -86,6 +86,12 @@ static int finish_run(struct kp__chrome *r)
 	u.driver_version = (int)r->versions[0];
 	u.runtime_version = (int)r->versions[1];
 	u.cupti_version = (int)r->versions[2];
+	if (r->rank >= 0) {
+		u.has_rank = 1;
+		u.rank = (int)r->rank;
+		u.world_size = (int)r->world_size;
+	}
+	u.clock_base_ns = r->base_ns;
 	if (kp__run_update(r->db, r->st->run_id, &u, r->err))
 		return r->err->code;
 	return kp_db_run_finish(r->db, r->st->run_id, 0, NULL, "complete", r->err);
@@ -110,6 +116,7 @@ int kp_import_chrome(struct kp_db *db, const char *path, const struct kp_import_
 	r.err = err;
 	r.st = stats;
 	r.kernel_device = -1;
+	r.rank = r.world_size = -1;
 	kp_strbuf_init(&r.ev.name);
 	kp_strbuf_init(&r.ev.cat_s);
 	kp_strmap_init(&r.skipped);
@@ -196,7 +203,7 @@ parsed:
 				"%s: not a trace: the JSON object has no \"traceEvents\" array", path);
 		goto out_writer;
 	}
-	if ((rc = kp__chrome_flush_pending(&r)))
+	if ((rc = kp__chrome_flush_pending(&r)) || (rc = kp__chrome_tie_collectives(&r)))
 		goto out_writer;
 	rc = finish_run(&r);
 	if (!rc) {
@@ -218,6 +225,8 @@ out:
 	for (size_t i = 0; i < r.pending.len; i++)
 		kp_strbuf_release(&r.pending.data[i].name);
 	kp_vec_release(&r.pending);
+	kp_vec_release(&r.commops);
+	kp_vec_release(&r.nccl_kernels);
 	kp_vec_release(&r.gpus);
 	kp_strbuf_release(&r.ev.name);
 	kp_strbuf_release(&r.ev.cat_s);

@@ -13,6 +13,7 @@
 #include "kineto.h"
 #include "../common/hash.h"
 #include "../common/log.h"
+#include "../common/nccl.h"
 
 int kp__chrome_fail(struct kp__chrome *r, int code, const char *fmt, ...)
 {
@@ -141,6 +142,99 @@ static int gpu_op(struct kp__chrome *r, const struct kp__chrome_ev *e, int64_t c
 
 #define WRITE(call) do { if ((call) < 0) { r->rc = r->err->code; return -1; } } while (0)
 
+static int64_t arg_or(const struct kp__chrome_ev *e, int key)
+{
+	return (e->ahave & (1u << key)) ? e->a[key] : -1;
+}
+
+/* Write the kp_collectives row of the kernel at (stream, start). */
+static int write_collective(struct kp__chrome *r, uint32_t stream, int64_t start,
+			    const struct kp__chrome_comm *c, int64_t in, int64_t out,
+			    int64_t group_size, int64_t seq)
+{
+	struct kp_collective_rec cr = {
+		.stream_id = stream, .start = start, .name = c->name, .dtype = c->dtype,
+		.pg_name = c->pg_name, .pg_desc = c->pg_desc, .group_ranks = c->ranks,
+		.in_nelems = in, .out_nelems = out, .group_size = group_size, .seq = seq,
+		.bytes = -1,
+	};
+	int size = kp_nccl_dtype_bytes(c->dtype);
+
+	/* the larger buffer: the whole tensor of an all-reduce, the gathered
+	 * one of an all-gather, the scattered input of a reduce-scatter */
+	if (size > 0 && (in >= 0 || out >= 0))
+		cr.bytes = (in > out ? in : out) * size;
+	WRITE(kp_writer_collective(&r->w, &cr, r->err));
+	return 0;
+}
+
+/*
+ * An NCCL kernel's collective: from its own args (Kineto copies the
+ * launching record_param_comms op's metadata onto the kernel), else kept
+ * with the op's External id for kp__chrome_tie_collectives.
+ */
+static int kernel_collective(struct kp__chrome *r, const struct kp__chrome_ev *e,
+			     const struct kp_gpu_op *op)
+{
+	struct kp__chrome_ncclk k = { .ext_id = e->a[A_EXT_ID], .start = op->start,
+				      .stream = op->stream_id };
+
+	if (!kp_nccl_parse(e->name.buf, NULL))
+		return 0;
+	if (e->ahave & ((1u << A_IN_NELEMS) | (1u << A_OUT_NELEMS)) || e->comm.pg_name[0])
+		return write_collective(r, op->stream_id, op->start, &e->comm,
+					arg_or(e, A_IN_NELEMS), arg_or(e, A_OUT_NELEMS),
+					arg_or(e, A_GROUP_SIZE), arg_or(e, A_SEQ));
+	if (!(e->ahave & (1u << A_EXT_ID)))
+		return 0;
+	if (kp_vec_push(&r->nccl_kernels, k))
+		return kp__chrome_fail(r, KP_ENOMEM, "out of memory"), -1;
+	return 0;
+}
+
+/* A record_param_comms op: its collective, for the kernels it launched. */
+static int comm_op(struct kp__chrome *r, const struct kp__chrome_ev *e)
+{
+	struct kp__chrome_commop c = {
+		.ext_id = e->a[A_EXT_ID], .in_nelems = arg_or(e, A_IN_NELEMS),
+		.out_nelems = arg_or(e, A_OUT_NELEMS), .group_size = arg_or(e, A_GROUP_SIZE),
+		.seq = arg_or(e, A_SEQ), .comm = e->comm,
+	};
+
+	if (!(e->ahave & (1u << A_EXT_ID)) || strcmp(e->name.buf, "record_param_comms"))
+		return 0;
+	if (kp_vec_push(&r->commops, c))
+		return kp__chrome_fail(r, KP_ENOMEM, "out of memory"), -1;
+	return 0;
+}
+
+static int by_ext_id(const void *x, const void *y)
+{
+	const struct kp__chrome_commop *a = x, *b = y;
+
+	return (a->ext_id > b->ext_id) - (a->ext_id < b->ext_id);
+}
+
+int kp__chrome_tie_collectives(struct kp__chrome *r)
+{
+	size_t n = r->commops.len;
+
+	if (!n || !r->nccl_kernels.len)
+		return 0;
+	qsort(r->commops.data, n, sizeof(*r->commops.data), by_ext_id);
+	for (size_t i = 0; i < r->nccl_kernels.len; i++) {
+		const struct kp__chrome_ncclk *k = &r->nccl_kernels.data[i];
+		struct kp__chrome_commop key = { .ext_id = k->ext_id };
+		const struct kp__chrome_commop *c = bsearch(&key, r->commops.data, n,
+							    sizeof(key), by_ext_id);
+
+		if (c && write_collective(r, k->stream, k->start, &c->comm, c->in_nelems,
+					  c->out_nelems, c->group_size, c->seq))
+			return r->rc;
+	}
+	return 0;
+}
+
 /* Write one complete event whose correlation id is known (0: none). */
 static int write_event(struct kp__chrome *r, const struct kp__chrome_ev *e, int64_t corr)
 {
@@ -174,6 +268,8 @@ static int write_event(struct kp__chrome *r, const struct kp__chrome_ev *e, int6
 		WRITE(kp_writer_kernel(&r->w, &k, r->err));
 		if (e->a[A_PDL] && corr)
 			WRITE(kp_writer_pdl(&r->w, corr, r->err));
+		if (kernel_collective(r, e, &k.op))
+			return -1;
 		break;
 	}
 	case C_MEMCPY: {
@@ -394,6 +490,8 @@ int kp__chrome_handle_event(struct kp__chrome *r)
 			if (need(r, e, cpu_fields))
 				return -1;
 			r->host_pid = e->pid;
+			if (e->cat == C_CPU_OP && comm_op(r, e))
+				return -1;
 			return nvtx_event(r, e, 0);
 		case C_GPU_ANNOT: {
 			int64_t device, stream;

@@ -120,26 +120,58 @@ static void gpu_flow(struct out *o, sqlite3_stmt *st, int col, int64_t corr, int
 	", (SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
 	"   AND r.correlationId = x.correlationId LIMIT 1)"
 
+/* A collective kernel's metadata (kp_collectives) as Kineto writes it on
+ * the kernel, from column col on: name, dtype, in, out, group size,
+ * process group name, description, ranks, seq. */
+static void collective_args(FILE *f, sqlite3_stmt *st, int col)
+{
+	static const char *const keys[] = {
+		"Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size",
+		"Process Group Name", "Process Group Description", "Process Group Ranks", "Seq",
+	};
+
+	for (int i = 0; i < 9; i++) {
+		if (sqlite3_column_type(st, col + i) == SQLITE_NULL)
+			continue;
+		fprintf(f, ",\"%s\":", keys[i]);
+		if (sqlite3_column_type(st, col + i) == SQLITE_INTEGER)
+			fprintf(f, "%lld", I(col + i));
+		else
+			json_str(f, T(col + i));
+	}
+}
+
 static int kernels(struct out *o)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-#define KERNEL_SQL(pdl) \
+#define KERNEL_SQL(pdl, coll, join) \
 	"SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId," \
 	" (SELECT value FROM StringIds WHERE id = x.demangledName)," \
 	" x.registersPerThread, x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ," \
 	" x.staticSharedMemory, x.dynamicSharedMemory, x.launchType, x.cacheConfig," \
 	" x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId" \
-	LAUNCH_COLS ", " pdl \
-	" FROM CUPTI_ACTIVITY_KIND_KERNEL x WHERE x.runId = ? ORDER BY x.start"
-	/* kp_launch_attrs: schema v2, absent from older read-only databases */
-	if (prep(o, kp_db_has_table(o->db, "kp_launch_attrs")
-		 ? KERNEL_SQL("(SELECT a.pdl FROM kp_launch_attrs a WHERE a.runId = x.runId"
-			      " AND a.correlationId = x.correlationId)")
-		 : KERNEL_SQL("NULL"), &st))
+	LAUNCH_COLS ", " pdl ", " coll \
+	" FROM CUPTI_ACTIVITY_KIND_KERNEL x" join " WHERE x.runId = ? ORDER BY x.start"
+#define COLL_COLS "c.name, c.dtype, c.in_nelems, c.out_nelems, c.group_size, c.pg_name," \
+	" c.pg_desc, c.group_ranks, c.seq"
+#define COLL_NONE "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+#define COLL_JOIN " LEFT JOIN kp_collectives c ON c.runId = x.runId" \
+	" AND c.streamId = x.streamId AND c.start = x.start"
+#define PDL "(SELECT a.pdl FROM kp_launch_attrs a WHERE a.runId = x.runId" \
+	" AND a.correlationId = x.correlationId)"
+	/* kp_launch_attrs: schema v2, kp_collectives: v6, absent from older
+	 * read-only databases */
+	if (prep(o, o->db->schema_version >= 6 ? KERNEL_SQL(PDL, COLL_COLS, COLL_JOIN) :
+		 kp_db_has_table(o->db, "kp_launch_attrs") ? KERNEL_SQL(PDL, COLL_NONE, "") :
+		 KERNEL_SQL("NULL", COLL_NONE, ""), &st))
 		return -1;
 #undef KERNEL_SQL
+#undef COLL_COLS
+#undef COLL_NONE
+#undef COLL_JOIN
+#undef PDL
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		FILE *f = o->f;
 		long long ss = I(14), ds = I(15);
@@ -164,6 +196,7 @@ static int kernels(struct out *o)
 		 * dependent launch; kplan import reads it back into kp_launch_attrs */
 		if (I(25))
 			fputs(",\"kplan pdl\":1", f);
+		collective_args(f, st, 26);
 		fputs("}}", f);
 		gpu_flow(o, st, 23, I(5), I(2), I(4), I(0));
 	}
@@ -396,6 +429,31 @@ static int names(struct out *o)
 	return done(o, st, rc, "reading streams");
 }
 
+/* A rank's place in its job and its clock base, as Kineto writes them. */
+static int rank_info(struct out *o)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (o->db->schema_version < 6)
+		return 0;   /* an older read-only database: no rank of an import */
+	if (prep(o, "SELECT rank, world_size, clock_base_ns FROM kp_runs WHERE runId = ?", &st))
+		return -1;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
+			fprintf(o->f, "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": %lld",
+				I(0));
+			if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+				fprintf(o->f, ", \"world_size\": %lld", I(1));
+			fputs("},\n", o->f);
+		}
+		if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+			fprintf(o->f, "\"baseTimeNanoseconds\": %lld,\n", I(2));
+		rc = SQLITE_DONE;
+	}
+	return done(o, st, rc, "reading the run's rank");
+}
+
 static int header(struct out *o)
 {
 	sqlite3_stmt *st;
@@ -417,6 +475,8 @@ static int header(struct out *o)
 		"\n\"cuda_runtime_version\": %lld,\n\"cupti_version\": %lld,\n",
 		(long long)o->run, I(6), I(7), I(8));
 	sqlite3_finalize(st);
+	if (rank_info(o))
+		return -1;
 
 	if (prep(o, "SELECT id, name, totalMemory, computeMajor, computeMinor, maxThreadsPerBlock,"
 		 " maxRegistersPerSm, maxShmemPerBlock, maxShmemPerSm, threadsPerWarp, smCount,"
@@ -448,7 +508,7 @@ static int header(struct out *o)
 int kp_export_chrome(struct kp_db *db, int64_t run_id, FILE *f,
 		     struct kp_chrome_export_stats *stats, struct kp_err *err)
 {
-	struct out o = { db, f, run_id ? run_id : kp_db_last_run(db), 0, err };
+	struct out o = { db, f, run_id ? run_id : kp_db_default_run(db), 0, err };
 	int rc;
 
 	if (stats)

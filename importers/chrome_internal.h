@@ -32,10 +32,22 @@ enum argkey {
 	A_NONE, A_DEVICE, A_CONTEXT, A_STREAM, A_CORR, A_REGS, A_SMEM, A_SSMEM, A_DSMEM,
 	A_GRID, A_BLOCK, A_BYTES, A_RETVAL, A_VALUE, A_LAUNCH, A_GRAPH_NODE, A_GRAPH_ID,
 	A_EVENT_ID, A_CACHE, A_LMEM_THREAD, A_LMEM_TOTAL, A_GRID_ID, A_SYNC_TYPE, A_PDL,
-	A_KPLAN_REGION, A__N
+	A_KPLAN_REGION, A_EXT_ID, A_IN_NELEMS, A_OUT_NELEMS, A_GROUP_SIZE, A_SEQ, A__N
 };
 
-enum topkey { TK_OTHER, TK_EVENTS, TK_DEVPROPS, TK_DRIVER, TK_RUNTIME, TK_CUPTI };
+/* String args of a collective (PyTorch's record_param_comms metadata), kept
+ * in struct kp__chrome_comm; numbered past the A_* keys. */
+enum commkey { CK_NAME = 64, CK_DTYPE, CK_PG_NAME, CK_PG_DESC, CK_RANKS };
+
+/* A collective's string args; "" when absent. */
+struct kp__chrome_comm {
+	char name[64], dtype[32], pg_name[64], pg_desc[64], ranks[128];
+};
+
+/* the versions last, in the order of kp__chrome.versions */
+enum topkey {
+	TK_OTHER, TK_EVENTS, TK_DEVPROPS, TK_DIST, TK_BASE, TK_DRIVER, TK_RUNTIME, TK_CUPTI
+};
 
 enum devkey {
 	D_NONE, D_ID, D_NAME, D_MEM, D_MAJOR, D_MINOR, D_MAXTPB, D_REGS_SM, D_SHMEM_BLOCK,
@@ -44,7 +56,7 @@ enum devkey {
 
 enum state {
 	S_START, S_TOP, S_TOPVAL, S_EVENTS, S_EV, S_EVVAL, S_ARGS, S_ARGVAL, S_ARGARR,
-	S_DEVS, S_DEV, S_DEVVAL, S_SKIP, S_DONE,
+	S_DEVS, S_DEV, S_DEVVAL, S_DIST, S_DISTVAL, S_SKIP, S_DONE,
 };
 
 enum vtype { V_NULL, V_BOOL, V_NUM, V_STR };
@@ -58,6 +70,7 @@ struct kp__chrome_ev {
 	int64_t pid, tid, ts, dur, id;
 	int64_t a[A__N];
 	int32_t grid[3], block[3];
+	struct kp__chrome_comm comm;
 	struct kp_strbuf name;
 	struct kp_strbuf cat_s;
 };
@@ -68,6 +81,16 @@ struct kp__chrome_gpu {
 };
 
 struct kp__chrome_flow { int64_t pid, tid, ts, id; int used; };
+
+/* A record_param_comms CPU op's collective, by its External id. */
+struct kp__chrome_commop {
+	int64_t ext_id, in_nelems, out_nelems, group_size, seq;
+	struct kp__chrome_comm comm;
+};
+
+/* An NCCL kernel whose event carried no collective args: its launching op's
+ * External id, tied to a kp__chrome_commop when the trace is read. */
+struct kp__chrome_ncclk { int64_t ext_id, start; uint32_t stream; };
 
 struct kp__chrome {
 	struct kp_db *db;
@@ -86,6 +109,11 @@ struct kp__chrome {
 	struct kp__chrome_gpu cur_gpu;
 	KP_VEC(struct kp__chrome_gpu) gpus;
 	int64_t versions[3];    /* driver, runtime, cupti */
+	int dist_key;           /* distributedInfo: 1 rank, 2 world_size, 0 other */
+	int64_t rank, world_size;   /* distributedInfo's; -1 not said */
+	int64_t base_ns;        /* baseTimeNanoseconds; 0 not said */
+	KP_VEC(struct kp__chrome_commop) commops;
+	KP_VEC(struct kp__chrome_ncclk) nccl_kernels;
 	int64_t host_pid;       /* pid of the last CPU-side event */
 	int64_t kernel_device;  /* device of the first kernel, -1 none */
 	int64_t cpu_op_domain;  /* StringIds id, 0 until first cpu_op */
@@ -109,6 +137,9 @@ extern const char *const kp__chrome_key_names[];
  * still waiting for their flow. 0 or -1 (code in r->rc). */
 int kp__chrome_handle_event(struct kp__chrome *r);
 int kp__chrome_flush_pending(struct kp__chrome *r);
+/* Tie the NCCL kernels without args to their record_param_comms op by
+ * External id and write their kp_collectives rows. 0 or KP_E*. */
+int kp__chrome_tie_collectives(struct kp__chrome *r);
 
 /* chrome_json.c: the parser's callbacks (ctx: struct kp__chrome). */
 extern const yajl_callbacks kp__chrome_callbacks;

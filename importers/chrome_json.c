@@ -28,6 +28,14 @@ static const struct { const char *key; size_t len; int id; } arg_keys[] = {
 	KEY("sync type", A_SYNC_TYPE),
 	KEY("kplan pdl", A_PDL),      /* kplan export --chrome: programmatic dependent launch */
 	KEY("kplan region", A_KPLAN_REGION),  /* and a libkplanrt range's category */
+	/* a collective (PyTorch's record_param_comms metadata, which Kineto
+	 * also copies onto the collective's kernel) */
+	KEY("External id", A_EXT_ID), KEY("In msg nelems", A_IN_NELEMS),
+	KEY("Out msg nelems", A_OUT_NELEMS), KEY("Group size", A_GROUP_SIZE),
+	KEY("Seq", A_SEQ), KEY("seq", A_SEQ),
+	KEY("Collective name", CK_NAME), KEY("dtype", CK_DTYPE),
+	KEY("Process Group Name", CK_PG_NAME), KEY("Process Group Description", CK_PG_DESC),
+	KEY("Process Group Ranks", CK_RANKS),
 };
 
 static const struct { const char *key; size_t len; int id; } dev_keys[] = {
@@ -50,6 +58,8 @@ static void ev_reset(struct kp__chrome_ev *e)
 	memset(e->a, 0, sizeof(e->a));
 	memset(e->grid, 0, sizeof(e->grid));
 	memset(e->block, 0, sizeof(e->block));
+	e->comm.name[0] = e->comm.dtype[0] = e->comm.pg_name[0] = '\0';
+	e->comm.pg_desc[0] = e->comm.ranks[0] = '\0';
 	kp_strbuf_reset(&e->name);
 	kp_strbuf_reset(&e->cat_s);
 }
@@ -193,6 +203,19 @@ static void dev_scalar(struct kp__chrome *r, int key, int type, const char *s, s
 	}
 }
 
+/* A collective's string arg (a number, for a process group named by one). */
+static void comm_arg(struct kp__chrome_comm *c, int key, int type, const char *s, size_t len)
+{
+	char *dst = key == CK_NAME ? c->name : key == CK_DTYPE ? c->dtype :
+		    key == CK_PG_NAME ? c->pg_name : key == CK_PG_DESC ? c->pg_desc : c->ranks;
+	size_t cap = key == CK_NAME ? sizeof(c->name) : key == CK_DTYPE ? sizeof(c->dtype) :
+		     key == CK_PG_NAME ? sizeof(c->pg_name) :
+		     key == CK_PG_DESC ? sizeof(c->pg_desc) : sizeof(c->ranks);
+
+	if (type == V_STR || type == V_NUM)
+		snprintf(dst, cap, "%.*s", (int)len, s);
+}
+
 static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 {
 	int64_t v;
@@ -209,6 +232,9 @@ static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 		if (r->top_key >= TK_DRIVER && (type == V_NUM || type == V_STR) &&
 		    !kp_import_parse_int(s, len, &v))
 			r->versions[r->top_key - TK_DRIVER] = v;
+		if (r->top_key == TK_BASE && (type == V_NUM || type == V_STR) &&
+		    !kp_import_parse_int(s, len, &v))
+			r->base_ns = v;
 		r->state = S_TOP;
 		return 1;
 	case S_EVENTS:
@@ -220,6 +246,10 @@ static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 		return ev_scalar(r, type, s, len);
 	case S_ARGVAL:
 		r->state = S_ARGS;
+		if (r->key >= CK_NAME) {
+			comm_arg(&r->ev.comm, r->key, type, s, len);
+			return 1;
+		}
 		if (r->key != A_NONE && (type == V_NUM || type == V_STR) &&
 		    !kp_import_parse_int(s, len, &v)) {
 			r->ev.a[r->key] = v;
@@ -234,6 +264,16 @@ static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 	case S_DEVVAL:
 		r->state = S_DEV;
 		dev_scalar(r, r->key, type, s, len);
+		return 1;
+	case S_DISTVAL:
+		r->state = S_DIST;
+		if (r->dist_key && (type == V_NUM || type == V_STR) &&
+		    !kp_import_parse_int(s, len, &v)) {
+			if (r->dist_key == 1)
+				r->rank = v;
+			else
+				r->world_size = v;
+		}
 		return 1;
 	default:
 		return 1;
@@ -273,6 +313,10 @@ static int cb_start_map(void *ctx)
 		if (r->top_key == TK_EVENTS)
 			return kp__chrome_fail(r, KP_EFORMAT, "%s: not a trace: \"traceEvents\" is not an array",
 				    r->path);
+		if (r->top_key == TK_DIST) {
+			r->state = S_DIST;
+			return 1;
+		}
 		return skip_value(r, S_TOP);
 	case S_EVENTS:
 		ev_reset(&r->ev);
@@ -294,6 +338,8 @@ static int cb_start_map(void *ctx)
 		return 1;
 	case S_DEVVAL:
 		return skip_value(r, S_DEV);
+	case S_DISTVAL:
+		return skip_value(r, S_DIST);
 	default:
 		return 1;
 	}
@@ -340,6 +386,8 @@ static int cb_start_array(void *ctx)
 		return skip_value(r, S_DEVS);
 	case S_DEVVAL:
 		return skip_value(r, S_DEV);
+	case S_DISTVAL:
+		return skip_value(r, S_DIST);
 	default:
 		return 1;
 	}
@@ -384,6 +432,9 @@ static int cb_end_map(void *ctx)
 	case S_DEV:
 		r->state = S_DEVS;
 		return store_gpu(r);
+	case S_DIST:
+		r->state = S_TOP;
+		return 1;
 	default:
 		return 1;
 	}
@@ -420,6 +471,8 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 	case S_TOP:
 		r->top_key = keyeq(k, len, "traceEvents") ? TK_EVENTS :
 			     keyeq(k, len, "deviceProperties") ? TK_DEVPROPS :
+			     keyeq(k, len, "distributedInfo") ? TK_DIST :
+			     keyeq(k, len, "baseTimeNanoseconds") ? TK_BASE :
 			     keyeq(k, len, "cuda_driver_version") ? TK_DRIVER :
 			     keyeq(k, len, "cuda_runtime_version") ? TK_RUNTIME :
 			     keyeq(k, len, "cupti_version") ? TK_CUPTI : TK_OTHER;
@@ -463,6 +516,10 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 			}
 		}
 		r->state = S_DEVVAL;
+		return 1;
+	case S_DIST:
+		r->dist_key = keyeq(k, len, "rank") ? 1 : keyeq(k, len, "world_size") ? 2 : 0;
+		r->state = S_DISTVAL;
 		return 1;
 	default:
 		return 1;

@@ -141,5 +141,22 @@ int kp__run_update(struct kp_db *db, int64_t run_id, const struct kp__run_update
 	sqlite3_bind_int64(st, i, run_id);
 	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kp_db_error(db, err, "updating run");
 	sqlite3_finalize(st);
+	if (rc || (!u->has_rank && !u->clock_base_ns))
+		return rc;
+	/* a rank of a job: its place in the job and its offset to the clock
+	 * the ranks share (Kineto writes times relative to baseTimeNanoseconds) */
+	rc = kp_db_prepare(db, "UPDATE kp_runs SET rank = ?1, world_size = ?2, clock_base_ns = ?3"
+			   " WHERE runId = ?4", &st, err);
+	if (rc)
+		return rc;
+	if (u->has_rank)
+		sqlite3_bind_int(st, 1, u->rank);
+	if (u->has_rank && u->world_size >= 0)
+		sqlite3_bind_int(st, 2, u->world_size);
+	if (u->clock_base_ns)
+		sqlite3_bind_int64(st, 3, u->clock_base_ns);
+	sqlite3_bind_int64(st, 4, run_id);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kp_db_error(db, err, "updating run");
+	sqlite3_finalize(st);
 	return rc;
 }

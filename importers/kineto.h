@@ -62,6 +62,8 @@ struct kp__run_update {
 	const char *device_name;
 	int compute_major, compute_minor, sm_count;
 	int driver_version, runtime_version, cupti_version;
+	int has_rank, rank, world_size;   /* a trace's distributedInfo; world_size -1 not said */
+	int64_t clock_base_ns;            /* baseTimeNanoseconds; 0 not said */
 };
 int kp__run_update(struct kp_db *db, int64_t run_id, const struct kp__run_update *u,
 		   struct kp_err *err);

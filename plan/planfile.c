@@ -25,7 +25,7 @@
 static const char *const decision_names[] = { "eager", "graph", "split" };
 static const char *const reason_names[KP_PLAN_R__N] = {
 	"launch-bound", "not-launch-bound", "predicted-loss", "blocker",
-	"too-few-replays", "memory-budget",
+	"too-few-replays", "memory-budget", "ranks-differ",
 };
 
 const char *kp_plan_decision_name(int d)
@@ -936,6 +936,9 @@ static int cross_check(struct parser *ps)
 			return perr(ps, KP_EFORMAT, "reason 'launch-bound' only goes with decision 'graph'");
 		if (r->decision == KP_PLAN_SPLIT && r->reason != KP_PLAN_R_BLOCKER)
 			return perr(ps, KP_EFORMAT, "decision 'split' needs reason 'blocker'");
+		if (r->reason == KP_PLAN_R_RANKS_DIFFER && pl->format_version < 4)
+			return perr(ps, KP_EFORMAT, "reason 'ranks-differ' in a version %d plan (it"
+				    " came with version 4)", pl->format_version);
 		if (r->nodes < r->kernels)
 			return perr(ps, KP_EFORMAT, "field 'nodes': %u is less than the %u kernels",
 				    r->nodes, r->kernels);
@@ -1184,7 +1187,7 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 	if (parse_body(&ps))
 		goto fail;
 	/* version 3 is a pinned plan: a flipped version digit is not a no-op */
-	if (ps.plan->format_version >= 3 && !ps.plan->model) {
+	if (ps.plan->format_version == 3 && !ps.plan->model) {
 		kp_err_set(err, KP_EFORMAT, "%s: [hard] field 'for' missing or '-': format "
 			   "version 3 is written only for a plan pinned to a model", ps.name);
 		goto fail;
@@ -1318,6 +1321,16 @@ static int cmp_fusion(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* The oldest version that holds what the plan says: 4 for a region eager
+ * because the ranks differ, 3 for a pinned plan, else the base. */
+static int write_version(const struct kp_plan *plan)
+{
+	for (size_t i = 0; i < plan->n_regions; i++)
+		if (plan->regions[i].reason == KP_PLAN_R_RANKS_DIFFER)
+			return 4;
+	return plan->model && plan->model[0] ? 3 : KP_PLAN_FORMAT_BASE;
+}
+
 int kp_plan_write(struct kp_plan *plan, struct kp_strbuf *out, struct kp_err *err)
 {
 	struct kp_strbuf body = KP_STRBUF_INIT, all = KP_STRBUF_INIT;
@@ -1376,7 +1389,7 @@ int kp_plan_write(struct kp_plan *plan, struct kp_strbuf *out, struct kp_err *er
 	}
 	plan->body_hash = kp_hash64(body.buf, body.len, KP_HASH_SEED);
 	kp_strbuf_addf(&all, KP_PLAN_MAGIC " %d\nbody-bytes %zu\nbody-hash %016llx\n",
-		       plan->model && plan->model[0] ? 3 : KP_PLAN_FORMAT_BASE, body.len, (unsigned long long)plan->body_hash);
+		       write_version(plan), body.len, (unsigned long long)plan->body_hash);
 	kp_strbuf_add(&all, body.buf, body.len);
 	if (all.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory writing the plan");

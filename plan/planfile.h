@@ -28,9 +28,10 @@
 #include "../common/strbuf.h"
 
 #define KP_PLAN_MAGIC "kplan-plan"
-#define KP_PLAN_FORMAT_VERSION 3   /* the newest: versions 1 to 3 are read */
-#define KP_PLAN_FORMAT_BASE 2      /* written when no version 3 field is set:
-				      version 3 only adds [hard] 'for' */
+#define KP_PLAN_FORMAT_VERSION 4   /* the newest: versions 1 to 4 are read */
+#define KP_PLAN_FORMAT_BASE 2      /* written when no version 3 or 4 field is set:
+				      version 3 only adds [hard] 'for', version 4
+				      the reason 'ranks-differ' (and 'for' optional) */
 
 /* Limits the reader enforces (the writer refuses plans that break them). */
 #define KP_PLAN_MAX_FILE_BYTES   (16u << 20)  /* whole file */
@@ -59,6 +60,8 @@ enum kp_plan_reason {
 	KP_PLAN_R_BLOCKER,             /* "blocker": not capturable (sync, malloc, ...) */
 	KP_PLAN_R_TOO_FEW_REPLAYS,     /* "too-few-replays": below break-even */
 	KP_PLAN_R_MEMORY_BUDGET,       /* "memory-budget": graph memory budget exhausted */
+	KP_PLAN_R_RANKS_DIFFER,        /* "ranks-differ" (format 4): the ranks of a job do
+					* not agree on the region, so none captures it */
 	KP_PLAN_R__N
 };
 
@@ -136,9 +139,10 @@ struct kp_plan_fusion {
 };
 
 struct kp_plan {
-	int format_version;      /* the file's (1 to 3) for a parsed plan, else
-				  * KP_PLAN_FORMAT_VERSION; the writer writes
-				  * 3 when model is set, else KP_PLAN_FORMAT_BASE */
+	int format_version;      /* the file's (1 to 4) for a parsed plan, else
+				  * KP_PLAN_FORMAT_VERSION; the writer writes 4
+				  * when a region's reason is ranks-differ, 3 when
+				  * model is set, else KP_PLAN_FORMAT_BASE */
 	uint64_t body_hash;      /* from the header; verified on parse, set by write */
 
 	/* hard keys: a mismatch means the plan does not apply */

@@ -19,6 +19,7 @@
 #include "../common/vec.h"
 #include "../common/version.h"
 #include "../plan/predict.h"
+#include "planner_internal.h"
 
 #define DEFAULT_WARMUP KP_PLAN_DEFAULT_WARMUP
 #define DEFAULT_MIN_GAIN 0.05
@@ -1128,22 +1129,17 @@ out:
 	return rc;
 }
 
-struct kp_plan *kp_planner_run(struct kp_db *db, const struct kp_planner_opts *o,
-			       struct kp_err *err)
+struct kp_plan *kp__planner_one(struct kp_db *db, const struct kp_planner_opts *o, int64_t run,
+				struct kp_err *err)
 {
-	struct kp_planner_opts def;
 	struct ctx c;
 	size_t i;
 	int rc;
 
-	if (!o) {
-		kp_planner_opts_init(&def);
-		o = &def;
-	}
 	memset(&c, 0, sizeof(c));
 	c.db = db;
 	c.err = err;
-	c.run = o->run_id > 0 ? o->run_id : kp_db_last_run(db);
+	c.run = run;
 	c.warmup = o->warmup >= 0 ? (o->warmup > 1000 ? 1000 : o->warmup) : DEFAULT_WARMUP;
 	c.min_gain = o->min_gain >= 0 ? o->min_gain : DEFAULT_MIN_GAIN;
 	if (c.run <= 0) {

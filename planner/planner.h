@@ -20,6 +20,13 @@
  *   occurrences - warmup < break-even                 -> eager (too-few-replays)
  *   graph memory over the limit (cheapest gain first) -> eager (memory-budget)
  *   otherwise                                         -> graph (launch-bound)
+ *
+ * A run that is a rank of a job (db/jobs.h) gets a plan that holds for
+ * every rank (planner/ranks.c): each rank's run is planned, and a region
+ * the ranks do not agree on (another kernel sequence or shape keys, another
+ * decision, absent on a rank) is planned eager on all of them
+ * (ranks-differ), so that no rank replays a graph whose collectives the
+ * others run eagerly.
  */
 #ifndef KP_PLANNER_H
 #define KP_PLANNER_H
@@ -31,7 +38,8 @@
 #include "../plan/planfile.h"
 
 struct kp_planner_opts {
-	int64_t run_id;          /* 0: the newest run */
+	int64_t run_id;          /* 0: kp_db_default_run */
+	int one_rank;            /* plan the run alone, not every rank of its job */
 	int warmup;              /* eager calls before capture; < 0: default 2 */
 	double min_gain;         /* least predicted saving, fraction of eager; < 0: 0.05 */
 	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */

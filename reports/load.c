@@ -630,7 +630,7 @@ int kp_report_load(struct kp_db *db, const struct kp_report_opts *opts,
 	if (opts)
 		rep->opts = *opts;
 	rep->db_path = kp_arena_strdup(&rep->arena, db->path);
-	rep->run_id = rep->opts.run_id > 0 ? rep->opts.run_id : kp_job_default_run(db);
+	rep->run_id = rep->opts.run_id > 0 ? rep->opts.run_id : kp_db_default_run(db);
 	if (rep->run_id <= 0) {
 		rc = kp_err_set(err, KP_ENOTFOUND, "%s: no runs in the database (import or record one first)",
 				db->path);

@@ -132,7 +132,15 @@ void kp__page_ranks(FILE *f, const struct kp_report *rep)
 				" the others waited %s in all for it.", job->straggler,
 				(long long)job->ranks[r].n_last,
 				kp_fmt_dur(job->ranks[r].caused_ns, b, sizeof(b)));
-	fputs(" Bytes and communicator: unknown (kernel records do not carry them).", f);
+	{
+		char d[1024];
+
+		kp_job_bytes_desc(job, d, sizeof(d));
+		d[0] = (char)(d[0] - 'a' + 'A');   /* a sentence of its own */
+		fputc(' ', f);
+		kp_html_esc(f, d);
+		fputc('.', f);
+	}
 	if (job->mismatch[0]) {
 		fputs(" The ranks' collectives differ at ", f);
 		kp_html_esc(f, job->mismatch);

@@ -336,6 +336,7 @@ struct tl_build {
 	struct kp_strmap strs;             /* text -> index in tl->strs */
 	int n_stream_rows;                 /* of the rank being scanned */
 	int rank;                          /* the rank whose rows are being made; -1: no job */
+	int64_t shift_ns;                  /* added to that rank's times: its clock to this run's */
 	int64_t row_cap, total_cap, n_detail;
 	struct span_state sp;
 	int nvtx_row, cpu_row;             /* row index, -1: none yet */
@@ -626,17 +627,25 @@ static struct kp_tl_row *stream_row(struct tl_build *tb, const struct scan_op *o
 
 /*
  * An op of another rank of the job: drawn on that rank's stream row on the
- * same time axis (the processes of one host share CUPTI's clock), with the
- * gap before it; the run's totals, regions and kernels are this run's.
+ * same time axis (the processes of one host share CUPTI's clock; an
+ * imported rank's times move by the difference of the ranks' clock bases),
+ * with the gap before it; the run's totals, regions and kernels are this
+ * run's.
  */
-static int on_rank_op(struct kp_report *rep, const struct scan_op *op, void *arg)
+static int on_rank_op(struct kp_report *rep, const struct scan_op *raw, void *arg)
 {
 	struct tl_build *tb = arg;
-	struct kp_tl_item it = { .start = op->start, .end = op->end, .a = (int32_t)op->name_id,
-				 .b = -1, .cls = KP_TL_KERNEL };
+	struct scan_op shifted = *raw, *op = &shifted;
+	struct kp_tl_item it = { .start = raw->start + tb->shift_ns, .end = raw->end + tb->shift_ns,
+				 .a = (int32_t)raw->name_id, .b = -1, .cls = KP_TL_KERNEL };
 	struct kp_tl_row *r;
 	uint32_t k;
 	int nomem;
+
+	op->start += tb->shift_ns;
+	op->end += tb->shift_ns;
+	if (op->api_start >= 0)
+		op->api_start += tb->shift_ns;
 
 	if (!(r = stream_row(tb, op, &nomem)))
 		return nomem ? KP_ENOMEM : 0;
@@ -1043,12 +1052,20 @@ static int other_ranks(struct kp_db *db, struct tl_build *tb, struct kp_err *err
 	for (size_t i = 0; job && i < job->n_ranks && !rc; i++) {
 		const struct kp_rank_sum *rs = &job->ranks[i];
 		struct corr_map corr = {0};
-		char sql[160];
+		char sql[256];
 
 		if (rs->run_id == tb->rep->run_id)
 			continue;
 		tb->rank = rs->rank;
 		tb->n_stream_rows = 0;
+		tb->shift_ns = 0;
+		if (db->schema_version >= 6) {   /* kp_runs.clock_base_ns */
+			snprintf(sql, sizeof(sql), "SELECT COALESCE((SELECT clock_base_ns FROM kp_runs"
+				 " WHERE runId = %lld), 0) - COALESCE((SELECT clock_base_ns FROM kp_runs"
+				 " WHERE runId = %lld), 0)", (long long)rs->run_id,
+				 (long long)tb->rep->run_id);
+			tb->shift_ns = kp_db_int(db, sql, 0);
+		}
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
 			 " WHERE runId = %lld", (long long)rs->run_id);
 		rc = corr_load(db, rs->run_id, kp_db_int(db, sql, 0), &corr, err);

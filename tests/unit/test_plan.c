@@ -344,10 +344,10 @@ static void test_edited_body(void)
 
 static void test_header(void)
 {
-	const char *v4 = "kplan-plan 4\nbody-bytes 5\nbody-hash 0000000000000000\nhello\n";
+	const char *v5 = "kplan-plan 5\nbody-bytes 5\nbody-hash 0000000000000000\nhello\n";
 	char *t;
 
-	expect_bad(v4, strlen(v4), KP_EVERSION, "unknown plan format version 4", "model.kplan:1:");
+	expect_bad(v5, strlen(v5), KP_EVERSION, "unknown plan format version 5", "model.kplan:1:");
 	expect_bad("kplan-plan 0\n", 13, KP_EFORMAT, "format version", NULL);
 	expect_bad("kplan-plan 999999999999999999999\n", 33, KP_EFORMAT, "format version", NULL);
 	expect_bad("hello world\n", 12, KP_EFORMAT, "not a kplan plan file", NULL);
@@ -1365,6 +1365,45 @@ static void test_sign_planted_links(void)
 	free(got);
 }
 
+/*
+ * Version 4: a region the ranks of a job do not agree on is eager with the
+ * reason ranks-differ; the writer writes version 4 then (and only then),
+ * and a version 2 file with that reason is refused.
+ */
+static void test_ranks_differ(void)
+{
+	struct kp_plan *p = sample_plan(), *q;
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan_region *r = NULL;
+	char *v2;
+
+	for (size_t i = 0; i < p->n_regions; i++)
+		if (!strcmp(p->regions[i].label, "step"))
+			r = &p->regions[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	r->decision = KP_PLAN_EAGER;
+	r->reason = KP_PLAN_R_RANKS_DIFFER;
+	free(r->patches);
+	r->patches = NULL;
+	r->n_patches = 0;
+	CU_ASSERT_EQUAL_FATAL(kp_plan_write(p, &sb, &err), 0);
+	CU_ASSERT_EQUAL(strncmp(sb.buf, "kplan-plan 4\n", 13), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(sb.buf, "\nreason ranks-differ\n"));
+	q = kp_plan_parse(sb.buf, sb.len, "model.kplan", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+	CU_ASSERT_EQUAL(q->format_version, 4);
+	CU_ASSERT_EQUAL(kp_plan_find(q, "step")->reason, KP_PLAN_R_RANKS_DIFFER);
+	CU_ASSERT_STRING_EQUAL(kp_plan_reason_name(KP_PLAN_R_RANKS_DIFFER), "ranks-differ");
+	kp_plan_free(q);
+	v2 = wrap(body_of(sb.buf));
+	CU_ASSERT_PTR_NULL(kp_plan_parse(v2, strlen(v2), "model.kplan", &err));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "reason 'ranks-differ' in a version 2 plan"));
+	free(v2);
+	kp_strbuf_release(&sb);
+	kp_plan_free(p);
+}
+
 CU_TestInfo kp_tests_plan[] = {
 	{ "plan file round trip, sorted and byte-identical", test_roundtrip },
 	{ "a FIFO as plan, signature, key or source: refused at once", test_fifo_inputs },
@@ -1381,6 +1420,7 @@ CU_TestInfo kp_tests_plan[] = {
 	{ "v2: writer refuses bad numerics", test_writer_numerics },
 	{ "v1 plans parse with v1 defaults", test_v1_plans },
 	{ "v3: 'for' pins a plan to a model; check compares it", test_model_pin },
+	{ "v4: ranks-differ, written only when used", test_ranks_differ },
 	{ "huge lines, too many regions, huge file", test_huge_input },
 	{ "random edits: no crash, accepted plans round-trip", test_mutations },
 	{ "writer refuses what the reader would", test_writer_refuses },

@@ -1,0 +1,14 @@
+/*
+ * planner_internal.h - what the planner's files share: one run's plan
+ * (planner.c), which ranks.c makes hold for every rank of a job.
+ */
+#ifndef KP_PLANNER_INTERNAL_H
+#define KP_PLANNER_INTERNAL_H
+
+#include "planner.h"
+
+/* The plan of run alone (o->run_id ignored). NULL with err set. */
+struct kp_plan *kp__planner_one(struct kp_db *db, const struct kp_planner_opts *o, int64_t run,
+				struct kp_err *err);
+
+#endif
