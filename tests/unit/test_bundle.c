@@ -577,7 +577,8 @@ static void test_torch_groups(void)
 	size_t len;
 	int i;
 
-	kp_test_sh("rm -rf '%s' '%s' '%s.pub'", dir, key, key);
+	kp_test_sh("rm -rf '%s' '%s' '%s.pub' '%s' && mkdir -m 700 '%s'", dir, key, key,
+		   kp_test_path("tgc"), kp_test_path("tgc"));
 	plan_with_groups("tg-h100.kplan", &fleet[0], a, 2, 0);
 	plan_with_groups("tg-h200.kplan", &fleet[1], c, 2, 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s bundle -o '%s' '%s' '%s' > '%s'", k, dir,
@@ -611,6 +612,13 @@ static void test_torch_groups(void)
 	kp_bundle_aten_path(b, 0, &p0);
 	kp_bundle_free(b);
 	free(bytes);
+	/* precompile: every entry's sources (skipped without NVRTC) */
+	if (!kp_test_sh("KPLAN_CACHE_DIR='%s' %s precompile '%s' > '%s' 2>&1", kp_test_path("tgc"),
+			k, dir, out) ||
+	    kp_test_sh("grep -q 'cannot load NVRTC\\|cannot load libkplanrt' '%s'", out))
+		CU_ASSERT_EQUAL(kp_test_sh("grep -q '^4 sources of 2 entries, each for its entry' '%s' "
+					   "&& test $(ls '%s' | grep -c -- '-sm90-.*\\.cubin$') = 3",
+					   out, kp_test_path("tgc")), 0);
 	/* a group file edited: the signature breaks */
 	CU_ASSERT_EQUAL(kp_test_sh("sed -i 's/^shape 4x768$/shape 8x768/' '%s'", p0.buf), 0);
 	CU_ASSERT_EQUAL(verify_dir(dir, &pub, &err), KP_EMISMATCH);
