@@ -42,6 +42,11 @@ void kp_aten_groups_path(const char *plan_path, struct kp_strbuf *out)
 	kp_strbuf_adds(out, KP_ATEN_SUFFIX);
 }
 
+void kp_aten_groups_bundle_path(const char *dir, uint64_t plan_hash, struct kp_strbuf *out)
+{
+	kp_strbuf_addf(out, "%s/plan-%016llx" KP_ATEN_SUFFIX, dir, (unsigned long long)plan_hash);
+}
+
 static int hexval(int c)
 {
 	if (c >= '0' && c <= '9')

@@ -28,8 +28,6 @@
 #define KP_ATEN_MAGIC "kplan-aten-groups"     /* the first line: magic, version */
 #define KP_ATEN_FORMAT_VERSION 2              /* the newest: versions 1 and 2 are read */
 #define KP_ATEN_SUFFIX ".aten"                /* PLAN.aten */
-/* A bundle entry's groups: plan-<the entry's body-hash>.aten in the bundle */
-#define KP_ATEN_BUNDLE_FMT "plan-%016llx" KP_ATEN_SUFFIX
 #define KP_ATEN_MAX_FILE_BYTES (16u << 20)
 #define KP_ATEN_MAX_GROUPS 4096
 
@@ -67,6 +65,12 @@ struct kp_aten_groups {
  * PLAN.aten for the plan at plan_path, appended to out (reset first).
  */
 void kp_aten_groups_path(const char *plan_path, struct kp_strbuf *out);
+
+/*
+ * The groups file of the bundle entry whose plan has body-hash plan_hash,
+ * in the bundle directory dir (DIR/plan-<16 hex>.aten), appended to out.
+ */
+void kp_aten_groups_bundle_path(const char *dir, uint64_t plan_hash, struct kp_strbuf *out);
 
 /*
  * Parse buf[0..len) (name: in errors). Returns a new struct (free with

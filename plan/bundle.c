@@ -211,8 +211,7 @@ void kp_bundle_aten_path(const struct kp_bundle *b, size_t i, struct kp_strbuf *
 	if (i >= b->n_entries || !b->entries[i].plan)
 		return;
 	kp_plan_dir(b->path ? b->path : KP_BUNDLE_FILE, &dir);
-	kp_strbuf_addf(out, "%s/" KP_ATEN_BUNDLE_FMT, dir.buf ? dir.buf : ".",
-		       (unsigned long long)b->entries[i].plan->body_hash);
+	kp_aten_groups_bundle_path(dir.buf, b->entries[i].plan->body_hash, out);
 	if (dir.oom)
 		out->oom = 1;
 	kp_strbuf_release(&dir);
@@ -599,8 +598,7 @@ static int copy_aten(struct kp_bundle_entry *e, const char *dir, struct kp_err *
 		goto out;
 	}
 	kp_plan_dir(e->aten_from, &from_dir);
-	kp_strbuf_addf(&to, "%s/" KP_ATEN_BUNDLE_FMT, dir,
-		       (unsigned long long)e->plan->body_hash);
+	kp_aten_groups_bundle_path(dir, e->plan->body_hash, &to);
 	if (from_dir.oom || to.oom) {
 		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 		goto out;
@@ -684,8 +682,7 @@ int kp_bundle_save(struct kp_bundle *b, const char *dir, int *unsigned_now,
 		if (e->plan) {
 			struct kp_strbuf a = KP_STRBUF_INIT;
 
-			kp_strbuf_addf(&a, "%s/" KP_ATEN_BUNDLE_FMT, dir,
-				       (unsigned long long)e->plan->body_hash);
+			kp_aten_groups_bundle_path(dir, e->plan->body_hash, &a);
 			e->aten_from = kp_strbuf_detach(&a, NULL);
 		}
 	}

@@ -362,8 +362,7 @@ static int sign_message(const char *tag, const char *path, const char *buf, size
 	for (k = 0; k < n; k++) {
 		kp_strbuf_reset(&src);
 		if (bundle)
-			kp_strbuf_addf(&src, "%s/" KP_ATEN_BUNDLE_FMT, dir.buf,
-				       (unsigned long long)plans[k]->body_hash);
+			kp_aten_groups_bundle_path(dir.buf, plans[k]->body_hash, &src);
 		else
 			kp_aten_groups_path(path, &src);
 		if (src.oom)
