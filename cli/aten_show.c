@@ -35,8 +35,9 @@ int kp_cli_show_aten_groups(const char *aten_path, uint64_t plan_hash, int headi
 	if (rc)
 		return kp_cli_error(&err);
 	for (i = 0; i < g->n_groups; i++) {
-		known &= g->groups[i].gain_ns >= 0;
-		total += g->groups[i].gain_ns > 0 ? g->groups[i].gain_ns : 0;
+		known &= g->groups[i].gain_ns >= 0 && g->groups[i].per_call > 0;
+		if (g->groups[i].gain_ns > 0 && g->groups[i].per_call > 0)
+			total += g->groups[i].gain_ns * g->groups[i].per_call;
 	}
 	if (heading)
 		printf("\n");
@@ -44,7 +45,7 @@ int kp_cli_show_aten_groups(const char *aten_path, uint64_t plan_hash, int headi
 	       kp_printable(t1, sizeof(t1), aten_path),
 	       g->plan_hash == plan_hash ? "" : "; found with another plan: not used");
 	if (known && g->n_groups)
-		printf("%s  predicted gain %.1f us when each group runs once (cost model "
+		printf("%s  predicted gain %.1f us when each region runs once (cost model "
 		       "defaults)\n", in, (double)total / 1e3);
 	for (i = 0; i < g->n_groups; i++) {
 		const struct kp_aten_group *u = &g->groups[i];
@@ -54,9 +55,10 @@ int kp_cli_show_aten_groups(const char *aten_path, uint64_t plan_hash, int headi
 		       kp_printable(t2, sizeof(t2), u->shape), u->outputs,
 		       u->exact ? "bit-exact" : "tolerant", kp_printable(t3, sizeof(t3), u->source));
 		if (u->gain_ns >= 0)
-			printf(", gain %.1f us per occurrence (%lld kernel%s, %s saved)\n",
-			       (double)u->gain_ns / 1e3, (long long)u->saved_kernels,
-			       u->saved_kernels == 1 ? "" : "s", kib(b, sizeof(b), u->saved_bytes));
+			printf(", gain %.1f us per occurrence (%lld kernel%s, %s saved), %lld per "
+			       "call\n", (double)u->gain_ns / 1e3, (long long)u->saved_kernels,
+			       u->saved_kernels == 1 ? "" : "s", kib(b, sizeof(b), u->saved_bytes),
+			       (long long)u->per_call);
 		else
 			printf(", gain not recorded (format 1)\n");
 		printf("%s     %s\n", in, kp_printable(ops, sizeof(ops), u->ops));

@@ -53,7 +53,8 @@ int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int 
 
 /*
  * List the torch fusion groups in the file at aten_path (cli/aten_show.c):
- * each group's region, shape, numerics, source and predicted gain, its ops
+ * each group's region, shape, numerics, source, predicted gain and how often
+ * a call of its region runs it, its ops
  * on the next line; groups found with another plan than plan_hash are said
  * to be unused. heading: a blank line first and no indent (kplan show), else
  * indented (a bundle entry in kplan check). No file: prints nothing. 0, or

@@ -109,7 +109,7 @@ enum field {
 	F_REGION, F_KEY, F_NUMERICS, F_OPS, F_SHAPE, F_INPUTS, F_OUTPUTS, F_KERNEL,
 	F_SOURCE, F_SOURCE_HASH,
 	F_V2,                              /* version 2 added the fields from here */
-	F_SAVED_KERNELS = F_V2, F_SAVED_BYTES, F_GAIN_NS, F__N
+	F_SAVED_KERNELS = F_V2, F_SAVED_BYTES, F_GAIN_NS, F_PER_CALL, F__N
 };
 
 /* The fields a group of a file of version v must have: every one it knows. */
@@ -117,7 +117,7 @@ enum field {
 
 static const char *const field_names[F__N] = {
 	"region", "key", "numerics", "ops", "shape", "inputs", "outputs", "kernel",
-	"source", "source-hash", "saved-kernels", "saved-bytes", "gain-ns",
+	"source", "source-hash", "saved-kernels", "saved-bytes", "gain-ns", "per-call",
 };
 
 /* A decimal 0..max without sign or leading zeros into *v: 0 or -1. */
@@ -176,6 +176,9 @@ static const char *set_field(struct kp_aten_group *u, int f, const char *v, size
 	case F_GAIN_NS:
 		return parse_count(v, n, INT64_C(1) << 50, &u->gain_ns) ?
 			"expected an integer 0..2^50" : NULL;
+	case F_PER_CALL:
+		return parse_count(v, n, 1000000, &u->per_call) || !u->per_call ?
+			"expected an integer 1..1000000" : NULL;
 	case F_OUTPUTS: {
 		uint32_t x = 0;
 		size_t i;
@@ -315,7 +318,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 			u = &g->groups[g->n_groups++];
 			memset(u, 0, sizeof(*u));
 			u->id = id;
-			u->saved_kernels = u->saved_bytes = u->gain_ns = -1;
+			u->saved_kernels = u->saved_bytes = u->gain_ns = u->per_call = -1;
 			seen = 0;
 			continue;
 		}

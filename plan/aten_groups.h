@@ -52,6 +52,9 @@ struct kp_aten_group {
 	int64_t saved_bytes;     /* DRAM traffic the fusion removes */
 	int64_t gain_ns;         /* predicted saving (kp_cost_fusion_gain_ns with the
 				  * cost model's defaults, computed when saved) */
+	int64_t per_call;        /* times the chain ran in one call of its region (the
+				  * most of any capture): the region saves
+				  * gain_ns x per_call per call */
 };
 
 struct kp_aten_groups {

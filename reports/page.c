@@ -544,7 +544,8 @@ static void torch_groups(FILE *f, const struct kp_report *rep)
 {
 	static const char *const cols[] = {
 		"id|n", "region|s", "ops|s", "shape|s", "numerics|s", "saved kernels|n",
-		"saved bytes|n", "gain (saved)|n", "gain on this GPU|n",
+		"saved bytes|n", "per call|n", "gain (saved)|n", "gain on this GPU|n",
+		"per region call|n",
 	};
 	const struct kp_aten_groups *g = rep->aten;
 	size_t i;
@@ -561,12 +562,16 @@ static void torch_groups(FILE *f, const struct kp_report *rep)
 	kp_html_esc(f, rep->aten_path);
 	fprintf(f, "</code>): %zu%s; the gain per occurrence of a group is DRAM traffic no longer"
 		" moved at half the bandwidth plus a graph node per kernel saved (the cost model"
-		" of fusion candidates).</p>\n", g->n_groups,
+		" of fusion candidates), and a call of its region runs it <i>per call</i>"
+		" times.</p>\n", g->n_groups,
 		g->plan_hash == rep->plan->body_hash ? "" :
 		", <b>found with another plan</b>: not used until saved again with this one");
-	kp_html_table_begin(f, "aten-table", cols, 9);
+	kp_html_table_begin(f, "aten-table", cols, 11);
 	for (i = 0; i < g->n_groups; i++) {
 		const struct kp_aten_group *u = &g->groups[i];
+		int64_t here = u->saved_bytes < 0 ? -1 :
+			llround(kp_cost_fusion_gain_ns(&rep->cost, (double)u->saved_bytes,
+						       (double)u->saved_kernels));
 
 		fputs("<tr>", f);
 		td_int(f, u->id);
@@ -576,10 +581,10 @@ static void torch_groups(FILE *f, const struct kp_report *rep)
 		kp_html_td_str(f, u->exact ? "bit-exact" : "tolerant");
 		td_int(f, u->saved_kernels);
 		td_int(f, u->saved_bytes);
+		td_int(f, u->per_call);
 		td_dur(f, u->gain_ns);
-		td_dur(f, u->saved_bytes < 0 ? -1 :
-		       llround(kp_cost_fusion_gain_ns(&rep->cost, (double)u->saved_bytes,
-						      (double)u->saved_kernels)));
+		td_dur(f, here);
+		td_dur(f, here < 0 || u->per_call < 0 ? -1 : here * u->per_call);
 		fputs("</tr>\n", f);
 	}
 	kp_html_table_end(f, (long)g->n_groups, (long)g->n_groups, "torch fusion groups");

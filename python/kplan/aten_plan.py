@@ -29,7 +29,7 @@ _M64 = (1 << 64) - 1
 MAX_SOURCE_BYTES = 64 << 20
 _FIELDS = ("region", "key", "numerics", "ops", "shape", "inputs", "outputs", "kernel",
            "source", "source-hash")
-_FIELDS_V2 = ("saved-kernels", "saved-bytes", "gain-ns")   # format version 2 added these
+_FIELDS_V2 = ("saved-kernels", "saved-bytes", "gain-ns", "per-call")   # version 2 added these
 
 # The analyzer's cost model of a fusion of memory-bound kernels
 # (analyzer/cost.h, kp_cost_fusion_gain_ns), with the documented defaults of
@@ -186,10 +186,12 @@ class Group(object):
     """One shipped group (a PLAN.aten section)."""
 
     __slots__ = ("id", "region", "key", "exact", "ops", "shape", "inputs", "outputs",
-                 "kernel", "source", "source_hash", "saved_kernels", "saved_bytes", "gain_ns")
+                 "kernel", "source", "source_hash", "saved_kernels", "saved_bytes", "gain_ns",
+                 "per_call")
 
     def __init__(self, region, key, exact, ops, shape, inputs, outputs, kernel, source,
-                 source_hash, id=0, saved_kernels=-1, saved_bytes=-1, gain_ns=None):
+                 source_hash, id=0, saved_kernels=-1, saved_bytes=-1, gain_ns=None,
+                 per_call=1):
         self.id = id
         self.region = region
         self.key = key
@@ -208,6 +210,8 @@ class Group(object):
             gain_ns = -1 if self.saved_bytes < 0 or self.saved_kernels < 0 else \
                 predict_gain_ns(self.saved_bytes, self.saved_kernels)
         self.gain_ns = int(gain_ns)
+        # times the chain ran in one call of its region (the most of any capture)
+        self.per_call = int(per_call)
 
     @classmethod
     def of(cls, region, desc, exact, kernel, src):
@@ -269,7 +273,8 @@ def format_groups(phash, groups, plan_name=""):
                   "source-hash %016x" % g.source_hash,
                   "saved-kernels %d" % max(0, g.saved_kernels),
                   "saved-bytes %d" % max(0, g.saved_bytes),
-                  "gain-ns %d" % max(0, g.gain_ns)]
+                  "gain-ns %d" % max(0, g.gain_ns),
+                  "per-call %d" % max(1, g.per_call)]
     return "\n".join(lines) + "\n"
 
 
@@ -338,11 +343,11 @@ def parse(text, name="PLAN.aten"):
             raise FormatError("%s: outputs: expected an integer 1..64" % f["outputs"][1])
         cost = {}
         if version >= 2:
-            for k, hi in (("saved-kernels", 64), ("saved-bytes", 1 << 50),
-                          ("gain-ns", 1 << 50)):
+            for k, lo, hi in (("saved-kernels", 0, 64), ("saved-bytes", 0, 1 << 50),
+                              ("gain-ns", 0, 1 << 50), ("per-call", 1, 1000000)):
                 v, w = f[k]
-                if not v.isdigit() or (len(v) > 1 and v[0] == "0") or int(v) > hi:
-                    raise FormatError("%s: %s: expected an integer 0..%d" % (w, k, hi))
+                if not v.isdigit() or (len(v) > 1 and v[0] == "0") or not lo <= int(v) <= hi:
+                    raise FormatError("%s: %s: expected an integer %d..%d" % (w, k, lo, hi))
                 cost[k.replace("-", "_")] = int(v)
         out.append(Group(_unescape(*f["region"]), _hex64(*f["key"]), num == "exact",
                          _unescape(*f["ops"]), _unescape(*f["shape"]),

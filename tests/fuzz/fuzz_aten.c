@@ -50,9 +50,10 @@ static void rebuild(const struct kp_aten_groups *g, struct kp_strbuf *sb)
 		add_escaped(sb, u->source);
 		kp_strbuf_addf(sb, "\nsource-hash %016llx\n", (unsigned long long)u->source_hash);
 		if (g->format_version >= 2)
-			kp_strbuf_addf(sb, "saved-kernels %lld\nsaved-bytes %lld\ngain-ns %lld\n",
-				       (long long)u->saved_kernels, (long long)u->saved_bytes,
-				       (long long)u->gain_ns);
+			kp_strbuf_addf(sb, "saved-kernels %lld\nsaved-bytes %lld\ngain-ns %lld\n"
+				       "per-call %lld\n", (long long)u->saved_kernels,
+				       (long long)u->saved_bytes, (long long)u->gain_ns,
+				       (long long)u->per_call);
 	}
 }
 
@@ -69,7 +70,7 @@ static int same(const struct kp_aten_groups *a, const struct kp_aten_groups *b)
 		if (x->id != y->id || x->key != y->key || x->exact != y->exact ||
 		    x->outputs != y->outputs || x->source_hash != y->source_hash ||
 		    x->saved_kernels != y->saved_kernels || x->saved_bytes != y->saved_bytes ||
-		    x->gain_ns != y->gain_ns ||
+		    x->gain_ns != y->gain_ns || x->per_call != y->per_call ||
 		    strcmp(x->region, y->region) || strcmp(x->ops, y->ops) ||
 		    strcmp(x->shape, y->shape) || strcmp(x->inputs, y->inputs) ||
 		    strcmp(x->kernel, y->kernel) || strcmp(x->source, y->source))

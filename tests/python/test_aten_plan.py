@@ -32,7 +32,8 @@ def fixture_groups():
                          "aten::mul.Tensor -> aten::pow.Tensor_Scalar -> aten::tanh",
                          "1x1x3072", "f16 full 1x1x3072 s3072,3072,1; f16 row 3072 3072 s1", 2,
                          "kp_aten_00112233aabbccdd", "kpaten-1111111111111111.cu",
-                         0x1111111111111111, saved_kernels=2, saved_bytes=24576)
+                         0x1111111111111111, saved_kernels=2, saved_bytes=24576,
+                         per_call=12)
     g2 = aten_plan.Group("step 2%", 0xfedcba9876543210, False,
                          "aten::silu -> aten::mul.Tensor", "4x768",
                          "bf16 full 4x768 s768,1; bf16 full 4x768 s768,1", 1,
@@ -80,6 +81,8 @@ class TestFormat(unittest.TestCase):
                good.replace("saved-bytes 12288", "saved-bytes -1"),
                good.replace("saved-kernels 1\n", "saved-kernels 01\n"),
                good.replace("saved-kernels 2", "saved-kernels 65"),
+               good.replace("per-call 12", "per-call 0"),
+               good.replace("per-call 1\n", ""),
                good.replace("plan-hash", "plan-hush"),
                good.replace("source-hash 2222222222222222\n", ""),
                good.replace("key 0123456789abcdef", "key 0123456789ABCDEF"),
@@ -103,6 +106,7 @@ class TestFormat(unittest.TestCase):
         self.assertEqual(phash, 0x5c1f0d0e8a9b7c6d)
         self.assertEqual([(g.saved_kernels, g.saved_bytes, g.gain_ns) for g in groups],
                          [(-1, -1, -1)] * 2)
+        self.assertEqual([g.per_call for g in groups], [1, 1])
         with self.assertRaisesRegex(aten_plan.FormatError, "format version 1 has none"):
             aten_plan.parse(v1.replace("outputs 1\n", "outputs 1\ngain-ns 5\n"))
 
@@ -195,6 +199,21 @@ class TestFuserWithPlan(unittest.TestCase):
         self.assertIsNotNone(sh)
         aten_fuse._kernels.clear()      # as in another process
         return self.fuser(mode=mode, shipped=sh)
+
+    def test_per_call_counts_one_capture(self):
+        # the same chain twice in one capture (two layers): per_call 2; a
+        # later capture running it once does not lower it
+        found = {}
+        fz = self.fuser(found=found)
+        self.chain(fz)
+        self.chain(fz)
+        self.assertEqual(len(found), 1)
+        g = list(found.values())[0][0]
+        self.assertEqual(g.per_call, 2)
+        self.chain(self.fuser(found=found))
+        self.assertEqual(g.per_call, 2)
+        phash, back = aten_plan.parse(aten_plan.format_groups(1, [g]))
+        self.assertEqual(back[0].per_call, 2)
 
     def test_saved_files(self):
         g, src = self.save()

@@ -55,6 +55,8 @@ static void test_parse_fixture(void)
 	CU_ASSERT_EQUAL(g->groups[0].saved_bytes, 24576);
 	CU_ASSERT_EQUAL(g->groups[0].gain_ns, 2016);
 	CU_ASSERT_EQUAL(g->groups[1].gain_ns, 1008);
+	CU_ASSERT_EQUAL(g->groups[0].per_call, 12);
+	CU_ASSERT_EQUAL(g->groups[1].per_call, 1);
 	kp_aten_groups_free(g);
 	kp_aten_groups_free(NULL);
 	free(text);
@@ -76,6 +78,7 @@ static void test_parse_version_1(void)
 	CU_ASSERT_EQUAL_FATAL(g->n_groups, 2);
 	CU_ASSERT_EQUAL(g->groups[0].gain_ns, -1);
 	CU_ASSERT_EQUAL(g->groups[1].saved_bytes, -1);
+	CU_ASSERT_EQUAL(g->groups[1].per_call, -1);
 	kp_aten_groups_free(g);
 	/* a version 2 field in a version 1 file */
 	at = strstr(text, "outputs 1\n");
@@ -133,6 +136,8 @@ static void test_parse_refusals(void)
 	CU_ASSERT_EQUAL(parse_edited("saved-kernels 2", "saved-kernels 65", &err), KP_EFORMAT);
 	CU_ASSERT_EQUAL(parse_edited("gain-ns 2016", "gain-ns 99999999999999999999", &err),
 			KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("per-call 12", "per-call 0", &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "per-call: expected an integer 1..1000000"));
 	CU_ASSERT_EQUAL(parse_edited("plan-hash", "", &err), KP_EFORMAT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "before 'plan-hash'"));
 	CU_ASSERT_EQUAL(parse_edited("source-hash 2222", "", &err), KP_EFORMAT);
@@ -194,13 +199,13 @@ static const char *aten_fixture(const char *name, const char *key)
 	kp_strbuf_addf(&sb, "\n[group 1]\nregion step\nkey 0000000000000001\nnumerics exact\n"
 		       "ops aten::mul.Tensor -> aten::tanh\nshape 4x768\ninputs f16 full 4x768 s768,1\n"
 		       "outputs 1\nkernel kp_aten_a\nsource kpaten-%016llx.cu\nsource-hash %016llx\n"
-		       "saved-kernels 1\nsaved-bytes 12288\ngain-ns 1008\n",
+		       "saved-kernels 1\nsaved-bytes 12288\ngain-ns 1008\nper-call 1\n",
 		       (unsigned long long)kp_hash64(src_1, strlen(src_1), KP_HASH_SEED),
 		       (unsigned long long)kp_hash64(src_1, strlen(src_1), KP_HASH_SEED));
 	kp_strbuf_addf(&sb, "\n[group 2]\nregion step\nkey 0000000000000002\nnumerics exact\n"
 		       "ops aten::silu -> aten::mul.Tensor\nshape 4x768\ninputs f16 full 4x768 s768,1\n"
 		       "outputs 1\nkernel kp_aten_b\nsource kpaten-%016llx.cu\nsource-hash %016llx\n"
-		       "saved-kernels 1\nsaved-bytes 6144\ngain-ns 1004\n",
+		       "saved-kernels 1\nsaved-bytes 6144\ngain-ns 1004\nper-call 1\n",
 		       (unsigned long long)kp_hash64(src_2, strlen(src_2), KP_HASH_SEED),
 		       (unsigned long long)kp_hash64(src_2, strlen(src_2), KP_HASH_SEED));
 	{

@@ -539,7 +539,7 @@ static void plan_with_groups(const char *name, const struct target *t, const cha
 			       "ops aten::mul.Tensor -> aten::tanh\nshape 4x768\n"
 			       "inputs f16 full 4x768 s768,1\noutputs 1\nkernel kp_aten_a\n"
 			       "source kpaten-%016llx.cu\nsource-hash %016llx\nsaved-kernels 1\n"
-			       "saved-bytes 12288\ngain-ns 1008\n", i + 1, (unsigned long long)i + 1,
+			       "saved-bytes 12288\ngain-ns 1008\nper-call 1\n", i + 1, (unsigned long long)i + 1,
 			       (unsigned long long)h, (unsigned long long)h);
 		kp_strbuf_reset(&path);
 		kp_strbuf_addf(&path, "kpaten-%016llx.cu", (unsigned long long)h);
@@ -592,7 +592,7 @@ static void test_torch_groups(void)
 	CU_ASSERT_EQUAL(kp_test_sh("test $(grep -c '2 torch fusion groups (plan-' '%s') = 2", out), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' --entry 2 > '%s'", k, dir, out), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^torch fusion groups: 2 (.*/plan-' '%s' && grep -q "
-				   "'gain 1.0 us per occurrence (1 kernel, 12.0 KiB saved)' '%s'",
+				   "'gain 1.0 us per occurrence (1 kernel, 12.0 KiB saved), 1 per call' '%s'",
 				   out, out), 0);
 	/* signed: the one signature covers the groups; check lists the chosen entry's */
 	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);

@@ -1322,7 +1322,7 @@ static void test_report_torch_groups(void)
 		       "key 0000000000000001\nnumerics exact\nops aten::silu -> aten::mul.Tensor\n"
 		       "shape 4x768\ninputs f16 full 4x768 s768,1\noutputs 1\nkernel kp_aten_a\n"
 		       "source kpaten-0000000000000001.cu\nsource-hash 0000000000000001\n"
-		       "saved-kernels 1\nsaved-bytes 12288\ngain-ns 1008\n",
+		       "saved-kernels 1\nsaved-bytes 12288\ngain-ns 1008\nper-call 3\n",
 		       (unsigned long long)p->body_hash);
 	kp_test_write(kp_test_path("rp.kplan.aten"), sb.buf, (long)sb.len);
 	h = report_html(db, NULL);
@@ -1335,6 +1335,7 @@ static void test_report_torch_groups(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td class=\"n\" data-v=\"12288\">12288</td>"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "data-v=\"1008\""));      /* as saved: the defaults */
 	CU_ASSERT_PTR_NOT_NULL(strstr(h, "data-v=\"1016\""));      /* 12288 B at 750 B/ns + 1 us */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "data-v=\"3048\""));      /* run 3 times per call */
 	free(h);
 	/* found with another plan */
 	sb.buf[strlen("kplan-aten-groups 2\nplan-hash ")] ^= 1;

@@ -2309,7 +2309,7 @@ static void write_aten(const char *path, const char *src)
 		       "key 0000000000000001\nnumerics exact\nops aten::tanh -> aten::mul.Tensor\n"
 		       "shape 8\ninputs f32 full 8 s1\noutputs 1\nkernel kp_aten_t\n"
 		       "source kpaten-%016llx.cu\nsource-hash %016llx\nsaved-kernels 1\n"
-		       "saved-bytes 64\ngain-ns 1000\n", (unsigned long long)p->body_hash,
+		       "saved-bytes 64\ngain-ns 1000\nper-call 1\n", (unsigned long long)p->body_hash,
 		       (unsigned long long)h, (unsigned long long)h);
 	kp_strbuf_reset(&name);
 	kp_strbuf_addf(&name, "%s.aten", path);
