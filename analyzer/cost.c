@@ -106,6 +106,14 @@ double kp_cost_default(int q)
 	return qdefs[q].def;
 }
 
+double kp_cost_fusion_gain_ns(const struct kp_cost *c, double saved_bytes,
+			      double saved_kernels)
+{
+	double bw = c->v[KP_COST_DRAM_BW] * KP_COST_SHORT_BW_SHARE;
+
+	return (bw > 0 ? saved_bytes / bw : 0) + saved_kernels * c->v[KP_COST_GRAPH_NODE];
+}
+
 void kp_cost_defaults(struct kp_cost *c)
 {
 	memset(c, 0, sizeof(*c));

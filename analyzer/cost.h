@@ -103,6 +103,23 @@ const char *kp_cost_doc(int q);
 /* The documented default of q. */
 double kp_cost_default(int q);
 
+/*
+ * Short kernels (fusion candidates) reach about this share of the DRAM
+ * bandwidth: the bandwidth a fusion's saved traffic is valued at.
+ */
+#define KP_COST_SHORT_BW_SHARE 0.5
+
+/*
+ * The predicted saving of fusing memory-bound kernels, per occurrence, in
+ * ns: saved_bytes of DRAM traffic (intermediates no longer written and read
+ * back, inputs read once) at KP_COST_SHORT_BW_SHARE of dram_bytes_per_ns,
+ * plus graph_node_ns per kernel saved. The score of the analyzer's fusion
+ * candidates (without their occupancy penalty) and the gain of kplan.torch's
+ * fusion groups (python/kplan/aten_plan.py computes it with the defaults).
+ */
+double kp_cost_fusion_gain_ns(const struct kp_cost *c, double saved_bytes,
+			      double saved_kernels);
+
 /* Fill c with the defaults (src all KP_COST_SRC_DEFAULT). */
 void kp_cost_defaults(struct kp_cost *c);
 

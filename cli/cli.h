@@ -52,6 +52,17 @@ int kp_cli_analyze_first(const char *cmd, const char *path, int64_t run_id, int 
 			 struct kp_err *err);
 
 /*
+ * List the torch fusion groups in the file at aten_path (cli/aten_show.c):
+ * each group's region, shape, numerics, source, predicted gain and how often
+ * a call of its region runs it, its ops
+ * on the next line; groups found with another plan than plan_hash are said
+ * to be unused. heading: a blank line first and no indent (kplan show), else
+ * indented (a bundle entry in kplan check). No file: prints nothing. 0, or
+ * KP_EXIT_ERROR (printed) for a file that cannot be read.
+ */
+int kp_cli_show_aten_groups(const char *aten_path, uint64_t plan_hash, int heading);
+
+/*
  * Each cmd_<name>.c defines the command and its help text:
  *   const char kp_usage_<name>[] = "usage: kplan <name> ...\n";
  *   KP_CMD(<name>) { ... }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -16,8 +15,10 @@ const char kp_usage_bundle[] =
 	"usage: kplan bundle -o model.kplanb PLAN...\n"
 	"\n"
 	"Writes a bundle: the directory model.kplanb holding the given plans of one\n"
-	"model (kplan plan, one per kind of GPU), the fused sources they name, and\n"
-	"later its signature (kplan sign model.kplanb --key KEY). libkplanrt and\n"
+	"model (kplan plan, one per kind of GPU), the fused sources they name, each\n"
+	"plan's torch fusion groups (PLAN.aten beside it, kplan.torch's save_fusion)\n"
+	"with their sources, and later its signature (kplan sign model.kplanb --key\n"
+	"KEY), which covers them all. libkplanrt and\n"
 	"kplan.torch open a bundle like a plan and apply the entry made for the GPU\n"
 	"they run on (kplan check model.kplanb says which). Format: plan/FORMAT.md,\n"
 	"\"Bundles\".\n"
@@ -27,7 +28,10 @@ const char kp_usage_bundle[] =
 	"its compute capability, CUDA major, GPU name and SM count (driver version\n"
 	"aside). The same plan given twice is kept once; two different plans for\n"
 	"one GPU among the PLAN arguments, or plans pinned to different models\n"
-	"(kplan plan --for), are refused. A change removes the bundle's signature.\n"
+	"(kplan plan --for), are refused. Torch fusion groups found with another\n"
+	"plan than the one beside them are refused; groups saved again beside a\n"
+	"plan the bundle has replace its entry's. A change removes the bundle's\n"
+	"signature.\n"
 	"\n"
 	"exit status:\n"
 	"  0  written\n"
@@ -112,26 +116,24 @@ KP_CMD(bundle)
 	if (kp_bundle_save(b, out, &unsigned_now, &err))
 		goto fail;
 	fputs(notes.buf ? notes.buf : "", stdout);
-	for (i = 0; i < n; i++) {
-		struct kp_strbuf ap = KP_STRBUF_INIT;
-		char t[256];
-
-		/* kplan.torch's groups are a plan's neighbours, not an entry's */
-		kp_aten_groups_path(in[i].name, &ap);
-		if (!ap.oom && access(ap.buf, F_OK) == 0)
-			printf("note: %s: its torch fusion groups (%s) are not bundled; ship the "
-			       "plan itself to use them\n", kp_printable(t, sizeof(t), in[i].name),
-			       KP_ATEN_SUFFIX);
-		kp_strbuf_release(&ap);
-	}
 	printf("%s: %zu entr%s (%s%zu before)\n", out, b->n_entries,
 	       b->n_entries == 1 ? "y" : "ies", existed ? "" : "new bundle, ",
 	       existed ? before : (size_t)0);
 	for (k = 0; k < b->n_entries; k++) {
+		struct kp_strbuf ap = KP_STRBUF_INIT;
+		struct kp_aten_groups *g = NULL;
 		char t[256];
 
 		kp_bundle_entry_name(b, k, t, sizeof(t));
-		printf("  %s\n", t);
+		/* kplan.torch's groups travel with their entry */
+		kp_bundle_aten_path(b, k, &ap);
+		if (!ap.oom && !kp_aten_groups_read(ap.buf, &g, NULL, NULL, &err))
+			printf("  %s, %zu torch fusion groups\n", t, g->n_groups);
+		else
+			printf("  %s\n", t);
+		kp_err_clear(&err);
+		kp_aten_groups_free(g);
+		kp_strbuf_release(&ap);
 	}
 	if (unsigned_now)
 		printf("%s/%s.sig removed: it signed the old bundle; sign again with kplan sign "

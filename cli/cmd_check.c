@@ -36,12 +36,13 @@ const char kp_usage_check[] =
 	"the plan was written is an error (exit 2, naming the file).\n"
 	"\n"
 	"Bundles (kplan bundle): the one signature must hold over every entry and\n"
-	"source; then it says which entry applies on the GPU and why (the order:\n"
+	"source, kplan.torch's torch fusion groups included; then it says which\n"
+	"entry applies on the GPU and why (the order:\n"
 	"hard keys must match, then the same GPU name and SM count, the same name,\n"
 	"the same SM count, hard keys only; among equals the one made with the GPU's\n"
 	"driver, then the first), lists why each other entry does not apply or was\n"
-	"not chosen, and the chosen entry's mismatches as for a plan. Exit status\n"
-	"as for a plan: 2 when no entry applies.\n"
+	"not chosen, the chosen entry's mismatches as for a plan, and its torch\n"
+	"fusion groups. Exit status as for a plan: 2 when no entry applies.\n"
 	"\n"
 	"options:\n"
 	"  --trust KEY.pub   a trusted public key (kplan keygen); repeatable, or a\n"
@@ -152,7 +153,7 @@ static int check_bundle(const char *path, const struct kp_gpu_desc *gpu, const c
 	if (!b)
 		return kp_cli_error(&err);
 	if (n_keys) {
-		rc = kp_bundle_verify(b, buf, len, keys, n_keys, id, NULL, &err);
+		rc = kp_bundle_verify(b, buf, len, keys, n_keys, id, NULL, NULL, &err);
 		if (!rc)
 			printf("%s: signed by %s, signature ok (all %zu entries)\n", b->path, id,
 			       b->n_entries);
@@ -203,7 +204,15 @@ static int check_bundle(const char *path, const struct kp_gpu_desc *gpu, const c
 	if (rep.n_items)
 		printf("entry #%d on %s:\n", c.entry + 1, gpu_name);
 	print_report(&rep);
+	/* the chosen entry's torch fusion groups (sources checked above) */
+	kp_strbuf_reset(&msg);
+	kp_bundle_aten_path(b, (size_t)c.entry, &msg);
+	rc = msg.oom ? KP_EXIT_ERROR :
+	     kp_cli_show_aten_groups(msg.buf, b->entries[c.entry].plan->body_hash, 0);
+	kp_strbuf_release(&msg);
 	kp_bundle_free(b);
+	if (rc)
+		return rc;
 	return verdict == KP_PLAN_APPLIES ? KP_EXIT_OK : KP_EXIT_VERDICT;
 }
 

@@ -21,11 +21,12 @@
 #include "../common/hash.h"
 #include "../common/strbuf.h"
 #include "../plan/aten_groups.h"
+#include "../plan/bundle.h"
 #include "../plan/fused_source.h"
 #include "../plan/planfile.h"
 
 const char kp_usage_precompile[] =
-	"usage: kplan precompile model.kplan [--cc X.Y]...\n"
+	"usage: kplan precompile model.kplan|model.kplanb [--cc X.Y]...\n"
 	"\n"
 	"Compiles every fused source the plan ships - its fusion groups' kpfuse-*.cu\n"
 	"and the torch fusion groups of model.kplan.aten (kplan.torch's\n"
@@ -37,6 +38,9 @@ const char kp_usage_precompile[] =
 	"SHA-256, the compute capability and the NVRTC version: the GPU machine needs\n"
 	"the same NVRTC (CUDA toolkit) release. Each source must still hash to what\n"
 	"the plan pins. Uses libkplanrt (KPLAN_RT_LIB, else next to kplan) and NVRTC.\n"
+	"For a bundle (kplan bundle): every entry's sources, each entry's torch\n"
+	"fusion groups included, for the given compute capabilities or else each\n"
+	"for its own entry's.\n"
 	"\n"
 	"exit status:\n"
 	"  0  every source compiled or already in the cache\n"
@@ -45,6 +49,7 @@ const char kp_usage_precompile[] =
 	"\n"
 	"examples:\n"
 	"  kplan precompile model.kplan\n"
+	"  kplan precompile model.kplanb\n"
 	"  KPLAN_CACHE_DIR=ship/cubins kplan precompile model.kplan --cc 9.0 --cc 10.0\n";
 
 typedef int (*precompile_fn)(const char *, size_t, int, int, char *, size_t);
@@ -121,10 +126,52 @@ out:
 	return rc;
 }
 
+/*
+ * Compile the sources plan p ships (its fusion groups', then the torch
+ * fusion groups' in the file aten_path) from dir for the n_cc compute
+ * capabilities cc (none: the plan's); *n counts the sources. 0 or
+ * KP_EXIT_ERROR (printed).
+ */
+static int precompile_plan(precompile_fn fn, const char *dir, const struct kp_plan *p,
+			   const char *aten_path, const int (*cc)[2], int n_cc, int *n)
+{
+	struct kp_aten_groups *g = NULL;
+	struct kp_err err = {0};
+	const int own[1][2] = { { p->cc_major, p->cc_minor } };
+	size_t k;
+	int rc = 0, i;
+
+	if (!n_cc) {
+		cc = own;
+		n_cc = 1;
+	}
+	i = kp_aten_groups_read(aten_path, &g, NULL, NULL, &err);
+	if (i && i != KP_ENOTFOUND)
+		return kp_cli_error(&err);
+	if (g && g->plan_hash != p->body_hash) {
+		kp_err_set(&err, KP_EMISMATCH, "%s: torch fusion groups found with another plan",
+			   aten_path);
+		kp_aten_groups_free(g);
+		return kp_cli_error(&err);
+	}
+	for (k = 0; !rc && k < p->n_fusions; k++) {
+		if (p->fusions[k].source) {
+			rc = one(fn, dir, p->fusions[k].source, p->fusions[k].source_hash, cc, n_cc);
+			++*n;
+		}
+	}
+	for (k = 0; !rc && g && k < g->n_groups; k++) {
+		rc = one(fn, dir, g->groups[k].source, g->groups[k].source_hash, cc, n_cc);
+		++*n;
+	}
+	kp_aten_groups_free(g);
+	return rc;
+}
+
 KP_CMD(precompile)
 {
-	struct kp_strbuf dir = KP_STRBUF_INIT;
-	struct kp_aten_groups *g = NULL;
+	struct kp_strbuf dir = KP_STRBUF_INIT, ap = KP_STRBUF_INIT;
+	struct kp_bundle *b = NULL;
 	struct kp_err err = {0};
 	struct kp_plan *p = NULL;
 	const char *plan = NULL;
@@ -150,46 +197,44 @@ KP_CMD(precompile)
 		}
 	}
 	if (!plan)
-		return kp_cli_usage("precompile", "expected a plan file");
-	if (!(p = kp_plan_load(plan, &err)))
+		return kp_cli_usage("precompile", "expected a plan file or a bundle");
+	if (kp_bundle_is(plan) ? !(b = kp_bundle_load(plan, NULL, NULL, &err)) :
+	    !(p = kp_plan_load(plan, &err)))
 		return kp_cli_error(&err);
-	if (!n_cc) {
-		cc[0][0] = p->cc_major;
-		cc[0][1] = p->cc_minor;
-		n_cc = 1;
-	}
-	i = kp_aten_groups_load(plan, &g, NULL, NULL, &err);
-	if (i && i != KP_ENOTFOUND) {
-		rc = kp_cli_error(&err);
-		goto out;
-	}
-	if (g && g->plan_hash != p->body_hash) {
-		kp_err_set(&err, KP_EMISMATCH, "%s%s: torch fusion groups found with another plan",
-			   plan, KP_ATEN_SUFFIX);
-		rc = kp_cli_error(&err);
-		goto out;
-	}
 	if (!(fn = load_rt(why, sizeof(why)))) {
 		kp_err_set(&err, KP_EUNSUPPORTED, "%s", why);
 		rc = kp_cli_error(&err);
 		goto out;
 	}
-	kp_plan_dir(plan, &dir);
-	for (k = 0; !rc && k < p->n_fusions; k++) {
-		if (p->fusions[k].source) {
-			rc = one(fn, dir.buf, p->fusions[k].source, p->fusions[k].source_hash, cc, n_cc);
-			n++;
-		}
+	if (p) {
+		kp_plan_dir(plan, &dir);
+		kp_aten_groups_path(plan, &ap);
+		rc = dir.oom || ap.oom ? KP_EXIT_ERROR :
+		     precompile_plan(fn, dir.buf, p, ap.buf, (const int (*)[2])cc, n_cc, &n);
 	}
-	for (k = 0; !rc && g && k < g->n_groups; k++) {
-		rc = one(fn, dir.buf, g->groups[k].source, g->groups[k].source_hash, cc, n_cc);
-		n++;
+	/* a bundle: every entry's sources, for its own compute capability by default */
+	for (k = 0; b && !rc && k < b->n_entries; k++) {
+		kp_strbuf_reset(&dir);
+		kp_strbuf_reset(&ap);
+		kp_plan_dir(b->path, &dir);
+		kp_bundle_aten_path(b, k, &ap);
+		rc = dir.oom || ap.oom ? KP_EXIT_ERROR :
+		     precompile_plan(fn, dir.buf, b->entries[k].plan, ap.buf,
+				     (const int (*)[2])cc, n_cc, &n);
 	}
-	if (!rc)
-		printf("%d sources, %d compute capabilities: in the kernel cache\n", n, n_cc);
+	if (!rc && p)
+		printf("%d sources, %d compute capabilities: in the kernel cache\n", n,
+		       n_cc ? n_cc : 1);
+	else if (!rc && n_cc)
+		printf("%d sources of %zu entries, %d compute capabilities: in the kernel cache\n",
+		       n, b->n_entries, n_cc);
+	else if (!rc)
+		printf("%d sources of %zu entries, each for its entry's compute capability: in the "
+		       "kernel cache\n", n, b->n_entries);
 out:
-	kp_aten_groups_free(g);
+	kp_bundle_free(b);
 	kp_plan_free(p);
 	kp_strbuf_release(&dir);
+	kp_strbuf_release(&ap);
 	return rc;
 }

@@ -19,14 +19,17 @@ const char kp_usage_show[] =
 	"\n"
 	"Prints what a plan file says: the GPU it was made for (hard and soft keys),\n"
 	"where it came from, the predicted speedup of the whole run, and per region\n"
-	"the decision (graph / eager / split) with its reason, then the fusion groups.\n"
+	"the decision (graph / eager / split) with its reason, then the fusion groups,\n"
+	"then kplan.torch's torch fusion groups beside it (PLAN.aten) with the gain\n"
+	"the cost model predicts for each.\n"
 	"The file is verified first (header, checksum, every field); an invalid file\n"
 	"exits 2 with the line and field at fault.\n"
 	"\n"
 	"For a bundle (kplan bundle) it lists the entries: the GPU each plan was made\n"
 	"for (#N in bundle order, the number kp_rt_stats.bundle_entry gives), its\n"
 	"driver, source run, regions and predicted speedup, and whether the bundle\n"
-	"is signed; --entry N shows entry N as a plan.\n"
+	"is signed, and how many torch fusion groups (kplan.torch's) each entry\n"
+	"carries; --entry N shows entry N as a plan, with its torch fusion groups.\n"
 	"\n"
 	"example:\n"
 	"  kplan show model.kplan\n"
@@ -126,45 +129,13 @@ static void show_plan(const char *name, const struct kp_plan *p)
 	}
 }
 
-/*
- * The torch fusion groups shipped beside the plan at path (PLAN.aten), when
- * it has some: one line per group, its ops on the next. 0, or an error
- * (printed) for a file that cannot be read.
- */
-static int show_aten_groups(const char *path, const struct kp_plan *p)
-{
-	struct kp_aten_groups *g;
-	struct kp_err err = {0};
-	char t1[256], t2[256], t3[256], ops[1600];
-	size_t i;
-	int rc;
-
-	rc = kp_aten_groups_load(path, &g, NULL, NULL, &err);
-	if (rc == KP_ENOTFOUND)
-		return 0;
-	if (rc)
-		return kp_cli_error(&err);
-	printf("\ntorch fusion groups: %zu (%s%s)%s\n", g->n_groups,
-	       kp_printable(t1, sizeof(t1), path), KP_ATEN_SUFFIX,
-	       g->plan_hash == p->body_hash ? "" : "; found with another plan: not used");
-	for (i = 0; i < g->n_groups; i++) {
-		const struct kp_aten_group *u = &g->groups[i];
-
-		printf("  %u  %s %s, %u written, %s, %s\n", u->id,
-		       kp_printable(t1, sizeof(t1), u->region),
-		       kp_printable(t2, sizeof(t2), u->shape), u->outputs,
-		       u->exact ? "bit-exact" : "tolerant", kp_printable(t3, sizeof(t3), u->source));
-		printf("     %s\n", kp_printable(ops, sizeof(ops), u->ops));
-	}
-	kp_aten_groups_free(g);
-	return 0;
-}
-
 /* The entries of the bundle at path, or entry `entry` (from 1) in full. */
 static int show_bundle(const char *path, long entry)
 {
+	struct kp_strbuf ap = KP_STRBUF_INIT;
 	struct kp_err err = {0};
 	struct kp_bundle *b;
+	struct kp_aten_groups *g;
 	char id[KP_SIGN_ID_HEX], t[256], m[256];
 	size_t i, j;
 	int rc;
@@ -181,8 +152,12 @@ static int show_bundle(const char *path, long entry)
 		kp_bundle_entry_name(b, (size_t)entry - 1, t, sizeof(t));
 		printf("bundle %s, entry %s\n", b->path, t);
 		show_plan(b->path, b->entries[entry - 1].plan);
+		kp_bundle_aten_path(b, (size_t)entry - 1, &ap);
+		rc = ap.oom ? KP_EXIT_ERROR :
+		     kp_cli_show_aten_groups(ap.buf, b->entries[entry - 1].plan->body_hash, 1);
+		kp_strbuf_release(&ap);
 		kp_bundle_free(b);
-		return KP_EXIT_OK;
+		return rc ? rc : KP_EXIT_OK;
 	}
 	printf("bundle %s (format %d, %zu entr%s)\n", b->path, KP_BUNDLE_FORMAT_VERSION,
 	       b->n_entries, b->n_entries == 1 ? "y" : "ies");
@@ -193,6 +168,7 @@ static int show_bundle(const char *path, long entry)
 	printf("  signature   %s%s%s\n", rc == KP_ENOTFOUND ? "unsigned" : rc ? "unreadable: " :
 	       "signed by ", rc == KP_ENOTFOUND ? "" : rc ? err.msg : id,
 	       rc ? "" : " (not verified: kplan check --trust)");
+	kp_err_clear(&err);
 	for (i = 0; i < b->n_entries; i++) {
 		const struct kp_plan *p = b->entries[i].plan;
 		size_t graphs = 0;
@@ -204,7 +180,21 @@ static int show_bundle(const char *path, long entry)
 		       "groups, predicted %.2fx, body-hash %016llx\n", t, p->driver_version,
 		       (long long)p->source_run, p->n_regions, graphs, p->n_fusions,
 		       p->speedup_pred, (unsigned long long)p->body_hash);
+		/* kplan.torch's groups for this entry (kplan show --entry N lists them) */
+		kp_strbuf_reset(&ap);
+		kp_bundle_aten_path(b, i, &ap);
+		if (!ap.oom && !kp_aten_groups_read(ap.buf, &g, NULL, NULL, &err)) {
+			printf("      %zu torch fusion groups (%s)\n", g->n_groups,
+			       kp_printable(m, sizeof(m), strrchr(ap.buf, '/') ?
+					    strrchr(ap.buf, '/') + 1 : ap.buf));
+			kp_aten_groups_free(g);
+		} else if (err.code && err.code != KP_ENOTFOUND) {
+			printf("      torch fusion groups unreadable: %s\n",
+			       kp_printable(m, sizeof(m), err.msg));
+		}
+		kp_err_clear(&err);
 	}
+	kp_strbuf_release(&ap);
 	kp_bundle_free(b);
 	return KP_EXIT_OK;
 }
@@ -233,7 +223,13 @@ KP_CMD(show)
 	if (!p)
 		return kp_cli_error(&err);
 	show_plan(argv[1], p);
-	rc = show_aten_groups(argv[1], p);
+	{
+		struct kp_strbuf ap = KP_STRBUF_INIT;
+
+		kp_aten_groups_path(argv[1], &ap);
+		rc = ap.oom ? KP_EXIT_ERROR : kp_cli_show_aten_groups(ap.buf, p->body_hash, 1);
+		kp_strbuf_release(&ap);
+	}
 	kp_plan_free(p);
 	return rc ? rc : KP_EXIT_OK;
 }

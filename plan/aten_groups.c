@@ -42,6 +42,11 @@ void kp_aten_groups_path(const char *plan_path, struct kp_strbuf *out)
 	kp_strbuf_adds(out, KP_ATEN_SUFFIX);
 }
 
+void kp_aten_groups_bundle_path(const char *dir, uint64_t plan_hash, struct kp_strbuf *out)
+{
+	kp_strbuf_addf(out, "%s/plan-%016llx" KP_ATEN_SUFFIX, dir, (unsigned long long)plan_hash);
+}
+
 static int hexval(int c)
 {
 	if (c >= '0' && c <= '9')
@@ -102,15 +107,34 @@ bad:
 
 enum field {
 	F_REGION, F_KEY, F_NUMERICS, F_OPS, F_SHAPE, F_INPUTS, F_OUTPUTS, F_KERNEL,
-	F_SOURCE, F_SOURCE_HASH, F__N
+	F_SOURCE, F_SOURCE_HASH,
+	F_V2,                              /* version 2 added the fields from here */
+	F_SAVED_KERNELS = F_V2, F_SAVED_BYTES, F_GAIN_NS, F_PER_CALL, F__N
 };
 
-#define ALL_FIELDS ((1u << F__N) - 1)
+/* The fields a group of a file of version v must have: every one it knows. */
+#define ALL_FIELDS(v) ((v) >= 2 ? (1u << F__N) - 1 : (1u << F_V2) - 1)
 
 static const char *const field_names[F__N] = {
 	"region", "key", "numerics", "ops", "shape", "inputs", "outputs", "kernel",
-	"source", "source-hash",
+	"source", "source-hash", "saved-kernels", "saved-bytes", "gain-ns", "per-call",
 };
+
+/* A decimal 0..max without sign or leading zeros into *v: 0 or -1. */
+static int parse_count(const char *s, size_t n, int64_t max, int64_t *v)
+{
+	size_t i;
+
+	if (!n || n > 19 || (n > 1 && s[0] == '0'))
+		return -1;
+	*v = 0;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || *v > (max - (s[i] - '0')) / 10)
+			return -1;
+		*v = *v * 10 + (s[i] - '0');
+	}
+	return 0;
+}
 
 /* A kernel name: an identifier. */
 static int is_ident(const char *s)
@@ -144,6 +168,17 @@ static const char *set_field(struct kp_aten_group *u, int f, const char *v, size
 		else
 			return "expected 'exact' or 'tolerant'";
 		return NULL;
+	case F_SAVED_KERNELS:
+		return parse_count(v, n, 64, &u->saved_kernels) ? "expected an integer 0..64" : NULL;
+	case F_SAVED_BYTES:
+		return parse_count(v, n, INT64_C(1) << 50, &u->saved_bytes) ?
+			"expected an integer 0..2^50" : NULL;
+	case F_GAIN_NS:
+		return parse_count(v, n, INT64_C(1) << 50, &u->gain_ns) ?
+			"expected an integer 0..2^50" : NULL;
+	case F_PER_CALL:
+		return parse_count(v, n, 1000000, &u->per_call) || !u->per_call ?
+			"expected an integer 1..1000000" : NULL;
 	case F_OUTPUTS: {
 		uint32_t x = 0;
 		size_t i;
@@ -223,17 +258,21 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 			goto bad;
 		}
 		if (lineno == 1) {
-			if (n > 18 && !memcmp(line, "kplan-aten-groups ", 18) &&
-			    (n != strlen(KP_ATEN_MAGIC) || memcmp(line, KP_ATEN_MAGIC, n))) {
-				kp_err_set(err, KP_EVERSION, "%s:1: unknown format version "
-					   "'%.*s' (this kplan reads '%s')", name, (int)(n > 64 ? 64 : n),
-					   line, KP_ATEN_MAGIC);
-				goto fail;
-			}
-			if (n != strlen(KP_ATEN_MAGIC) || memcmp(line, KP_ATEN_MAGIC, n)) {
-				why = "not a torch fusion group file (expected '" KP_ATEN_MAGIC "')";
+			size_t ml = strlen(KP_ATEN_MAGIC);
+
+			if (n <= ml + 1 || memcmp(line, KP_ATEN_MAGIC " ", ml + 1)) {
+				why = "not a torch fusion group file (expected '" KP_ATEN_MAGIC
+				      " N')";
 				goto bad;
 			}
+			if (n != ml + 2 || line[ml + 1] < '1' ||
+			    line[ml + 1] > '0' + KP_ATEN_FORMAT_VERSION) {
+				kp_err_set(err, KP_EVERSION, "%s:1: unknown format version "
+					   "'%.*s' (this kplan reads versions 1 to %d)", name,
+					   (int)(n > 64 ? 64 : n), line, KP_ATEN_FORMAT_VERSION);
+				goto fail;
+			}
+			g->format_version = line[ml + 1] - '0';
 			continue;
 		}
 		if (!n || line[0] == '#')
@@ -242,7 +281,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 			uint32_t id = 0;
 			size_t i;
 
-			if (u && seen != ALL_FIELDS)
+			if (u && seen != ALL_FIELDS(g->format_version))
 				goto missing;
 			if (!have_plan_hash) {
 				why = "a group before 'plan-hash'";
@@ -279,6 +318,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 			u = &g->groups[g->n_groups++];
 			memset(u, 0, sizeof(*u));
 			u->id = id;
+			u->saved_kernels = u->saved_bytes = u->gain_ns = u->per_call = -1;
 			seen = 0;
 			continue;
 		}
@@ -303,9 +343,10 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 		for (f = 0; f < F__N; f++)
 			if (strlen(field_names[f]) == kn && !memcmp(line, field_names[f], kn))
 				break;
-		if (f == F__N) {
-			kp_err_set(err, KP_EFORMAT, "%s:%zu: unknown field '%.*s'", name, lineno,
-				   (int)(kn > 64 ? 64 : kn), line);
+		if (f == F__N || (f >= F_V2 && g->format_version < 2)) {
+			kp_err_set(err, KP_EFORMAT, "%s:%zu: unknown field '%.*s'%s", name, lineno,
+				   (int)(kn > 64 ? 64 : kn), line, f == F__N ? "" :
+				   " (format version 1 has none)");
 			goto fail;
 		}
 		if (seen & (1u << f)) {
@@ -328,7 +369,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 		why = "no 'plan-hash' line";
 		goto bad;
 	}
-	if (u && seen != ALL_FIELDS)
+	if (u && seen != ALL_FIELDS(g->format_version))
 		goto missing;
 	return g;
 missing:
@@ -351,10 +392,9 @@ fail:
 	return NULL;
 }
 
-int kp_aten_groups_load(const char *plan_path, struct kp_aten_groups **out, char **buf,
+int kp_aten_groups_read(const char *aten_path, struct kp_aten_groups **out, char **buf,
 			size_t *len, struct kp_err *err)
 {
-	struct kp_strbuf path = KP_STRBUF_INIT;
 	struct kp_err e2 = {0};
 	char *b = NULL;
 	size_t n = 0;
@@ -363,19 +403,14 @@ int kp_aten_groups_load(const char *plan_path, struct kp_aten_groups **out, char
 	*out = NULL;
 	if (buf)
 		*buf = NULL;
-	kp_aten_groups_path(plan_path, &path);
-	if (path.oom) {
-		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", plan_path);
-		goto out;
-	}
-	rc = kp_file_read(AT_FDCWD, path.buf, 0, KP_ATEN_MAX_FILE_BYTES, &b, &n, &e2);
+	rc = kp_file_read(AT_FDCWD, aten_path, 0, KP_ATEN_MAX_FILE_BYTES, &b, &n, &e2);
 	if (rc == KP_ENOTFOUND)
 		goto out;
 	if (rc) {
 		*err = e2;
 		goto out;
 	}
-	if (!(*out = kp_aten_groups_parse(b, n, path.buf, err))) {
+	if (!(*out = kp_aten_groups_parse(b, n, aten_path, err))) {
 		rc = err->code ? err->code : KP_EFORMAT;
 		goto out;
 	}
@@ -386,6 +421,23 @@ int kp_aten_groups_load(const char *plan_path, struct kp_aten_groups **out, char
 	}
 out:
 	free(b);
+	return rc;
+}
+
+int kp_aten_groups_load(const char *plan_path, struct kp_aten_groups **out, char **buf,
+			size_t *len, struct kp_err *err)
+{
+	struct kp_strbuf path = KP_STRBUF_INIT;
+	int rc;
+
+	*out = NULL;
+	if (buf)
+		*buf = NULL;
+	kp_aten_groups_path(plan_path, &path);
+	if (path.oom)
+		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", plan_path);
+	else
+		rc = kp_aten_groups_read(path.buf, out, buf, len, err);
 	kp_strbuf_release(&path);
 	return rc;
 }

@@ -25,7 +25,8 @@
 #include "../common/err.h"
 #include "../common/strbuf.h"
 
-#define KP_ATEN_MAGIC "kplan-aten-groups 1"   /* the first line */
+#define KP_ATEN_MAGIC "kplan-aten-groups"     /* the first line: magic, version */
+#define KP_ATEN_FORMAT_VERSION 2              /* the newest: versions 1 and 2 are read */
 #define KP_ATEN_SUFFIX ".aten"                /* PLAN.aten */
 #define KP_ATEN_MAX_FILE_BYTES (16u << 20)
 #define KP_ATEN_MAX_GROUPS 4096
@@ -45,9 +46,19 @@ struct kp_aten_group {
 	char *kernel;            /* the kernel's name in the source */
 	char *source;            /* plain file name next to the plan */
 	uint64_t source_hash;    /* kp_hash64 of the source file's bytes */
+	/* the cost model's figures per occurrence of the chain (version 2;
+	 * -1 in a version 1 file: not known) */
+	int64_t saved_kernels;   /* eager kernels the one fused kernel replaces, less one */
+	int64_t saved_bytes;     /* DRAM traffic the fusion removes */
+	int64_t gain_ns;         /* predicted saving (kp_cost_fusion_gain_ns with the
+				  * cost model's defaults, computed when saved) */
+	int64_t per_call;        /* times the chain ran in one call of its region (the
+				  * most of any capture): the region saves
+				  * gain_ns x per_call per call */
 };
 
 struct kp_aten_groups {
+	int format_version;      /* the file's, 1 or 2 */
 	uint64_t plan_hash;      /* body-hash of the plan they were found with */
 	size_t n_groups;
 	struct kp_aten_group *groups;   /* by id */
@@ -57,6 +68,12 @@ struct kp_aten_groups {
  * PLAN.aten for the plan at plan_path, appended to out (reset first).
  */
 void kp_aten_groups_path(const char *plan_path, struct kp_strbuf *out);
+
+/*
+ * The groups file of the bundle entry whose plan has body-hash plan_hash,
+ * in the bundle directory dir (DIR/plan-<16 hex>.aten), appended to out.
+ */
+void kp_aten_groups_bundle_path(const char *dir, uint64_t plan_hash, struct kp_strbuf *out);
 
 /*
  * Parse buf[0..len) (name: in errors). Returns a new struct (free with
@@ -73,6 +90,13 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
  * file: not an error for the caller to print), or an error naming the file.
  */
 int kp_aten_groups_load(const char *plan_path, struct kp_aten_groups **out, char **buf,
+			size_t *len, struct kp_err *err);
+
+/*
+ * As kp_aten_groups_load, for the groups file at aten_path itself (a
+ * bundle entry's, kp_bundle_aten_path).
+ */
+int kp_aten_groups_read(const char *aten_path, struct kp_aten_groups **out, char **buf,
 			size_t *len, struct kp_err *err);
 
 /* Free g and everything it holds; NULL is a no-op. */

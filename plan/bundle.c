@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aten_groups.h"
 #include "bundle.h"
 #include "fused_source.h"
 #include "../common/fileio.h"
@@ -37,6 +38,7 @@ static void entry_release(struct kp_bundle_entry *e)
 	free(e->bytes);
 	kp_plan_free(e->plan);
 	free(e->src_dir);
+	free(e->aten_from);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -185,7 +187,7 @@ static int fits(const struct kp_bundle *b, const struct kp_plan *p, const char *
 }
 
 static int push_entry(struct kp_bundle *b, char *bytes, size_t len, struct kp_plan *p,
-		      char *src_dir)
+		      char *src_dir, char *aten_from)
 {
 	struct kp_bundle_entry *e;
 
@@ -198,15 +200,30 @@ static int push_entry(struct kp_bundle *b, char *bytes, size_t len, struct kp_pl
 	e->len = len;
 	e->plan = p;
 	e->src_dir = src_dir;
+	e->aten_from = aten_from;
 	return 0;
+}
+
+void kp_bundle_aten_path(const struct kp_bundle *b, size_t i, struct kp_strbuf *out)
+{
+	struct kp_strbuf dir = KP_STRBUF_INIT;
+
+	if (i >= b->n_entries || !b->entries[i].plan)
+		return;
+	kp_plan_dir(b->path ? b->path : KP_BUNDLE_FILE, &dir);
+	kp_aten_groups_bundle_path(dir.buf, b->entries[i].plan->body_hash, out);
+	if (dir.oom)
+		out->oom = 1;
+	kp_strbuf_release(&dir);
 }
 
 int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *name,
 		  int replace, struct kp_strbuf *notes, struct kp_err *err)
 {
-	struct kp_strbuf dir = KP_STRBUF_INIT;
+	struct kp_strbuf dir = KP_STRBUF_INIT, aten = KP_STRBUF_INIT;
 	struct kp_plan *p;
 	char *bytes = NULL, t[224];
+	struct stat st;
 	long dup;
 	size_t i;
 	int rc;
@@ -215,11 +232,27 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 	if (!p)
 		return err && err->code ? err->code : KP_EFORMAT;
 	kp_bundle_target_name(p, t, sizeof(t));
+	kp_aten_groups_path(name, &aten);
+	if (aten.oom) {
+		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", name);
+		goto fail;
+	}
 	for (i = 0; i < b->n_entries; i++) {
-		if (b->entries[i].len == len && !memcmp(b->entries[i].bytes, buf, len)) {
+		struct kp_bundle_entry *e = &b->entries[i];
+
+		if (e->len == len && !memcmp(e->bytes, buf, len)) {
 			if (notes)
 				kp_strbuf_addf(notes, "%s: the same plan as the entry for %s: kept "
 					       "once\n", name, t);
+			/* groups saved again beside the plan are the newer ones */
+			if (!stat(aten.buf, &st) && (!e->aten_from || strcmp(e->aten_from, aten.buf))) {
+				free(e->aten_from);
+				e->aten_from = kp_strbuf_detach(&aten, NULL);
+				if (notes)
+					kp_strbuf_addf(notes, "%s: its torch fusion groups (%s) replace "
+						       "the entry's\n", name, e->aten_from);
+			}
+			kp_strbuf_release(&aten);
 			kp_plan_free(p);
 			return 0;
 		}
@@ -254,9 +287,10 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 		e->len = len;
 		e->plan = p;
 		e->src_dir = kp_strbuf_detach(&dir, NULL);
+		e->aten_from = kp_strbuf_detach(&aten, NULL);
 		return 0;
 	}
-	if (push_entry(b, bytes, len, p, dir.buf)) {
+	if (push_entry(b, bytes, len, p, dir.buf, aten.buf)) {
 		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", name);
 		goto fail;
 	}
@@ -264,6 +298,7 @@ int kp_bundle_add(struct kp_bundle *b, const char *buf, size_t len, const char *
 fail:
 	free(bytes);
 	kp_strbuf_release(&dir);
+	kp_strbuf_release(&aten);
 	kp_plan_free(p);
 	return rc;
 }
@@ -407,7 +442,7 @@ struct kp_bundle *kp_bundle_parse(const char *buf, size_t len, const char *name,
 		memcpy(bytes, buf + pos, v);
 		bytes[v] = 0;
 		pos += v;
-		if (push_entry(b, bytes, v, p, NULL)) {
+		if (push_entry(b, bytes, v, p, NULL, NULL)) {
 			free(bytes);
 			kp_plan_free(p);
 			kp_err_set(err, KP_ENOMEM, "%s: out of memory", name);
@@ -457,7 +492,11 @@ struct kp_bundle *kp_bundle_load(const char *path, char **bytes, size_t *len,
 		goto out;
 	kp_plan_dir(index.buf, &dir);
 	for (i = 0; i < b->n_entries; i++) {
-		if (!(b->entries[i].src_dir = kp_strdup(dir.buf))) {
+		struct kp_strbuf aten = KP_STRBUF_INIT;
+
+		kp_bundle_aten_path(b, i, &aten);
+		b->entries[i].aten_from = kp_strbuf_detach(&aten, NULL);
+		if (!(b->entries[i].src_dir = kp_strdup(dir.buf)) || !b->entries[i].aten_from) {
 			kp_err_set(err, KP_ENOMEM, "out of memory");
 			kp_bundle_free(b);
 			b = NULL;
@@ -529,6 +568,66 @@ out:
 	return rc;
 }
 
+/*
+ * Copy entry e's torch fusion groups (e->aten_from, when it exists) into
+ * dir as plan-<body-hash>.aten, their sources first (copy_source). The
+ * groups must have been found with the entry's plan. 0 or an error naming
+ * the file.
+ */
+static int copy_aten(struct kp_bundle_entry *e, const char *dir, struct kp_err *err)
+{
+	struct kp_strbuf from_dir = KP_STRBUF_INIT, to = KP_STRBUF_INIT;
+	struct kp_aten_groups *g = NULL;
+	char *buf = NULL, *old = NULL;
+	size_t n = 0, on, i;
+	int rc;
+
+	if (!e->aten_from || !e->plan)
+		return 0;
+	rc = kp_aten_groups_read(e->aten_from, &g, &buf, &n, err);
+	if (rc == KP_ENOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (g->plan_hash != e->plan->body_hash) {
+		rc = kp_err_set(err, KP_EMISMATCH, "%s: torch fusion groups found with another "
+				"plan (plan-hash %016llx, the plan's body-hash is %016llx): run "
+				"again with this plan and kt.save_fusion(), or remove the file",
+				e->aten_from, (unsigned long long)g->plan_hash,
+				(unsigned long long)e->plan->body_hash);
+		goto out;
+	}
+	kp_plan_dir(e->aten_from, &from_dir);
+	kp_aten_groups_bundle_path(dir, e->plan->body_hash, &to);
+	if (from_dir.oom || to.oom) {
+		rc = kp_err_set(err, KP_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < g->n_groups; i++) {
+		if ((rc = copy_source(from_dir.buf, dir, g->groups[i].source,
+				      g->groups[i].source_hash, err))) {
+			kp_err_prefix(err, "%s: torch fusion group %u", e->aten_from, g->groups[i].id);
+			goto out;
+		}
+	}
+	/* the same file (a bundle saved again): nothing to write */
+	rc = kp_file_read(AT_FDCWD, to.buf, KP_FILE_NOFOLLOW, KP_ATEN_MAX_FILE_BYTES, &old, &on,
+			  err);
+	if (!rc && on == n && !memcmp(old, buf, n))
+		goto out;
+	if (rc && rc != KP_ENOTFOUND)
+		goto out;
+	kp_err_clear(err);
+	rc = kp_file_write_atomic(AT_FDCWD, to.buf, buf, n, 0666, err);
+out:
+	kp_aten_groups_free(g);
+	free(buf);
+	free(old);
+	kp_strbuf_release(&from_dir);
+	kp_strbuf_release(&to);
+	return rc;
+}
+
 int kp_bundle_save(struct kp_bundle *b, const char *dir, int *unsigned_now,
 		   struct kp_err *err)
 {
@@ -558,6 +657,8 @@ int kp_bundle_save(struct kp_bundle *b, const char *dir, int *unsigned_now,
 					      err)))
 				goto out;
 		}
+		if ((rc = copy_aten(&b->entries[i], dir, err)))
+			goto out;
 	}
 	kp_strbuf_addf(&path, "%s/%s", dir, KP_BUNDLE_FILE);
 	if (path.oom) {
@@ -567,14 +668,23 @@ int kp_bundle_save(struct kp_bundle *b, const char *dir, int *unsigned_now,
 	if ((rc = kp_file_write_atomic(AT_FDCWD, path.buf, out.buf, out.len, 0666, err)))
 		goto out;
 	for (i = 0; i < b->n_entries; i++) {
+		struct kp_bundle_entry *e = &b->entries[i];
 		char *d = kp_strdup(dir);
 
 		if (!d) {
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			goto out;
 		}
-		free(b->entries[i].src_dir);
-		b->entries[i].src_dir = d;
+		free(e->src_dir);
+		e->src_dir = d;
+		free(e->aten_from);
+		e->aten_from = NULL;
+		if (e->plan) {
+			struct kp_strbuf a = KP_STRBUF_INIT;
+
+			kp_aten_groups_bundle_path(dir, e->plan->body_hash, &a);
+			e->aten_from = kp_strbuf_detach(&a, NULL);
+		}
 	}
 	free(b->path);
 	b->path = kp_strdup(path.buf);

@@ -4,8 +4,9 @@
  *
  * A bundle is a directory (model.kplanb/) with the file `bundle` (an index
  * line per entry followed by that entry's plan file, byte for byte), the
- * kpfuse-*.cu sources any entry names, and `bundle.sig` (plan/sign.h,
- * kp_bundle_sign). Format: plan/FORMAT.md, "Bundles". The runtime opens a
+ * kpfuse-*.cu sources any entry names, each entry's torch fusion groups
+ * (plan-<its body-hash>.aten, aten_groups.h) with their kpaten-*.cu
+ * sources, and `bundle.sig` (plan/sign.h, kp_bundle_sign). Format: plan/FORMAT.md, "Bundles". The runtime opens a
  * bundle where it would open a plan and applies the entry kp_bundle_choose
  * picks for its GPU; `kplan bundle` builds and extends one; `kplan show`
  * and `kplan check` read it.
@@ -37,6 +38,10 @@ struct kp_bundle_entry {
 	char *src_dir;           /* where its fused sources are read from when the
 				  * bundle is saved: the input plan's directory, or
 				  * the bundle's own (owned) */
+	char *aten_from;         /* where its torch fusion groups are read from when
+				  * the bundle is saved (their sources: beside it):
+				  * PLAN.aten of the input plan, or the bundle's
+				  * plan-<hash>.aten; no such file: none (owned) */
 };
 
 struct kp_bundle {
@@ -98,8 +103,10 @@ struct kp_bundle *kp_bundle_load(const char *path, char **bytes, size_t *len,
 
 /*
  * Add the plan file buf[0..len) (name: its path; its sources are read
- * from name's directory when the bundle is saved) to b. Duplicates: the
- * same bytes as an entry already there are skipped (notes says so); a plan
+ * from name's directory when the bundle is saved, its torch fusion groups
+ * from name.aten) to b. Duplicates: the same bytes as an entry already
+ * there are skipped (notes says so), though groups beside name replace the
+ * entry's (kplan.torch saved them again); a plan
  * for the same target (compute capability, CUDA major, GPU name, SM count)
  * as an entry already there replaces it when replace is set (notes says
  * so), else it is refused (KP_EMISMATCH naming both). A plan pinned to
@@ -120,10 +127,13 @@ int kp_bundle_write(struct kp_bundle *b, struct kp_strbuf *out, struct kp_err *e
  * Write b into the directory dir (created when missing, mode 0777 less the
  * umask): first every fused source its entries name, copied from each
  * entry's src_dir after checking its source-hash (a file of that name
- * already in dir must have the same bytes), then the index, atomically
- * (kp_file_write_atomic): a reader sees the old bundle or the new one. A
- * bundle.sig left there signs the old index: it is removed, and *unsigned_now
- * (may be NULL) set to 1. 0 or an error naming the file.
+ * already in dir must have the same bytes), then each entry's torch fusion
+ * groups (from aten_from: its sources, checked and deduplicated the same
+ * way, then the file as plan-<body-hash>.aten; groups found with another
+ * plan than the entry are refused, KP_EMISMATCH), then the index,
+ * atomically (kp_file_write_atomic): a reader sees the old bundle or the
+ * new one. A bundle.sig left there signs the old index: it is removed, and
+ * *unsigned_now (may be NULL) set to 1. 0 or an error naming the file.
  */
 int kp_bundle_save(struct kp_bundle *b, const char *dir, int *unsigned_now,
 		   struct kp_err *err);
@@ -168,6 +178,13 @@ void kp_bundle_entry_name(const struct kp_bundle *b, size_t i, char *buf, size_t
 int kp_bundle_target_cmp(const struct kp_plan *a, const struct kp_plan *b);
 /* "NVIDIA H200, 132 SMs, cc 9.0, CUDA 13" (printable) into buf[n]. */
 void kp_bundle_target_name(const struct kp_plan *p, char *buf, size_t n);
+
+/*
+ * The torch fusion groups file of entry i (DIR/plan-<its body-hash>.aten,
+ * beside the index: whether or not it exists), appended to out. Nothing
+ * for an entry whose plan was taken.
+ */
+void kp_bundle_aten_path(const struct kp_bundle *b, size_t i, struct kp_strbuf *out);
 
 /* Take entry i's plan out of b (the caller frees it); NULL when taken. */
 struct kp_plan *kp_bundle_take(struct kp_bundle *b, size_t i);

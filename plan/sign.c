@@ -251,25 +251,18 @@ static int hash_source(const char *path, uint64_t want, uint8_t *sha, struct kp_
 }
 
 /*
- * The signed message of the file whose bytes are buf[0..len) at path, of
- * the n plans in it (one for a plan, every entry for a bundle): tag, len
- * as 8 bytes little-endian, the bytes, then per plan, per fusion group
- * with a source in id order, the source's name, a NUL and the SHA-256 of
- * the file of that name in path's directory. source_sha (may be NULL):
- * per plan, plans[i]->n_fusions digests as in kp_plan_verify.
- */
-/*
- * The torch fusion groups beside the plan at path (aten_groups.h), when it
- * has some, appended to msg: the file's name, a NUL and its SHA-256, then
- * per group its source's name, a NUL and SHA-256 (the file of that name in
- * dir, which must hash to the group's source-hash). The groups must have
- * been found with this very plan (their plan-hash). aten_sha (may be NULL)
+ * The torch fusion groups in the file at aten_path (aten_groups.h: PLAN.aten
+ * beside a plan, a bundle entry's plan-<hash>.aten), when it exists,
+ * appended to msg: the file's name, a NUL and its SHA-256, then per group
+ * its source's name, a NUL and SHA-256 (the file of that name in dir,
+ * which must hash to the group's source-hash). The groups must have been
+ * found with this very plan (their plan-hash). aten_sha (may be NULL)
  * receives each source's SHA-256 as signed, in group order.
  */
-static int aten_message(const char *path, const char *dir, const struct kp_plan *plan,
+static int aten_message(const char *aten_path, const char *dir, const struct kp_plan *plan,
 			struct kp_strbuf *msg, struct kp_strbuf *aten_sha, struct kp_err *err)
 {
-	struct kp_strbuf src = KP_STRBUF_INIT, name = KP_STRBUF_INIT;
+	struct kp_strbuf src = KP_STRBUF_INIT;
 	struct kp_aten_groups *g = NULL;
 	uint8_t sha[crypto_hash_sha256_BYTES];
 	const char *base;
@@ -277,22 +270,21 @@ static int aten_message(const char *path, const char *dir, const struct kp_plan 
 	size_t len = 0, i;
 	int rc;
 
-	rc = kp_aten_groups_load(path, &g, &buf, &len, err);
+	rc = kp_aten_groups_read(aten_path, &g, &buf, &len, err);
 	if (rc == KP_ENOTFOUND)
 		return 0;
 	if (rc)
 		goto out;
-	kp_aten_groups_path(path, &name);
 	if (g->plan_hash != plan->body_hash) {
 		rc = kp_err_set(err, KP_EMISMATCH, "%s: torch fusion groups found with another "
 				"plan (plan-hash %016llx, the plan's body-hash is %016llx): run "
 				"again with this plan and kt.save_fusion(), or remove the file",
-				name.buf, (unsigned long long)g->plan_hash,
+				aten_path, (unsigned long long)g->plan_hash,
 				(unsigned long long)plan->body_hash);
 		goto out;
 	}
-	base = strrchr(name.buf, '/');
-	base = base ? base + 1 : name.buf;
+	base = strrchr(aten_path, '/');
+	base = base ? base + 1 : aten_path;
 	crypto_hash_sha256(sha, (const unsigned char *)buf, len);
 	kp_strbuf_add(msg, base, strlen(base) + 1);
 	kp_strbuf_add(msg, sha, sizeof(sha));
@@ -310,16 +302,26 @@ static int aten_message(const char *path, const char *dir, const struct kp_plan 
 		if (aten_sha)
 			kp_strbuf_add(aten_sha, sha, sizeof(sha));
 	}
-	if (src.oom || name.oom || (aten_sha && aten_sha->oom))
-		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
+	if (src.oom || (aten_sha && aten_sha->oom))
+		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", aten_path);
 out:
 	kp_aten_groups_free(g);
 	free(buf);
 	kp_strbuf_release(&src);
-	kp_strbuf_release(&name);
 	return rc;
 }
 
+/*
+ * The signed message of the file whose bytes are buf[0..len) at path, of
+ * the n plans in it (one for a plan, every entry for a bundle): tag, len
+ * as 8 bytes little-endian, the bytes, then per plan, per fusion group
+ * with a source in id order, the source's name, a NUL and the SHA-256 of
+ * the file of that name in path's directory; then per plan its torch
+ * fusion groups (aten_message: a plan's PLAN.aten, a bundle entry's
+ * plan-<hash>.aten in the bundle). source_sha (may be NULL): per plan,
+ * plans[i]->n_fusions digests as in kp_plan_verify; aten_sha (may be
+ * NULL): per plan, a strbuf receiving its torch sources' digests.
+ */
 static int sign_message(const char *tag, const char *path, const char *buf, size_t len,
 			const struct kp_plan *const *plans, size_t n, struct kp_strbuf *msg,
 			uint8_t *const *source_sha, struct kp_strbuf *aten_sha,
@@ -328,7 +330,7 @@ static int sign_message(const char *tag, const char *path, const char *buf, size
 	struct kp_strbuf dir = KP_STRBUF_INIT, src = KP_STRBUF_INIT;
 	uint8_t le[8], sha[crypto_hash_sha256_BYTES];
 	size_t i, k;
-	int rc = 0;
+	int rc = 0, bundle = !strcmp(tag, BUNDLE_TAG);
 
 	if ((rc = kp_sign_init(err)))
 		return rc;
@@ -356,10 +358,19 @@ static int sign_message(const char *tag, const char *path, const char *buf, size
 				memcpy(source_sha[k] + i * KP_SIGN_SHA256_BYTES, sha, sizeof(sha));
 		}
 	}
-	/* a plan (not a bundle) may ship torch fusion groups beside it */
-	if (!strcmp(tag, MSG_TAG) && n == 1 &&
-	    (rc = aten_message(path, dir.buf, plans[0], msg, aten_sha, err)))
-		goto out;
+	/* the torch fusion groups: beside a plan, or each entry's in a bundle */
+	for (k = 0; k < n; k++) {
+		kp_strbuf_reset(&src);
+		if (bundle)
+			kp_aten_groups_bundle_path(dir.buf, plans[k]->body_hash, &src);
+		else
+			kp_aten_groups_path(path, &src);
+		if (src.oom)
+			break;
+		if ((rc = aten_message(src.buf, dir.buf, plans[k], msg,
+				       aten_sha ? &aten_sha[k] : NULL, err)))
+			goto out;
+	}
 	if (msg->oom || dir.oom || src.oom)
 		rc = kp_err_set(err, KP_ENOMEM, "%s: out of memory", path);
 out:
@@ -387,7 +398,8 @@ static const struct kp_plan **bundle_plans(const struct kp_bundle *b)
 }
 
 static int bundle_message(const struct kp_bundle *b, const char *buf, size_t len,
-			  struct kp_strbuf *msg, uint8_t *const *source_sha, struct kp_err *err)
+			  struct kp_strbuf *msg, uint8_t *const *source_sha,
+			  struct kp_strbuf *aten_sha, struct kp_err *err)
 {
 	const struct kp_plan **plans = bundle_plans(b);
 	size_t i;
@@ -401,8 +413,8 @@ static int bundle_message(const struct kp_bundle *b, const char *buf, size_t len
 			return kp_err_set(err, KP_EINVAL, "%s: entry %zu was taken out", b->path,
 					  i + 1);
 		}
-	rc = sign_message(BUNDLE_TAG, b->path, buf, len, plans, b->n_entries, msg, source_sha, NULL,
-			  err);
+	rc = sign_message(BUNDLE_TAG, b->path, buf, len, plans, b->n_entries, msg, source_sha,
+			  aten_sha, err);
 	free(plans);
 	return rc;
 }
@@ -410,7 +422,7 @@ static int bundle_message(const struct kp_bundle *b, const char *buf, size_t len
 int kp_bundle_sign_message(const struct kp_bundle *b, const char *buf, size_t len,
 			   struct kp_strbuf *msg, struct kp_err *err)
 {
-	return bundle_message(b, buf, len, msg, NULL, err);
+	return bundle_message(b, buf, len, msg, NULL, NULL, err);
 }
 
 /* Read and check the secret key file (private to its owner). */
@@ -502,7 +514,7 @@ int kp_bundle_sign(const char *path, const char *key_path, char *id, struct kp_e
 	b = kp_bundle_load(path, &buf, &len, err);
 	if (!b)
 		return err && err->code ? err->code : KP_EFORMAT;
-	if (!(rc = bundle_message(b, buf, len, &msg, NULL, err)))
+	if (!(rc = bundle_message(b, buf, len, &msg, NULL, NULL, err)))
 		rc = sign_detached(b->path, &msg, key_path, id, err);
 	kp_bundle_free(b);
 	free(buf);
@@ -626,7 +638,7 @@ out:
 
 int kp_bundle_verify(const struct kp_bundle *b, const char *buf, size_t len,
 		     const struct kp_sign_key *keys, size_t n_keys, char *signer,
-		     uint8_t *const *source_sha, struct kp_err *err)
+		     uint8_t *const *source_sha, struct kp_strbuf *aten_sha, struct kp_err *err)
 {
 	struct kp_strbuf msg = KP_STRBUF_INIT;
 	const struct kp_sign_key *key;
@@ -641,7 +653,7 @@ int kp_bundle_verify(const struct kp_bundle *b, const char *buf, size_t len,
 		if (source_sha[i] && b->entries[i].plan && b->entries[i].plan->n_fusions)
 			memset(source_sha[i], 0,
 			       b->entries[i].plan->n_fusions * KP_SIGN_SHA256_BYTES);
-	if ((rc = bundle_message(b, buf, len, &msg, source_sha, err)) ||
+	if ((rc = bundle_message(b, buf, len, &msg, source_sha, aten_sha, err)) ||
 	    (rc = check_signature(b->path, "bundle", &msg, sig, key, err)))
 		goto out;
 	if (signer)

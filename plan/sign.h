@@ -155,7 +155,12 @@ struct kp_bundle;
  *   "kplan-signed-bundle 1\n", len as 8 bytes little-endian, the index
  *   bytes (every entry's plan file in them), then for each entry in order,
  *   for each fusion group with a source in id order: its name, a NUL and
- *   the SHA-256 of the file of that name in the bundle's directory.
+ *   the SHA-256 of the file of that name in the bundle's directory; then
+ *   for each entry in order that ships torch fusion groups (its
+ *   plan-<body-hash>.aten in the bundle, kp_bundle_aten_path): the file's
+ *   name, a NUL and its SHA-256, and per group its source's name, a NUL and
+ *   SHA-256, as for a plan. A bundle without such files: the message of
+ *   format 1's first bundles, byte for byte.
  *
  * Errors as kp_plan_sign_message.
  */
@@ -175,10 +180,14 @@ int kp_bundle_sign(const char *path, const char *key_path, char *id, struct kp_e
  * ("bundle is unsigned", ...). source_sha (may be NULL): per entry i, NULL
  * or b->entries[i].plan->n_fusions * KP_SIGN_SHA256_BYTES bytes that
  * receive the signed SHA-256 of its sources, as kp_plan_verify's.
+ * aten_sha (may be NULL): b->n_entries strbufs; entry i's receives,
+ * appended, the signed SHA-256 of each of its torch fusion groups' sources
+ * (kp_plan_verify's aten_sha).
  */
 int kp_bundle_verify(const struct kp_bundle *b, const char *buf, size_t len,
 		     const struct kp_sign_key *keys, size_t n_keys, char *signer,
-		     uint8_t *const *source_sha, struct kp_err *err);
+		     uint8_t *const *source_sha, struct kp_strbuf *aten_sha,
+		     struct kp_err *err);
 
 /* The key id of the bundle's signature, not verified: as kp_plan_sig_read. */
 int kp_bundle_sig_read(const struct kp_bundle *b, char *id, struct kp_err *err);

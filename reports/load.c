@@ -542,6 +542,37 @@ static int load_fusion(struct kp_db *db, struct kp_report *rep, struct kp_err *e
 	return done(db, st, rc, err);
 }
 
+/*
+ * kplan.torch's fusion groups of the current plan (PLAN.aten beside the
+ * file kp_plans.path names: as stored, else a relative path beside the
+ * database), when there are some. Not finding them is not an error; a file
+ * that cannot be read is said in the report (aten_error).
+ */
+static void load_aten(struct kp_db *db, struct kp_report *rep)
+{
+	const char *path = rep->plans.data[0].path;
+	struct kp_strbuf alt = KP_STRBUF_INIT;
+	struct kp_err e = {0};
+	int rc;
+
+	if (!rep->plan || !path || !*path)
+		return;
+	rc = kp_aten_groups_load(path, &rep->aten, NULL, NULL, &e);
+	if (rc == KP_ENOTFOUND && path[0] != '/' && db->path && strchr(db->path, '/')) {
+		kp_plan_dir(db->path, &alt);
+		kp_strbuf_addf(&alt, "/%s", path);
+		if (!alt.oom) {
+			path = alt.buf;
+			rc = kp_aten_groups_load(path, &rep->aten, NULL, NULL, &e);
+		}
+	}
+	if (rc != KP_ENOTFOUND)
+		snprintf(rep->aten_path, sizeof(rep->aten_path), "%s%s", path, KP_ATEN_SUFFIX);
+	if (rc && rc != KP_ENOTFOUND)
+		snprintf(rep->aten_error, sizeof(rep->aten_error), "%s", e.msg);
+	kp_strbuf_release(&alt);
+}
+
 static int load_plans(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
 	sqlite3_stmt *st;
@@ -576,6 +607,7 @@ static int load_plans(struct kp_db *db, struct kp_report *rep, struct kp_err *er
 		if (!rep->plan)
 			snprintf(rep->plan_error, sizeof(rep->plan_error), "%s", perr.msg);
 	}
+	load_aten(db, rep);
 	return 0;
 }
 
@@ -668,6 +700,7 @@ void kp_report_free(struct kp_report *rep)
 	kp_vec_release(&rep->fusion);
 	kp_vec_release(&rep->plans);
 	kp_plan_free(rep->plan);
+	kp_aten_groups_free(rep->aten);
 	kp_job_free(rep->job);
 	kp__report_corr_free(rep);
 	kp_arena_release(&rep->arena);

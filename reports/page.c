@@ -9,6 +9,7 @@
 #include "html.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include "../common/version.h"
 #define KP_REPORT_VERSION KP_VERSION
@@ -533,6 +534,62 @@ static void plan_decisions(FILE *f, const struct kp_plan *pl)
 	}
 }
 
+/*
+ * kplan.torch's fusion groups of the plan (PLAN.aten): each group's ops,
+ * shape, numerics and what the cost model predicts it saves, with the
+ * gain recorded when the groups were saved (the model's defaults) and the
+ * same formula with this GPU's constants (kp_cost_fusion_gain_ns).
+ */
+static void torch_groups(FILE *f, const struct kp_report *rep)
+{
+	static const char *const cols[] = {
+		"id|n", "region|s", "ops|s", "shape|s", "numerics|s", "saved kernels|n",
+		"saved bytes|n", "per call|n", "gain (saved)|n", "gain on this GPU|n",
+		"per region call|n",
+	};
+	const struct kp_aten_groups *g = rep->aten;
+	size_t i;
+
+	if (rep->aten_error[0]) {
+		fputs("<p class=\"missing\">torch fusion groups beside the plan cannot be read: ", f);
+		kp_html_esc(f, rep->aten_error);
+		fputs("</p>\n", f);
+		return;
+	}
+	if (!g)
+		return;
+	fprintf(f, "<p>torch fusion groups (kplan.torch, <code>");
+	kp_html_esc(f, rep->aten_path);
+	fprintf(f, "</code>): %zu%s; the gain per occurrence of a group is DRAM traffic no longer"
+		" moved at half the bandwidth plus a graph node per kernel saved (the cost model"
+		" of fusion candidates), and a call of its region runs it <i>per call</i>"
+		" times.</p>\n", g->n_groups,
+		g->plan_hash == rep->plan->body_hash ? "" :
+		", <b>found with another plan</b>: not used until saved again with this one");
+	kp_html_table_begin(f, "aten-table", cols, 11);
+	for (i = 0; i < g->n_groups; i++) {
+		const struct kp_aten_group *u = &g->groups[i];
+		int64_t here = u->saved_bytes < 0 ? -1 :
+			llround(kp_cost_fusion_gain_ns(&rep->cost, (double)u->saved_bytes,
+						       (double)u->saved_kernels));
+
+		fputs("<tr>", f);
+		td_int(f, u->id);
+		kp_html_td_str(f, u->region);
+		kp_html_td_str(f, u->ops);
+		kp_html_td_str(f, u->shape);
+		kp_html_td_str(f, u->exact ? "bit-exact" : "tolerant");
+		td_int(f, u->saved_kernels);
+		td_int(f, u->saved_bytes);
+		td_int(f, u->per_call);
+		td_dur(f, u->gain_ns);
+		td_dur(f, here);
+		td_dur(f, here < 0 || u->per_call < 0 ? -1 : here * u->per_call);
+		fputs("</tr>\n", f);
+	}
+	kp_html_table_end(f, (long)g->n_groups, (long)g->n_groups, "torch fusion groups");
+}
+
 static void plan(FILE *f, const struct kp_report *rep)
 {
 	const struct kp_rep_plan *p = rep->plans.len ? &rep->plans.data[0] : NULL;
@@ -563,6 +620,7 @@ static void plan(FILE *f, const struct kp_report *rep)
 	fputs(".</p>\n", f);
 	if (rep->plan) {
 		plan_decisions(f, rep->plan);
+		torch_groups(f, rep);
 	} else {
 		/* unreadable plan text: say why and show it as it is */
 		fputs("<p class=\"missing\">the stored plan does not parse: ", f);

@@ -36,6 +36,7 @@
 #include "../db/db.h"
 #include "../analyzer/cost.h"
 #include "../analyzer/ranks.h"
+#include "../plan/aten_groups.h"
 #include "../plan/planfile.h"
 
 struct kp_report_opts {
@@ -222,6 +223,12 @@ struct kp_report {
 	int64_t run_ns, saved_ns;
 	int64_t n_saving;                  /* regions with gain_ns > 0 */
 	char plan_error[512];              /* why plans.data[0] did not parse */
+	/* kplan.torch's fusion groups beside the plan's file (PLAN.aten), when
+	 * the report finds them: at kp_plans.path, else (a relative path) beside
+	 * the database; NULL when none */
+	struct kp_aten_groups *aten;
+	char aten_path[1024];              /* where they were read ("" when not) */
+	char aten_error[512];              /* why a file found could not be read */
 	struct kp_cost cost;               /* the cost model's constants for this GPU */
 	/* the typical stretch the timeline opens on */
 	int64_t tl_begin, tl_end;

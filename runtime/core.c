@@ -25,6 +25,7 @@
 #include "../common/log.h"
 #include "../common/strbuf.h"
 #include "../common/vec.h"
+#include "../plan/aten_groups.h"
 #include "../plan/bundle.h"
 #include "../plan/planfile.h"
 #include "../plan/sign.h"
@@ -129,6 +130,9 @@ struct kp_rt {
 	int trusted;              /* a trust list is set: kp_rt_kernel_load compiles
 				     only the torch sources whose signature held */
 	struct kp_strbuf aten_sha;/* their SHA-256 as signed (kp_plan_verify) */
+	char *aten_path;          /* the applied plan's torch fusion groups file (PLAN.aten,
+				     a bundle entry's plan-<hash>.aten); NULL: no plan */
+	uint64_t aten_plan_hash;  /* that plan's body-hash */
 	pthread_mutex_t lock;
 	struct kp_strmap names;   /* region name -> index in regions */
 	KP_VEC(struct region *) regions;
@@ -1623,6 +1627,16 @@ static uint8_t **bundle_digests(const struct kp_bundle *b)
 	return sha;
 }
 
+/* Release the n strbufs of a bundle's torch source digests, and the array. */
+static void bundle_aten_free(struct kp_strbuf *batn, size_t n)
+{
+	size_t i;
+
+	for (i = 0; batn && i < n; i++)
+		kp_strbuf_release(&batn[i]);
+	free(batn);
+}
+
 /*
  * Read and parse the plan, or with *bundle non-NULL on return the bundle
  * (is_bundle: plan/bundle.h, every entry parsed); with a trust list, check
@@ -1632,12 +1646,15 @@ static uint8_t **bundle_digests(const struct kp_bundle *b)
  * signature holds, *source_sha (a plan) or *bundle_sha (a bundle: per
  * entry, from bundle_digests) has the signed SHA-256 of each fusion
  * group's source (kp_plan_verify): the fusion loader reads the sources
- * again and must compile those bytes only. The caller frees both.
+ * again and must compile those bytes only; a bundle's *bundle_aten (per
+ * entry) the signed SHA-256 of its torch fusion groups' sources (a plan's
+ * go to rt->aten_sha). The caller frees them (bundle_aten_free).
  */
 static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_bundle **bundle,
 		     int *untrusted, uint8_t **source_sha, uint8_t ***bundle_sha,
-		     struct kp_err *kerr)
+		     struct kp_strbuf **bundle_aten, struct kp_err *kerr)
 {
+	struct kp_strbuf *batn = NULL;
 	struct kp_sign_key keys[KP_SIGN_MAX_TRUST];
 	char *buf = NULL, *trust = trust_list(&rt->opt);
 	char signer[KP_SIGN_ID_HEX];
@@ -1648,6 +1665,7 @@ static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_
 	*untrusted = 0;
 	*source_sha = NULL;
 	*bundle_sha = NULL;
+	*bundle_aten = NULL;
 	if (is_bundle) {
 		if (!(*bundle = kp_bundle_load(plan_path, &buf, &len, kerr))) {
 			rc = kerr->code ? kerr->code : KP_EFORMAT;
@@ -1663,14 +1681,16 @@ static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_
 	}
 	if (!trust)
 		goto out;
-	if (is_bundle ? !(bsha = bundle_digests(*bundle)) :
+	if (is_bundle ? !(bsha = bundle_digests(*bundle)) ||
+			!(batn = calloc((*bundle)->n_entries, sizeof(*batn))) :
 	    rt->plan->n_fusions && !(sha = malloc(rt->plan->n_fusions * KP_SIGN_SHA256_BYTES))) {
 		rc = kp_err_set(kerr, KP_ENOMEM, "%s: out of memory", plan_path);
 		goto out;
 	}
 	rt->trusted = 1;
 	if (kp_sign_load_trust(trust, keys, &n_keys, kerr) ||
-	    (is_bundle ? kp_bundle_verify(*bundle, buf, len, keys, n_keys, signer, bsha, kerr) :
+	    (is_bundle ? kp_bundle_verify(*bundle, buf, len, keys, n_keys, signer, bsha, batn,
+					  kerr) :
 	     kp_plan_verify(plan_path, buf, len, rt->plan, keys, n_keys, signer, sha,
 			    &rt->aten_sha, kerr))) {
 		kp_strbuf_reset(&rt->aten_sha);
@@ -1680,9 +1700,12 @@ static int load_plan(kp_rt *rt, const char *plan_path, int is_bundle, struct kp_
 	kp_info("runtime: %s: signed by %s, signature ok", plan_path, signer);
 	*source_sha = sha;
 	*bundle_sha = bsha;
+	*bundle_aten = batn;
 	sha = NULL;
 	bsha = NULL;
+	batn = NULL;
 out:
+	bundle_aten_free(batn, is_bundle && *bundle ? (*bundle)->n_entries : 0);
 	free(sha);
 	free(bsha);
 	free(trust);
@@ -1692,13 +1715,16 @@ out:
 
 /*
  * Take the entry of the bundle b that fits gpu as rt->plan (kp_bundle_choose),
- * its digests from sha (may be NULL) into *source_sha (malloc'd), and say
+ * its digests from sha (may be NULL) into *source_sha (malloc'd), its torch
+ * fusion groups' file into rt->aten_path and their sources' digests from
+ * aten (may be NULL) into rt->aten_sha, and say
  * which and why in rt->choice, the log and the stats. No entry fits: 1
  * (rt->choice says why), rt->plan stays NULL.
  */
 static int choose_entry(kp_rt *rt, struct kp_bundle *b, const struct kp_gpu_desc *gpu,
-			uint8_t **sha, uint8_t **source_sha)
+			uint8_t **sha, struct kp_strbuf *aten, uint8_t **source_sha)
 {
+	struct kp_strbuf path = KP_STRBUF_INIT;
 	struct kp_bundle_choice c;
 	size_t nf;
 
@@ -1710,6 +1736,14 @@ static int choose_entry(kp_rt *rt, struct kp_bundle *b, const struct kp_gpu_desc
 		return 1;
 	rt->st.bundle_entry = (uint64_t)c.entry + 1;
 	kp_info("runtime: %s: %zu entries; %s", b->path, b->n_entries, c.why);
+	/* the entry's torch fusion groups, and the digests of their sources as signed */
+	kp_bundle_aten_path(b, (size_t)c.entry, &path);
+	if (!path.oom)
+		rt->aten_path = kp_strbuf_detach(&path, NULL);
+	kp_strbuf_release(&path);
+	kp_strbuf_reset(&rt->aten_sha);
+	if (aten)
+		kp_strbuf_add(&rt->aten_sha, aten[c.entry].buf, aten[c.entry].len);
 	rt->plan = kp_bundle_take(b, (size_t)c.entry);
 	nf = rt->plan->n_fusions;
 	if (sha && nf && (*source_sha = malloc(nf * KP_SIGN_SHA256_BYTES)))
@@ -1723,6 +1757,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 	struct kp_err kerr = {0};
 	struct kp_strbuf index = KP_STRBUF_INIT;
 	struct kp_bundle *bundle = NULL;
+	struct kp_strbuf *bundle_aten = NULL;
 	uint8_t *source_sha = NULL, **bundle_sha = NULL;
 	int untrusted = 0;
 	kp_rt *rt;
@@ -1788,8 +1823,17 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 			plan_path = index.buf;
 		}
 		if (load_plan(rt, plan_path, is_bundle, &bundle, &untrusted, &source_sha,
-			      &bundle_sha, &kerr))
+			      &bundle_sha, &bundle_aten, &kerr))
 			goto out_err;
+		if (rt->plan) {
+			/* a plan file: its torch fusion groups are its neighbour */
+			struct kp_strbuf ap = KP_STRBUF_INIT;
+
+			kp_aten_groups_path(plan_path, &ap);
+			if (!ap.oom)
+				rt->aten_path = kp_strbuf_detach(&ap, NULL);
+			kp_strbuf_release(&ap);
+		}
 		if (untrusted) {
 			if (rt->opt.flags & KP_RT_STRICT) {
 				kp_err_prefix(&kerr, bundle ? "untrusted bundle" : "untrusted plan");
@@ -1817,7 +1861,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 		gpu.cuda_major = dev.driver_version / 1000;
 		gpu.model = rt->opt.model && *rt->opt.model ? rt->opt.model :
 			    !(rt->opt.flags & KP_RT_NO_ENV) ? getenv("KPLAN_RT_MODEL") : NULL;
-		if (bundle && choose_entry(rt, bundle, &gpu, bundle_sha, &source_sha)) {
+		if (bundle && choose_entry(rt, bundle, &gpu, bundle_sha, bundle_aten, &source_sha)) {
 			if (rt->opt.flags & KP_RT_STRICT) {
 				kp_err_set(&kerr, KP_EMISMATCH, "%s: bundle has no plan for this "
 					   "gpu: %s", plan_path, rt->choice);
@@ -1865,8 +1909,11 @@ opened:
 	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */
 	if (rt->plan && !rt->global_reason)
 		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, source_sha, rt->be.fusion_ops);
+	if (rt->plan)
+		rt->aten_plan_hash = rt->plan->body_hash;
 	free(source_sha);
 	free(bundle_sha);
+	bundle_aten_free(bundle_aten, bundle ? bundle->n_entries : 0);
 	kp_bundle_free(bundle);
 	kp_strbuf_release(&index);
 	pthread_mutex_lock(&open_lock);
@@ -1878,7 +1925,10 @@ opened:
 out_err:
 	free(source_sha);
 	free(bundle_sha);
+	bundle_aten_free(bundle_aten, bundle ? bundle->n_entries : 0);
 	kp_bundle_free(bundle);
+	kp_strbuf_release(&rt->aten_sha);
+	free(rt->aten_path);
 	if (err) {
 		err->code = kerr.code;
 		snprintf(err->msg, sizeof(err->msg), "%s", kerr.msg);
@@ -1988,6 +2038,7 @@ KP_RT_API void kp_rt_close(kp_rt *rt)
 	kp__rt_fusion_close(rt->fusion);      /* fusion hook; before the plan it points into */
 	kp_plan_free(rt->plan);
 	kp_strbuf_release(&rt->aten_sha);
+	free(rt->aten_path);
 	pthread_mutex_destroy(&rt->lock);
 	if (rt->be.destroy)
 		rt->be.destroy(rt->be.ctx);
@@ -2024,6 +2075,13 @@ KP_RT_API int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region
 KP_RT_API const char *kp_rt_plan_choice(kp_rt *rt)
 {
 	return rt ? rt->choice : "";
+}
+
+KP_RT_API const char *kp_rt_aten_groups(kp_rt *rt, uint64_t *plan_hash)
+{
+	if (plan_hash)
+		*plan_hash = rt && rt->aten_path ? rt->aten_plan_hash : 0;
+	return rt && rt->aten_path ? rt->aten_path : NULL;
 }
 
 const struct kp__rt_backend *kp__rt_backend_of(const kp_rt *rt)

@@ -393,6 +393,19 @@ int kp_rt_region_plan(kp_rt *rt, const char *name, struct kp_rt_region_info *inf
 const char *kp_rt_plan_choice(kp_rt *rt);
 
 /*
+ * The torch fusion groups of the plan applied (kplan.torch's, plan/FORMAT.md,
+ * "Torch fusion groups"): the path of their file, whether or not it exists
+ * (PLAN.aten beside a plan file; for a bundle, the chosen entry's
+ * plan-<body-hash>.aten in the bundle, its sources beside it), and that
+ * plan's body-hash in *plan_hash (may be NULL), which the file's plan-hash
+ * must equal. NULL (and *plan_hash 0) when no plan was read or no bundle
+ * entry applies. With a trust list, kp_rt_kernel_load compiles only the
+ * sources of these groups that the signature covered. Owned by rt, valid
+ * until kp_rt_close.
+ */
+const char *kp_rt_aten_groups(kp_rt *rt, uint64_t *plan_hash);
+
+/*
  * Open / close a named range in NVTX domain "kplan" (the runtime's own
  * domain: `kplan analyze` plans only regions found there). kind: 1 for a
  * region the C API captures on its stream, 2 for a region captured by a

@@ -242,6 +242,8 @@ class Library(object):
         self.region_plan = _declare(lib, "kp_rt_region_plan", _int,
                                     [vp, cp, P(kp_rt_region_info)], required=False)
         self.plan_choice = _declare(lib, "kp_rt_plan_choice", cp, [vp], required=False)
+        self.aten_groups = _declare(lib, "kp_rt_aten_groups", cp,
+                                    [vp, P(ctypes.c_uint64)], required=False)
         self.range_push = _declare(lib, "kp_rt_range_push", None, [vp, cp, _int],
                                    required=False)
         self.range_pop = _declare(lib, "kp_rt_range_pop", None, [vp], required=False)
@@ -361,6 +363,17 @@ class Runtime(object):
         if f is None or not self.handle:
             return ""
         return _s(f(self.handle))
+
+    def aten_groups(self):
+        """The torch fusion groups of the plan applied (kp_rt_aten_groups):
+        (path of their file, the plan's body-hash), the chosen entry's for a
+        bundle; None when no plan applies, or the library is older."""
+        f = self.lib.aten_groups
+        if f is None or not self.handle:
+            return None
+        h = ctypes.c_uint64(0)
+        p = f(self.handle, ctypes.byref(h))
+        return (_s(p), int(h.value)) if p else None
 
     def range_push(self, bname, kind=KIND_BINDING):
         """bname: the region name as bytes (encoded once by the caller)."""

@@ -168,6 +168,7 @@ class Fuser(object):
         self.last_reason = None
         self.quiet = False        # data_ptr() asked by kplan itself: no flush
         self.n_chains = 0         # chains begun (their ids)
+        self.uses = {}            # (region, key) -> chains fused with it in this capture
         self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
 
     def _refuse(self, reason):
@@ -446,6 +447,10 @@ class Fuser(object):
             k = (self.region, desc.key)
             if k not in self.found:
                 self.found[k] = (aten_plan.Group.of(self.region, desc, exact, name, src), src)
+            # how often one call of the region runs the chain: a Fuser is one capture
+            self.uses[k] = self.uses.get(k, 0) + 1
+            g = self.found[k][0]
+            g.per_call = max(g.per_call, self.uses[k])
 
     def _run_ops(self, ch):
         """Each op of the chain through its out= variant, into the outputs

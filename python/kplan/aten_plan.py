@@ -20,13 +20,35 @@ import errno
 import os
 import tempfile
 
-MAGIC = "kplan-aten-groups 1"
+MAGIC = "kplan-aten-groups 2"
+MAGICS = {"kplan-aten-groups 1": 1, MAGIC: 2}   # the versions read
 SUFFIX = ".aten"
+BUNDLE_FMT = "plan-%016x" + SUFFIX   # a bundle entry's groups, by its body-hash
 SEED = 0xcbf29ce484222325
 _M64 = (1 << 64) - 1
 MAX_SOURCE_BYTES = 64 << 20
 _FIELDS = ("region", "key", "numerics", "ops", "shape", "inputs", "outputs", "kernel",
            "source", "source-hash")
+_FIELDS_V2 = ("saved-kernels", "saved-bytes", "gain-ns", "per-call")   # version 2 added these
+
+# The analyzer's cost model of a fusion of memory-bound kernels
+# (analyzer/cost.h, kp_cost_fusion_gain_ns), with the documented defaults of
+# its constants (analyzer/cost.c: dram_bytes_per_ns, graph_node_ns): short
+# kernels move bytes at about half the DRAM bandwidth, and each kernel of a
+# graph costs at least one node's time. tests/python checks these against
+# the C sources.
+DRAM_BYTES_PER_NS = 3000.0
+SHORT_BW_SHARE = 0.5
+GRAPH_NODE_NS = 1000.0
+_DT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "b8": 1}
+
+
+def predict_gain_ns(saved_bytes, saved_kernels):
+    """The predicted saving of a fusion per occurrence, in ns: the traffic
+    removed at the short-kernel bandwidth plus a graph node per kernel saved
+    (the same formula as kp_cost_fusion_gain_ns, with the defaults)."""
+    return int(round(saved_bytes / (DRAM_BYTES_PER_NS * SHORT_BW_SHARE) +
+                     saved_kernels * GRAPH_NODE_NS))
 
 
 class FormatError(ValueError):
@@ -86,15 +108,51 @@ class Desc(object):
     inputs and outputs are the group's fields for people (and say what
     differs when the key does not match)."""
 
-    __slots__ = ("key", "text", "ops", "shape", "inputs", "outputs")
+    __slots__ = ("key", "text", "ops", "shape", "inputs", "outputs", "saved_kernels",
+                 "saved_bytes")
 
-    def __init__(self, key, text, ops, shape, inputs, outputs):
+    def __init__(self, key, text, ops, shape, inputs, outputs, saved_kernels=-1,
+                 saved_bytes=-1):
         self.key = key
         self.text = text
         self.ops = ops
         self.shape = shape
         self.inputs = inputs
         self.outputs = outputs
+        self.saved_kernels = saved_kernels
+        self.saved_bytes = saved_bytes
+
+
+def traffic(nodes, exts, shape, outs):
+    """(kernels saved, DRAM bytes saved) by running nodes as one kernel over
+    the iteration space shape: eagerly each op is a kernel that reads its
+    inputs (an external one as it is read: full, one element, a row) and
+    writes its whole output; fused, each external input is read once and
+    only the outputs in outs (node indices) are written."""
+    numel = 1
+    for d in shape:
+        numel *= int(d)
+
+    def ext_bytes(x):
+        size = _DT_BYTES.get(x.dtype, 4)
+        if x.mode == "full":
+            return numel * size
+        if x.mode == "scalar":
+            return size
+        return int(x.n) * size          # row or bcast: n values, each reused
+
+    def out_bytes(k):
+        return numel * _DT_BYTES.get(nodes[k].dtype, 4)
+    eager = 0
+    for k, n in enumerate(nodes):
+        for c, v in n.ins:
+            if c == "x":
+                eager += ext_bytes(exts[v])
+            elif c == "n":
+                eager += out_bytes(v)
+        eager += out_bytes(k)
+    fused = sum(ext_bytes(x) for x in exts) + sum(out_bytes(int(k)) for k in outs)
+    return max(0, len(nodes) - 1), max(0, eager - fused)
 
 
 def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs):
@@ -119,18 +177,21 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs):
             ",".join("%s%s" % (c, _canon(v) if c == "s" else v) for c, v in n.ins)))
     lines.append("outs %s" % ",".join(str(int(k)) for k in outs))
     text = "\n".join(lines) + "\n"
+    sk, sb = traffic(nodes, exts, shape, outs)
     return Desc(hash64(text.encode("utf-8")), text, " -> ".join(names), shp,
-                "; ".join(ins), len(outs))
+                "; ".join(ins), len(outs), sk, sb)
 
 
 class Group(object):
     """One shipped group (a PLAN.aten section)."""
 
     __slots__ = ("id", "region", "key", "exact", "ops", "shape", "inputs", "outputs",
-                 "kernel", "source", "source_hash")
+                 "kernel", "source", "source_hash", "saved_kernels", "saved_bytes", "gain_ns",
+                 "per_call")
 
     def __init__(self, region, key, exact, ops, shape, inputs, outputs, kernel, source,
-                 source_hash, id=0):
+                 source_hash, id=0, saved_kernels=-1, saved_bytes=-1, gain_ns=None,
+                 per_call=1):
         self.id = id
         self.region = region
         self.key = key
@@ -142,13 +203,23 @@ class Group(object):
         self.kernel = kernel
         self.source = source
         self.source_hash = source_hash
+        # the cost model's figures per occurrence (-1: not known, a version 1 file)
+        self.saved_kernels = int(saved_kernels)
+        self.saved_bytes = int(saved_bytes)
+        if gain_ns is None:
+            gain_ns = -1 if self.saved_bytes < 0 or self.saved_kernels < 0 else \
+                predict_gain_ns(self.saved_bytes, self.saved_kernels)
+        self.gain_ns = int(gain_ns)
+        # times the chain ran in one call of its region (the most of any capture)
+        self.per_call = int(per_call)
 
     @classmethod
     def of(cls, region, desc, exact, kernel, src):
         """The group of a chain fused with source src (str), named by its hash."""
         h = hash64(src.encode("utf-8"))
         return cls(region, desc.key, exact, desc.ops, desc.shape, desc.inputs, desc.outputs,
-                   kernel, "kpaten-%016x.cu" % h, h)
+                   kernel, "kpaten-%016x.cu" % h, h, saved_kernels=desc.saved_kernels,
+                   saved_bytes=desc.saved_bytes)
 
 
 def _escape(s):
@@ -199,7 +270,11 @@ def format_groups(phash, groups, plan_name=""):
                   "outputs %d" % g.outputs,
                   "kernel %s" % g.kernel,
                   "source %s" % g.source,
-                  "source-hash %016x" % g.source_hash]
+                  "source-hash %016x" % g.source_hash,
+                  "saved-kernels %d" % max(0, g.saved_kernels),
+                  "saved-bytes %d" % max(0, g.saved_bytes),
+                  "gain-ns %d" % max(0, g.gain_ns),
+                  "per-call %d" % max(1, g.per_call)]
     return "\n".join(lines) + "\n"
 
 
@@ -210,8 +285,13 @@ def parse(text, name="PLAN.aten"):
         lines.pop()
     else:
         raise FormatError("%s: no newline at the end of the file" % name)
-    if not lines or lines[0] != MAGIC:
+    if not lines or lines[0] not in MAGICS:
+        if lines and lines[0].startswith("kplan-aten-groups "):
+            raise FormatError("%s:1: unknown format version %r (this kplan reads %s)"
+                              % (name, lines[0], ", ".join(sorted(MAGICS))))
         raise FormatError("%s:1: not a torch fusion group file (expected %r)" % (name, MAGIC))
+    version = MAGICS[lines[0]]
+    fields = _FIELDS + (_FIELDS_V2 if version >= 2 else ())
     phash = None
     groups = []
     cur = None
@@ -236,8 +316,9 @@ def parse(text, name="PLAN.aten"):
                 raise FormatError("%s: expected 'plan-hash HASH' before the groups" % where)
             phash = _hex64(v, where)
             continue
-        if k not in _FIELDS:
-            raise FormatError("%s: unknown field %r" % (where, k))
+        if k not in fields:
+            raise FormatError("%s: unknown field %r%s" % (
+                where, k, " (format version 1 has none)" if k in _FIELDS_V2 else ""))
         if k in cur:
             raise FormatError("%s: field %r given twice" % (where, k))
         cur[k] = (v, where)
@@ -245,7 +326,7 @@ def parse(text, name="PLAN.aten"):
         raise FormatError("%s: no 'plan-hash' line" % name)
     out = []
     for i, f in enumerate(groups):
-        for k in _FIELDS:
+        for k in fields:
             if k not in f:
                 raise FormatError("%s: group %d: missing field %r" % (name, i + 1, k))
         num = f["numerics"][0]
@@ -260,10 +341,18 @@ def parse(text, name="PLAN.aten"):
             nout = 0
         if not 1 <= nout <= 64:
             raise FormatError("%s: outputs: expected an integer 1..64" % f["outputs"][1])
+        cost = {}
+        if version >= 2:
+            for k, lo, hi in (("saved-kernels", 0, 64), ("saved-bytes", 0, 1 << 50),
+                              ("gain-ns", 0, 1 << 50), ("per-call", 1, 1000000)):
+                v, w = f[k]
+                if not v.isdigit() or (len(v) > 1 and v[0] == "0") or not lo <= int(v) <= hi:
+                    raise FormatError("%s: %s: expected an integer %d..%d" % (w, k, lo, hi))
+                cost[k.replace("-", "_")] = int(v)
         out.append(Group(_unescape(*f["region"]), _hex64(*f["key"]), num == "exact",
                          _unescape(*f["ops"]), _unescape(*f["shape"]),
                          _unescape(*f["inputs"]), nout, f["kernel"][0], src,
-                         _hex64(*f["source-hash"]), id=i + 1))
+                         _hex64(*f["source-hash"]), id=i + 1, **cost))
     return phash, out
 
 
@@ -299,8 +388,8 @@ def save(plan_path, groups, sources):
     of PLAN.aten. Raises ValueError when plan_path is not a plan file."""
     phash = plan_hash(plan_path)
     if phash is None:
-        raise ValueError("%s is not a plan file (a bundle takes no torch fusion groups)"
-                         % plan_path)
+        raise ValueError("%s is not a plan file (save beside the plan file, then kplan "
+                         "bundle copies the groups into a bundle)" % plan_path)
     d = os.path.dirname(os.fspath(plan_path)) or "."
     for g in groups:
         data = sources[g.source].encode("utf-8")
@@ -327,9 +416,10 @@ class Shipped(object):
     file is malformed, or was made with another plan); then every chain
     runs op by op with that reason."""
 
-    def __init__(self, plan_path, groups=(), error=None):
+    def __init__(self, plan_path, groups=(), error=None, path=None):
         self.plan_path = os.fspath(plan_path)
-        self.dir = os.path.dirname(self.plan_path) or "."
+        self.path = os.fspath(path) if path is not None else path_for(self.plan_path)
+        self.dir = os.path.dirname(self.path) or "."     # the sources are beside it
         self.groups = list(groups)
         self.error = error
         self.by_key = {}
@@ -340,26 +430,30 @@ class Shipped(object):
         self.sources = {}     # source name -> text, read once
 
     @classmethod
-    def load(cls, plan_path):
-        """The groups beside the plan at plan_path, or None when it has none."""
-        path = path_for(plan_path)
+    def load(cls, plan_path, path=None, phash=None):
+        """The groups of the plan at plan_path, or None when it has none.
+        Beside a plan file (PLAN.aten) by default; path and phash: the file
+        and the plan's body-hash libkplanrt names (kp_rt_aten_groups: a
+        bundle's chosen entry, plan-<hash>.aten in the bundle)."""
+        if path is None:
+            path = path_for(plan_path)
         try:
             with open(path, "rb") as f:
                 data = f.read((16 << 20) + 1)
         except OSError as e:
             if e.errno == errno.ENOENT or isinstance(e, IsADirectoryError):
                 return None
-            return cls(plan_path, error="unreadable: %s: %s" % (path, e.strerror))
+            return cls(plan_path, error="unreadable: %s: %s" % (path, e.strerror), path=path)
         try:
-            phash, groups = parse(data.decode("utf-8"), path)
+            ghash, groups = parse(data.decode("utf-8"), path)
         except (FormatError, UnicodeDecodeError) as e:
-            return cls(plan_path, error="malformed: %s" % e)
-        ph = plan_hash(plan_path)
-        if ph is None or ph != phash:
+            return cls(plan_path, error="malformed: %s" % e, path=path)
+        ph = plan_hash(plan_path) if phash is None else phash
+        if ph is None or ph != ghash:
             return cls(plan_path, error="stale: %s was made with another plan (plan-hash "
                        "%016x, the plan's body-hash %s)" % (
-                           path, phash, "unknown" if ph is None else "%016x" % ph))
-        return cls(plan_path, groups)
+                           path, ghash, "unknown" if ph is None else "%016x" % ph), path=path)
+        return cls(plan_path, groups, path=path)
 
     @property
     def exact(self):

@@ -489,7 +489,7 @@ class Runtime(object):
         self.shipped = None
         if fuse != "off" and plan_path is not None:
             from . import aten_plan
-            self.shipped = aten_plan.Shipped.load(plan_path)
+            self.shipped = _load_shipped(crt, plan_path)
             if self.shipped is not None:
                 if self.shipped.error:
                     _log(1, "torch: fusion: the plan's torch fusion groups cannot be used "
@@ -1427,6 +1427,21 @@ class Runtime(object):
 
 # ---------------------------------------------------------------------------
 # module-level API
+
+def _load_shipped(crt, plan_path):
+    """The torch fusion groups of the plan libkplanrt applies: the file it
+    names (kp_rt_aten_groups: PLAN.aten beside a plan file, the chosen
+    entry's in a bundle), else those beside a plan file; a bundle with no
+    entry for this GPU (or a library too old to say) has none."""
+    from . import aten_plan
+    f = getattr(crt, "aten_groups", None)
+    ag = f() if f is not None else None
+    if ag is not None:
+        return aten_plan.Shipped.load(plan_path, path=ag[0], phash=ag[1])
+    if os.path.isdir(plan_path):
+        return None
+    return aten_plan.Shipped.load(plan_path)
+
 
 _current = None
 _open_lock = threading.RLock()

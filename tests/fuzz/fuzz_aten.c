@@ -32,7 +32,7 @@ static void rebuild(const struct kp_aten_groups *g, struct kp_strbuf *sb)
 {
 	size_t i;
 
-	kp_strbuf_addf(sb, "%s\nplan-hash %016llx\n", KP_ATEN_MAGIC,
+	kp_strbuf_addf(sb, "%s %d\nplan-hash %016llx\n", KP_ATEN_MAGIC, g->format_version,
 		       (unsigned long long)g->plan_hash);
 	for (i = 0; i < g->n_groups; i++) {
 		const struct kp_aten_group *u = &g->groups[i];
@@ -49,6 +49,11 @@ static void rebuild(const struct kp_aten_groups *g, struct kp_strbuf *sb)
 		kp_strbuf_addf(sb, "\noutputs %u\nkernel %s\nsource ", u->outputs, u->kernel);
 		add_escaped(sb, u->source);
 		kp_strbuf_addf(sb, "\nsource-hash %016llx\n", (unsigned long long)u->source_hash);
+		if (g->format_version >= 2)
+			kp_strbuf_addf(sb, "saved-kernels %lld\nsaved-bytes %lld\ngain-ns %lld\n"
+				       "per-call %lld\n", (long long)u->saved_kernels,
+				       (long long)u->saved_bytes, (long long)u->gain_ns,
+				       (long long)u->per_call);
 	}
 }
 
@@ -56,13 +61,16 @@ static int same(const struct kp_aten_groups *a, const struct kp_aten_groups *b)
 {
 	size_t i;
 
-	if (a->plan_hash != b->plan_hash || a->n_groups != b->n_groups)
+	if (a->plan_hash != b->plan_hash || a->n_groups != b->n_groups ||
+	    a->format_version != b->format_version)
 		return 0;
 	for (i = 0; i < a->n_groups; i++) {
 		const struct kp_aten_group *x = &a->groups[i], *y = &b->groups[i];
 
 		if (x->id != y->id || x->key != y->key || x->exact != y->exact ||
 		    x->outputs != y->outputs || x->source_hash != y->source_hash ||
+		    x->saved_kernels != y->saved_kernels || x->saved_bytes != y->saved_bytes ||
+		    x->gain_ns != y->gain_ns || x->per_call != y->per_call ||
 		    strcmp(x->region, y->region) || strcmp(x->ops, y->ops) ||
 		    strcmp(x->shape, y->shape) || strcmp(x->inputs, y->inputs) ||
 		    strcmp(x->kernel, y->kernel) || strcmp(x->source, y->source))

@@ -13,8 +13,10 @@
 # kplan record + plan, a run with fuse="exact" that saves the groups beside the
 # plan, kplan show / sign / check --trust, kplan precompile into an empty kernel
 # cache, a second process under the trust key that must fuse with the shipped
-# sources only, with no NVRTC compile and the logits bit-identical to eager, and a tampered source: check fails, the
-# trusted process uses no shipped group. TORCH_FUSION_SHIP=0 skips that part,
+# sources only, with no NVRTC compile and the logits bit-identical to eager; the
+# same from a signed bundle holding the plan and one for another GPU (the entry's
+# groups carried in); and a tampered source, in the bundle and beside the plan:
+# check fails, the trusted process uses no shipped group. TORCH_FUSION_SHIP=0 skips that part,
 # TORCH_FUSION_SHIP=only runs it alone.
 # Needs python3 with CUDA torch (and transformers for the benchmark).
 set -u
@@ -49,6 +51,26 @@ ship() {
 	KPLAN_CACHE_DIR=$P/cubins KPLAN_RT_TRUST=$P/release.key.pub \
 		python3 tests/gpu/torch_fusion_ship.py load "$P/gpt2.kplan" ||
 		{ echo "FAIL ship: the second process did not use the shipped groups as it should"; return 1; }
+	# a bundle carries the groups: the plan with one for another GPU (no groups),
+	# signed; a process on this GPU uses the entry's groups only, without NVRTC
+	"$K" plan "$P/gpt2.db" --cc 8.0 --gpu-name 'NVIDIA A100-SXM4-80GB' --sms 108 \
+		-o "$P/a100.kplan" >"$P/plan-a100.log" 2>&1 &&
+		"$K" bundle -o "$P/gpt2.kplanb" "$P/gpt2.kplan" "$P/a100.kplan" >"$P/bundle.log" &&
+		"$K" show "$P/gpt2.kplanb" | tee "$P/show-bundle.log" |
+		grep -q '[1-9][0-9]* torch fusion groups (plan-' &&
+		"$K" sign "$P/gpt2.kplanb" --key "$P/release.key" >/dev/null &&
+		"$K" check "$P/gpt2.kplanb" --trust "$P/release.key.pub" >"$P/check-bundle.log" ||
+		{ echo "FAIL ship: bundle with torch fusion groups (see $P/*bundle*.log)"; return 1; }
+	KPLAN_CACHE_DIR=$P/cubins KPLAN_RT_TRUST=$P/release.key.pub \
+		python3 tests/gpu/torch_fusion_ship.py load "$P/gpt2.kplanb" ||
+		{ echo "FAIL ship: a process did not use the bundle entry's groups as it should"; return 1; }
+	src=$(ls "$P"/gpt2.kplanb/kpaten-*.cu | head -1)
+	printf '// edited\n' >>"$src"
+	if "$K" check "$P/gpt2.kplanb" --trust "$P/release.key.pub" >"$P/check-bundle-tampered.log" 2>&1; then
+		echo "FAIL ship: kplan check accepted a bundle with a changed group source"; return 1
+	fi
+	KPLAN_RT_TRUST=$P/release.key.pub python3 tests/gpu/torch_fusion_ship.py load \
+		"$P/gpt2.kplanb" --tampered || { echo "FAIL ship: tampered bundle"; return 1; }
 	# a source changed after signing: check fails; the trusted process uses none
 	src=$(ls "$P"/kpaten-*.cu | head -1)
 	printf '// edited\n' >>"$src"
@@ -57,7 +79,7 @@ ship() {
 	fi
 	KPLAN_RT_TRUST=$P/release.key.pub python3 tests/gpu/torch_fusion_ship.py load "$P/gpt2.kplan" \
 		--tampered || { echo "FAIL ship: tampered"; return 1; }
-	echo "PASS ship: groups saved, signed, used by a second process without NVRTC, bit-identical"
+	echo "PASS ship: groups saved, signed, used by a second process without NVRTC, bit-identical; the same from a bundle"
 }
 if [ "${TORCH_FUSION_SHIP:-1}" = only ]; then
 	ship || fail=1

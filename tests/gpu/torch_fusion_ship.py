@@ -5,6 +5,9 @@ fp16, one token; part of tests/gpu/torch_fusion_check.sh).
     PYTHONPATH=python python3 tests/gpu/torch_fusion_ship.py save PLAN
     PYTHONPATH=python python3 tests/gpu/torch_fusion_ship.py load PLAN [--tampered]
 
+PLAN may be a bundle (kplan bundle) for load: the entry for this GPU and its
+torch fusion groups, carried in the bundle.
+
 record   run region "fwd" eagerly (no plan: NVTX ranges) for `kplan record`
 save     fuse with fuse="exact" (kernels generated, NVRTC or the cache),
          check the logits against eager bit for bit, write the groups

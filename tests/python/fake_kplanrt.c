@@ -130,6 +130,22 @@ KP_API const char *kp_rt_plan_choice(kp_rt *rt)
 	return rt ? rt->choice : "";
 }
 
+/* a bundle's entry 2: its groups file in the bundle, named by a made-up
+ * body-hash; a plan file: none (the binding then looks beside the plan) */
+KP_API const char *kp_rt_aten_groups(kp_rt *rt, uint64_t *plan_hash)
+{
+	static char path[300];
+
+	if (plan_hash)
+		*plan_hash = 0;
+	if (!rt || !rt->bundle_entry)
+		return NULL;
+	if (plan_hash)
+		*plan_hash = 0x2222222222222222ull;
+	snprintf(path, sizeof(path), "%s/plan-2222222222222222.aten", rt->path);
+	return path;
+}
+
 KP_API const char *kp_rt_reason_name(int reason)
 {
 	static char names[KP_RT_R_COUNT][16];

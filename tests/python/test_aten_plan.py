@@ -7,6 +7,7 @@ changed or missing source and a source refused under a trust key too.
 """
 import gc
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -18,10 +19,11 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "python"))
 sys.path.insert(0, HERE)
 
-from kplan import aten_fuse, aten_gen, aten_plan  # noqa: E402
+from kplan import aten_fuse, aten_gen, aten_ops, aten_plan  # noqa: E402
 import test_aten_fuse as TF  # noqa: E402
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "aten", "groups.aten")
+FIXTURE_V1 = os.path.join(REPO, "tests", "fixtures", "aten", "groups-v1.aten")
 PLAN = os.path.join(REPO, "tests", "golden", "planner_fixture.kplan")
 
 
@@ -30,12 +32,13 @@ def fixture_groups():
                          "aten::mul.Tensor -> aten::pow.Tensor_Scalar -> aten::tanh",
                          "1x1x3072", "f16 full 1x1x3072 s3072,3072,1; f16 row 3072 3072 s1", 2,
                          "kp_aten_00112233aabbccdd", "kpaten-1111111111111111.cu",
-                         0x1111111111111111)
+                         0x1111111111111111, saved_kernels=2, saved_bytes=24576,
+                         per_call=12)
     g2 = aten_plan.Group("step 2%", 0xfedcba9876543210, False,
                          "aten::silu -> aten::mul.Tensor", "4x768",
                          "bf16 full 4x768 s768,1; bf16 full 4x768 s768,1", 1,
                          "kp_aten_ffeeddccbbaa9988", "kpaten-2222222222222222.cu",
-                         0x2222222222222222)
+                         0x2222222222222222, saved_kernels=1, saved_bytes=12288)
     return [g1, g2]
 
 
@@ -73,7 +76,13 @@ class TestFormat(unittest.TestCase):
     def test_refusals(self):
         with open(FIXTURE) as f:
             good = f.read()
-        bad = [good.replace("kplan-aten-groups 1", "kplan-aten-groups 2"),
+        bad = [good.replace("kplan-aten-groups 2", "kplan-aten-groups 3"),
+               good.replace("gain-ns 1008\n", ""),
+               good.replace("saved-bytes 12288", "saved-bytes -1"),
+               good.replace("saved-kernels 1\n", "saved-kernels 01\n"),
+               good.replace("saved-kernels 2", "saved-kernels 65"),
+               good.replace("per-call 12", "per-call 0"),
+               good.replace("per-call 1\n", ""),
                good.replace("plan-hash", "plan-hush"),
                good.replace("source-hash 2222222222222222\n", ""),
                good.replace("key 0123456789abcdef", "key 0123456789ABCDEF"),
@@ -89,6 +98,49 @@ class TestFormat(unittest.TestCase):
             with self.assertRaises(aten_plan.FormatError, msg="case %d" % i):
                 aten_plan.parse(text)
         aten_plan.parse(good)
+
+    def test_version_1_read_without_gains(self):
+        with open(FIXTURE_V1) as f:
+            v1 = f.read()
+        phash, groups = aten_plan.parse(v1)
+        self.assertEqual(phash, 0x5c1f0d0e8a9b7c6d)
+        self.assertEqual([(g.saved_kernels, g.saved_bytes, g.gain_ns) for g in groups],
+                         [(-1, -1, -1)] * 2)
+        self.assertEqual([g.per_call for g in groups], [1, 1])
+        with self.assertRaisesRegex(aten_plan.FormatError, "format version 1 has none"):
+            aten_plan.parse(v1.replace("outputs 1\n", "outputs 1\ngain-ns 5\n"))
+
+    def test_gain_is_the_cost_model_with_its_defaults(self):
+        # the constants are the C cost model's documented defaults
+        with open(os.path.join(REPO, "analyzer", "cost.c")) as f:
+            cost_c = f.read()
+        with open(os.path.join(REPO, "analyzer", "cost.h")) as f:
+            cost_h = f.read()
+        for name, v in (("dram_bytes_per_ns", aten_plan.DRAM_BYTES_PER_NS),
+                        ("graph_node_ns", aten_plan.GRAPH_NODE_NS)):
+            m = re.search(r'"%s", ([0-9.]+),' % name, cost_c)
+            self.assertIsNotNone(m, name)
+            self.assertEqual(float(m.group(1)), v, name)
+        m = re.search(r"#define KP_COST_SHORT_BW_SHARE ([0-9.]+)", cost_h)
+        self.assertEqual(float(m.group(1)), aten_plan.SHORT_BW_SHARE)
+        self.assertEqual(aten_plan.predict_gain_ns(24576, 2), 2016)
+        self.assertEqual(aten_plan.predict_gain_ns(0, 0), 0)
+        self.assertEqual([g.gain_ns for g in fixture_groups()], [2016, 1008])
+
+    def test_traffic(self):
+        Ext, Node = aten_gen.Ext, aten_ops.Node
+        # x*w + b then tanh, f16 over 4x768, w a row of 768, b one value;
+        # only the tanh written
+        exts = [Ext("f16", "full", 0, 1), Ext("f16", "row", 768, 1), Ext("f32", "scalar", 1, 1)]
+        nodes = [Node("mul", [("x", 0), ("x", 1)], "f16", {}),
+                 Node("add", [("n", 0), ("x", 2)], "f16", {}),
+                 Node("tanh", [("n", 1)], "f16", {})]
+        eager = (6144 + 1536 + 6144) + (6144 + 4 + 6144) + (6144 + 6144)
+        fused = 6144 + 1536 + 4 + 6144
+        self.assertEqual(aten_plan.traffic(nodes, exts, (4, 768), [2]), (2, eager - fused))
+        # every value written: nothing saved but the kernels and the re-reads
+        self.assertEqual(aten_plan.traffic(nodes, exts, (4, 768), [0, 1, 2]),
+                         (2, eager - fused - 2 * 6144))
 
 
 class TestFuserWithPlan(unittest.TestCase):
@@ -133,6 +185,10 @@ class TestFuserWithPlan(unittest.TestCase):
         self.assertEqual(g.ops, "aten::mul.Tensor -> aten::tanh -> aten::add.Tensor")
         self.assertEqual(g.shape, "4x768")
         self.assertEqual(g.inputs, "f16 full 4x768 s768,1")
+        # three f16 kernels of 4x768 become one: the two intermediates are
+        # neither written nor read back, the input is read once
+        self.assertEqual((g.saved_kernels, g.saved_bytes), (2, 4 * 6144))
+        self.assertEqual(g.gain_ns, aten_plan.predict_gain_ns(4 * 6144, 2))
         self.assertEqual(src, self.crt.loads[0][1])
         path = aten_plan.save(self.plan, [g], {g.source: src})
         self.assertEqual(path, self.plan + ".aten")
@@ -143,6 +199,21 @@ class TestFuserWithPlan(unittest.TestCase):
         self.assertIsNotNone(sh)
         aten_fuse._kernels.clear()      # as in another process
         return self.fuser(mode=mode, shipped=sh)
+
+    def test_per_call_counts_one_capture(self):
+        # the same chain twice in one capture (two layers): per_call 2; a
+        # later capture running it once does not lower it
+        found = {}
+        fz = self.fuser(found=found)
+        self.chain(fz)
+        self.chain(fz)
+        self.assertEqual(len(found), 1)
+        g = list(found.values())[0][0]
+        self.assertEqual(g.per_call, 2)
+        self.chain(self.fuser(found=found))
+        self.assertEqual(g.per_call, 2)
+        phash, back = aten_plan.parse(aten_plan.format_groups(1, [g]))
+        self.assertEqual(back[0].per_call, 2)
 
     def test_saved_files(self):
         g, src = self.save()

@@ -1257,6 +1257,37 @@ class TestCtypesWithFakeLib(Base):
         self.assertEqual(kt.stats()["plan_choice"], "")
         kt.close()
 
+    def test_bundle_entry_groups(self):
+        # the runtime names the chosen entry's torch fusion groups in the
+        # bundle (fake: plan-2222222222222222.aten); their sources beside it
+        from kplan import aten_plan
+        d = tempfile.mkdtemp(suffix=".kplanb")
+        self.addCleanup(shutil.rmtree, d)
+        g = aten_plan.Group("step", 1, True, "aten::mul.Tensor -> aten::tanh", "4x768",
+                            "f16 full 4x768 s768,1", 1, "kp_aten_a", "kpaten-0000000000000001.cu",
+                            1, saved_kernels=1, saved_bytes=12288)
+        with open(os.path.join(d, aten_plan.BUNDLE_FMT % 0x2222222222222222), "w") as f:
+            f.write(aten_plan.format_groups(0x2222222222222222, [g]))
+        rt = kt.open(d)
+        self.assertIsNotNone(rt.shipped)
+        self.assertIsNone(rt.shipped.error)
+        self.assertEqual([x.ops for x in rt.shipped.groups], [g.ops])
+        self.assertEqual(rt.shipped.dir, d)
+        self.assertEqual(rt.fuse, "plan")
+        self.assertEqual(kt.stats()["fusion"]["groups_shipped"], 1)
+        kt.close()
+        # groups made with another entry's plan: not used, said why
+        with open(os.path.join(d, aten_plan.BUNDLE_FMT % 0x2222222222222222), "w") as f:
+            f.write(aten_plan.format_groups(0x3333, [g]))
+        rt = kt.open(d)
+        self.assertIn("stale", rt.shipped.error)
+        kt.close()
+        # no entry for this GPU: no groups, fusion off
+        rt = kt.open(os.path.join(d, "none.kplanb"))
+        self.assertIsNone(rt.shipped)
+        self.assertEqual(rt.fuse, "off")
+        kt.close()
+
     def test_open_plan_ranges_watch(self):
         T = self.T
         rt = kt.open("model.kplan", verify=2)

@@ -49,8 +49,46 @@ static void test_parse_fixture(void)
 	CU_ASSERT_STRING_EQUAL(g->groups[1].region, "step 2%");
 	CU_ASSERT_EQUAL(g->groups[1].exact, 0);
 	CU_ASSERT_EQUAL(g->groups[1].id, 2);
+	/* the cost model's figures (version 2) */
+	CU_ASSERT_EQUAL(g->format_version, 2);
+	CU_ASSERT_EQUAL(g->groups[0].saved_kernels, 2);
+	CU_ASSERT_EQUAL(g->groups[0].saved_bytes, 24576);
+	CU_ASSERT_EQUAL(g->groups[0].gain_ns, 2016);
+	CU_ASSERT_EQUAL(g->groups[1].gain_ns, 1008);
+	CU_ASSERT_EQUAL(g->groups[0].per_call, 12);
+	CU_ASSERT_EQUAL(g->groups[1].per_call, 1);
 	kp_aten_groups_free(g);
 	kp_aten_groups_free(NULL);
+	free(text);
+}
+
+/* Version 1 (no cost figures) is still read; its groups' gains are unknown */
+static void test_parse_version_1(void)
+{
+	struct kp_err err = {0};
+	struct kp_aten_groups *g;
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	size_t len;
+	char *text = kp_test_read(kp_test_src("tests/fixtures/aten/groups-v1.aten"), &len), *at;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	g = kp_aten_groups_parse(text, len, "v1.aten", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	CU_ASSERT_EQUAL(g->format_version, 1);
+	CU_ASSERT_EQUAL_FATAL(g->n_groups, 2);
+	CU_ASSERT_EQUAL(g->groups[0].gain_ns, -1);
+	CU_ASSERT_EQUAL(g->groups[1].saved_bytes, -1);
+	CU_ASSERT_EQUAL(g->groups[1].per_call, -1);
+	kp_aten_groups_free(g);
+	/* a version 2 field in a version 1 file */
+	at = strstr(text, "outputs 1\n");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+	kp_strbuf_add(&sb, text, (size_t)(at - text));
+	kp_strbuf_adds(&sb, "gain-ns 5\n");
+	kp_strbuf_adds(&sb, at);
+	CU_ASSERT_PTR_NULL(kp_aten_groups_parse(sb.buf, sb.len, "v1.aten", &err));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "unknown field 'gain-ns' (format version 1 has none)"));
+	kp_strbuf_release(&sb);
 	free(text);
 }
 
@@ -86,9 +124,20 @@ static void test_parse_refusals(void)
 {
 	struct kp_err err;
 
-	CU_ASSERT_EQUAL(parse_edited("kplan-aten-groups 1", "kplan-aten-groups 2", &err),
+	CU_ASSERT_EQUAL(parse_edited("kplan-aten-groups 2", "kplan-aten-groups 3", &err),
 			KP_EVERSION);
-	CU_ASSERT_EQUAL(parse_edited("kplan-aten-groups 1", "kplan-plan 2", &err), KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("kplan-aten-groups 2", "kplan-aten-groups 0", &err),
+			KP_EVERSION);
+	CU_ASSERT_EQUAL(parse_edited("kplan-aten-groups 2", "kplan-plan 2", &err), KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("gain-ns 1008", "", &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "group 2: missing field 'gain-ns'"));
+	CU_ASSERT_EQUAL(parse_edited("saved-bytes 12288", "saved-bytes -1", &err), KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("saved-kernels 1", "saved-kernels 01", &err), KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("saved-kernels 2", "saved-kernels 65", &err), KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("gain-ns 2016", "gain-ns 99999999999999999999", &err),
+			KP_EFORMAT);
+	CU_ASSERT_EQUAL(parse_edited("per-call 12", "per-call 0", &err), KP_EFORMAT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "per-call: expected an integer 1..1000000"));
 	CU_ASSERT_EQUAL(parse_edited("plan-hash", "", &err), KP_EFORMAT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "before 'plan-hash'"));
 	CU_ASSERT_EQUAL(parse_edited("source-hash 2222", "", &err), KP_EFORMAT);
@@ -145,16 +194,18 @@ static const char *aten_fixture(const char *name, const char *key)
 	kp_test_write(src1, src_1, -1);
 	kp_test_write(src2, src_2, -1);
 	kp_strbuf_reset(&sb);
-	kp_strbuf_addf(&sb, "kplan-aten-groups 1\nplan-hash %016llx\n",
+	kp_strbuf_addf(&sb, "kplan-aten-groups 2\nplan-hash %016llx\n",
 		       (unsigned long long)p->body_hash);
 	kp_strbuf_addf(&sb, "\n[group 1]\nregion step\nkey 0000000000000001\nnumerics exact\n"
 		       "ops aten::mul.Tensor -> aten::tanh\nshape 4x768\ninputs f16 full 4x768 s768,1\n"
-		       "outputs 1\nkernel kp_aten_a\nsource kpaten-%016llx.cu\nsource-hash %016llx\n",
+		       "outputs 1\nkernel kp_aten_a\nsource kpaten-%016llx.cu\nsource-hash %016llx\n"
+		       "saved-kernels 1\nsaved-bytes 12288\ngain-ns 1008\nper-call 1\n",
 		       (unsigned long long)kp_hash64(src_1, strlen(src_1), KP_HASH_SEED),
 		       (unsigned long long)kp_hash64(src_1, strlen(src_1), KP_HASH_SEED));
 	kp_strbuf_addf(&sb, "\n[group 2]\nregion step\nkey 0000000000000002\nnumerics exact\n"
 		       "ops aten::silu -> aten::mul.Tensor\nshape 4x768\ninputs f16 full 4x768 s768,1\n"
-		       "outputs 1\nkernel kp_aten_b\nsource kpaten-%016llx.cu\nsource-hash %016llx\n",
+		       "outputs 1\nkernel kp_aten_b\nsource kpaten-%016llx.cu\nsource-hash %016llx\n"
+		       "saved-kernels 1\nsaved-bytes 6144\ngain-ns 1004\nper-call 1\n",
 		       (unsigned long long)kp_hash64(src_2, strlen(src_2), KP_HASH_SEED),
 		       (unsigned long long)kp_hash64(src_2, strlen(src_2), KP_HASH_SEED));
 	{
@@ -302,7 +353,7 @@ static void test_stale_groups(void)
 	text = kp_test_read(ap.buf, &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
 	{
-		char *d = text + strlen("kplan-aten-groups 1\nplan-hash ");
+		char *d = text + strlen("kplan-aten-groups 2\nplan-hash ");
 
 		*d = *d == '0' ? '1' : '0';
 	}
@@ -310,7 +361,7 @@ static void test_stale_groups(void)
 	CU_ASSERT_EQUAL(message(plan, &msg, &err), KP_EMISMATCH);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "found with another plan"));
 	/* malformed */
-	kp_test_write(ap.buf, "kplan-aten-groups 1\nnonsense\n", -1);
+	kp_test_write(ap.buf, "kplan-aten-groups 2\nnonsense\n", -1);
 	CU_ASSERT_EQUAL(message(plan, &msg, &err), KP_EFORMAT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "model.kplan.aten:2"));
 	free(text);
@@ -392,6 +443,7 @@ static void test_cli_precompile(void)
 
 CU_TestInfo kp_tests_aten[] = {
 	{ "PLAN.aten: the fixture the Python writer produces", test_parse_fixture },
+	{ "PLAN.aten: version 1 read, its gains unknown", test_parse_version_1 },
 	{ "PLAN.aten: refusals name the line and field", test_parse_refusals },
 	{ "sign: PLAN.aten and its sources covered, digests handed out", test_sign_covers_groups },
 	{ "sign/check: groups of another plan, malformed file", test_stale_groups },

@@ -381,7 +381,7 @@ static int verify_dir(const char *dir, const struct kp_sign_key *key, struct kp_
 	b = kp_bundle_load(dir, &bytes, &len, err);
 	if (!b)
 		return err->code;
-	rc = kp_bundle_verify(b, bytes, len, key, 1, NULL, NULL, err);
+	rc = kp_bundle_verify(b, bytes, len, key, 1, NULL, NULL, NULL, err);
 	kp_bundle_free(b);
 	free(bytes);
 	return rc;
@@ -512,6 +512,143 @@ static void test_cli(void)
 				   dir, k, dir, key), 2);
 }
 
+/*
+ * Write t's plan to the test file name, with torch fusion groups beside it
+ * (name.aten, version 2) whose sources are srcs[0..n): one group each.
+ * plan_hash 0: the plan's body-hash (else another plan's: stale groups).
+ */
+static void plan_with_groups(const char *name, const struct target *t, const char *const *srcs,
+			     int n, uint64_t plan_hash)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT, path = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan *p;
+	size_t len;
+	char *text = plan_text(t, &len);
+	int i;
+
+	kp_test_write(kp_test_path(name), text, (long)len);
+	p = kp_plan_parse(text, len, name, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	kp_strbuf_addf(&sb, "kplan-aten-groups 2\nplan-hash %016llx\n",
+		       (unsigned long long)(plan_hash ? plan_hash : p->body_hash));
+	for (i = 0; i < n; i++) {
+		uint64_t h = kp_hash64(srcs[i], strlen(srcs[i]), KP_HASH_SEED);
+
+		kp_strbuf_addf(&sb, "\n[group %d]\nregion step\nkey %016llx\nnumerics exact\n"
+			       "ops aten::mul.Tensor -> aten::tanh\nshape 4x768\n"
+			       "inputs f16 full 4x768 s768,1\noutputs 1\nkernel kp_aten_a\n"
+			       "source kpaten-%016llx.cu\nsource-hash %016llx\nsaved-kernels 1\n"
+			       "saved-bytes 12288\ngain-ns 1008\nper-call 1\n", i + 1, (unsigned long long)i + 1,
+			       (unsigned long long)h, (unsigned long long)h);
+		kp_strbuf_reset(&path);
+		kp_strbuf_addf(&path, "kpaten-%016llx.cu", (unsigned long long)h);
+		kp_test_write(kp_test_path(path.buf), srcs[i], -1);
+	}
+	kp_strbuf_reset(&path);
+	kp_strbuf_addf(&path, "%s.aten", name);
+	kp_test_write(kp_test_path(path.buf), sb.buf, (long)sb.len);
+	kp_plan_free(p);
+	free(text);
+	kp_strbuf_release(&sb);
+	kp_strbuf_release(&path);
+}
+
+/*
+ * A bundle carries each entry's torch fusion groups (plan-<hash>.aten) and
+ * their sources, once each; the one signature covers them (a tampered
+ * group file or source: untrusted, named); kplan show and check list them;
+ * groups found with another plan are refused.
+ */
+static void test_torch_groups(void)
+{
+	static const char *const a[] = { "// a\nextern \"C\" __global__ void kp_aten_a() {}\n",
+					 "// shared\nextern \"C\" __global__ void kp_aten_a() {}\n" };
+	static const char *const c[] = { "// c\nextern \"C\" __global__ void kp_aten_a() {}\n",
+					 "// shared\nextern \"C\" __global__ void kp_aten_a() {}\n" };
+	const char *k = kp_test_kplan(), *dir = kp_test_path("tg.kplanb");
+	const char *key = kp_test_path("tg.key"), *out = kp_test_path("tg.out");
+	const char *gpu = "--cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200' --sms 132";
+	struct kp_strbuf aten[2] = { KP_STRBUF_INIT, KP_STRBUF_INIT }, p0 = KP_STRBUF_INIT;
+	struct kp_sign_key pub;
+	struct kp_err err = {0};
+	struct kp_bundle *b;
+	char pubpath[4200], *bytes;
+	size_t len;
+	int i;
+
+	kp_test_sh("rm -rf '%s' '%s' '%s.pub' '%s' && mkdir -m 700 '%s'", dir, key, key,
+		   kp_test_path("tgc"), kp_test_path("tgc"));
+	plan_with_groups("tg-h100.kplan", &fleet[0], a, 2, 0);
+	plan_with_groups("tg-h200.kplan", &fleet[1], c, 2, 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s bundle -o '%s' '%s' '%s' > '%s'", k, dir,
+				   kp_test_path("tg-h100.kplan"), kp_test_path("tg-h200.kplan"), out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("test $(grep -c ', 2 torch fusion groups$' '%s') = 2", out), 0);
+	/* two group files, three sources (the shared one once) */
+	CU_ASSERT_EQUAL(kp_test_sh("test $(ls '%s' | grep -c '^plan-[0-9a-f]*\\.aten$') = 2 && "
+				   "test $(ls '%s' | grep -c '^kpaten-.*\\.cu$') = 3", dir, dir), 0);
+	/* show lists them per entry, --entry N in full */
+	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' > '%s'", k, dir, out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("test $(grep -c '2 torch fusion groups (plan-' '%s') = 2", out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' --entry 2 > '%s'", k, dir, out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^torch fusion groups: 2 (.*/plan-' '%s' && grep -q "
+				   "'gain 1.0 us per occurrence (1 kernel, 12.0 KiB saved), 1 per call' '%s'",
+				   out, out), 0);
+	/* signed: the one signature covers the groups; check lists the chosen entry's */
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	snprintf(pubpath, sizeof(pubpath), "%s.pub", key);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_load_public(pubpath, &pub, &err), 0);
+	CU_ASSERT_EQUAL(kp_bundle_sign(dir, key, NULL, &err), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust '%s' %s > '%s'", k, dir, pubpath, gpu,
+				   out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'signature ok' '%s' && grep -q '  torch fusion groups: "
+				   "2 ' '%s'", out, out), 0);
+	/* the digests of each entry's group sources, as signed */
+	b = kp_bundle_load(dir, &bytes, &len, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL(kp_bundle_verify(b, bytes, len, &pub, 1, NULL, NULL, aten, &err), 0);
+	CU_ASSERT_EQUAL(aten[0].len, 2 * KP_SIGN_SHA256_BYTES);
+	CU_ASSERT_EQUAL(aten[1].len, 2 * KP_SIGN_SHA256_BYTES);
+	kp_bundle_aten_path(b, 0, &p0);
+	kp_bundle_free(b);
+	free(bytes);
+	/* precompile: every entry's sources (skipped without NVRTC) */
+	if (!kp_test_sh("KPLAN_CACHE_DIR='%s' %s precompile '%s' > '%s' 2>&1", kp_test_path("tgc"),
+			k, dir, out) ||
+	    kp_test_sh("grep -q 'cannot load NVRTC\\|cannot load libkplanrt' '%s'", out))
+		CU_ASSERT_EQUAL(kp_test_sh("grep -q '^4 sources of 2 entries, each for its entry' '%s' "
+					   "&& test $(ls '%s' | grep -c -- '-sm90-.*\\.cubin$') = 3",
+					   out, kp_test_path("tgc")), 0);
+	/* a group file edited: the signature breaks */
+	CU_ASSERT_EQUAL(kp_test_sh("sed -i 's/^shape 4x768$/shape 8x768/' '%s'", p0.buf), 0);
+	CU_ASSERT_EQUAL(verify_dir(dir, &pub, &err), KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bad signature"));
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --trust '%s' %s >/dev/null 2>&1", k, dir, pubpath,
+				   gpu), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("sed -i 's/^shape 8x768$/shape 4x768/' '%s'", p0.buf), 0);
+	CU_ASSERT_EQUAL(verify_dir(dir, &pub, &err), 0);
+	/* a group file removed: the message changes */
+	CU_ASSERT_EQUAL(kp_test_sh("mv '%s' '%s.x'", p0.buf, p0.buf), 0);
+	CU_ASSERT_EQUAL(verify_dir(dir, &pub, &err), KP_EMISMATCH);
+	CU_ASSERT_EQUAL(kp_test_sh("mv '%s.x' '%s'", p0.buf, p0.buf), 0);
+	/* a group source changed in the bundle: named */
+	CU_ASSERT_EQUAL(kp_test_sh("for f in '%s'/kpaten-*.cu; do echo '// evil' >> \"$f\"; done",
+				   dir), 0);
+	CU_ASSERT_EQUAL(verify_dir(dir, &pub, &err), KP_EMISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "torch fusion group"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "source file changed"));
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' %s 2>&1 | grep -q 'source file changed'", k, dir,
+				   gpu), 0);
+	/* groups found with another plan are not bundled */
+	plan_with_groups("tg-stale.kplan", &fleet[2], a, 1, 0x1234);
+	CU_ASSERT_EQUAL(kp_test_sh("%s bundle -o '%s' '%s' 2> '%s'", k, kp_test_path("tg2.kplanb"),
+				   kp_test_path("tg-stale.kplan"), out), 2);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'found with another plan' '%s'", out), 0);
+	for (i = 0; i < 2; i++)
+		kp_strbuf_release(&aten[i]);
+	kp_strbuf_release(&p0);
+}
+
 CU_TestInfo kp_tests_bundle[] = {
 	{ "choice order: name and SMs, name, SMs, hard keys; driver; first", test_choice_order },
 	{ "no entry applies: each says why", test_no_match },
@@ -520,5 +657,6 @@ CU_TestInfo kp_tests_bundle[] = {
 	{ "index format: version, truncated, appended, counts", test_index_format },
 	{ "save with sources, add a GPU, one signature, a tampered entry", test_save_sign_tamper },
 	{ "cli: bundle, show, check, sign", test_cli },
+	{ "torch fusion groups: carried per entry, signed, listed", test_torch_groups },
 	CU_TEST_INFO_NULL,
 };

@@ -1293,10 +1293,73 @@ static void test_families_csv_quoting(void)
 	kp_db_close(db);
 }
 
+/*
+ * The plan section lists kplan.torch's fusion groups beside the plan's file
+ * (kp_plans.path, relative: found beside the database) with the gain they
+ * recorded and the same formula with this GPU's calibration; groups found
+ * with another plan are said to be unused; no file, no table.
+ */
+static void test_report_torch_groups(void)
+{
+	struct kp_db *db = fixture("aten.db", 1, 1.0);
+	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan *p;
+	char *h, *plan = plan_text(1);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	h = report_html(db, NULL);
+	CU_ASSERT_PTR_NULL(h ? strstr(h, "id=\"aten-table\"") : NULL);
+	free(h);
+	p = kp_plan_parse(plan, strlen(plan), "plan", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	/* half the default bandwidth calibrated for this GPU: the traffic costs twice */
+	CU_ASSERT_EQUAL(exec_f(db, "UPDATE kp_plans SET path = 'rp.kplan';"
+			       "INSERT OR REPLACE INTO kp_calibration VALUES ('NVIDIA H200', 13000,"
+			       " 'dram_bytes_per_ns', 1500.0, 10, 1);"), 0);
+	kp_strbuf_addf(&sb, "kplan-aten-groups 2\nplan-hash %016llx\n\n[group 1]\nregion step\n"
+		       "key 0000000000000001\nnumerics exact\nops aten::silu -> aten::mul.Tensor\n"
+		       "shape 4x768\ninputs f16 full 4x768 s768,1\noutputs 1\nkernel kp_aten_a\n"
+		       "source kpaten-0000000000000001.cu\nsource-hash 0000000000000001\n"
+		       "saved-kernels 1\nsaved-bytes 12288\ngain-ns 1008\nper-call 3\n",
+		       (unsigned long long)p->body_hash);
+	kp_test_write(kp_test_path("rp.kplan.aten"), sb.buf, (long)sb.len);
+	h = report_html(db, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "id=\"aten-table\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "torch fusion groups (kplan.torch, <code>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "rp.kplan.aten</code>): 1;"));
+	CU_ASSERT_PTR_NULL(strstr(h, "found with another plan"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td>aten::silu -&gt; aten::mul.Tensor</td>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "<td class=\"n\" data-v=\"12288\">12288</td>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "data-v=\"1008\""));      /* as saved: the defaults */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "data-v=\"1016\""));      /* 12288 B at 750 B/ns + 1 us */
+	CU_ASSERT_PTR_NOT_NULL(strstr(h, "data-v=\"3048\""));      /* run 3 times per call */
+	free(h);
+	/* found with another plan */
+	sb.buf[strlen("kplan-aten-groups 2\nplan-hash ")] ^= 1;
+	kp_test_write(kp_test_path("rp.kplan.aten"), sb.buf, (long)sb.len);
+	h = report_html(db, NULL);
+	CU_ASSERT_PTR_NOT_NULL(h ? strstr(h, "<b>found with another plan</b>") : NULL);
+	free(h);
+	/* unreadable: said */
+	kp_test_write(kp_test_path("rp.kplan.aten"), "kplan-aten-groups 2\nbad\n", -1);
+	h = report_html(db, NULL);
+	CU_ASSERT_PTR_NOT_NULL(h ? strstr(h, "torch fusion groups beside the plan cannot be read") :
+			       NULL);
+	free(h);
+	kp_plan_free(p);
+	kp_strbuf_release(&sb);
+	free(plan);
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_reports[] = {
 	{ "html escaping and invalid utf-8", test_escape },
 	{ "long names shortened with a title", test_shorten },
 	{ "report page: verdict, sections, escaping", test_report_page },
+	{ "report page: the plan's torch fusion groups and their gains", test_report_torch_groups },
 	{ "kernel labels and fusion chains", test_kernel_labels },
 	{ "kernel labels told apart in the tables", test_kernel_labels_apart },
 	{ "javascript string literals", test_js_string },

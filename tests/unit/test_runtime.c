@@ -2418,11 +2418,118 @@ static void test_ranks_agree(void)
 	CU_ASSERT_EQUAL(st.captures, 0);
 }
 
+/*
+ * Torch fusion groups beside the plan at path (PLAN.aten, one group) with
+ * source src, named by its hash beside it.
+ */
+static void write_aten(const char *path, const char *src)
+{
+	struct kp_strbuf sb = KP_STRBUF_INIT, name = KP_STRBUF_INIT;
+	struct kp_err err = {0};
+	struct kp_plan *p = kp_plan_load(path, &err);
+	uint64_t h = kp_hash64(src, strlen(src), KP_HASH_SEED);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	kp_plan_dir(path, &name);
+	kp_strbuf_addf(&name, "/kpaten-%016llx.cu", (unsigned long long)h);
+	kp_test_write(name.buf, src, -1);
+	kp_strbuf_addf(&sb, "kplan-aten-groups 2\nplan-hash %016llx\n\n[group 1]\nregion step\n"
+		       "key 0000000000000001\nnumerics exact\nops aten::tanh -> aten::mul.Tensor\n"
+		       "shape 8\ninputs f32 full 8 s1\noutputs 1\nkernel kp_aten_t\n"
+		       "source kpaten-%016llx.cu\nsource-hash %016llx\nsaved-kernels 1\n"
+		       "saved-bytes 64\ngain-ns 1000\nper-call 1\n", (unsigned long long)p->body_hash,
+		       (unsigned long long)h, (unsigned long long)h);
+	kp_strbuf_reset(&name);
+	kp_strbuf_addf(&name, "%s.aten", path);
+	kp_test_write(name.buf, sb.buf, (long)sb.len);
+	kp_plan_free(p);
+	kp_strbuf_release(&sb);
+	kp_strbuf_release(&name);
+}
+
+/*
+ * A bundle carries each entry's torch fusion groups: the runtime names the
+ * chosen entry's file (kp_rt_aten_groups) and, under a trust key, compiles
+ * only that entry's signed sources; a group source changed in the bundle
+ * makes the whole bundle untrusted. A plan file names its PLAN.aten.
+ */
+static void test_bundle_torch_groups(void)
+{
+	static const char src_h100[] = "extern \"C\" __global__ void kp_aten_t(float *y) {}\n";
+	static const char src_h200[] = "extern \"C\" __global__ void kp_aten_t(double *y) {}\n";
+	struct preg graph[] = { { "step", KP_PLAN_GRAPH, 0, 0, 1, 0 } };
+	const char *dir = kp_test_path("tg.kplanb"), *key = kp_test_path("tg.key");
+	const char *plans[2];
+	struct kp_rt_err rerr;
+	struct kp_err err = {0};
+	struct kp_plan *p;
+	char pub[4200], want[64], *path;
+	uint64_t h = 0;
+	kp_rt *rt;
+
+	kp_log_set_level(KP_LOG_ERROR);
+	plans[0] = kp_test_path("tg-h100.kplan");
+	plans[1] = kp_test_path("tg-h200.kplan");
+	write_plan("tg-h100.kplan", 9, graph, 1);
+	write_plan("tg-h200.kplan", 9, graph, 1);
+	set_gpu(plans[1], "Fake H200");
+	write_aten(plans[0], src_h100);
+	write_aten(plans[1], src_h200);
+	/* a plan file: its PLAN.aten, its body-hash */
+	rt = open_rt(plans[0], 0, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	p = kp_plan_load(plans[0], &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	path = kp_strdup(kp_rt_aten_groups(rt, &h));
+	CU_ASSERT_EQUAL(h, p->body_hash);
+	CU_ASSERT(path && strlen(path) > 5 && !strcmp(path + strlen(path) - 18, "tg-h100.kplan.aten"));
+	free(path);
+	kp_rt_close(rt);
+	/* the bundle: the chosen entry's file in the bundle */
+	make_bundle(dir, plans, 2);
+	snprintf(want, sizeof(want), "/plan-%016llx.aten", (unsigned long long)p->body_hash);
+	rt = open_calls(dir, NULL, 2);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	path = kp_strdup(kp_rt_aten_groups(rt, &h));
+	CU_ASSERT_EQUAL(h, p->body_hash);
+	CU_ASSERT(path && strstr(path, "tg.kplanb/") && strstr(path, want));
+	CU_ASSERT_EQUAL(path ? access(path, R_OK) : -1, 0);
+	free(path);
+	kp_rt_close(rt);
+	/* signed, trusted: the chosen entry's source only */
+	kp_test_sh("rm -f '%s' '%s.pub'", key, key);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(key, NULL, &err), 0);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	CU_ASSERT_EQUAL(kp_bundle_sign(dir, key, NULL, &err), 0);
+	rt = open_trust(dir, pub, KP_RT_NO_ENV, &rerr);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, src_h100, strlen(src_h100)), 1);
+	CU_ASSERT_EQUAL(kp__rt_source_trusted(rt, src_h200, strlen(src_h200)), 0);
+	CU_ASSERT_EQUAL(untrusted_calls(rt), 0);     /* closes rt */
+	/* the other entry's group source changed in the bundle: all untrusted */
+	{
+		struct kp_strbuf s = KP_STRBUF_INIT;
+
+		kp_strbuf_addf(&s, "%s/kpaten-%016llx.cu", dir, (unsigned long long)
+			       kp_hash64(src_h200, strlen(src_h200), KP_HASH_SEED));
+		kp_test_write(s.buf, "// evil\n", -1);
+		CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, pub, KP_RT_NO_ENV, &rerr)), 1);
+		CU_ASSERT_PTR_NULL(open_trust(dir, pub, KP_RT_NO_ENV | KP_RT_STRICT, &rerr));
+		CU_ASSERT_PTR_NOT_NULL(strstr(rerr.msg, "source file changed"));
+		kp_test_write(s.buf, src_h200, -1);
+		kp_strbuf_release(&s);
+	}
+	CU_ASSERT_EQUAL(untrusted_calls(open_trust(dir, pub, KP_RT_NO_ENV, &rerr)), 0);
+	kp_plan_free(p);
+	kp_log_set_level(KP_LOG_WARN);
+}
+
 CU_TestInfo kp_tests_runtime[] = {
 	{ "ranks agree: at the watch and after the capture", test_ranks_agree },
 	{ "torch fusion sources: under trust only the signed ones compile",
 	  test_torch_sources_trusted },
 	{ "bundle: the entry of this GPU, none, one signature", test_bundle },
+	{ "bundle: the chosen entry's torch fusion groups, signed", test_bundle_torch_groups },
 	{ "watched warm-up: would break, could not check", test_watch_would_break },
 	{ "unbound scalars: eager before the watch", test_unbound_scalars_decided_before_the_watch },
 	{ "capture failed after a clean watch: decided once", test_capture_failure_after_clean_watch },
