@@ -78,7 +78,7 @@ $(BUILD)/lib/libkplanrt.a: $(RT_PIC_OBJ)
 	$(Q)ar rcs $@ $^
 
 # The calibration program: the kplan CLI links no CUDA, it runs this.
-$(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu analyzer/cost.h
+$(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu common/cost_quantities.h common/cost_quantities.def
 	@mkdir -p $(dir $@)
 	$(quiet) NVCC $@
 	$(Q)$(NVCC) -O2 -std=c++17 -arch=sm_90 -o $@ runtime/calibrate.cu \

@@ -980,6 +980,62 @@ static void test_cost_names_and_load(void)
 	tl_close(&t);
 }
 
+/*
+ * kplan-calibrate and the cost model share common/cost_quantities.def: each
+ * saved kplan-calibrate output of the validation corpus, parsed by the
+ * analyzer, covers exactly the quantities the table says kplan-calibrate
+ * measures, and the program's source prints each of those through the
+ * table's enum and spells no quantity name of its own.
+ */
+static void test_cost_quantities_calibrate(void)
+{
+	static const struct { const char *id, *name; } qs[KP_COST__N] = {
+#define KP_COST_Q(id, name, unit, by, def, doc) [KP_COST_##id] = { #id, name },
+#include "common/cost_quantities.def"
+	};
+	static const char *const gpus[] = { "h100", "h200" };
+	static const char *const suffix[] = { "_ns", "_bytes", "_bytes_per_ns" };
+	struct kp_err err = {0};
+	char *src = kp_test_read(kp_test_src("runtime/calibrate.cu"), NULL);
+	char rel[64], pat[96];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+	for (int q = 0; q < KP_COST__N; q++) {
+		const char *nm = kp_cost_name(q), *suf;
+		int by = kp_cost_by(q), u = kp_cost_unit(q);
+
+		CU_ASSERT_STRING_EQUAL(nm, qs[q].name);
+		/* the name's suffix is its unit (bytes_per_ns before _ns) */
+		CU_ASSERT_TRUE_FATAL(u >= 0 && u < 3);
+		suf = suffix[u];
+		CU_ASSERT_TRUE(strlen(nm) > strlen(suf) &&
+			       !strcmp(nm + strlen(nm) - strlen(suf), suf));
+		if (u == KP_COST_UNIT_NS)
+			CU_ASSERT_FALSE(strstr(nm, "_per_ns") != NULL);
+		/* printed by enum (out or out_n), iff kplan-calibrate measures it */
+		snprintf(pat, sizeof(pat), "(KP_COST_%s,", qs[q].id);
+		CU_assertImplementation((strstr(src, pat) != NULL) == (by == KP_COST_BY_CALIBRATE),
+					__LINE__, qs[q].name, __FILE__, "", CU_FALSE);
+		snprintf(pat, sizeof(pat), "\"%s", qs[q].name);
+		CU_ASSERT_PTR_NULL(strstr(src, pat));
+	}
+	free(src);
+	for (size_t g = 0; g < sizeof(gpus) / sizeof(*gpus); g++) {
+		struct kp_cost_file cf;
+		int seen[KP_COST__N] = { 0 };
+
+		snprintf(rel, sizeof(rel), "bench/cost_corpus/%s/calib.txt", gpus[g]);
+		CU_ASSERT_EQUAL_FATAL(kp_cost_read_path(kp_test_src(rel), &cf, &err), 0);
+		for (int i = 0; i < cf.n; i++) {
+			CU_ASSERT_EQUAL(kp_cost_by(cf.row[i].q), KP_COST_BY_CALIBRATE);
+			seen[cf.row[i].q] = 1;
+		}
+		for (int q = 0; q < KP_COST__N; q++)
+			CU_assertImplementation(seen[q] == (kp_cost_by(q) == KP_COST_BY_CALIBRATE),
+						__LINE__, kp_cost_name(q), __FILE__, "", CU_FALSE);
+	}
+}
+
 static void test_idempotent(void)
 {
 	struct tl t;
@@ -1662,6 +1718,8 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "validate: ground_truth.csv", test_validate_truth },
 	{ "validate: one workload, calibration file", test_validate_one },
 	{ "cost constants: names, store, load", test_cost_names_and_load },
+	{ "cost constants: kplan-calibrate measures every quantity the table says",
+	  test_cost_quantities_calibrate },
 	{ "re-analyze is idempotent", test_idempotent },
 	{ "missing run", test_no_run },
 	{ "cli: resnet18 step region", test_resnet_step },
