@@ -55,7 +55,7 @@ deps:
 # ---------------------------------------------------------------------------
 # Host libraries, one static archive per module, in dependency order
 # (a module may use the ones after it).
-HOST_MODULES := reports planner fusion analyzer plan importers db common
+HOST_MODULES := validate reports planner fusion analyzer plan importers db common
 
 define module_rules
 $(1)_SRC := $$(wildcard $(1)/*.c) $$(wildcard $(1)/*.S)
@@ -104,6 +104,7 @@ $(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
 # their module.mk says what each may use (runtime/ takes $(plan_SRC)).
 UNIT_EXTRA_OBJ :=
 -include plan/module.mk fusion/module.mk planner/module.mk
+-include analyzer/module.mk validate/module.mk
 -include collector/module.mk runtime/module.mk examples/module.mk
 -include tests/module.mk bench/module.mk reports/module.mk
 -include packaging/module.mk
