@@ -242,4 +242,31 @@ size_t kp_fx_plan_drop_covered(struct kp_plan *plan, size_t first);
 int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, const char *name,
 			 const struct kp_fx_catalog *cat, struct kp_err *err);
 
+/* In what order kp_fx_plan_fuse adds and generates a plan's groups. */
+enum kp_fx_fuse_order {
+	/* --base PLAN: a kernel trace's groups after the plan's own, every
+	 * group generated in plan order; none dropped */
+	KP_FX_FUSE_IN_ORDER = 0,
+	/* a plan from a database: the trace's groups (the catalog runs of each
+	 * graph region's recorded kernels, every instance, GEMVs with their
+	 * prologue and epilogue) generated first, since they are what the
+	 * program really ran; then the plan's earlier groups (the analyzer's
+	 * candidates) that a generated one overlaps are dropped, and the rest
+	 * generated */
+	KP_FX_FUSE_TRACE_FIRST = 1,
+};
+
+/*
+ * The fusion groups of `kplan plan --catalog` and their sources, in the
+ * order (enum kp_fx_fuse_order) that decides which group keeps a kernel
+ * two groups share. trace: a kernel trace (kp_fx_plan_add_trace's format,
+ * len bytes, named trace_name in messages; NULL: none); keep as
+ * kp_fx_plan_sources_keep (the caller drops what it excludes with
+ * kp_fx_plan_filter); sources go to dir. *st is reset and filled. Returns 0
+ * or KP_E*.
+ */
+int kp_fx_plan_fuse(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
+		    size_t len, const char *trace_name, int order, int keep, const char *dir,
+		    struct kp_fx_plan_stats *st, struct kp_err *err);
+
 #endif
