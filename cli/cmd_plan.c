@@ -11,7 +11,7 @@
 #include "../common/fileio.h"
 #include "../common/kptime.h"
 #include "../common/strbuf.h"
-#include "../fusion/fusion_gen.h"
+#include "../fusion/generate.h"
 #include "../planner/planner.h"
 
 const char kp_usage_plan[] =

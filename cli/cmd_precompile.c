@@ -21,7 +21,7 @@
 #include "../common/hash.h"
 #include "../common/strbuf.h"
 #include "../plan/aten_groups.h"
-#include "../plan/fused_source.h"
+#include "../plan/fused_limits.h"
 #include "../plan/planfile.h"
 
 const char kp_usage_precompile[] =

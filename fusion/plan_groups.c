@@ -5,7 +5,7 @@
  * source next to the plan (kpfuse-<hash>.cu, fusion/FUSION.md); and the order
  * of all that for `kplan plan --catalog` (kp_fx_plan_fuse).
  */
-#include "fusion_gen.h"
+#include "generate.h"
 #include "generate_internal.h"
 
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
-#include "fused_source.h"
+#include "fused_limits.h"
 #include "../common/fileio.h"
 #include "../common/hash.h"
 

@@ -2,7 +2,7 @@
  * test_fusion.c - the fusion catalog reader (errors, hostile input), code
  * generation (golden files tests/golden/fusion/NAME.cu; KPLAN_UPDATE_GOLDEN=1
  * rewrites them), the argument mapping and feasibility rules, planning from
- * a kernel trace, and the runtime's fusion half (runtime/fusion.c) with fake
+ * a kernel trace, and the runtime's fusion half (runtime/fused_load.c) with fake
  * ops: source hash, chain lookup, shape and alias checks, the fused node's
  * arguments, failures that leave the graph unfused.
  */
@@ -18,11 +18,11 @@
 
 #include "testutil.h"
 #include "../../common/hash.h"
-#include "../../fusion/fusion_catalog.h"
-#include "../../fusion/fusion_gen.h"
+#include "../../fusion/catalog.h"
+#include "../../fusion/generate.h"
 #include "../../plan/planfile.h"
 #include "../../runtime/fcache.h"
-#include "../../runtime/fusion.h"
+#include "../../runtime/fused_load.h"
 
 static struct kp_fx_catalog *shipped(void)
 {

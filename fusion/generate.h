@@ -1,7 +1,7 @@
 /*
- * fusion_gen.h - fused-kernel code generation for planned kernel chains.
+ * generate.h - fused-kernel code generation for planned kernel chains.
  *
- * From a chain of catalog kernels (fusion/fusion_catalog.h) the generator
+ * From a chain of catalog kernels (fusion/catalog.h) the generator
  * writes the CUDA C source of one stitched kernel (after FusionStitching):
  *
  *   elementwise scheme  no reduction in the chain: one grid-stride loop over
@@ -19,21 +19,21 @@
  * The source starts with a machine-readable header (launch scheme, block
  * size, match patterns, the shape of each chain kernel, the mapping from
  * the original kernels' parameters to the fused kernel's, alias checks);
- * runtime/fusion.c reads it after checking the file's hash against the
+ * runtime/fused_load.c reads it after checking the file's hash against the
  * plan. The fused kernel's parameters are the mapped ones followed by
  * `long long rows, long long cols`, which the runtime computes from the
  * captured kernels (and checks are the same for every kernel of the chain).
  * Format: fusion/FUSION.md.
  */
-#ifndef KP_FUSION_GEN_H
-#define KP_FUSION_GEN_H
+#ifndef KP_FUSION_GENERATE_H
+#define KP_FUSION_GENERATE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fusion_catalog.h"
-#include "../plan/fused_source.h"   /* KP_FX_MAX_CHAIN, KP_FX_MAX_ARGS, KP_FX_HEADER_MAGIC */
+#include "catalog.h"
+#include "../plan/fused_limits.h"   /* KP_FX_MAX_CHAIN, KP_FX_MAX_ARGS, KP_FX_HEADER_MAGIC */
 #include "../plan/planfile.h"
 
 #define KP_FX_BLOCK       256      /* threads per block, unless a kernel's layout says */
