@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "../db/read.h"
 #include "../db/writer.h"
 #include "import.h"
 #include "kineto.h"
@@ -114,6 +115,16 @@ static void gpu_flow(struct out *o, sqlite3_stmt *st, int col, int64_t corr, int
 	flow(o, 'f', corr, dev, stream, start);
 }
 
+/* the same for a kernel of the read API */
+static void kernel_flow(struct out *o, const struct kp_db_kernel *k)
+{
+	if (!k->correlation || !k->has_launch)
+		return;
+	flow(o, 's', k->correlation, KP_GTID_PID(k->launch_gtid), KP_GTID_TID(k->launch_gtid),
+	     k->launch_start);
+	flow(o, 'f', k->correlation, k->device, k->stream, k->start);
+}
+
 #define LAUNCH_COLS \
 	", (SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
 	"   AND r.correlationId = x.correlationId LIMIT 1)" \
@@ -122,52 +133,47 @@ static void gpu_flow(struct out *o, sqlite3_stmt *st, int col, int64_t corr, int
 
 static int kernels(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_rows *it;
+	struct kp_db_kernel k;
 	int rc;
 
-#define KERNEL_SQL(pdl) \
-	"SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId," \
-	" (SELECT value FROM StringIds WHERE id = x.demangledName)," \
-	" x.registersPerThread, x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ," \
-	" x.staticSharedMemory, x.dynamicSharedMemory, x.launchType, x.cacheConfig," \
-	" x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId" \
-	LAUNCH_COLS ", " pdl \
-	" FROM CUPTI_ACTIVITY_KIND_KERNEL x WHERE x.runId = ? ORDER BY x.start"
-	/* kp_launch_attrs: schema v2, absent from older read-only databases */
-	if (prep(o, kp_db_has_table(o->db, "kp_launch_attrs")
-		 ? KERNEL_SQL("(SELECT a.pdl FROM kp_launch_attrs a WHERE a.runId = x.runId"
-			      " AND a.correlationId = x.correlationId)")
-		 : KERNEL_SQL("NULL"), &st))
-		return -1;
-#undef KERNEL_SQL
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	if ((rc = kp_db_kernels(o->db, o->run, &it, o->err)))
+		return rc;
+	while ((rc = kp_db_kernel_next(it, &k, o->err)) > 0) {
 		FILE *f = o->f;
-		long long ss = I(14), ds = I(15);
 		static const char *const opt[] = {
 			"launch type", "cache config", "local memory per thread",
 			"local memory total", "grid id", "graph node id", "graph id",
 		};
+		const int64_t optv[] = {
+			k.launch_type, k.cache_config, k.local_mem_per_thread,
+			k.local_mem_total, k.grid_id, k.graph_node_id, k.graph_id,
+		};
 		int i;
 
-		ev_begin(o, 'X', KP_CAT_KERNEL, T(6), I(2), I(4), I(0), I(1));
-		fprintf(f, ",\"args\":{\"device\":%lld,\"context\":%lld,\"stream\":%lld,"
-			"\"correlation\":%lld,\"registers per thread\":%lld,\"shared memory\":%lld,"
-			"\"static shared memory\":%lld,\"dynamic shared memory\":%lld,"
-			"\"grid\":[%lld,%lld,%lld],\"block\":[%lld,%lld,%lld]",
-			I(2), I(3), I(4), I(5), I(7), ss + ds, ss, ds,
-			I(8), I(9), I(10), I(11), I(12), I(13));
+		ev_begin(o, 'X', KP_CAT_KERNEL, k.name, k.device, k.stream, k.start, k.end);
+		fprintf(f, ",\"args\":{\"device\":%" PRId64 ",\"context\":%" PRId64
+			",\"stream\":%" PRId64 ",\"correlation\":%" PRId64
+			",\"registers per thread\":%" PRId64 ",\"shared memory\":%" PRId64
+			",\"static shared memory\":%" PRId64 ",\"dynamic shared memory\":%" PRId64
+			",\"grid\":[%" PRId64 ",%" PRId64 ",%" PRId64 "],\"block\":[%" PRId64
+			",%" PRId64 ",%" PRId64 "]",
+			k.device, k.context, k.stream, k.correlation, k.registers_per_thread,
+			k.static_smem + k.dynamic_smem, k.static_smem, k.dynamic_smem,
+			k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2]);
 		for (i = 0; i < 7; i++) {
-			if (I(16 + i))
-				fprintf(f, ",\"%s\":%lld", opt[i], I(16 + i));
+			if (optv[i])
+				fprintf(f, ",\"%s\":%" PRId64, opt[i], optv[i]);
 		}
 		/* kplan's own key (Kineto has none): the launch used programmatic
 		 * dependent launch; kplan import reads it back into kp_launch_attrs */
-		if (I(25))
+		if (k.pdl)
 			fputs(",\"kplan pdl\":1", f);
 		fputs("}}", f);
-		gpu_flow(o, st, 23, I(5), I(2), I(4), I(0));
+		kernel_flow(o, &k);
 	}
-	return done(o, st, rc, "reading kernels");
+	kp_db_rows_close(it);
+	return rc;
 }
 
 static int copies(struct out *o)
@@ -312,32 +318,36 @@ static int analysis(struct out *o, struct kp_chrome_export_stats *stats)
 	char tname[160];
 
 	/* region occurrences: one thread per region */
-	if (prep(o, "SELECT o.regionId, g.label, o.occIndex, o.start, o.end, o.kernels,"
-		 " g.source, g.capturable"
-		 " FROM kp_region_occurrences o JOIN kp_regions g"
-		 " ON g.runId = o.runId AND g.regionId = o.regionId"
-		 " WHERE o.runId = ? ORDER BY o.regionId, o.occIndex", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t tid = I(0) + 1;
+	{
+		struct kp_db_rows *it;
+		struct kp_db_region_occ r;
 
-		if (!named++)
-			meta(o, "process_name", KP_EXPORT_ANALYSIS_PID, 0, "kplan analysis");
-		if (I(2) == 0) {
-			snprintf(tname, sizeof(tname), "region %lld: %s", I(0), T(1) ? T(1) : "");
-			meta(o, "thread_name", KP_EXPORT_ANALYSIS_PID, tid, tname);
+		if ((rc = kp_db_region_occs(o->db, o->run, &it, o->err)))
+			return rc;
+		while ((rc = kp_db_region_occ_next(it, &r, o->err)) > 0) {
+			int64_t tid = r.region_id + 1;
+
+			if (!named++)
+				meta(o, "process_name", KP_EXPORT_ANALYSIS_PID, 0, "kplan analysis");
+			if (r.occ_index == 0) {
+				snprintf(tname, sizeof(tname), "region %" PRId64 ": %s", r.region_id,
+					 r.label ? r.label : "");
+				meta(o, "thread_name", KP_EXPORT_ANALYSIS_PID, tid, tname);
+			}
+			ev_begin(o, 'X', KP_CAT_REGION, r.label, KP_EXPORT_ANALYSIS_PID, tid, r.start,
+				 r.end);
+			fprintf(o->f, ",\"args\":{\"region\":%" PRId64 ",\"occurrence\":%" PRId64
+				",\"kernels\":%" PRId64 ",\"source\":", r.region_id, r.occ_index,
+				r.kernels);
+			json_str(o->f, r.source);
+			fprintf(o->f, ",\"capturable\":%d}}", r.capturable);
+			if (stats)
+				stats->regions++;
 		}
-		ev_begin(o, 'X', KP_CAT_REGION, T(1), KP_EXPORT_ANALYSIS_PID, tid, I(3), I(4));
-		fprintf(o->f, ",\"args\":{\"region\":%lld,\"occurrence\":%lld,\"kernels\":%lld,"
-			"\"source\":", I(0), I(2), I(5));
-		json_str(o->f, T(6));
-		fprintf(o->f, ",\"capturable\":%lld}}", I(7));
-		if (stats)
-			stats->regions++;
+		kp_db_rows_close(it);
+		if (rc)
+			return rc;
 	}
-	rc = done(o, st, rc, "reading region occurrences");
-	if (rc)
-		return rc;
 
 	/* host-bound gaps: one thread per device and stream */
 	if (prep(o, "SELECT deviceId, streamId, correlationId, kernel_start, gap_ns, queue_ns,"
@@ -398,25 +408,25 @@ static int names(struct out *o)
 
 static int header(struct out *o)
 {
+	struct kp_db_rows *it;
+	struct kp_db_run r;
 	sqlite3_stmt *st;
 	FILE *f = o->f;
 	int rc, n = 0;
 
-	if (prep(o, "SELECT source, source_path, device_name, compute_major, compute_minor,"
-		 " sm_count, driver_version, runtime_version, cupti_version"
-		 " FROM kp_runs WHERE runId = ?", &st))
-		return -1;
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
-		return kp_err_set(o->err, KP_ENOTFOUND, "%s: no run %lld", o->db->path,
-				  (long long)o->run);
+	if ((rc = kp_db_runs(o->db, o->run, &it, o->err)))
+		return rc;
+	if ((rc = kp_db_run_next(it, &r, o->err)) <= 0) {
+		kp_db_rows_close(it);
+		return rc < 0 ? rc : kp_err_set(o->err, KP_ENOTFOUND, "%s: no run %lld", o->db->path,
+						(long long)o->run);
 	}
 	fputs("{\n\"schemaVersion\": 1,\n\"traceName\": ", f);
-	json_str(f, T(1) ? T(1) : T(0));
-	fprintf(f, ",\n\"kplanRun\": %lld,\n\"cuda_driver_version\": %lld,"
-		"\n\"cuda_runtime_version\": %lld,\n\"cupti_version\": %lld,\n",
-		(long long)o->run, I(6), I(7), I(8));
-	sqlite3_finalize(st);
+	json_str(f, r.source_path ? r.source_path : r.source);
+	fprintf(f, ",\n\"kplanRun\": %lld,\n\"cuda_driver_version\": %" PRId64 ","
+		"\n\"cuda_runtime_version\": %" PRId64 ",\n\"cupti_version\": %" PRId64 ",\n",
+		(long long)o->run, r.driver_version, r.runtime_version, r.cupti_version);
+	kp_db_rows_close(it);
 
 	if (prep(o, "SELECT id, name, totalMemory, computeMajor, computeMinor, maxThreadsPerBlock,"
 		 " maxRegistersPerSm, maxShmemPerBlock, maxShmemPerSm, threadsPerWarp, smCount,"
