@@ -7,12 +7,16 @@
 
 #include <stdlib.h>
 
-enum rows_kind { ROWS_RUNS = 1, ROWS_KERNELS, ROWS_REGION_OCCS };
+/* Which _next may read an iterator; each has its query's error text. */
+enum rows_kind {
+	ROWS_RUNS = 1, ROWS_GPUS, ROWS_STREAMS, ROWS_API_CALLS, ROWS_NVTX, ROWS_OVERHEAD,
+	ROWS_KERNELS, ROWS_MEMCPYS, ROWS_MEMSETS, ROWS_SYNCS, ROWS_REGION_OCCS, ROWS_HOST_GAPS,
+};
 
 struct kp_db_rows {
 	struct kp_db *db;
 	sqlite3_stmt *st;
-	int kind;                       /* enum rows_kind: which _next may read it */
+	int kind;                       /* enum rows_kind */
 	const char *what;               /* "reading kernels", for errors */
 };
 
@@ -43,7 +47,7 @@ static int rows_step(struct kp_db_rows *it, int kind, struct kp_err *err)
 	int rc;
 
 	if (!it || it->kind != kind)
-		return kp_err_set(err, KP_EINVAL, "read API: iterator of another kind");
+		return kp_err_set(err, KP_EINVAL, "read API: an iterator of another kind");
 	rc = sqlite3_step(it->st);
 	if (rc == SQLITE_ROW)
 		return 1;
@@ -62,27 +66,31 @@ void kp_db_rows_close(struct kp_db_rows *it)
 
 #define I(i) kp_db_col_i64(st, (i), 0)
 #define T(i) ((const char *)sqlite3_column_text(st, (i)))
+#define IS_NULL(i) (sqlite3_column_type(st, (i)) == SQLITE_NULL)
 
-/* ---- runs ---- */
+/* Step it (of kind); on a row, st is its statement. */
+#define STEP(kind) \
+	sqlite3_stmt *st; \
+	int rc_ = rows_step(it, (kind), err); \
+	if (rc_ <= 0) \
+		return rc_; \
+	st = it->st
+
+/* ---- the run ---- */
 
 #define RUN_SQL "SELECT runId, created_ns, source, source_path, device_name, compute_major," \
 	" compute_minor, sm_count, driver_version, runtime_version, cupti_version, status" \
 	" FROM kp_runs"
 
-int kp_db_runs(struct kp_db *db, int64_t run_id, struct kp_db_rows **it, struct kp_err *err)
+int kp_db_runs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
 {
-	return rows_open(db, run_id > 0 ? RUN_SQL " WHERE runId = ?1" : RUN_SQL " ORDER BY runId",
-			 run_id, ROWS_RUNS, "reading runs", it, err);
+	return rows_open(db, run > 0 ? RUN_SQL " WHERE runId = ?1" : RUN_SQL " ORDER BY runId",
+			 run, ROWS_RUNS, "reading runs", it, err);
 }
 
 int kp_db_run_next(struct kp_db_rows *it, struct kp_db_run *r, struct kp_err *err)
 {
-	sqlite3_stmt *st;
-	int rc = rows_step(it, ROWS_RUNS, err);
-
-	if (rc <= 0)
-		return rc;
-	st = it->st;
+	STEP(ROWS_RUNS);
 	r->run_id = I(0);
 	r->created_ns = I(1);
 	r->source = T(2);
@@ -98,20 +106,158 @@ int kp_db_run_next(struct kp_db_rows *it, struct kp_db_run *r, struct kp_err *er
 	return 1;
 }
 
-/* ---- kernels ---- */
+int kp_db_gpus(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT id, name, totalMemory, computeMajor, computeMinor,"
+			 " maxThreadsPerBlock, maxRegistersPerSm, maxShmemPerBlock, maxShmemPerSm,"
+			 " threadsPerWarp, smCount, clockRate, l2CacheSize, memoryBandwidth"
+			 " FROM TARGET_INFO_GPU WHERE runId = ?1 ORDER BY id",
+			 run, ROWS_GPUS, "reading gpus", it, err);
+}
 
-/* The launching call: the run's API row with the kernel's correlation id.
- * kp_launch_attrs is schema v2, absent from older read-only databases. */
+int kp_db_gpu_next(struct kp_db_rows *it, struct kp_db_gpu *g, struct kp_err *err)
+{
+	STEP(ROWS_GPUS);
+	g->id = I(0);
+	g->name = T(1);
+	g->total_memory = I(2);
+	g->compute_major = I(3);
+	g->compute_minor = I(4);
+	g->max_threads_per_block = I(5);
+	g->max_registers_per_sm = I(6);
+	g->max_shmem_per_block = I(7);
+	g->max_shmem_per_sm = I(8);
+	g->threads_per_warp = I(9);
+	g->sm_count = I(10);
+	g->clock_rate = I(11);
+	g->l2_cache_size = I(12);
+	g->memory_bandwidth = I(13);
+	return 1;
+}
+
+int kp_db_streams(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT DISTINCT deviceId, streamId FROM ("
+			 " SELECT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1"
+			 " UNION SELECT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE runId = ?1"
+			 " UNION SELECT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE runId = ?1)"
+			 " ORDER BY 1, 2", run, ROWS_STREAMS, "reading streams", it, err);
+}
+
+int kp_db_stream_next(struct kp_db_rows *it, struct kp_db_stream *s, struct kp_err *err)
+{
+	STEP(ROWS_STREAMS);
+	s->device = I(0);
+	s->stream = I(1);
+	return 1;
+}
+
+/* ---- host side ---- */
+
+int kp_db_api_calls(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT x.start, x.end, x.eventClass, x.globalTid, x.correlationId,"
+			 " (SELECT value FROM StringIds WHERE id = x.nameId), x.returnValue"
+			 " FROM CUPTI_ACTIVITY_KIND_RUNTIME x WHERE x.runId = ?1 ORDER BY x.start",
+			 run, ROWS_API_CALLS, "reading api calls", it, err);
+}
+
+int kp_db_api_call_next(struct kp_db_rows *it, struct kp_db_api_call *c, struct kp_err *err)
+{
+	STEP(ROWS_API_CALLS);
+	c->start = I(0);
+	c->end = I(1);
+	c->event_class = I(2);
+	c->gtid = I(3);
+	c->correlation = I(4);
+	c->name = T(5);
+	c->return_value = I(6);
+	return 1;
+}
+
+int kp_db_nvtx(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	/* a domain's name is in its create event (eventType 75): the collector's
+	 * domain ids are its own, the importer's are StringIds ids */
+	return rows_open(db, "SELECT x.start, x.end, x.eventType, x.category, x.globalTid,"
+			 " coalesce(x.text, (SELECT value FROM StringIds WHERE id = x.textId)),"
+			 " x.domainId,"
+			 " (SELECT coalesce(d.text, s.value) FROM NVTX_EVENTS d"
+			 "   LEFT JOIN StringIds s ON s.id = d.textId WHERE d.runId = x.runId"
+			 "   AND d.eventType = 75 AND d.domainId = x.domainId LIMIT 1)"
+			 " FROM NVTX_EVENTS x WHERE x.runId = ?1 AND x.eventType IN (34, 59, 60)"
+			 " ORDER BY x.start", run, ROWS_NVTX, "reading nvtx events", it, err);
+}
+
+int kp_db_nvtx_next(struct kp_db_rows *it, struct kp_db_nvtx *e, struct kp_err *err)
+{
+	STEP(ROWS_NVTX);
+	e->start = I(0);
+	e->is_mark = IS_NULL(1);
+	e->end = I(1);
+	e->event_type = I(2);
+	e->category = I(3);
+	e->gtid = I(4);
+	e->text = T(5);
+	e->domain_id = I(6);
+	e->domain = e->domain_id ? T(7) : NULL;
+	return 1;
+}
+
+int kp_db_overheads(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT x.start, x.end, x.globalTid,"
+			 " (SELECT value FROM StringIds WHERE id = x.nameId)"
+			 " FROM PROFILER_OVERHEAD x WHERE x.runId = ?1 ORDER BY x.start",
+			 run, ROWS_OVERHEAD, "reading overhead", it, err);
+}
+
+int kp_db_overhead_next(struct kp_db_rows *it, struct kp_db_overhead *o, struct kp_err *err)
+{
+	STEP(ROWS_OVERHEAD);
+	o->start = I(0);
+	o->end = I(1);
+	o->gtid = I(2);
+	o->name = T(3);
+	return 1;
+}
+
+/* ---- GPU side ---- */
+
+/* Columns 0-5 of every GPU op query, and the launching call after a
+ * query's own columns (LAUNCH_COLS at column i: found, start i, gtid i + 1). */
+#define OP_COLS "x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId"
+#define LAUNCH_COLS \
+	", (SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
+	"   AND r.correlationId = x.correlationId LIMIT 1)" \
+	", (SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
+	"   AND r.correlationId = x.correlationId LIMIT 1)"
+
+static void read_op(sqlite3_stmt *st, struct kp_db_op *op)
+{
+	op->start = I(0);
+	op->end = I(1);
+	op->device = I(2);
+	op->context = I(3);
+	op->stream = I(4);
+	op->correlation = I(5);
+}
+
+static void read_launch(sqlite3_stmt *st, int i, struct kp_db_launch *l)
+{
+	l->found = !IS_NULL(i);
+	l->start = I(i);
+	l->gtid = I(i + 1);
+}
+
+/* kp_launch_attrs is schema v2, absent from older read-only databases */
 #define KERNEL_SQL(pdl) \
-	"SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId," \
+	"SELECT " OP_COLS "," \
 	" (SELECT value FROM StringIds WHERE id = x.demangledName)," \
 	" x.registersPerThread, x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ," \
 	" x.staticSharedMemory, x.dynamicSharedMemory, x.launchType, x.cacheConfig," \
-	" x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId," \
-	" (SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
-	"   AND r.correlationId = x.correlationId LIMIT 1)," \
-	" (SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
-	"   AND r.correlationId = x.correlationId LIMIT 1), " pdl \
+	" x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId" \
+	LAUNCH_COLS ", " pdl \
 	" FROM CUPTI_ACTIVITY_KIND_KERNEL x WHERE x.runId = ?1 ORDER BY x.start"
 
 int kp_db_kernels(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
@@ -124,18 +270,8 @@ int kp_db_kernels(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct 
 
 int kp_db_kernel_next(struct kp_db_rows *it, struct kp_db_kernel *k, struct kp_err *err)
 {
-	sqlite3_stmt *st;
-	int rc = rows_step(it, ROWS_KERNELS, err);
-
-	if (rc <= 0)
-		return rc;
-	st = it->st;
-	k->start = I(0);
-	k->end = I(1);
-	k->device = I(2);
-	k->context = I(3);
-	k->stream = I(4);
-	k->correlation = I(5);
+	STEP(ROWS_KERNELS);
+	read_op(st, &k->op);
 	k->name = T(6);
 	k->registers_per_thread = I(7);
 	for (int d = 0; d < 3; d++) {
@@ -151,14 +287,65 @@ int kp_db_kernel_next(struct kp_db_rows *it, struct kp_db_kernel *k, struct kp_e
 	k->grid_id = I(20);
 	k->graph_node_id = I(21);
 	k->graph_id = I(22);
-	k->has_launch = sqlite3_column_type(st, 23) != SQLITE_NULL;
-	k->launch_start = I(23);
-	k->launch_gtid = I(24);
+	read_launch(st, 23, &k->launch);
 	k->pdl = I(25) != 0;
 	return 1;
 }
 
-/* ---- region occurrences ---- */
+int kp_db_memcpys(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT " OP_COLS ", x.bytes, x.copyKind, x.srcKind, x.dstKind"
+			 LAUNCH_COLS " FROM CUPTI_ACTIVITY_KIND_MEMCPY x WHERE x.runId = ?1"
+			 " ORDER BY x.start", run, ROWS_MEMCPYS, "reading memcpys", it, err);
+}
+
+int kp_db_memcpy_next(struct kp_db_rows *it, struct kp_db_memcpy *c, struct kp_err *err)
+{
+	STEP(ROWS_MEMCPYS);
+	read_op(st, &c->op);
+	c->bytes = I(6);
+	c->copy_kind = I(7);
+	c->src_kind = I(8);
+	c->dst_kind = I(9);
+	read_launch(st, 10, &c->launch);
+	return 1;
+}
+
+int kp_db_memsets(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT " OP_COLS ", x.bytes, x.value, x.memKind" LAUNCH_COLS
+			 " FROM CUPTI_ACTIVITY_KIND_MEMSET x WHERE x.runId = ?1 ORDER BY x.start",
+			 run, ROWS_MEMSETS, "reading memsets", it, err);
+}
+
+int kp_db_memset_next(struct kp_db_rows *it, struct kp_db_memset *m, struct kp_err *err)
+{
+	STEP(ROWS_MEMSETS);
+	read_op(st, &m->op);
+	m->bytes = I(6);
+	m->value = I(7);
+	m->mem_kind = I(8);
+	read_launch(st, 9, &m->launch);
+	return 1;
+}
+
+int kp_db_syncs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT " OP_COLS ", x.syncType, x.eventId"
+			 " FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION x WHERE x.runId = ?1"
+			 " ORDER BY x.start", run, ROWS_SYNCS, "reading syncs", it, err);
+}
+
+int kp_db_sync_next(struct kp_db_rows *it, struct kp_db_sync *s, struct kp_err *err)
+{
+	STEP(ROWS_SYNCS);
+	read_op(st, &s->op);
+	s->sync_type = I(6);
+	s->event_id = I(7);
+	return 1;
+}
+
+/* ---- the analysis ---- */
 
 int kp_db_region_occs(struct kp_db *db, int64_t run, struct kp_db_rows **it,
 		      struct kp_err *err)
@@ -174,12 +361,7 @@ int kp_db_region_occs(struct kp_db *db, int64_t run, struct kp_db_rows **it,
 int kp_db_region_occ_next(struct kp_db_rows *it, struct kp_db_region_occ *o,
 			  struct kp_err *err)
 {
-	sqlite3_stmt *st;
-	int rc = rows_step(it, ROWS_REGION_OCCS, err);
-
-	if (rc <= 0)
-		return rc;
-	st = it->st;
+	STEP(ROWS_REGION_OCCS);
 	o->region_id = I(0);
 	o->label = T(1);
 	o->occ_index = I(2);
@@ -188,5 +370,29 @@ int kp_db_region_occ_next(struct kp_db_rows *it, struct kp_db_region_occ *o,
 	o->kernels = I(5);
 	o->source = T(6);
 	o->capturable = (int)I(7);
+	return 1;
+}
+
+int kp_db_host_gaps(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		    struct kp_err *err)
+{
+	return rows_open(db, "SELECT deviceId, streamId, correlationId, kernel_start, gap_ns,"
+			 " queue_ns, launch_api_ns FROM kp_gaps"
+			 " WHERE runId = ?1 AND host_bound = 1 AND gap_ns > 0"
+			 " ORDER BY deviceId, streamId, kernel_start",
+			 run, ROWS_HOST_GAPS, "reading gaps", it, err);
+}
+
+int kp_db_host_gap_next(struct kp_db_rows *it, struct kp_db_host_gap *g,
+			struct kp_err *err)
+{
+	STEP(ROWS_HOST_GAPS);
+	g->device = I(0);
+	g->stream = I(1);
+	g->correlation = I(2);
+	g->kernel_start = I(3);
+	g->gap_ns = I(4);
+	g->queue_ns = I(5);
+	g->launch_api_ns = I(6);
 	return 1;
 }

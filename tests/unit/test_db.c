@@ -474,11 +474,11 @@ static void test_read_api(void)
 	/* kernels: each one, by start, named, most with their launching call */
 	CU_ASSERT_EQUAL_FATAL(kp_db_kernels(db, 1, &it, &err), 0);
 	while ((rc = kp_db_kernel_next(it, &k, &err)) > 0) {
-		CU_ASSERT_TRUE(k.start >= last && k.end >= k.start);
+		CU_ASSERT_TRUE(k.op.start >= last && k.op.end >= k.op.start);
 		CU_ASSERT_PTR_NOT_NULL(k.name);
 		CU_ASSERT_TRUE(k.grid[0] > 0 && k.block[0] > 0);
-		last = k.start;
-		launched += k.has_launch && k.launch_start <= k.start;
+		last = k.op.start;
+		launched += k.launch.found && k.launch.start <= k.op.start;
 		n++;
 	}
 	CU_ASSERT_EQUAL(rc, 0);
@@ -502,6 +502,55 @@ static void test_read_api(void)
 	kp_db_rows_close(it);
 	CU_ASSERT_TRUE(n > 0);
 	CU_ASSERT_EQUAL(n, kp_db_int(db, "SELECT count(*) FROM kp_region_occurrences", -1));
+
+	/* every other iterator: one row per row of its table */
+	{
+		struct kp_db_gpu g;
+		struct kp_db_stream st;
+		struct kp_db_api_call c;
+		struct kp_db_nvtx e;
+		struct kp_db_overhead v;
+		struct kp_db_memcpy mc;
+		struct kp_db_memset ms;
+		struct kp_db_sync sy;
+		struct kp_db_host_gap hg;
+		int64_t cnt[9] = { 0 };
+
+#define COUNT(i, open, next, row) \
+		do { \
+			CU_ASSERT_EQUAL_FATAL(open(db, 1, &it, &err), 0); \
+			while ((rc = next(it, &(row), &err)) > 0) \
+				cnt[i]++; \
+			CU_ASSERT_EQUAL(rc, 0); \
+			kp_db_rows_close(it); \
+		} while (0)
+		COUNT(0, kp_db_gpus, kp_db_gpu_next, g);
+		COUNT(1, kp_db_streams, kp_db_stream_next, st);
+		COUNT(2, kp_db_api_calls, kp_db_api_call_next, c);
+		COUNT(3, kp_db_nvtx, kp_db_nvtx_next, e);
+		COUNT(4, kp_db_overheads, kp_db_overhead_next, v);
+		COUNT(5, kp_db_memcpys, kp_db_memcpy_next, mc);
+		COUNT(6, kp_db_memsets, kp_db_memset_next, ms);
+		COUNT(7, kp_db_syncs, kp_db_sync_next, sy);
+		COUNT(8, kp_db_host_gaps, kp_db_host_gap_next, hg);
+#undef COUNT
+		CU_ASSERT_TRUE(cnt[0] == 1 && g.name != NULL);
+		CU_ASSERT_EQUAL(cnt[1], kp_db_int(db, "SELECT count(*) FROM (SELECT deviceId, streamId"
+			" FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT deviceId, streamId FROM"
+			" CUPTI_ACTIVITY_KIND_MEMCPY UNION SELECT deviceId, streamId FROM"
+			" CUPTI_ACTIVITY_KIND_MEMSET)", -1));
+		CU_ASSERT_EQUAL(cnt[2], kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME", -1));
+		CU_ASSERT_EQUAL(cnt[3], kp_db_int(db, "SELECT count(*) FROM NVTX_EVENTS"
+						  " WHERE eventType IN (34, 59, 60)", -1));
+		CU_ASSERT_EQUAL(cnt[4], kp_db_int(db, "SELECT count(*) FROM PROFILER_OVERHEAD", -1));
+		CU_ASSERT_EQUAL(cnt[5], kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY", -1));
+		CU_ASSERT_EQUAL(cnt[6], kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET", -1));
+		CU_ASSERT_EQUAL(cnt[7], kp_db_int(db, "SELECT count(*) FROM"
+						  " CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", -1));
+		CU_ASSERT_EQUAL(cnt[8], kp_db_int(db, "SELECT count(*) FROM kp_gaps"
+						  " WHERE host_bound = 1 AND gap_ns > 0", -1));
+		CU_ASSERT_TRUE(cnt[1] > 0 && cnt[2] > 0 && cnt[3] > 0 && cnt[6] > 0 && cnt[8] > 0);
+	}
 	kp_db_close(db);
 }
 
@@ -519,6 +568,6 @@ CU_TestInfo kp_tests_db[] = {
 	{ "info", test_info },
 	{ "concurrent_writers", test_concurrent_writers },
 	{ "cli_errors", test_cli_errors },
-	{ "read API: runs, kernels, region occurrences", test_read_api },
+	{ "read API: every iterator, every row", test_read_api },
 	CU_TEST_INFO_NULL,
 };
