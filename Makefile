@@ -105,6 +105,7 @@ $(BUILD)/bin/kplan: $(CLI_OBJ) $(HOST_ARCHIVES)
 UNIT_EXTRA_OBJ :=
 -include plan/module.mk fusion/module.mk planner/module.mk
 -include analyzer/module.mk validate/module.mk
+-include common/module.mk db/module.mk importers/module.mk cli/module.mk
 -include collector/module.mk runtime/module.mk examples/module.mk
 -include tests/module.mk bench/module.mk reports/module.mk
 -include packaging/module.mk
