@@ -16,63 +16,15 @@ struct qdef {
 	const char *name;
 	double def;
 	const char *doc;
+	int unit;       /* enum kp_cost_unit */
+	int by;         /* enum kp_cost_by */
 };
 
-/*
- * Defaults: ARCHITECTURE.md's table (H100, CUDA 13.0, driver 580), the
- * middle of each measured range. graph_launch_*: the line through
- * (10 nodes, 1.4 us) and (1000 nodes, 20 us). eager_gpu_gap_ns: the
- * queued back-to-back gaps of the bundled H200 trace (0.77-0.93 us).
- * graph_dep_gap_ns: graph_node_ns minus a tiny kernel's own ~0.6 us.
- * graph_traced_gap_ns, _gemm_ns: kplan-calibrate on an H100 (2026-11-25:
- * 101 and 347 ns); _pdl_ns: kplan-calibrate on an H100 and an H200 (2026-11-27:
- * -422 to -439 and -300 ns). graph_host_node_ns: the same (33.0 and 27.1 us).
- * watch_ns: tests/gpu/watch_check.sh's first watch of a process (14-22 ms on
- * H100 and H200, 2026-11-25 and -27).
- * Memory figures are estimates (kernel-node parameter buffers and the
- * executable graph's bookkeeping); dram bandwidth is ~90% of H100 SXM.
- */
+/* The rows of common/cost_quantities.def (where the defaults' sources are). */
 static const struct qdef qdefs[KP_COST__N] = {
-	[KP_COST_LAUNCH_HOST] = { "launch_host_ns", 3800,
-		"eager launch, host cost per kernel" },
-	[KP_COST_GRAPH_NODE] = { "graph_node_ns", 1000,
-		"graph replay, minimum device time per kernel node" },
-	[KP_COST_CAPTURE] = { "capture_ns", 1700,
-		"stream capture, host cost per kernel" },
-	[KP_COST_INSTANTIATE] = { "instantiate_ns", 5000,
-		"cudaGraphInstantiate, per node" },
-	[KP_COST_EXEC_UPDATE] = { "exec_update_ns", 330,
-		"cudaGraphExecUpdate (same topology), per node" },
-	[KP_COST_SET_PARAMS] = { "set_params_ns", 550,
-		"cudaGraphExecKernelNodeSetParams, per node" },
-	[KP_COST_GRAPH_LAUNCH_BASE] = { "graph_launch_base_ns", 1210,
-		"cudaGraphLaunch host cost, fixed part" },
-	[KP_COST_GRAPH_LAUNCH_NODE] = { "graph_launch_node_ns", 19,
-		"cudaGraphLaunch host cost, per node" },
-	[KP_COST_EAGER_GPU_GAP] = { "eager_gpu_gap_ns", 850,
-		"minimum device gap between queued back-to-back eager kernels" },
-	[KP_COST_GRAPH_MEMOP_NODE] = { "graph_memop_node_ns", 1000,
-		"graph replay, minimum device time per memset/memcpy node" },
-	[KP_COST_GRAPH_NODE_BYTES] = { "graph_node_bytes", 4096,
-		"extra device memory per instantiated graph node (estimate)" },
-	[KP_COST_GRAPH_BASE_BYTES] = { "graph_base_bytes", 65536,
-		"extra device memory per instantiated graph (estimate)" },
-	[KP_COST_DRAM_BW] = { "dram_bytes_per_ns", 3000,
-		"sustained DRAM bandwidth in bytes/ns (GB/s)" },
-	[KP_COST_SHORT_KERNEL] = { "short_kernel_ns", 10000,
-		"kernels shorter than this count as short" },
-	[KP_COST_GRAPH_DEP_GAP] = { "graph_dep_gap_ns", 400,
-		"graph replay, device gap between dependent kernel nodes" },
-	[KP_COST_TRACED_GAP] = { "graph_traced_gap_ns", 100,
-		"graph replay, time per dependent node beyond its traced duration" },
-	[KP_COST_TRACED_GAP_GEMM] = { "graph_traced_gap_gemm_ns", 350,
-		"the same for GEMM library kernels (cuBLAS, CUTLASS)" },
-	[KP_COST_TRACED_GAP_PDL] = { "graph_traced_gap_pdl_ns", -420,
-		"the same for kernels with programmatic dependent launch (negative: hidden)" },
-	[KP_COST_GRAPH_HOST_NODE] = { "graph_host_node_ns", 30000,
-		"graph replay, device time per host node (cudaLaunchHostFunc)" },
-	[KP_COST_WATCH] = { "watch_ns", 20000000,
-		"the runtime's check before a first capture (CUPTI attached once)" },
+#define KP_COST_Q(id, name, unit, by, def, doc) \
+	[KP_COST_##id] = { name, def, doc, KP_COST_UNIT_##unit, KP_COST_BY_##by },
+#include "../common/cost_quantities.def"
 };
 
 const char *kp_cost_name(int q)
@@ -112,6 +64,20 @@ double kp_cost_fusion_gain_ns(const struct kp_cost *c, double saved_bytes,
 	double bw = c->v[KP_COST_DRAM_BW] * KP_COST_SHORT_BW_SHARE;
 
 	return (bw > 0 ? saved_bytes / bw : 0) + saved_kernels * c->v[KP_COST_GRAPH_NODE];
+}
+
+int kp_cost_unit(int q)
+{
+	if (q < 0 || q >= KP_COST__N)
+		return -1;
+	return qdefs[q].unit;
+}
+
+int kp_cost_by(int q)
+{
+	if (q < 0 || q >= KP_COST__N)
+		return -1;
+	return qdefs[q].by;
 }
 
 void kp_cost_defaults(struct kp_cost *c)

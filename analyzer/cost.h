@@ -1,83 +1,25 @@
 /*
  * cost.h - the launch cost model's constants, per GPU and driver.
  *
- * `kplan calibrate` measures each quantity below on a GPU and stores it in
+ * `kplan calibrate` measures each quantity on a GPU and stores it in
  * kp_calibration (gpu_name, driver_version, quantity, value_ns) under the
  * quantity's stable string name (kp_cost_name). The analyzer and the planner
  * load the constants for a run's GPU with kp_cost_load / kp_cost_load_run;
  * what is not calibrated comes from the documented defaults (measured on
  * H100/H200, CUDA 13.0, driver 580: ../shared/design/ARCHITECTURE.md).
  *
- * The names and the enum order are stable: they are stored in databases.
- * New quantities are appended before KP_COST__N. All values are doubles;
- * quantities whose name ends in _ns are nanoseconds, _bytes bytes,
- * _bytes_per_ns bytes per nanosecond (GB/s), the value stored in
- * kp_calibration.value_ns either way.
+ * The quantities (enum kp_cost_q), their stable names, units, defaults and
+ * meaning are the rows of common/cost_quantities.def, which kplan-calibrate
+ * prints from as well. All values are doubles, stored in
+ * kp_calibration.value_ns whatever the unit.
  */
 #ifndef KP_ANALYZER_COST_H
 #define KP_ANALYZER_COST_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include "../common/cost_quantities.h"
 #include "../db/db.h"
-
-enum kp_cost_q {
-	/* host time of one eager launch call (cudaLaunchKernel et al.) */
-	KP_COST_LAUNCH_HOST = 0,      /* "launch_host_ns" */
-	/* device time one graph kernel node costs when the kernels are shorter
-	 * than it (replay overlaps node launch with the previous node's work) */
-	KP_COST_GRAPH_NODE,           /* "graph_node_ns" */
-	/* host time to record one kernel launch under stream capture */
-	KP_COST_CAPTURE,              /* "capture_ns" */
-	/* cudaGraphInstantiate, per node */
-	KP_COST_INSTANTIATE,          /* "instantiate_ns" */
-	/* cudaGraphExecUpdate (same topology), per node */
-	KP_COST_EXEC_UPDATE,          /* "exec_update_ns" */
-	/* cudaGraphExecKernelNodeSetParams, per patched node */
-	KP_COST_SET_PARAMS,           /* "set_params_ns" */
-	/* host cost of cudaGraphLaunch = base + per_node * nodes */
-	KP_COST_GRAPH_LAUNCH_BASE,    /* "graph_launch_base_ns" */
-	KP_COST_GRAPH_LAUNCH_NODE,    /* "graph_launch_node_ns" */
-	/* minimum device-side gap between back-to-back eager kernels on one
-	 * stream (launch queue full, GPU never waits for the CPU) */
-	KP_COST_EAGER_GPU_GAP,        /* "eager_gpu_gap_ns" */
-	/* device time of one graph memset / memcpy node (non-kernel node) */
-	KP_COST_GRAPH_MEMOP_NODE,     /* "graph_memop_node_ns" */
-	/* extra device memory per instantiated graph node (executable graph) */
-	KP_COST_GRAPH_NODE_BYTES,     /* "graph_node_bytes" */
-	/* fixed extra device memory per instantiated graph */
-	KP_COST_GRAPH_BASE_BYTES,     /* "graph_base_bytes" */
-	/* sustained DRAM bandwidth, for memory-bound tests and fusion gains */
-	KP_COST_DRAM_BW,              /* "dram_bytes_per_ns" */
-	/* a kernel shorter than this is "short" (fusion, launch-bound tests) */
-	KP_COST_SHORT_KERNEL,         /* "short_kernel_ns" */
-	/* device-side gap between a graph kernel node and its dependent
-	 * successor once the predecessor is long enough to hide the node's
-	 * launch processing: node period = max(dur + dep_gap, graph_node_ns) */
-	KP_COST_GRAPH_DEP_GAP,        /* "graph_dep_gap_ns" */
-	/* what the model adds to a kernel's *traced* duration (the durations
-	 * in traces come from CUPTI and are longer than the kernel's own time):
-	 * graph replay period per dependent node minus the traced eager
-	 * duration of the same kernel; plain kernels and GEMM library kernels
-	 * (cuBLAS, CUTLASS), which cost more per node */
-	KP_COST_TRACED_GAP,           /* "graph_traced_gap_ns" */
-	KP_COST_TRACED_GAP_GEMM,      /* "graph_traced_gap_gemm_ns" */
-	/* the same for a kernel launched with programmatic dependent launch
-	 * after a kernel on its stream, against the duration CUPTI records for
-	 * it when it starts on an idle stream (a host-bound eager run): in a
-	 * graph its launch and block start-up overlap its predecessor, so the
-	 * value is negative */
-	KP_COST_TRACED_GAP_PDL,       /* "graph_traced_gap_pdl_ns" */
-	/* device time a host node (cudaLaunchHostFunc captured) adds to a
-	 * replay: the GPU waits for the host callback's round trip */
-	KP_COST_GRAPH_HOST_NODE,      /* "graph_host_node_ns" */
-	/* the runtime's check of one eager call before its first capture
-	 * (runtime/watch.c): attaching CUPTI, once per process; part of every
-	 * region's one-time cost, so that a run too short to repay it is
-	 * planned eager */
-	KP_COST_WATCH,                /* "watch_ns" */
-	KP_COST__N
-};
 
 /* Where a loaded constant came from. */
 enum kp_cost_src {
@@ -102,6 +44,10 @@ int kp_cost_from_name(const char *name);
 const char *kp_cost_doc(int q);
 /* The documented default of q. */
 double kp_cost_default(int q);
+/* q's unit (enum kp_cost_unit), -1 when q is out of range. */
+int kp_cost_unit(int q);
+/* Who measures q (enum kp_cost_by), -1 when q is out of range. */
+int kp_cost_by(int q);
 
 /*
  * Short kernels (fusion candidates) reach about this share of the DRAM

@@ -323,7 +323,7 @@ const char *kp__path_op(int kind, const char *const *ops, size_t n, int lib_fram
  */
 void kp__pred_interval(struct kp__ana *a, struct kp__region *r);
 
-/* fusion.c */
+/* fuse_candidates.c */
 int kp__fusion(struct kp__ana *a, struct kp_err *err);
 
 /* store.c */

@@ -5,7 +5,7 @@
  * The kplan binary links no CUDA; the measuring is done by kplan-calibrate
  * (runtime/calibrate.cu), found next to this binary (or named by
  * $KPLAN_CALIBRATE), whose output lines are "gpu NAME", "driver VERSION" and
- * "QUANTITY VALUE N_SAMPLES" with the quantity names of analyzer/cost.h.
+ * "QUANTITY VALUE N_SAMPLES" with the quantity names of common/cost_quantities.def.
  */
 #include <limits.h>
 #include <stdio.h>

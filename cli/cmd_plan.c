@@ -11,7 +11,7 @@
 #include "../common/fileio.h"
 #include "../common/kptime.h"
 #include "../common/strbuf.h"
-#include "../fusion/fusion_gen.h"
+#include "../fusion/generate.h"
 #include "../planner/planner.h"
 
 const char kp_usage_plan[] =
@@ -121,57 +121,46 @@ static void dir_of(const char *path, char *out, size_t n)
 }
 
 /*
- * The fusion part. Base mode: groups from a trace file, then sources.
- * Database mode: groups for the catalog runs of each graph region's kernels
- * (ktrace, from the planner) and their sources, then sources for the
- * analyzer's candidates that no generated group covers.
+ * The fusion part (fusion/: kp_fx_plan_fuse decides the order). Base mode:
+ * groups from a trace file, then sources. Database mode: the groups of
+ * ktrace (the planner's kernels of each graph region) win over the
+ * analyzer's candidates.
  */
 static int plan_fusion(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
 		       const struct kp_strbuf *ktrace, const char *out, int keep, struct kp_err *err)
 {
+	struct kp_strbuf buf = KP_STRBUF_INIT;
 	struct kp_fx_plan_stats st;
 	char dir[4096];
-	size_t before;
 	int rc;
 
 	dir_of(out, dir, sizeof(dir));
 	if (ktrace) {
-		/* the recorded kernels' groups first (every instance, GEMVs with
-		 * their prologue and epilogue); then the analyzer's candidates
-		 * that none of them covers */
-		before = plan->n_fusions;
-		memset(&st, 0, sizeof(st));
-		if ((rc = kp_fx_plan_add_trace(plan, ktrace->buf ? ktrace->buf : "", ktrace->len,
-					       "the database's kernels", cat, err)) < 0 ||
-		    (rc = kp_fx_plan_sources_keep(plan, before, plan->n_fusions, keep, cat, dir,
-						  &st, err)))
-			return rc;
-		before -= kp_fx_plan_drop_covered(plan, before);
-		if ((rc = kp_fx_plan_sources_keep(plan, 0, before, keep, cat, dir, &st, err)))
-			return rc;
-		goto done;
-	}
-	if (trace) {
-		FILE *f = fopen(trace, "rb");
-		struct kp_strbuf buf = KP_STRBUF_INIT;
-		char chunk[65536];
-		size_t n;
+		rc = kp_fx_plan_fuse(plan, cat, ktrace->buf, ktrace->len, "the database's kernels",
+				     KP_FX_FUSE_TRACE_FIRST, keep, dir, &st, err);
+	} else {
+		if (trace) {
+			FILE *f = fopen(trace, "rb");
+			char chunk[65536];
+			size_t n;
 
-		if (!f)
-			return kp_err_set(err, KP_EIO, "%s: cannot open: %s", trace, strerror(errno));
-		while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-			kp_strbuf_add(&buf, chunk, n);
-		fclose(f);
-		rc = buf.oom ? kp_err_set(err, KP_ENOMEM, "out of memory") :
-			kp_fx_plan_add_trace(plan, buf.buf, buf.len, trace, cat, err);
+			if (!f)
+				return kp_err_set(err, KP_EIO, "%s: cannot open: %s", trace,
+						  strerror(errno));
+			while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+				kp_strbuf_add(&buf, chunk, n);
+			fclose(f);
+			if (buf.oom) {
+				kp_strbuf_release(&buf);
+				return kp_err_set(err, KP_ENOMEM, "out of memory");
+			}
+		}
+		rc = kp_fx_plan_fuse(plan, cat, trace ? (buf.buf ? buf.buf : "") : NULL, buf.len,
+				     trace, KP_FX_FUSE_IN_ORDER, keep, dir, &st, err);
 		kp_strbuf_release(&buf);
-		if (rc < 0)
-			return rc;
 	}
-	memset(&st, 0, sizeof(st));
-	if ((rc = kp_fx_plan_sources_keep(plan, 0, plan->n_fusions, keep, cat, dir, &st, err)))
+	if (rc)
 		return rc;
-done:
 	fprintf(stdout, "fusion: %d groups, %d generated, %d not in the catalog, %d infeasible, "
 		"%d below the cost threshold, %d not bit-exact\n", st.groups, st.generated,
 		st.not_in_catalog, st.infeasible, st.unprofitable, st.inexact);

@@ -22,7 +22,7 @@
 #include "../common/strbuf.h"
 #include "../plan/aten_groups.h"
 #include "../plan/bundle.h"
-#include "../plan/fused_source.h"
+#include "../plan/fused_limits.h"
 #include "../plan/planfile.h"
 
 const char kp_usage_precompile[] =

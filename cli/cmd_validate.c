@@ -1,6 +1,6 @@
 /*
  * cmd_validate.c - `kplan validate DIR`: the cost model's predicted graph
- * times against the measured ones of a validation corpus (analyzer/validate.h).
+ * times against the measured ones of a validation corpus (validate/validate.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 
 #include "cli.h"
 
-#include "../analyzer/validate.h"
+#include "../validate/validate.h"
 #include "../common/log.h"
 #include "../db/db.h"
 

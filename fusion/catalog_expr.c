@@ -4,7 +4,7 @@
  * into a bounded node array per kernel, with the messages that name the
  * line and the field (format: fusion/FUSION.md).
  */
-#include "fusion_catalog.h"
+#include "catalog.h"
 #include "catalog_internal.h"
 
 #include <ctype.h>

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "fusion_catalog.h"
+#include "catalog.h"
 
 /* Where the reader is: file, line, kernel and field (for messages), and the
  * expression tokenizer's span. */

@@ -8,7 +8,7 @@
  * code unchecked (identifiers are declared names, numbers are re-validated
  * literals).
  */
-#include "fusion_catalog.h"
+#include "catalog.h"
 #include "catalog_internal.h"
 
 #include <ctype.h>

@@ -2,10 +2,10 @@
  * generate.c - generate one stitched CUDA kernel per fusion group: choose
  * its scheme, specialise it on captured arguments, lay out the source file
  * (preludes, header, entry, the body from generate_emit.c), and judge its
- * numerics and predicted gain (schemes: fusion_gen.h; format and rules:
+ * numerics and predicted gain (schemes: generate.h; format and rules:
  * fusion/FUSION.md). plan_groups.c puts the sources next to the plan.
  */
-#include "fusion_gen.h"
+#include "generate.h"
 #include "generate_internal.h"
 
 #include <stdio.h>

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "../common/strbuf.h"
-#include "fusion_gen.h"
+#include "generate.h"
 
 /* A value known in a register for tensor p of chain kernel k at [i]: what
  * a statement stored there, or what a load read (is_load) */

@@ -2,9 +2,10 @@
  * plan_groups.c - fusion groups in a plan: add them from chains of catalog
  * kernels or from a trace, drop those covered by another or whose numerics
  * the chosen --fusion mode does not keep, and write each group's generated
- * source next to the plan (kpfuse-<hash>.cu, fusion/FUSION.md).
+ * source next to the plan (kpfuse-<hash>.cu, fusion/FUSION.md); and the order
+ * of all that for `kplan plan --catalog` (kp_fx_plan_fuse).
  */
-#include "fusion_gen.h"
+#include "generate.h"
 #include "generate_internal.h"
 
 #include <fcntl.h>
@@ -501,4 +502,28 @@ int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, cons
 	}
 	kp_vec_release(&regs);
 	return rc ? rc : added;
+}
+
+int kp_fx_plan_fuse(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
+		    size_t len, const char *trace_name, int order, int keep, const char *dir,
+		    struct kp_fx_plan_stats *st, struct kp_err *err)
+{
+	size_t before = plan->n_fusions;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (order == KP_FX_FUSE_TRACE_FIRST) {
+		/* a candidate is dropped only for a group that got a source, so
+		 * the trace's groups are generated before the candidates */
+		if ((rc = kp_fx_plan_add_trace(plan, trace ? trace : "", trace ? len : 0, trace_name,
+					       cat, err)) < 0 ||
+		    (rc = kp_fx_plan_sources_keep(plan, before, plan->n_fusions, keep, cat, dir,
+						  st, err)))
+			return rc;
+		before -= kp_fx_plan_drop_covered(plan, before);
+		return kp_fx_plan_sources_keep(plan, 0, before, keep, cat, dir, st, err);
+	}
+	if (trace && (rc = kp_fx_plan_add_trace(plan, trace, len, trace_name, cat, err)) < 0)
+		return rc;
+	return kp_fx_plan_sources_keep(plan, 0, plan->n_fusions, keep, cat, dir, st, err);
 }

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "../db/read.h"
 #include "../db/writer.h"
 #include "import.h"
 #include "kineto.h"
@@ -85,233 +86,175 @@ static void meta(struct out *o, const char *what, int64_t pid, int64_t tid, cons
 	fputs("}}", o->f);
 }
 
-static int prep(struct out *o, const char *sql, sqlite3_stmt **st)
-{
-	return kp_db_prepare_run(o->db, sql, o->run, st, o->err) ? -1 : 0;
-}
-
-static int done(struct out *o, sqlite3_stmt *st, int rc, const char *what)
-{
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return kp_db_error(o->db, o->err, what);
-	return 0;
-}
-
-#define I(i) sqlite3_column_int64(st, (i))
-#define T(i) ((const char *)sqlite3_column_text(st, (i)))
+/*
+ * Every table is read through db/read.h's iterators, so this file holds no
+ * SQL: FOR_ROWS opens one for the run, runs the body once per row (into
+ * row) and closes it; afterwards rc is 0, or < 0 with o->err filled. The
+ * outer for runs once (once_ is cleared after the close).
+ */
+#define FOR_ROWS(open, next, row) \
+	for (struct kp_db_rows *it_ = NULL, **once_ = &it_; \
+	     once_ && !(rc = open(o->db, o->run, &it_, o->err)); \
+	     kp_db_rows_close(it_), once_ = NULL) \
+		while ((rc = next(it_, &(row), o->err)) > 0)
 
 /* launch -> GPU work arrow: 's' at the API call, 'f' at the GPU op */
-static void gpu_flow(struct out *o, sqlite3_stmt *st, int col, int64_t corr, int64_t dev,
-		     int64_t stream, int64_t start)
+static void gpu_flow(struct out *o, const struct kp_db_op *op, const struct kp_db_launch *l)
 {
-	int64_t gtid;
-
-	if (!corr || sqlite3_column_type(st, col) == SQLITE_NULL)
+	if (!op->correlation || !l->found)
 		return;
-	gtid = I(col + 1);
-	flow(o, 's', corr, KP_GTID_PID(gtid), KP_GTID_TID(gtid), I(col));
-	flow(o, 'f', corr, dev, stream, start);
+	flow(o, 's', op->correlation, KP_GTID_PID(l->gtid), KP_GTID_TID(l->gtid), l->start);
+	flow(o, 'f', op->correlation, op->device, op->stream, op->start);
 }
 
-#define LAUNCH_COLS \
-	", (SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
-	"   AND r.correlationId = x.correlationId LIMIT 1)" \
-	", (SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.runId = x.runId" \
-	"   AND r.correlationId = x.correlationId LIMIT 1)"
-
-/* A collective kernel's metadata (kp_collectives) as Kineto writes it on
- * the kernel, from column col on: name, dtype, in, out, group size,
- * process group name, description, ranks, seq. */
-static void collective_args(FILE *f, sqlite3_stmt *st, int col)
+/* ,"args":{"device":..,"context":..,"stream":..,"correlation":.. (object left open) */
+static void op_args(struct out *o, const struct kp_db_op *op)
 {
-	static const char *const keys[] = {
-		"Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size",
-		"Process Group Name", "Process Group Description", "Process Group Ranks", "Seq",
-	};
+	fprintf(o->f, ",\"args\":{\"device\":%" PRId64 ",\"context\":%" PRId64 ",\"stream\":%"
+		PRId64 ",\"correlation\":%" PRId64, op->device, op->context, op->stream,
+		op->correlation);
+}
 
-	for (int i = 0; i < 9; i++) {
-		if (sqlite3_column_type(st, col + i) == SQLITE_NULL)
+/* A collective kernel's metadata (kp_collectives), as Kineto writes it on
+ * the kernel: name, dtype, in, out, group size, process group name,
+ * description, ranks, seq; the fields the trace did not say are left out. */
+static void collective_args(FILE *f, const struct kp_db_kernel *k)
+{
+	for (int i = 0; i < KP_DB_COLL__N; i++) {
+		const struct kp_db_value *v = &k->coll[i];
+
+		if (!v->type)
 			continue;
-		fprintf(f, ",\"%s\":", keys[i]);
-		if (sqlite3_column_type(st, col + i) == SQLITE_INTEGER)
-			fprintf(f, "%lld", I(col + i));
+		fprintf(f, ",\"%s\":", kp_db_coll_keys[i]);
+		if (v->type == 1)
+			fprintf(f, "%" PRId64, v->i);
 		else
-			json_str(f, T(col + i));
+			json_str(f, v->t ? v->t : "");
 	}
 }
 
 static int kernels(struct out *o)
 {
-	sqlite3_stmt *st;
+	static const char *const opt[] = {
+		"launch type", "cache config", "local memory per thread",
+		"local memory total", "grid id", "graph node id", "graph id",
+	};
+	struct kp_db_kernel k;
 	int rc;
 
-#define KERNEL_SQL(pdl, coll, join) \
-	"SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId," \
-	" (SELECT value FROM StringIds WHERE id = x.demangledName)," \
-	" x.registersPerThread, x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ," \
-	" x.staticSharedMemory, x.dynamicSharedMemory, x.launchType, x.cacheConfig," \
-	" x.localMemoryPerThread, x.localMemoryTotal, x.gridId, x.graphNodeId, x.graphId" \
-	LAUNCH_COLS ", " pdl ", " coll \
-	" FROM CUPTI_ACTIVITY_KIND_KERNEL x" join " WHERE x.runId = ? ORDER BY x.start"
-#define COLL_COLS "c.name, c.dtype, c.in_nelems, c.out_nelems, c.group_size, c.pg_name," \
-	" c.pg_desc, c.group_ranks, c.seq"
-#define COLL_NONE "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
-#define COLL_JOIN " LEFT JOIN kp_collectives c ON c.runId = x.runId" \
-	" AND c.streamId = x.streamId AND c.start = x.start"
-#define PDL "(SELECT a.pdl FROM kp_launch_attrs a WHERE a.runId = x.runId" \
-	" AND a.correlationId = x.correlationId)"
-	/* kp_launch_attrs: schema v2, kp_collectives: v6, absent from older
-	 * read-only databases */
-	if (prep(o, o->db->schema_version >= 6 ? KERNEL_SQL(PDL, COLL_COLS, COLL_JOIN) :
-		 kp_db_has_table(o->db, "kp_launch_attrs") ? KERNEL_SQL(PDL, COLL_NONE, "") :
-		 KERNEL_SQL("NULL", COLL_NONE, ""), &st))
-		return -1;
-#undef KERNEL_SQL
-#undef COLL_COLS
-#undef COLL_NONE
-#undef COLL_JOIN
-#undef PDL
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	FOR_ROWS(kp_db_kernels, kp_db_kernel_next, k) {
 		FILE *f = o->f;
-		long long ss = I(14), ds = I(15);
-		static const char *const opt[] = {
-			"launch type", "cache config", "local memory per thread",
-			"local memory total", "grid id", "graph node id", "graph id",
+		const int64_t optv[] = {
+			k.launch_type, k.cache_config, k.local_mem_per_thread,
+			k.local_mem_total, k.grid_id, k.graph_node_id, k.graph_id,
 		};
-		int i;
 
-		ev_begin(o, 'X', KP_CAT_KERNEL, T(6), I(2), I(4), I(0), I(1));
-		fprintf(f, ",\"args\":{\"device\":%lld,\"context\":%lld,\"stream\":%lld,"
-			"\"correlation\":%lld,\"registers per thread\":%lld,\"shared memory\":%lld,"
-			"\"static shared memory\":%lld,\"dynamic shared memory\":%lld,"
-			"\"grid\":[%lld,%lld,%lld],\"block\":[%lld,%lld,%lld]",
-			I(2), I(3), I(4), I(5), I(7), ss + ds, ss, ds,
-			I(8), I(9), I(10), I(11), I(12), I(13));
-		for (i = 0; i < 7; i++) {
-			if (I(16 + i))
-				fprintf(f, ",\"%s\":%lld", opt[i], I(16 + i));
+		ev_begin(o, 'X', KP_CAT_KERNEL, k.name, k.op.device, k.op.stream, k.op.start,
+			 k.op.end);
+		op_args(o, &k.op);
+		fprintf(f, ",\"registers per thread\":%" PRId64 ",\"shared memory\":%" PRId64
+			",\"static shared memory\":%" PRId64 ",\"dynamic shared memory\":%" PRId64
+			",\"grid\":[%" PRId64 ",%" PRId64 ",%" PRId64 "],\"block\":[%" PRId64
+			",%" PRId64 ",%" PRId64 "]", k.registers_per_thread,
+			k.static_smem + k.dynamic_smem, k.static_smem, k.dynamic_smem,
+			k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2]);
+		for (int i = 0; i < 7; i++) {
+			if (optv[i])
+				fprintf(f, ",\"%s\":%" PRId64, opt[i], optv[i]);
 		}
 		/* kplan's own key (Kineto has none): the launch used programmatic
 		 * dependent launch; kplan import reads it back into kp_launch_attrs */
-		if (I(25))
+		if (k.pdl)
 			fputs(",\"kplan pdl\":1", f);
-		collective_args(f, st, 26);
+		collective_args(f, &k);
 		fputs("}}", f);
-		gpu_flow(o, st, 23, I(5), I(2), I(4), I(0));
+		gpu_flow(o, &k.op, &k.launch);
 	}
-	return done(o, st, rc, "reading kernels");
+	return rc;
 }
 
 static int copies(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_memcpy c;
+	struct kp_db_memset m;
+	struct kp_db_sync y;
 	char name[128];
 	int rc;
 
-	if (prep(o, "SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId,"
-		 " x.bytes, x.copyKind, x.srcKind, x.dstKind" LAUNCH_COLS
-		 " FROM CUPTI_ACTIVITY_KIND_MEMCPY x WHERE x.runId = ? ORDER BY x.start", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", kp__memcpy_kind_name((int)I(7)),
-			 kp__memory_kind_name((int)I(8)), kp__memory_kind_name((int)I(9)));
-		ev_begin(o, 'X', KP_CAT_MEMCPY, name, I(2), I(4), I(0), I(1));
-		fprintf(o->f, ",\"args\":{\"device\":%lld,\"context\":%lld,\"stream\":%lld,"
-			"\"correlation\":%lld,\"bytes\":%lld}}", I(2), I(3), I(4), I(5), I(6));
-		gpu_flow(o, st, 10, I(5), I(2), I(4), I(0));
+	FOR_ROWS(kp_db_memcpys, kp_db_memcpy_next, c) {
+		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)",
+			 kp__memcpy_kind_name((int)c.copy_kind), kp__memory_kind_name((int)c.src_kind),
+			 kp__memory_kind_name((int)c.dst_kind));
+		ev_begin(o, 'X', KP_CAT_MEMCPY, name, c.op.device, c.op.stream, c.op.start, c.op.end);
+		op_args(o, &c.op);
+		fprintf(o->f, ",\"bytes\":%" PRId64 "}}", c.bytes);
+		gpu_flow(o, &c.op, &c.launch);
 	}
-	rc = done(o, st, rc, "reading memcpys");
 	if (rc)
 		return rc;
-
-	if (prep(o, "SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId,"
-		 " x.bytes, x.value, x.memKind" LAUNCH_COLS
-		 " FROM CUPTI_ACTIVITY_KIND_MEMSET x WHERE x.runId = ? ORDER BY x.start", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		snprintf(name, sizeof(name), "Memset (%s)", kp__memory_kind_name((int)I(8)));
-		ev_begin(o, 'X', KP_CAT_MEMSET, name, I(2), I(4), I(0), I(1));
-		fprintf(o->f, ",\"args\":{\"device\":%lld,\"context\":%lld,\"stream\":%lld,"
-			"\"correlation\":%lld,\"bytes\":%lld", I(2), I(3), I(4), I(5), I(6));
-		if (I(7))
-			fprintf(o->f, ",\"value\":%lld", I(7));
+	FOR_ROWS(kp_db_memsets, kp_db_memset_next, m) {
+		snprintf(name, sizeof(name), "Memset (%s)", kp__memory_kind_name((int)m.mem_kind));
+		ev_begin(o, 'X', KP_CAT_MEMSET, name, m.op.device, m.op.stream, m.op.start, m.op.end);
+		op_args(o, &m.op);
+		fprintf(o->f, ",\"bytes\":%" PRId64, m.bytes);
+		if (m.value)
+			fprintf(o->f, ",\"value\":%" PRId64, m.value);
 		fputs("}}", o->f);
-		gpu_flow(o, st, 9, I(5), I(2), I(4), I(0));
+		gpu_flow(o, &m.op, &m.launch);
 	}
-	rc = done(o, st, rc, "reading memsets");
 	if (rc)
 		return rc;
-
-	if (prep(o, "SELECT x.start, x.end, x.deviceId, x.contextId, x.streamId, x.correlationId,"
-		 " x.syncType, x.eventId"
-		 " FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION x WHERE x.runId = ? ORDER BY x.start", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		ev_begin(o, 'X', KP_CAT_SYNC, kp__sync_name((int)I(6)), I(2), I(4), I(0), I(1));
-		fprintf(o->f, ",\"args\":{\"device\":%lld,\"context\":%lld,\"stream\":%lld,"
-			"\"correlation\":%lld,\"sync type\":%lld", I(2), I(3), I(4), I(5), I(6));
-		if (I(7))
-			fprintf(o->f, ",\"event id\":%lld", I(7));
+	FOR_ROWS(kp_db_syncs, kp_db_sync_next, y) {
+		ev_begin(o, 'X', KP_CAT_SYNC, kp__sync_name((int)y.sync_type), y.op.device,
+			 y.op.stream, y.op.start, y.op.end);
+		op_args(o, &y.op);
+		fprintf(o->f, ",\"sync type\":%" PRId64, y.sync_type);
+		if (y.event_id)
+			fprintf(o->f, ",\"event id\":%" PRId64, y.event_id);
 		fputs("}}", o->f);
 	}
-	return done(o, st, rc, "reading syncs");
+	return rc;
 }
 
 static int api_calls(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_api_call c;
 	int rc;
 
-	if (prep(o, "SELECT x.start, x.end, x.eventClass, x.globalTid, x.correlationId,"
-		 " (SELECT value FROM StringIds WHERE id = x.nameId), x.returnValue"
-		 " FROM CUPTI_ACTIVITY_KIND_RUNTIME x WHERE x.runId = ? ORDER BY x.start", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		ev_begin(o, 'X', I(2) == KP_API_DRIVER ? KP_CAT_DRIVER : KP_CAT_RUNTIME, T(5),
-			 KP_GTID_PID(I(3)), KP_GTID_TID(I(3)), I(0), I(1));
-		fprintf(o->f, ",\"args\":{\"correlation\":%lld", I(4));
-		if (I(6))
-			fprintf(o->f, ",\"return value\":%lld", I(6));
+	FOR_ROWS(kp_db_api_calls, kp_db_api_call_next, c) {
+		ev_begin(o, 'X', c.event_class == KP_API_DRIVER ? KP_CAT_DRIVER : KP_CAT_RUNTIME,
+			 c.name, KP_GTID_PID(c.gtid), KP_GTID_TID(c.gtid), c.start, c.end);
+		fprintf(o->f, ",\"args\":{\"correlation\":%" PRId64, c.correlation);
+		if (c.return_value)
+			fprintf(o->f, ",\"return value\":%" PRId64, c.return_value);
 		fputs("}}", o->f);
 	}
-	return done(o, st, rc, "reading api calls");
+	return rc;
 }
 
 static int nvtx(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_nvtx e;
 	int rc;
 
-	/* a domain's name is in its create event (eventType 75): the collector's
-	 * domain ids are its own, the importer's are StringIds ids */
-	if (prep(o, "SELECT x.start, x.end, x.eventType, x.category, x.globalTid,"
-		 " coalesce(x.text, (SELECT value FROM StringIds WHERE id = x.textId)), x.domainId,"
-		 " (SELECT coalesce(d.text, s.value) FROM NVTX_EVENTS d"
-		 "   LEFT JOIN StringIds s ON s.id = d.textId WHERE d.runId = x.runId"
-		 "   AND d.eventType = 75 AND d.domainId = x.domainId LIMIT 1)"
-		 " FROM NVTX_EVENTS x WHERE x.runId = ? AND x.eventType IN (34, 59, 60)"
-		 " ORDER BY x.start", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int mark = sqlite3_column_type(st, 1) == SQLITE_NULL;
-		const char *dom = I(6) ? T(7) : NULL;
+	FOR_ROWS(kp_db_nvtx, kp_db_nvtx_next, e) {
+		const char *dom = e.domain;
 		int cpu = dom && !strcmp(dom, KP_IMPORT_CPU_OP_DOMAIN);
 		int py = dom && !strcmp(dom, KP_IMPORT_PYTHON_DOMAIN);
 		int rt = dom && !strcmp(dom, KP_IMPORT_KPLAN_DOMAIN);
 		/* a GPU-side projection has no domain; libkplanrt's ranges have
 		 * category 1 or 2 in its own domain */
-		const char *cat = I(3) == KP_NVTX_CAT_GPU && !I(6) ? KP_CAT_GPU_ANNOT :
+		const char *cat = e.category == KP_NVTX_CAT_GPU && !e.domain_id ? KP_CAT_GPU_ANNOT :
 				  cpu ? KP_CAT_CPU_OP : py ? KP_CAT_PYFUNC : KP_CAT_ANNOT;
 
-		ev_begin(o, mark ? 'i' : 'X', cat, T(5), KP_GTID_PID(I(4)), KP_GTID_TID(I(4)),
-			 I(0), mark ? I(0) : I(1));
-		if (mark)
+		ev_begin(o, e.is_mark ? 'i' : 'X', cat, e.text, KP_GTID_PID(e.gtid),
+			 KP_GTID_TID(e.gtid), e.start, e.is_mark ? e.start : e.end);
+		if (e.is_mark)
 			fputs(",\"s\":\"t\"", o->f);
 		if (rt) {
 			/* kplan import reads it back into the runtime's domain */
 			fprintf(o->f, ",\"args\":{\"domain\":\"" KP_IMPORT_KPLAN_DOMAIN "\","
-				"\"kplan region\":%lld}", I(3) > 0 ? I(3) : 1);
+				"\"kplan region\":%" PRId64 "}", e.category > 0 ? e.category : 1);
 		} else if (dom && !cpu && !py) {
 			fputs(",\"args\":{\"domain\":", o->f);
 			json_str(o->f, dom);
@@ -319,190 +262,157 @@ static int nvtx(struct out *o)
 		}
 		fputc('}', o->f);
 	}
-	return done(o, st, rc, "reading nvtx events");
+	return rc;
 }
 
 static int overhead(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_overhead v;
 	int rc;
 
-	if (prep(o, "SELECT x.start, x.end, x.globalTid, (SELECT value FROM StringIds WHERE id = x.nameId)"
-		 " FROM PROFILER_OVERHEAD x WHERE x.runId = ? ORDER BY x.start", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		ev_begin(o, 'X', KP_CAT_OVERHEAD, T(3) ? T(3) : "overhead", KP_GTID_PID(I(2)),
-			 KP_GTID_TID(I(2)), I(0), I(1));
+	FOR_ROWS(kp_db_overheads, kp_db_overhead_next, v) {
+		ev_begin(o, 'X', KP_CAT_OVERHEAD, v.name ? v.name : "overhead", KP_GTID_PID(v.gtid),
+			 KP_GTID_TID(v.gtid), v.start, v.end);
 		fputc('}', o->f);
 	}
-	return done(o, st, rc, "reading overhead");
+	return rc;
 }
 
 static int analysis(struct out *o, struct kp_chrome_export_stats *stats)
 {
-	sqlite3_stmt *st;
+	struct kp_db_region_occ r;
+	struct kp_db_host_gap g;
+	int64_t last_dev = -1, last_stream = -1;
 	int rc, named = 0;
 	char tname[160];
 
 	/* region occurrences: one thread per region */
-	if (prep(o, "SELECT o.regionId, g.label, o.occIndex, o.start, o.end, o.kernels,"
-		 " g.source, g.capturable"
-		 " FROM kp_region_occurrences o JOIN kp_regions g"
-		 " ON g.runId = o.runId AND g.regionId = o.regionId"
-		 " WHERE o.runId = ? ORDER BY o.regionId, o.occIndex", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t tid = I(0) + 1;
+	FOR_ROWS(kp_db_region_occs, kp_db_region_occ_next, r) {
+		int64_t tid = r.region_id + 1;
 
 		if (!named++)
 			meta(o, "process_name", KP_EXPORT_ANALYSIS_PID, 0, "kplan analysis");
-		if (I(2) == 0) {
-			snprintf(tname, sizeof(tname), "region %lld: %s", I(0), T(1) ? T(1) : "");
+		if (r.occ_index == 0) {
+			snprintf(tname, sizeof(tname), "region %" PRId64 ": %s", r.region_id,
+				 r.label ? r.label : "");
 			meta(o, "thread_name", KP_EXPORT_ANALYSIS_PID, tid, tname);
 		}
-		ev_begin(o, 'X', KP_CAT_REGION, T(1), KP_EXPORT_ANALYSIS_PID, tid, I(3), I(4));
-		fprintf(o->f, ",\"args\":{\"region\":%lld,\"occurrence\":%lld,\"kernels\":%lld,"
-			"\"source\":", I(0), I(2), I(5));
-		json_str(o->f, T(6));
-		fprintf(o->f, ",\"capturable\":%lld}}", I(7));
+		ev_begin(o, 'X', KP_CAT_REGION, r.label, KP_EXPORT_ANALYSIS_PID, tid, r.start, r.end);
+		fprintf(o->f, ",\"args\":{\"region\":%" PRId64 ",\"occurrence\":%" PRId64
+			",\"kernels\":%" PRId64 ",\"source\":", r.region_id, r.occ_index, r.kernels);
+		json_str(o->f, r.source);
+		fprintf(o->f, ",\"capturable\":%d}}", r.capturable);
 		if (stats)
 			stats->regions++;
 	}
-	rc = done(o, st, rc, "reading region occurrences");
 	if (rc)
 		return rc;
 
 	/* host-bound gaps: one thread per device and stream */
-	if (prep(o, "SELECT deviceId, streamId, correlationId, kernel_start, gap_ns, queue_ns,"
-		 " launch_api_ns FROM kp_gaps WHERE runId = ? AND host_bound = 1 AND gap_ns > 0"
-		 " ORDER BY deviceId, streamId, kernel_start", &st))
-		return -1;
-	{
-		int64_t last_dev = -1, last_stream = -1;
+	FOR_ROWS(kp_db_host_gaps, kp_db_host_gap_next, g) {
+		int64_t tid = 1000000 + g.device * 100000 + g.stream;
 
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			int64_t tid = 1000000 + I(0) * 100000 + I(1);
-
-			if (!named++)
-				meta(o, "process_name", KP_EXPORT_ANALYSIS_PID, 0, "kplan analysis");
-			if (I(0) != last_dev || I(1) != last_stream) {
-				snprintf(tname, sizeof(tname), "host-bound gaps, device %lld stream %lld",
-					 I(0), I(1));
-				meta(o, "thread_name", KP_EXPORT_ANALYSIS_PID, tid, tname);
-				last_dev = I(0);
-				last_stream = I(1);
-			}
-			ev_begin(o, 'X', KP_CAT_GAP, "host-bound gap", KP_EXPORT_ANALYSIS_PID, tid,
-				 I(3) - I(4), I(3));
-			fprintf(o->f, ",\"args\":{\"device\":%lld,\"stream\":%lld,\"correlation\":%lld,"
-				"\"queue ns\":%lld,\"launch api ns\":%lld}}",
-				I(0), I(1), I(2), I(5), I(6));
-			if (stats)
-				stats->gaps++;
+		if (!named++)
+			meta(o, "process_name", KP_EXPORT_ANALYSIS_PID, 0, "kplan analysis");
+		if (g.device != last_dev || g.stream != last_stream) {
+			snprintf(tname, sizeof(tname), "host-bound gaps, device %" PRId64 " stream %"
+				 PRId64, g.device, g.stream);
+			meta(o, "thread_name", KP_EXPORT_ANALYSIS_PID, tid, tname);
+			last_dev = g.device;
+			last_stream = g.stream;
 		}
+		ev_begin(o, 'X', KP_CAT_GAP, "host-bound gap", KP_EXPORT_ANALYSIS_PID, tid,
+			 g.kernel_start - g.gap_ns, g.kernel_start);
+		fprintf(o->f, ",\"args\":{\"device\":%" PRId64 ",\"stream\":%" PRId64
+			",\"correlation\":%" PRId64 ",\"queue ns\":%" PRId64
+			",\"launch api ns\":%" PRId64 "}}", g.device, g.stream, g.correlation,
+			g.queue_ns, g.launch_api_ns);
+		if (stats)
+			stats->gaps++;
 	}
-	return done(o, st, rc, "reading gaps");
+	return rc;
 }
 
 static int names(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_stream s;
 	char name[64];
 	int rc;
 	int64_t last_dev = -1;
 
-	if (prep(o, "SELECT DISTINCT deviceId, streamId FROM ("
-		 " SELECT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1"
-		 " UNION SELECT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE runId = ?1"
-		 " UNION SELECT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE runId = ?1)"
-		 " ORDER BY 1, 2", &st))
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (I(0) != last_dev) {
-			snprintf(name, sizeof(name), "GPU %lld", I(0));
-			meta(o, "process_name", I(0), 0, name);
-			last_dev = I(0);
+	FOR_ROWS(kp_db_streams, kp_db_stream_next, s) {
+		if (s.device != last_dev) {
+			snprintf(name, sizeof(name), "GPU %" PRId64, s.device);
+			meta(o, "process_name", s.device, 0, name);
+			last_dev = s.device;
 		}
-		snprintf(name, sizeof(name), "stream %lld", I(1));
-		meta(o, "thread_name", I(0), I(1), name);
+		snprintf(name, sizeof(name), "stream %" PRId64, s.stream);
+		meta(o, "thread_name", s.device, s.stream, name);
 	}
-	return done(o, st, rc, "reading streams");
+	return rc;
 }
 
 /* A rank's place in its job and its clock base, as Kineto writes them. */
-static int rank_info(struct out *o)
+static void rank_info(struct out *o, const struct kp_db_run *r)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (o->db->schema_version < 6)
-		return 0;   /* an older read-only database: no rank of an import */
-	if (prep(o, "SELECT rank, world_size, clock_base_ns FROM kp_runs WHERE runId = ?", &st))
-		return -1;
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
-			fprintf(o->f, "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": %lld",
-				I(0));
-			if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-				fprintf(o->f, ", \"world_size\": %lld", I(1));
-			fputs("},\n", o->f);
-		}
-		if (sqlite3_column_type(st, 2) != SQLITE_NULL)
-			fprintf(o->f, "\"baseTimeNanoseconds\": %lld,\n", I(2));
-		rc = SQLITE_DONE;
+	if (r->has_rank) {
+		fprintf(o->f, "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": %" PRId64,
+			r->rank);
+		if (r->has_world_size)
+			fprintf(o->f, ", \"world_size\": %" PRId64, r->world_size);
+		fputs("},\n", o->f);
 	}
-	return done(o, st, rc, "reading the run's rank");
+	if (r->has_clock_base)
+		fprintf(o->f, "\"baseTimeNanoseconds\": %" PRId64 ",\n", r->clock_base_ns);
 }
 
 static int header(struct out *o)
 {
-	sqlite3_stmt *st;
+	struct kp_db_rows *it;
+	struct kp_db_run r;
+	struct kp_db_gpu g;
 	FILE *f = o->f;
 	int rc, n = 0;
 
-	if (prep(o, "SELECT source, source_path, device_name, compute_major, compute_minor,"
-		 " sm_count, driver_version, runtime_version, cupti_version"
-		 " FROM kp_runs WHERE runId = ?", &st))
-		return -1;
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
-		return kp_err_set(o->err, KP_ENOTFOUND, "%s: no run %lld", o->db->path,
-				  (long long)o->run);
+	if ((rc = kp_db_runs(o->db, o->run, &it, o->err)))
+		return rc;
+	if ((rc = kp_db_run_next(it, &r, o->err)) <= 0) {
+		kp_db_rows_close(it);
+		return rc < 0 ? rc : kp_err_set(o->err, KP_ENOTFOUND, "%s: no run %lld", o->db->path,
+						(long long)o->run);
 	}
 	fputs("{\n\"schemaVersion\": 1,\n\"traceName\": ", f);
-	json_str(f, T(1) ? T(1) : T(0));
-	fprintf(f, ",\n\"kplanRun\": %lld,\n\"cuda_driver_version\": %lld,"
-		"\n\"cuda_runtime_version\": %lld,\n\"cupti_version\": %lld,\n",
-		(long long)o->run, I(6), I(7), I(8));
-	sqlite3_finalize(st);
-	if (rank_info(o))
-		return -1;
+	json_str(f, r.source_path ? r.source_path : r.source);
+	fprintf(f, ",\n\"kplanRun\": %lld,\n\"cuda_driver_version\": %" PRId64 ","
+		"\n\"cuda_runtime_version\": %" PRId64 ",\n\"cupti_version\": %" PRId64 ",\n",
+		(long long)o->run, r.driver_version, r.runtime_version, r.cupti_version);
+	rank_info(o, &r);
+	kp_db_rows_close(it);
 
-	if (prep(o, "SELECT id, name, totalMemory, computeMajor, computeMinor, maxThreadsPerBlock,"
-		 " maxRegistersPerSm, maxShmemPerBlock, maxShmemPerSm, threadsPerWarp, smCount,"
-		 " clockRate, l2CacheSize, memoryBandwidth"
-		 " FROM TARGET_INFO_GPU WHERE runId = ? ORDER BY id", &st))
-		return -1;
 	fputs("\"deviceProperties\": [", f);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	FOR_ROWS(kp_db_gpus, kp_db_gpu_next, g) {
 		fputs(n++ ? ",\n  {" : "\n  {", f);
-		fprintf(f, "\"id\": %lld, \"name\": ", I(0));
-		json_str(f, T(1));
-		fprintf(f, ", \"totalGlobalMem\": %lld, \"computeMajor\": %lld, \"computeMinor\": %lld,"
-			" \"maxThreadsPerBlock\": %lld, \"regsPerMultiprocessor\": %lld,"
-			" \"sharedMemPerBlock\": %lld, \"sharedMemPerMultiprocessor\": %lld,"
-			" \"warpSize\": %lld, \"numSms\": %lld",
-			I(2), I(3), I(4), I(5), I(6), I(7), I(8), I(9), I(10));
-		if (I(11))
-			fprintf(f, ", \"clockRate\": %lld", I(11));
-		if (I(12))
-			fprintf(f, ", \"l2CacheSize\": %lld", I(12));
-		if (I(13))
-			fprintf(f, ", \"memoryBandwidth\": %lld", I(13));
+		fprintf(f, "\"id\": %" PRId64 ", \"name\": ", g.id);
+		json_str(f, g.name);
+		fprintf(f, ", \"totalGlobalMem\": %" PRId64 ", \"computeMajor\": %" PRId64
+			", \"computeMinor\": %" PRId64 ", \"maxThreadsPerBlock\": %" PRId64
+			", \"regsPerMultiprocessor\": %" PRId64 ", \"sharedMemPerBlock\": %" PRId64
+			", \"sharedMemPerMultiprocessor\": %" PRId64 ", \"warpSize\": %" PRId64
+			", \"numSms\": %" PRId64, g.total_memory, g.compute_major, g.compute_minor,
+			g.max_threads_per_block, g.max_registers_per_sm, g.max_shmem_per_block,
+			g.max_shmem_per_sm, g.threads_per_warp, g.sm_count);
+		if (g.clock_rate)
+			fprintf(f, ", \"clockRate\": %" PRId64, g.clock_rate);
+		if (g.l2_cache_size)
+			fprintf(f, ", \"l2CacheSize\": %" PRId64, g.l2_cache_size);
+		if (g.memory_bandwidth)
+			fprintf(f, ", \"memoryBandwidth\": %" PRId64, g.memory_bandwidth);
 		fputc('}', f);
 	}
+	if (rc)
+		return rc;
 	fputs("\n],\n\"displayTimeUnit\": \"ms\",\n\"traceEvents\": [", f);
-	return done(o, st, rc, "reading gpus");
+	return 0;
 }
 
 int kp_export_chrome(struct kp_db *db, int64_t run_id, FILE *f,

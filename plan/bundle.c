@@ -13,7 +13,7 @@
 
 #include "aten_groups.h"
 #include "bundle.h"
-#include "fused_source.h"
+#include "fused_limits.h"
 #include "../common/fileio.h"
 #include "../common/hash.h"
 

@@ -3,7 +3,7 @@
 # library, for the signatures of sign.c).
 #
 # planfile.{h,c} hold the model, reader, writer and checksum (spec:
-# plan/FORMAT.md); fused_source.h the header of the fused kernel sources a
+# plan/FORMAT.md); fused_limits.h the limits of the header of the fused kernel sources a
 # plan names (kpfuse-*.cu, fusion/FUSION.md); predict.{h,c} what a plan
 # saves (the planner's run prediction, every "saves" figure kplan prints).
 # The same sources are built

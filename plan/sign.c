@@ -17,7 +17,7 @@
 #include "planfile.h"
 #include "bundle.h"
 #include "aten_groups.h"
-#include "fused_source.h"
+#include "fused_limits.h"
 #include "../common/fileio.h"
 #include "../common/hash.h"
 

@@ -1,14 +1,16 @@
 /*
  * calibrate.cu - kplan-calibrate: measure this GPU's launch-cost constants
- * (the quantities of analyzer/cost.h, by their stable names) and print them
- * for `kplan calibrate`, which stores them in kp_calibration:
+ * (the quantities of common/cost_quantities.def measured BY(CALIBRATE), by
+ * their stable names, which the analyzer's cost model reads back) and print
+ * them for `kplan calibrate`, which stores them in kp_calibration:
  *
  *   gpu NAME
  *   driver VERSION
  *   QUANTITY VALUE N_SAMPLES       (VALUE in ns, bytes or bytes/ns)
  *
  * Each quantity is the median of REPS repeats, each repeat an average over a
- * batch of operations (N_SAMPLES = REPS). Runs in about a second.
+ * batch of operations (N_SAMPLES = REPS). Runs in about a second. A
+ * quantity of the table it did not print is a bug, said on stderr (exit 2).
  */
 #include <algorithm>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 #include <vector>
 
 #include <cuda_runtime.h>
+
+#include "../common/cost_quantities.h"
 
 #define REPS 9
 #define BIG 1000
@@ -144,9 +148,27 @@ static double graph_launch_host_ns(cudaGraphExec_t x)
 	return median(v);
 }
 
-static void out(const char *q, double v)
+/* The table's names and who measures each, by enum kp_cost_q. */
+static const char *const q_name[KP_COST__N] = {
+#define KP_COST_Q(id, name, unit, by, def, doc) name,
+#include "../common/cost_quantities.def"
+};
+static const int q_by[KP_COST__N] = {
+#define KP_COST_Q(id, name, unit, by, def, doc) KP_COST_BY_##by,
+#include "../common/cost_quantities.def"
+};
+static bool q_done[KP_COST__N];
+
+/* One "QUANTITY VALUE N_SAMPLES" line. */
+static void out_n(enum kp_cost_q q, double v, long long n)
 {
-	printf("%s %.1f %d\n", q, v, REPS);
+	printf("%s %.1f %lld\n", q_name[q], v, n);
+	q_done[q] = true;
+}
+
+static void out(enum kp_cost_q q, double v)
+{
+	out_n(q, v, REPS);
 }
 
 /* launch_host_ns: host time per eager launch (queue drained per batch) */
@@ -166,7 +188,7 @@ static void measure_launch_host(void)
 		v.push_back((now_ns() - t0) / 200);
 		CK(cudaStreamSynchronize(s));
 	}
-	out("launch_host_ns", median(v));
+	out(KP_COST_LAUNCH_HOST, median(v));
 }
 
 /* eager_gpu_gap_ns: device period of back-to-back eager kernels with
@@ -193,7 +215,7 @@ static void measure_eager_gap(void)
 		cudaEventDestroy(a);
 		cudaEventDestroy(b);
 	}
-	out("eager_gpu_gap_ns", median(v));
+	out(KP_COST_EAGER_GPU_GAP, median(v));
 }
 
 /* capture_ns, instantiate_ns, exec_update_ns, per node */
@@ -221,9 +243,9 @@ static void measure_graph_build(void *buf)
 		cudaGraphDestroy(g);
 		cudaGraphDestroy(g2);
 	}
-	out("capture_ns", median(cap));
-	out("instantiate_ns", median(ins));
-	out("exec_update_ns", median(upd));
+	out(KP_COST_CAPTURE, median(cap));
+	out(KP_COST_INSTANTIATE, median(ins));
+	out(KP_COST_EXEC_UPDATE, median(upd));
 }
 
 /* set_params_ns: cudaGraphExecKernelNodeSetParams per node */
@@ -252,7 +274,7 @@ static void measure_set_params(void *buf)
 			CK(cudaGraphExecKernelNodeSetParams(x, nodes[i], &kp[i]));
 		v.push_back((now_ns() - t0) / n);
 	}
-	out("set_params_ns", median(v));
+	out(KP_COST_SET_PARAMS, median(v));
 	cudaGraphExecDestroy(x);
 	cudaGraphDestroy(g);
 }
@@ -292,7 +314,7 @@ static void measure_host_node(void *buf)
 	}
 	fprintf(stderr, "kplan-calibrate: host node: %.0f ns per replay back to back, %.0f ns "
 		"in a replay timed alone\n", t[1] - t[0], lone[1] - lone[0]);
-	out("graph_host_node_ns", t[1] - t[0]);
+	out(KP_COST_GRAPH_HOST_NODE, t[1] - t[0]);
 }
 
 /* graph launch host cost = base + per node; graph node device cost */
@@ -305,10 +327,10 @@ static void measure_graph_launch(void *buf)
 	double db = graph_device_ns(xb), ds = graph_device_ns(xs);
 	double node = (hb - hs) / (BIG - SMALL);
 
-	out("graph_launch_node_ns", node);
-	out("graph_launch_base_ns", hs - SMALL * node);
-	out("graph_node_ns", (db - ds) / (BIG - SMALL));
-	out("graph_memop_node_ns",
+	out(KP_COST_GRAPH_LAUNCH_NODE, node);
+	out(KP_COST_GRAPH_LAUNCH_BASE, hs - SMALL * node);
+	out(KP_COST_GRAPH_NODE, (db - ds) / (BIG - SMALL));
+	out(KP_COST_GRAPH_MEMOP_NODE,
 	    (graph_device_ns(yb) - graph_device_ns(ys)) / (BIG - SMALL));
 	cudaGraphExecDestroy(xb);
 	cudaGraphExecDestroy(xs);
@@ -339,7 +361,7 @@ static void measure_dep_gap(void)
 		t[k] = graph_device_ns(x[k]);
 	}
 	CK(cudaMemcpy(&hdur, dur, sizeof(hdur), cudaMemcpyDeviceToHost));
-	out("graph_dep_gap_ns", (t[1] - t[0]) / (cnt[1] - cnt[0]) - (double)hdur);
+	out(KP_COST_GRAPH_DEP_GAP, (t[1] - t[0]) / (cnt[1] - cnt[0]) - (double)hdur);
 	for (k = 0; k < 2; k++) {
 		cudaGraphExecDestroy(x[k]);
 		cudaGraphDestroy(g[k]);
@@ -369,8 +391,8 @@ static void measure_graph_memory(void *buf)
 	}
 	CK(cudaStreamSynchronize(s));
 	CK(cudaMemGetInfo(&f2, &tot));
-	printf("graph_node_bytes %.1f %d\n", (double)(f0 - f1) / (20.0 * BIG), 1);
-	printf("graph_base_bytes %.1f %d\n", (double)(f1 - f2) / 200.0, 1);
+	out_n(KP_COST_GRAPH_NODE_BYTES, (double)(f0 - f1) / (20.0 * BIG), 1);
+	out_n(KP_COST_GRAPH_BASE_BYTES, (double)(f1 - f2) / 200.0, 1);
 	for (auto x : xs)
 		cudaGraphExecDestroy(x);
 	cudaGraphDestroy(gb);
@@ -399,7 +421,7 @@ static void measure_dram(const struct cudaDeviceProp *prop)
 		CK(cudaEventElapsedTime(&ms, e0, e1));
 		v.push_back(2.0 * n / (ms * 1e6));
 	}
-	out("dram_bytes_per_ns", median(v));
+	out(KP_COST_DRAM_BW, median(v));
 	cudaFree(a);
 	cudaFree(b);
 }
@@ -702,9 +724,9 @@ static void measure_traced_gap(void)
 			"%.0f and traced %.0f ns per unit of %.1f kernel nodes)\n", case_name[k],
 			gap[k], per[k], tr_unit, kn[k]);
 	}
-	printf("graph_traced_gap_ns %.1f %zu\n", gap[C_MANY], traced[C_MANY].size());
-	printf("graph_traced_gap_gemm_ns %.1f %zu\n", gap[C_GEMM], traced[C_GEMM].size());
-	printf("graph_traced_gap_pdl_ns %.1f %zu\n", gap[C_PDL], traced[C_PDL].size());
+	out_n(KP_COST_TRACED_GAP, gap[C_MANY], (long long)traced[C_MANY].size());
+	out_n(KP_COST_TRACED_GAP_GEMM, gap[C_GEMM], (long long)traced[C_GEMM].size());
+	out_n(KP_COST_TRACED_GAP_PDL, gap[C_PDL], (long long)traced[C_PDL].size());
 	cublasDestroy(m.h);
 	cudaFree(m.a);
 	cudaFree(m.b);
@@ -735,5 +757,10 @@ int main(void)
 	measure_dram(&prop);
 	measure_traced_gap();
 	CK(cudaGetLastError());
+	for (int q = 0; q < KP_COST__N; q++)
+		if (q_by[q] == KP_COST_BY_CALIBRATE && !q_done[q]) {
+			fprintf(stderr, "kplan-calibrate: %s was not measured\n", q_name[q]);
+			return 2;
+		}
 	return 0;
 }

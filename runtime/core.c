@@ -29,7 +29,7 @@
 #include "../plan/bundle.h"
 #include "../plan/planfile.h"
 #include "../plan/sign.h"
-#include "fusion.h"
+#include "fused_load.h"
 
 enum state { S_WARMUP, S_READY, S_BACKOFF, S_DISABLED };
 enum mode { M_EAGER, M_NESTED, M_CAPTURE, M_REPLAY, M_VERIFY, M_WATCH, M_BINDS, M_AGREE };
@@ -126,7 +126,7 @@ struct kp_rt {
 	struct kp_plan *plan;
 	int global_reason;
 	char choice[320];         /* a bundle: which entry applies and why, or why none */
-	struct kp__rt_fusion *fusion;   /* fused kernels (runtime/fusion.c), NULL: none */
+	struct kp__rt_fusion *fusion;   /* fused kernels (runtime/fused_load.c), NULL: none */
 	int trusted;              /* a trust list is set: kp_rt_kernel_load compiles
 				     only the torch sources whose signature held */
 	struct kp_strbuf aten_sha;/* their SHA-256 as signed (kp_plan_verify) */
@@ -1247,7 +1247,7 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 		}
 	}
 	/*
-	 * fusion hook (runtime/fusion.c): planned chains -> fused kernel
+	 * fusion hook (runtime/fused_load.c): planned chains -> fused kernel
 	 * nodes. The generator specialises a chain's scalars into the fused
 	 * code, so a region whose scalars change per call is not fused.
 	 */
@@ -1906,7 +1906,7 @@ kp_rt *kp__rt_open_backend(const struct kp__rt_backend *be, const char *plan_pat
 				"applied", plan_path, rt->plan->model);
 	}
 opened:
-	/* fusion hook: compile the plan's fused kernels (runtime/fusion.c) */
+	/* fusion hook: compile the plan's fused kernels (runtime/fused_load.c) */
 	if (rt->plan && !rt->global_reason)
 		rt->fusion = kp__rt_fusion_open(rt->plan, plan_path, source_sha, rt->be.fusion_ops);
 	if (rt->plan)

@@ -1,6 +1,6 @@
 /*
  * fcache.c - the checked on-disk cache of compiled fused kernels (fcache.h).
- * CUDA-free: fusion_cuda.c compiles and loads, this file decides where an
+ * CUDA-free: fused_load_cuda.c compiles and loads, this file decides where an
  * entry lives, whether the cache may be used, and whether an entry is
  * intact.
  */

@@ -1,6 +1,6 @@
 /*
  * fcache.h - the on-disk cache of fused kernels compiled by NVRTC
- * (runtime/fusion_cuda.c), in its CUDA-free part so that the unit tests can
+ * (runtime/fused_load_cuda.c), in its CUDA-free part so that the unit tests can
  * check it: where the cache lives and whether it may be used, how an entry
  * is named, and the checked format of an entry.
  *

@@ -5,7 +5,7 @@
  * capturing stream, so that the kernel becomes one node of PyTorch's graph
  * in place of the chain's nodes.
  *
- * Compilation goes through fusion_cuda.c's load (NVRTC with the options and
+ * Compilation goes through fused_load_cuda.c's load (NVRTC with the options and
  * the signed-by-digest CUBIN cache of plan fusion). Its modules are never
  * unloaded: the ops instance is the process's, and a graph that captured a
  * launch keeps the function's address. A load may come while the calling
@@ -18,7 +18,7 @@
  * the cache entries pays no NVRTC time.
  */
 #include "rt_internal.h"
-#include "fusion.h"
+#include "fused_load.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -39,7 +39,7 @@ static int ensure(char *msg, size_t mlen)
 	enum cudaDriverEntryPointQueryResult q;
 	void *fn = NULL;
 
-	/* a context holds 256 modules (fusion_cuda.c): the next one gets a
+	/* a context holds 256 modules (fused_load_cuda.c): the next one gets a
 	 * fresh context; the full one stays, its modules loaded */
 	if (n_loaded >= 250)
 		ops.load = NULL;

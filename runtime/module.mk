@@ -4,16 +4,16 @@
 # plan/ (it reads plans through plan/'s reader) and common/; it exports only
 # kp_rt_*; libsodium is linked into the .so statically (a program linking
 # libkplanrt.a adds -l:libsodium.a). Nothing of planner/ or fusion/ goes in: the limits of the fused
-# sources a plan names come from plan/fused_source.h. Its CUDA-free core
+# sources a plan names come from plan/fused_limits.h. Its CUDA-free core
 # (runtime/core.c) is also linked into kplan-unit, where
-# tests/unit/test_runtime.c drives it with a fake backend; so are fusion.c,
+# tests/unit/test_runtime.c drives it with a fake backend; so are fused_load.c,
 # fcache.c (the kernel cache's checks, tests/unit/test_fusion.c),
 # gpatch.c (foreign-graph patching) and watch_calls.c (the calls the watch
 # refuses by name, checked against the collector's and the analyzer's).
 
 RT_SRC := runtime/core.c runtime/cuda_backend.c $(plan_SRC) $(wildcard common/*.c) \
-	runtime/fusion.c runtime/fcache.c runtime/fusion_cuda.c runtime/watch.c runtime/watch_calls.c \
-	runtime/gpatch.c runtime/kfuse.c
+	runtime/fused_load.c runtime/fcache.c runtime/fused_load_cuda.c runtime/watch.c \
+	runtime/watch_calls.c runtime/gpatch.c runtime/kfuse.c
 RT_PIC_OBJ := $(patsubst %.c,$(BUILD)/obj-pic/%.o,$(RT_SRC))
 RT_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden $(CUDA_INC)
 # libsodium (plan signatures) goes in statically, its symbols kept local
@@ -26,7 +26,7 @@ ALL_OBJ += $(RT_PIC_OBJ)
 LAYERED += runtime
 runtime_USES := plan common include
 
-RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o $(BUILD)/obj/runtime/fusion.o \
+RT_UNIT_OBJ := $(BUILD)/obj/runtime/core.o $(BUILD)/obj/runtime/fused_load.o \
 	$(BUILD)/obj/runtime/fcache.o $(BUILD)/obj/runtime/gpatch.o \
 	$(BUILD)/obj/runtime/watch_calls.o
 UNIT_EXTRA_OBJ += $(RT_UNIT_OBJ)
@@ -78,7 +78,7 @@ $(BUILD)/lib/libkplanrt.a: $(RT_PIC_OBJ)
 	$(Q)ar rcs $@ $^
 
 # The calibration program: the kplan CLI links no CUDA, it runs this.
-$(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu analyzer/cost.h
+$(BUILD)/bin/kplan-calibrate: runtime/calibrate.cu common/cost_quantities.h common/cost_quantities.def
 	@mkdir -p $(dir $@)
 	$(quiet) NVCC $@
 	$(Q)$(NVCC) -O2 -std=c++17 -arch=sm_90 -o $@ runtime/calibrate.cu \

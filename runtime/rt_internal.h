@@ -134,7 +134,7 @@ struct kp__rt_backend {
 	/* Optional: process-wide CUPTI attachments, detachments, attached now. */
 	void (*watch_counts)(uint64_t *attaches, uint64_t *detaches, uint64_t *attached);
 	void (*destroy)(void *ctx);
-	/* Optional: the fused kernels' ops (runtime/fusion.h); NULL: CUDA's
+	/* Optional: the fused kernels' ops (runtime/fused_load.h); NULL: CUDA's
 	 * (NVRTC), when linked in. A test's fake backend gives its own. */
 	const struct kp__rt_fusion_ops *fusion_ops;
 };

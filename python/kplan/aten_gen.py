@@ -18,7 +18,7 @@ arithmetic uses the _rn intrinsics so that no FMA is formed across two ops
 round once, when stored.
 
 The source needs no headers (NVRTC, no include path); conversions are inline
-PTX as in fusion/fusion_gen.c. Torch-free.
+PTX as in fusion/generate.c. Torch-free.
 """
 
 import hashlib

@@ -1,7 +1,7 @@
 /*
  * fuzz_catalog.c - libFuzzer harness for the fusion catalog reader
- * (fusion/fusion_catalog.h, kp_fx_catalog_parse) and, behind it, the fused
- * kernel generator (fusion/fusion_gen.h).
+ * (fusion/catalog.h, kp_fx_catalog_parse) and, behind it, the fused
+ * kernel generator (fusion/generate.h).
  *
  * When an input parses: every kernel's patterns are looked up again with
  * kp_fx_catalog_find (the kernel found must match the name), and chains of
@@ -12,8 +12,8 @@
 #include "fuzz_util.h"
 
 #include "common/hash.h"
-#include "fusion/fusion_catalog.h"
-#include "fusion/fusion_gen.h"
+#include "fusion/catalog.h"
+#include "fusion/generate.h"
 
 static void generate(const struct kp_fx_kernel *const *chain, size_t n)
 {

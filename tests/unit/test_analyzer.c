@@ -16,7 +16,6 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/internal.h"
-#include "analyzer/validate.h"
 #include "common/hash.h"
 #include "db/writer.h"
 #include "importers/import.h"
@@ -837,102 +836,6 @@ static void test_kernel_is_gemm(void)
 	CU_ASSERT_FALSE(kp_kernel_is_gemm(NULL));
 }
 
-/* ---- kplan validate: the corpus reader and one workload ---- */
-
-static const char *vdir(const char *name, const char *truth)
-{
-	static char dir[1024];
-	char p[1200];
-
-	snprintf(dir, sizeof(dir), "%s", kp_test_path(name));
-	kp_test_sh("mkdir -p '%s'", dir);
-	snprintf(p, sizeof(p), "%s/ground_truth.csv", dir);
-	if (truth)
-		kp_test_write(p, truth, -1);
-	return dir;
-}
-
-static void test_validate_truth(void)
-{
-	struct kp_validate_row *r = NULL;
-	struct kp_err err = {0};
-	int n = -1;
-
-	/* extra columns, quoted fields, column order from the header */
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v1", "graph_ms,workload,x,eager_ms\n"
-						       "0.5,\"a,b\",7,2.5\n1.25,c,,3\n"),
-					       &r, &n, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_STRING_EQUAL(r[0].workload, "a,b");
-	CU_ASSERT_DOUBLE_EQUAL(r[0].graph_ms, 0.5, 1e-12);
-	CU_ASSERT_DOUBLE_EQUAL(r[0].eager_ms, 2.5, 1e-12);
-	CU_ASSERT_DOUBLE_EQUAL(r[1].graph_ms, 1.25, 1e-12);
-	CU_ASSERT_STRING_EQUAL(r[0].label, "");      /* no label column */
-	free(r);
-	/* a label column: each workload's region, empty for the default */
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v1l", "workload,graph_ms,label\n"
-						       "mlp,0.2,mlp.forward\nr18,0.5,\n"),
-					       &r, &n, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_STRING_EQUAL(r[0].label, "mlp.forward");
-	CU_ASSERT_STRING_EQUAL(r[1].label, "");
-	free(r);
-	/* the errors name the file and the line */
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v2", "workload,eager_ms\na,1\n"), &r, &n,
-					       &err), KP_EFORMAT);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "graph_ms"));
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v3", "workload,graph_ms\na,1\nb,fast\n"),
-					       &r, &n, &err), KP_EFORMAT);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "line 3"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'fast'"));
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v4", "workload,graph_ms\na,-1\n"), &r, &n,
-					       &err), KP_EFORMAT);
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v5", "workload,graph_ms\n"), &r, &n, &err),
-			KP_EFORMAT);
-	CU_ASSERT_EQUAL(kp_validate_read_truth(vdir("v6", NULL), &r, &n, &err), KP_EIO);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "ground_truth.csv"));
-}
-
-/* The bundled ResNet-18 trace against its measured graph (H200): predicted
- * within 20 %; a calibration file moves the prediction by what it says. */
-static void test_validate_one(void)
-{
-	const char *dir = vdir("vr", "workload,eager_ms,graph_ms\nresnet18_b1,2.2520,0.4739\n"
-			       "missing,1,1\n");
-	struct kp_validate_row *r = NULL;
-	struct kp_err err = {0};
-	char calib[1200];
-	int n = 0;
-
-	CU_ASSERT_EQUAL_FATAL(kp_test_sh("cp '%s' '%s/resnet18_b1.json.gz'",
-					 kp_test_src("tests/fixtures/resnet18_b1.json.gz"), dir), 0);
-	CU_ASSERT_EQUAL_FATAL(kp_validate_read_truth(dir, &r, &n, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_EQUAL(kp_validate_one(dir, NULL, "step", kp_test_path("vs.db"), &r[0], &err), 0);
-	CU_ASSERT_TRUE(r[0].found);
-	CU_ASSERT_EQUAL(r[0].occurrences, 10);
-	CU_ASSERT_TRUE(fabs(r[0].error) < 0.20);
-	int64_t dflt = r[0].pred_ns;
-	/* the missing trace is a note, not an error */
-	CU_ASSERT_EQUAL(kp_validate_one(dir, NULL, "step", kp_test_path("vs.db"), &r[1], &err), 0);
-	CU_ASSERT_FALSE(r[1].found);
-	CU_ASSERT_PTR_NOT_NULL(strstr(r[1].note, "missing"));
-	/* a calibration with 100 ns more per node of either class: no node
-	 * costs more than 100 ns more, some (above the floor) do */
-	snprintf(calib, sizeof(calib), "%s/calib.txt", dir);
-	kp_test_write(calib, "gpu NVIDIA H200\ndriver 13000\ngraph_traced_gap_ns 200 9\n"
-		      "graph_traced_gap_gemm_ns 450 9\n", -1);
-	CU_ASSERT_EQUAL(kp_validate_one(dir, calib, "step", kp_test_path("vs.db"), &r[0], &err), 0);
-	CU_ASSERT_TRUE(r[0].pred_ns > dflt + 100 * 10);
-	CU_ASSERT_TRUE(r[0].pred_ns <= dflt + 100 * (r[0].nodes + 7));
-	/* an unreadable calibration is an error naming it */
-	kp_test_write(calib, "nothing here\n", -1);
-	CU_ASSERT_EQUAL(kp_validate_one(dir, calib, "step", kp_test_path("vs.db"), &r[0], &err),
-			KP_EFORMAT);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "calib.txt"));
-	free(r);
-}
-
 static void test_cost_names_and_load(void)
 {
 	struct tl t;
@@ -978,6 +881,62 @@ static void test_cost_names_and_load(void)
 	CU_ASSERT_EQUAL(kp_cost_load_run(t.db, t.run, &c, &err), 0);
 	CU_ASSERT_DOUBLE_EQUAL(c.v[KP_COST_GRAPH_NODE], 1234, 1e-9);
 	tl_close(&t);
+}
+
+/*
+ * kplan-calibrate and the cost model share common/cost_quantities.def: each
+ * saved kplan-calibrate output of the validation corpus, parsed by the
+ * analyzer, covers exactly the quantities the table says kplan-calibrate
+ * measures, and the program's source prints each of those through the
+ * table's enum and spells no quantity name of its own.
+ */
+static void test_cost_quantities_calibrate(void)
+{
+	static const struct { const char *id, *name; } qs[KP_COST__N] = {
+#define KP_COST_Q(id, name, unit, by, def, doc) [KP_COST_##id] = { #id, name },
+#include "common/cost_quantities.def"
+	};
+	static const char *const gpus[] = { "h100", "h200" };
+	static const char *const suffix[] = { "_ns", "_bytes", "_bytes_per_ns" };
+	struct kp_err err = {0};
+	char *src = kp_test_read(kp_test_src("runtime/calibrate.cu"), NULL);
+	char rel[64], pat[96];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+	for (int q = 0; q < KP_COST__N; q++) {
+		const char *nm = kp_cost_name(q), *suf;
+		int by = kp_cost_by(q), u = kp_cost_unit(q);
+
+		CU_ASSERT_STRING_EQUAL(nm, qs[q].name);
+		/* the name's suffix is its unit (bytes_per_ns before _ns) */
+		CU_ASSERT_TRUE_FATAL(u >= 0 && u < 3);
+		suf = suffix[u];
+		CU_ASSERT_TRUE(strlen(nm) > strlen(suf) &&
+			       !strcmp(nm + strlen(nm) - strlen(suf), suf));
+		if (u == KP_COST_UNIT_NS)
+			CU_ASSERT_FALSE(strstr(nm, "_per_ns") != NULL);
+		/* printed by enum (out or out_n), iff kplan-calibrate measures it */
+		snprintf(pat, sizeof(pat), "(KP_COST_%s,", qs[q].id);
+		CU_assertImplementation((strstr(src, pat) != NULL) == (by == KP_COST_BY_CALIBRATE),
+					__LINE__, qs[q].name, __FILE__, "", CU_FALSE);
+		snprintf(pat, sizeof(pat), "\"%s", qs[q].name);
+		CU_ASSERT_PTR_NULL(strstr(src, pat));
+	}
+	free(src);
+	for (size_t g = 0; g < sizeof(gpus) / sizeof(*gpus); g++) {
+		struct kp_cost_file cf;
+		int seen[KP_COST__N] = { 0 };
+
+		snprintf(rel, sizeof(rel), "bench/cost_corpus/%s/calib.txt", gpus[g]);
+		CU_ASSERT_EQUAL_FATAL(kp_cost_read_path(kp_test_src(rel), &cf, &err), 0);
+		for (int i = 0; i < cf.n; i++) {
+			CU_ASSERT_EQUAL(kp_cost_by(cf.row[i].q), KP_COST_BY_CALIBRATE);
+			seen[cf.row[i].q] = 1;
+		}
+		for (int q = 0; q < KP_COST__N; q++)
+			CU_assertImplementation(seen[q] == (kp_cost_by(q) == KP_COST_BY_CALIBRATE),
+						__LINE__, kp_cost_name(q), __FILE__, "", CU_FALSE);
+	}
 }
 
 static void test_idempotent(void)
@@ -1659,9 +1618,9 @@ CU_TestInfo kp_tests_analyzer[] = {
 	{ "cost model: gap per node class, floor", test_cost_model_classes },
 	{ "GEMM library kernels by name", test_kernel_is_gemm },
 	{ "cost model: node classes through the analysis", test_model_classes_in_analysis },
-	{ "validate: ground_truth.csv", test_validate_truth },
-	{ "validate: one workload, calibration file", test_validate_one },
 	{ "cost constants: names, store, load", test_cost_names_and_load },
+	{ "cost constants: kplan-calibrate measures every quantity the table says",
+	  test_cost_quantities_calibrate },
 	{ "re-analyze is idempotent", test_idempotent },
 	{ "missing run", test_no_run },
 	{ "cli: resnet18 step region", test_resnet_step },

@@ -1,4 +1,6 @@
-/* test_db.c - db/: open/validate/migrate, writer, CSV, info, concurrency. */
+/* test_db.c - db/: open/validate/migrate, writer, CSV, info, concurrency,
+ * the typed read API. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +11,11 @@
 #include "db/csv.h"
 #include "db/db.h"
 #include "db/info.h"
+#include "db/read.h"
 #include "db/writer.h"
 #include "common/kname.h"
+#include "analyzer/analyzer.h"
+#include "importers/import.h"
 #include "testutil.h"
 
 static struct kp_db *new_db(const char *name)
@@ -428,6 +433,127 @@ static void test_cli_errors(void)
 	CU_ASSERT_EQUAL(kp_test_sh("%s version | grep -q '^kplan [0-9]'", kp_test_kplan()), 0);
 }
 
+/* The typed read API (db/read.h) over the bundled ResNet-18 trace: every
+ * row once, in order, with the fields the tables hold. */
+static void test_read_api(void)
+{
+	struct kp_import_opts io = { .format = KP_IMPORT_AUTO };
+	struct kp_analyze_opts ao;
+	struct kp_err err = {0};
+	const char *path = kp_test_path("read.db");
+	struct kp_db_rows *it = NULL;
+	struct kp_db_kernel k;
+	struct kp_db_region_occ oc;
+	struct kp_db_run r;
+	struct kp_db *db;
+	int64_t n = 0, last = INT64_MIN, launched = 0;
+	int rc;
+
+	CU_ASSERT_EQUAL_FATAL(kp_import(kp_test_src("tests/fixtures/resnet18_b1.json.gz"), path,
+					&io, NULL, &err), 0);
+	db = kp_db_open(path, 0, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_analyze_opts_init(&ao);
+	CU_ASSERT_EQUAL_FATAL(kp_analyze(db, &ao, NULL, &err), 0);
+
+	/* runs: all of them, or one; a run that is not there has no row */
+	CU_ASSERT_EQUAL_FATAL(kp_db_runs(db, 0, &it, &err), 0);
+	CU_ASSERT_EQUAL(kp_db_run_next(it, &r, &err), 1);
+	CU_ASSERT_EQUAL(r.run_id, 1);
+	CU_ASSERT_STRING_EQUAL(r.source, "chrome");
+	CU_ASSERT_PTR_NOT_NULL(r.source_path);
+	CU_ASSERT_EQUAL(kp_db_run_next(it, &r, &err), 0);
+	kp_db_rows_close(it);
+	CU_ASSERT_EQUAL_FATAL(kp_db_runs(db, 7, &it, &err), 0);
+	CU_ASSERT_EQUAL(kp_db_run_next(it, &r, &err), 0);
+	/* an iterator of another kind is refused */
+	CU_ASSERT_EQUAL(kp_db_kernel_next(it, &k, &err), KP_EINVAL);
+	kp_db_rows_close(it);
+	kp_db_rows_close(NULL);
+
+	/* kernels: each one, by start, named, most with their launching call */
+	CU_ASSERT_EQUAL_FATAL(kp_db_kernels(db, 1, &it, &err), 0);
+	while ((rc = kp_db_kernel_next(it, &k, &err)) > 0) {
+		CU_ASSERT_TRUE(k.op.start >= last && k.op.end >= k.op.start);
+		CU_ASSERT_PTR_NOT_NULL(k.name);
+		CU_ASSERT_TRUE(k.grid[0] > 0 && k.block[0] > 0);
+		last = k.op.start;
+		launched += k.launch.found && k.launch.start <= k.op.start;
+		n++;
+	}
+	CU_ASSERT_EQUAL(rc, 0);
+	kp_db_rows_close(it);
+	CU_ASSERT_EQUAL(n, kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL", -1));
+	CU_ASSERT_TRUE(n > 0 && launched == kp_db_int(db, "SELECT count(*) FROM"
+		" CUPTI_ACTIVITY_KIND_KERNEL k WHERE EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
+		" WHERE r.runId = k.runId AND r.correlationId = k.correlationId AND r.start <= k.start)",
+		-1));
+
+	/* region occurrences: by region, then occurrence, with the region's label */
+	n = 0;
+	CU_ASSERT_EQUAL_FATAL(kp_db_region_occs(db, 1, &it, &err), 0);
+	while ((rc = kp_db_region_occ_next(it, &oc, &err)) > 0) {
+		CU_ASSERT_PTR_NOT_NULL(oc.label);
+		CU_ASSERT_PTR_NOT_NULL(oc.source);
+		CU_ASSERT_TRUE(oc.end > oc.start && oc.kernels > 0);
+		n++;
+	}
+	CU_ASSERT_EQUAL(rc, 0);
+	kp_db_rows_close(it);
+	CU_ASSERT_TRUE(n > 0);
+	CU_ASSERT_EQUAL(n, kp_db_int(db, "SELECT count(*) FROM kp_region_occurrences", -1));
+
+	/* every other iterator: one row per row of its table */
+	{
+		struct kp_db_gpu g;
+		struct kp_db_stream st;
+		struct kp_db_api_call c;
+		struct kp_db_nvtx e;
+		struct kp_db_overhead v;
+		struct kp_db_memcpy mc;
+		struct kp_db_memset ms;
+		struct kp_db_sync sy;
+		struct kp_db_host_gap hg;
+		int64_t cnt[9] = { 0 };
+
+#define COUNT(i, open, next, row) \
+		do { \
+			CU_ASSERT_EQUAL_FATAL(open(db, 1, &it, &err), 0); \
+			while ((rc = next(it, &(row), &err)) > 0) \
+				cnt[i]++; \
+			CU_ASSERT_EQUAL(rc, 0); \
+			kp_db_rows_close(it); \
+		} while (0)
+		COUNT(0, kp_db_gpus, kp_db_gpu_next, g);
+		COUNT(1, kp_db_streams, kp_db_stream_next, st);
+		COUNT(2, kp_db_api_calls, kp_db_api_call_next, c);
+		COUNT(3, kp_db_nvtx, kp_db_nvtx_next, e);
+		COUNT(4, kp_db_overheads, kp_db_overhead_next, v);
+		COUNT(5, kp_db_memcpys, kp_db_memcpy_next, mc);
+		COUNT(6, kp_db_memsets, kp_db_memset_next, ms);
+		COUNT(7, kp_db_syncs, kp_db_sync_next, sy);
+		COUNT(8, kp_db_host_gaps, kp_db_host_gap_next, hg);
+#undef COUNT
+		CU_ASSERT_TRUE(cnt[0] == 1 && g.name != NULL);
+		CU_ASSERT_EQUAL(cnt[1], kp_db_int(db, "SELECT count(*) FROM (SELECT deviceId, streamId"
+			" FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT deviceId, streamId FROM"
+			" CUPTI_ACTIVITY_KIND_MEMCPY UNION SELECT deviceId, streamId FROM"
+			" CUPTI_ACTIVITY_KIND_MEMSET)", -1));
+		CU_ASSERT_EQUAL(cnt[2], kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME", -1));
+		CU_ASSERT_EQUAL(cnt[3], kp_db_int(db, "SELECT count(*) FROM NVTX_EVENTS"
+						  " WHERE eventType IN (34, 59, 60)", -1));
+		CU_ASSERT_EQUAL(cnt[4], kp_db_int(db, "SELECT count(*) FROM PROFILER_OVERHEAD", -1));
+		CU_ASSERT_EQUAL(cnt[5], kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY", -1));
+		CU_ASSERT_EQUAL(cnt[6], kp_db_int(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET", -1));
+		CU_ASSERT_EQUAL(cnt[7], kp_db_int(db, "SELECT count(*) FROM"
+						  " CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", -1));
+		CU_ASSERT_EQUAL(cnt[8], kp_db_int(db, "SELECT count(*) FROM kp_gaps"
+						  " WHERE host_bound = 1 AND gap_ns > 0", -1));
+		CU_ASSERT_TRUE(cnt[1] > 0 && cnt[2] > 0 && cnt[3] > 0 && cnt[6] > 0 && cnt[8] > 0);
+	}
+	kp_db_close(db);
+}
+
 CU_TestInfo kp_tests_db[] = {
 	{ "create", test_create },
 	{ "migrate_v1", test_migrate_v1 },
@@ -442,5 +568,6 @@ CU_TestInfo kp_tests_db[] = {
 	{ "info", test_info },
 	{ "concurrent_writers", test_concurrent_writers },
 	{ "cli_errors", test_cli_errors },
+	{ "read API: every iterator, every row", test_read_api },
 	CU_TEST_INFO_NULL,
 };

@@ -2,7 +2,7 @@
  * test_fusion.c - the fusion catalog reader (errors, hostile input), code
  * generation (golden files tests/golden/fusion/NAME.cu; KPLAN_UPDATE_GOLDEN=1
  * rewrites them), the argument mapping and feasibility rules, planning from
- * a kernel trace, and the runtime's fusion half (runtime/fusion.c) with fake
+ * a kernel trace, and the runtime's fusion half (runtime/fused_load.c) with fake
  * ops: source hash, chain lookup, shape and alias checks, the fused node's
  * arguments, failures that leave the graph unfused.
  */
@@ -18,11 +18,11 @@
 
 #include "testutil.h"
 #include "../../common/hash.h"
-#include "../../fusion/fusion_catalog.h"
-#include "../../fusion/fusion_gen.h"
+#include "../../fusion/catalog.h"
+#include "../../fusion/generate.h"
 #include "../../plan/planfile.h"
 #include "../../runtime/fcache.h"
-#include "../../runtime/fusion.h"
+#include "../../runtime/fused_load.h"
 
 static struct kp_fx_catalog *shipped(void)
 {
@@ -786,6 +786,61 @@ static struct kp_plan *base_plan(uint32_t kernels)
 	p->regions[0].nodes = kernels;
 	p->regions[0].shape_keys = 1;
 	return p;
+}
+
+/* kp_fx_plan_fuse: from a database the trace's groups win over the
+ * analyzer's candidate they overlap; with --base every group stays, in order */
+static void test_plan_fuse_order(void)
+{
+	struct kp_fx_catalog *cat = shipped();
+	struct kp_strbuf trace = KP_STRBUF_INIT;
+	struct kp_fx_plan_stats st;
+	struct kp_err err = {0};
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cat);
+	for (size_t i = 0; i < 8; i++)
+		kp_strbuf_addf(&trace, "mlp.forward\t%zu\t%s\n", i, mlp_names[i]);
+	for (int order = KP_FX_FUSE_IN_ORDER; order <= KP_FX_FUSE_TRACE_FIRST; order++) {
+		struct kp_plan *p = base_plan(8);
+
+		p->fusions = calloc(1, sizeof(*p->fusions));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(p->fusions);
+		p->n_fusions = 1;
+		p->fusions[0].id = 1;
+		p->fusions[0].region = strdup("mlp.forward");
+		p->fusions[0].first_kernel = 1;     /* overlaps the trace's group at 0..1 */
+		p->fusions[0].kernels = 2;
+		p->fusions[0].names = strdup("x -> y");
+		CU_ASSERT_EQUAL(kp_fx_plan_fuse(p, cat, trace.buf, trace.len, "t", order,
+						KP_FX_KEEP_TOLERANT, NULL, &st, &err), 0);
+		CU_ASSERT_EQUAL(st.generated, 2);
+		if (order == KP_FX_FUSE_TRACE_FIRST) {
+			CU_ASSERT_EQUAL_FATAL(p->n_fusions, 2);
+			CU_ASSERT_EQUAL(p->fusions[0].first_kernel, 0);
+			CU_ASSERT_EQUAL(st.not_in_catalog, 0);
+		} else {
+			CU_ASSERT_EQUAL_FATAL(p->n_fusions, 3);
+			CU_ASSERT_EQUAL(p->fusions[0].id, 1);
+			CU_ASSERT_PTR_NULL(p->fusions[0].source);
+			CU_ASSERT_EQUAL(st.not_in_catalog, 1);
+		}
+		kp_plan_free(p);
+	}
+	/* no trace: the plan's groups alone, a bad trace an error naming it */
+	{
+		struct kp_plan *p = base_plan(8);
+
+		CU_ASSERT_EQUAL(kp_fx_plan_fuse(p, cat, NULL, 0, NULL, KP_FX_FUSE_IN_ORDER,
+						KP_FX_KEEP_EXACT, NULL, &st, &err), 0);
+		CU_ASSERT_EQUAL(p->n_fusions, 0);
+		CU_ASSERT_EQUAL(kp_fx_plan_fuse(p, cat, "nofields\n", 9, "bad.tsv",
+						KP_FX_FUSE_TRACE_FIRST, KP_FX_KEEP_EXACT, NULL, &st, &err),
+				KP_EFORMAT);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bad.tsv:1"));
+		kp_plan_free(p);
+	}
+	kp_strbuf_release(&trace);
+	kp_fx_catalog_free(cat);
 }
 
 static void test_plan_trace_and_sources(void)
@@ -2116,6 +2171,7 @@ CU_TestInfo kp_tests_fusion[] = {
 	{ "plan + runtime: const scalars specialised from a trace, guarded", test_spec },
 	{ "codegen: golden and specialised sources compile (NVRTC, sm_90)", test_nvrtc_compiles },
 	{ "plan: from a kernel trace, sources by hash", test_plan_trace_and_sources },
+	{ "plan: the order of trace groups and candidates (kp_fx_plan_fuse)", test_plan_fuse_order },
 	{ "runtime: chain lookup, mapping, checks", test_runtime_apply },
 	{ "runtime: groups out of kernel order, overlaps", test_runtime_order },
 	{ "numerics: exact chains, reductions, FMA across kernels", test_numerics },

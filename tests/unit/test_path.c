@@ -13,7 +13,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/internal.h"
-#include "analyzer/validate.h"
+#include "validate/validate.h"
 #include "testutil.h"
 #include "timeline.h"
 

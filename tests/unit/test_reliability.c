@@ -32,8 +32,8 @@
 #include "db/db.h"
 #include "db/writer.h"
 #include "importers/import.h"
-#include "fusion/fusion_catalog.h"
-#include "fusion/fusion_gen.h"
+#include "fusion/catalog.h"
+#include "fusion/generate.h"
 #include "plan/planfile.h"
 #include "plan/sign.h"
 #include "runtime/fcache.h"
@@ -787,7 +787,7 @@ static int pipeline(const char *name, const char *json, const char *cmd)
  * multiplied grid x block sizes in int64, which overflows for legal CUDA
  * launch shapes (2^31-1 x 65535 x 65535 blocks): signed overflow, undefined
  * behaviour; `make asan` aborts in `kplan analyze`. Now saturated.
- * (analyzer/fusion.c, threads())
+ * (analyzer/fuse_candidates.c, threads())
  */
 static void test_analyze_huge_grid(void)
 {

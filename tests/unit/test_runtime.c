@@ -22,11 +22,11 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "db/db.h"
-#include "fusion/fusion_gen.h"
+#include "fusion/generate.h"
 #include "plan/bundle.h"
 #include "plan/planfile.h"
 #include "plan/sign.h"
-#include "runtime/fusion.h"
+#include "runtime/fused_load.h"
 #include "runtime/rt_internal.h"
 #include "testutil.h"
 

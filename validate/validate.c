@@ -1,6 +1,7 @@
 /*
- * validate.c - the cost model against measured graph times; see validate.h
- * and docs/DESIGN.md "Cost model".
+ * validate.c - the cost model against measured graph times: import each
+ * workload's trace, store the calibration, analyze, read the region's
+ * prediction; see validate.h and docs/DESIGN.md "Cost model".
  */
 #include <errno.h>
 #include <math.h>
@@ -11,9 +12,9 @@
 
 #include <csv.h>
 
-#include "analyzer.h"
-#include "cost.h"
 #include "validate.h"
+#include "../analyzer/analyzer.h"
+#include "../analyzer/cost.h"
 #include "../db/db.h"
 #include "../importers/import.h"
 

@@ -1,5 +1,5 @@
 /*
- * fusion_catalog.h - what a kernel computes, for fusion code generation.
+ * catalog.h - what a kernel computes, for fusion code generation.
  *
  * A catalog maps kernel names (exact, or a glob pattern: mangled names from
  * a captured graph and demangled names from a trace both match) to a small

@@ -1,11 +1,11 @@
 /*
- * fusion.c - the CUDA-free half of libkplanrt's fusion (see fusion.h):
+ * fused_load.c - the CUDA-free half of libkplanrt's fusion (see fused_load.h):
  * load and check the fused sources a plan names, then, after each capture,
  * find each planned chain among the captured kernel nodes, check it, and
  * hand the replacements to the ops. The source header format is in
- * fusion/FUSION.md ("Generated kernels"), its limits in plan/fused_source.h.
+ * fusion/FUSION.md ("Generated kernels"), its limits in plan/fused_limits.h.
  */
-#include "fusion.h"
+#include "fused_load.h"
 
 #include <ctype.h>
 #include <errno.h>

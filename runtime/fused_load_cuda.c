@@ -1,6 +1,6 @@
 /*
- * fusion_cuda.c - the CUDA side of libkplanrt's fusion (struct
- * kp__rt_fusion_ops, see fusion.h): NVRTC compilation with an on-disk CUBIN
+ * fused_load_cuda.c - the CUDA side of libkplanrt's fusion (struct
+ * kp__rt_fusion_ops, see fused_load.h): NVRTC compilation with an on-disk CUBIN
  * cache, and the replacement of a chain of kernel nodes by one fused node in
  * a captured graph.
  *
@@ -18,7 +18,7 @@
  * Driver entry points come through the runtime
  * (cudaGetDriverEntryPointByVersion), like cuda_backend.c.
  */
-#include "fusion.h"
+#include "fused_load.h"
 
 #include <dlfcn.h>
 #include <errno.h>

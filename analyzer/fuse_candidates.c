@@ -1,6 +1,6 @@
 /*
- * fusion.c - fusion candidates: chains of dependent, short, memory-bound
- * kernels on one stream, scored after FusionStitching (saved DRAM traffic
+ * fuse_candidates.c - fusion candidates: chains of dependent, short,
+ * memory-bound kernels on one stream, scored after FusionStitching (saved DRAM traffic
  * + saved launches/nodes - a penalty for register and shared-memory
  * pressure and lost occupancy). Identical chains (same signature sequence)
  * are one candidate with an occurrence count.

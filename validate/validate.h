@@ -14,9 +14,12 @@
  * with it, the run analyzed, and the region's predicted graph time (its
  * capturable body: the edges a graph leaves outside, such as loss.item(),
  * are reported apart) compared with the measured one.
+ *
+ * A pipeline over importers/ and analyzer/, so it is a module of its own
+ * above both (validate/module.mk): the analyzer only reads the database.
  */
-#ifndef KP_ANALYZER_VALIDATE_H
-#define KP_ANALYZER_VALIDATE_H
+#ifndef KP_VALIDATE_VALIDATE_H
+#define KP_VALIDATE_VALIDATE_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /*
- * fusion_gen.h - fused-kernel code generation for planned kernel chains.
+ * generate.h - fused-kernel code generation for planned kernel chains.
  *
- * From a chain of catalog kernels (fusion/fusion_catalog.h) the generator
+ * From a chain of catalog kernels (fusion/catalog.h) the generator
  * writes the CUDA C source of one stitched kernel (after FusionStitching):
  *
  *   elementwise scheme  no reduction in the chain: one grid-stride loop over
@@ -19,21 +19,21 @@
  * The source starts with a machine-readable header (launch scheme, block
  * size, match patterns, the shape of each chain kernel, the mapping from
  * the original kernels' parameters to the fused kernel's, alias checks);
- * runtime/fusion.c reads it after checking the file's hash against the
+ * runtime/fused_load.c reads it after checking the file's hash against the
  * plan. The fused kernel's parameters are the mapped ones followed by
  * `long long rows, long long cols`, which the runtime computes from the
  * captured kernels (and checks are the same for every kernel of the chain).
  * Format: fusion/FUSION.md.
  */
-#ifndef KP_FUSION_GEN_H
-#define KP_FUSION_GEN_H
+#ifndef KP_FUSION_GENERATE_H
+#define KP_FUSION_GENERATE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fusion_catalog.h"
-#include "../plan/fused_source.h"   /* KP_FX_MAX_CHAIN, KP_FX_MAX_ARGS, KP_FX_HEADER_MAGIC */
+#include "catalog.h"
+#include "../plan/fused_limits.h"   /* KP_FX_MAX_CHAIN, KP_FX_MAX_ARGS, KP_FX_HEADER_MAGIC */
 #include "../plan/planfile.h"
 
 #define KP_FX_BLOCK       256      /* threads per block, unless a kernel's layout says */
@@ -241,5 +241,32 @@ size_t kp_fx_plan_drop_covered(struct kp_plan *plan, size_t first);
  */
 int kp_fx_plan_add_trace(struct kp_plan *plan, const char *buf, size_t len, const char *name,
 			 const struct kp_fx_catalog *cat, struct kp_err *err);
+
+/* In what order kp_fx_plan_fuse adds and generates a plan's groups. */
+enum kp_fx_fuse_order {
+	/* --base PLAN: a kernel trace's groups after the plan's own, every
+	 * group generated in plan order; none dropped */
+	KP_FX_FUSE_IN_ORDER = 0,
+	/* a plan from a database: the trace's groups (the catalog runs of each
+	 * graph region's recorded kernels, every instance, GEMVs with their
+	 * prologue and epilogue) generated first, since they are what the
+	 * program really ran; then the plan's earlier groups (the analyzer's
+	 * candidates) that a generated one overlaps are dropped, and the rest
+	 * generated */
+	KP_FX_FUSE_TRACE_FIRST = 1,
+};
+
+/*
+ * The fusion groups of `kplan plan --catalog` and their sources, in the
+ * order (enum kp_fx_fuse_order) that decides which group keeps a kernel
+ * two groups share. trace: a kernel trace (kp_fx_plan_add_trace's format,
+ * len bytes, named trace_name in messages; NULL: none); keep as
+ * kp_fx_plan_sources_keep (the caller drops what it excludes with
+ * kp_fx_plan_filter); sources go to dir. *st is reset and filled. Returns 0
+ * or KP_E*.
+ */
+int kp_fx_plan_fuse(struct kp_plan *plan, const struct kp_fx_catalog *cat, const char *trace,
+		    size_t len, const char *trace_name, int order, int keep, const char *dir,
+		    struct kp_fx_plan_stats *st, struct kp_err *err);
 
 #endif

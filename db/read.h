@@ -1,0 +1,245 @@
+/*
+ * read.h - the typed read API: iterators over one run's rows, which hand a
+ * reader named fields instead of the schema's columns, joins and NULL rules
+ * (the way to read chosen in docs/DESIGN.md, "Database"). It covers what
+ * importers/chrome_export.c reads, its first reader, which holds no SQL of
+ * its own; the other readers move to it one table at a time.
+ *
+ *   struct kp_db_rows *it;
+ *   struct kp_db_kernel k;
+ *   int rc = kp_db_kernels(db, run, &it, err);
+ *   while (!rc && (rc = kp_db_kernel_next(it, &k, err)) > 0)
+ *           use(&k);
+ *   kp_db_rows_close(it);      (rc < 0: err says what failed)
+ *
+ * Each kp_db_<rows>(db, run, OUT it, err) returns 0 or a negative KP_E*;
+ * each kp_db_<row>_next returns 1 (the row filled), 0 at the end or a
+ * negative KP_E*, and refuses an iterator of another kind (KP_EINVAL).
+ * Text fields are borrowed from SQLite: valid until the next call of the
+ * iterator or kp_db_rows_close; copy what you keep. A NULL text is NULL, a
+ * NULL integer reads 0 unless a field says otherwise.
+ */
+#ifndef KP_DB_READ_H
+#define KP_DB_READ_H
+
+#include <stdint.h>
+
+#include "db.h"
+
+/* One query in progress (opaque); close with kp_db_rows_close. */
+struct kp_db_rows;
+
+/* Finish the query and free it; NULL is a no-op. */
+void kp_db_rows_close(struct kp_db_rows *it);
+
+/* ---- the run ---- */
+
+/* A row of kp_runs. */
+struct kp_db_run {
+	int64_t run_id;
+	int64_t created_ns;
+	const char *source;             /* record | chrome | nsys | synthetic */
+	const char *source_path;        /* the trace or program, or NULL */
+	const char *device_name;        /* NULL when unknown */
+	int64_t compute_major, compute_minor, sm_count;
+	int64_t driver_version, runtime_version, cupti_version;   /* 0: unknown */
+	const char *status;             /* complete | partial | failed */
+	/* a rank of a multi-process job (schema v4; v6 for clock_base_ns):
+	 * has_* 0 when the run does not say */
+	int has_rank, has_world_size, has_clock_base;
+	int64_t rank, world_size;
+	int64_t clock_base_ns;          /* added to the run's times: the job's shared clock */
+};
+
+/* The runs of db in runId order; run > 0: only that one (no row when it is
+ * not there). */
+int kp_db_runs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_run_next(struct kp_db_rows *it, struct kp_db_run *r, struct kp_err *err);
+
+/* A GPU of the run (TARGET_INFO_GPU), by device ordinal. */
+struct kp_db_gpu {
+	int64_t id;                     /* device ordinal */
+	const char *name;
+	int64_t total_memory;           /* bytes */
+	int64_t compute_major, compute_minor;
+	int64_t max_threads_per_block, max_registers_per_sm;
+	int64_t max_shmem_per_block, max_shmem_per_sm;   /* bytes */
+	int64_t threads_per_warp, sm_count;
+	int64_t clock_rate;             /* kHz; 0: unknown */
+	int64_t l2_cache_size;          /* bytes; 0: unknown */
+	int64_t memory_bandwidth;       /* bytes/s; 0: unknown */
+};
+
+int kp_db_gpus(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_gpu_next(struct kp_db_rows *it, struct kp_db_gpu *g, struct kp_err *err);
+
+/* A stream that ran GPU work (a kernel, copy or memset), by device, stream. */
+struct kp_db_stream {
+	int64_t device, stream;
+};
+
+int kp_db_streams(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_stream_next(struct kp_db_rows *it, struct kp_db_stream *s, struct kp_err *err);
+
+/* ---- host side ---- */
+
+/* A CUDA runtime or driver API call (CUPTI_ACTIVITY_KIND_RUNTIME), by start. */
+struct kp_db_api_call {
+	int64_t start, end;
+	int64_t event_class;            /* 0 runtime, 1 driver (KP_API_DRIVER) */
+	int64_t gtid;                   /* globalTid: (pid << 24) | tid */
+	int64_t correlation;
+	const char *name;               /* cudaLaunchKernel, ... */
+	int64_t return_value;
+};
+
+int kp_db_api_calls(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_api_call_next(struct kp_db_rows *it, struct kp_db_api_call *c, struct kp_err *err);
+
+/* An NVTX range or mark (NVTX_EVENTS, event types 34, 59, 60), by start. */
+struct kp_db_nvtx {
+	int64_t start;
+	int64_t end;                    /* 0 for a mark */
+	int is_mark;                    /* no end: a mark */
+	int64_t event_type;             /* 34 mark, 59 push/pop, 60 start/end */
+	int64_t category;
+	int64_t gtid;
+	const char *text;               /* its own or interned text */
+	int64_t domain_id;              /* 0: the default domain */
+	const char *domain;             /* the domain's name (from its create
+					   event), NULL for the default domain */
+};
+
+int kp_db_nvtx(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_nvtx_next(struct kp_db_rows *it, struct kp_db_nvtx *e, struct kp_err *err);
+
+/* An interval of profiler overhead (PROFILER_OVERHEAD), by start. */
+struct kp_db_overhead {
+	int64_t start, end, gtid;
+	const char *name;               /* NULL when unnamed */
+};
+
+int kp_db_overheads(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_overhead_next(struct kp_db_rows *it, struct kp_db_overhead *o, struct kp_err *err);
+
+/* ---- GPU side ---- */
+
+/* Where and when a GPU operation ran: what every activity table holds. */
+struct kp_db_op {
+	int64_t start, end;             /* ns */
+	int64_t device, context, stream, correlation;
+};
+
+/* The API call that launched a GPU operation (same correlation id). */
+struct kp_db_launch {
+	int found;                      /* the call is in the run: */
+	int64_t start;                  /* its start (ns) */
+	int64_t gtid;                   /* and its thread */
+};
+
+/* A kernel execution (CUPTI_ACTIVITY_KIND_KERNEL) with its name, its
+ * launching call and its launch attributes. */
+/* A value that may be NULL: type 0 NULL, 1 integer (i), 2 text (t). */
+struct kp_db_value {
+	int type;
+	int64_t i;
+	const char *t;
+};
+
+/* A collective kernel's metadata (kp_collectives, schema v6: imported
+ * PyTorch traces), in the order Kineto writes it on the kernel (see
+ * kp_db_coll_keys); each field NULL where the trace did not say. */
+enum kp_db_coll_field {
+	KP_DB_COLL_NAME, KP_DB_COLL_DTYPE, KP_DB_COLL_IN_NELEMS, KP_DB_COLL_OUT_NELEMS,
+	KP_DB_COLL_GROUP_SIZE, KP_DB_COLL_PG_NAME, KP_DB_COLL_PG_DESC, KP_DB_COLL_RANKS,
+	KP_DB_COLL_SEQ, KP_DB_COLL__N
+};
+
+/* Kineto's key of each field ("Collective name", "dtype", "In msg nelems"...). */
+extern const char *const kp_db_coll_keys[KP_DB_COLL__N];
+
+struct kp_db_kernel {
+	struct kp_db_op op;
+	const char *name;               /* demangled */
+	int64_t registers_per_thread;
+	int64_t grid[3], block[3];
+	int64_t static_smem, dynamic_smem;   /* bytes */
+	int64_t launch_type, cache_config;
+	int64_t local_mem_per_thread, local_mem_total;
+	int64_t grid_id, graph_node_id, graph_id;
+	struct kp_db_launch launch;
+	int pdl;                        /* programmatic dependent launch
+					   (kp_launch_attrs; 0 in databases before it) */
+	struct kp_db_value coll[KP_DB_COLL__N];   /* all NULL: not a known collective */
+};
+
+/* The kernels of run in start order. */
+int kp_db_kernels(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_kernel_next(struct kp_db_rows *it, struct kp_db_kernel *k, struct kp_err *err);
+
+/* A copy (CUPTI_ACTIVITY_KIND_MEMCPY), by start. */
+struct kp_db_memcpy {
+	struct kp_db_op op;
+	int64_t bytes;
+	int64_t copy_kind;              /* CUpti_ActivityMemcpyKind */
+	int64_t src_kind, dst_kind;     /* CUpti_ActivityMemoryKind */
+	struct kp_db_launch launch;
+};
+
+int kp_db_memcpys(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_memcpy_next(struct kp_db_rows *it, struct kp_db_memcpy *c, struct kp_err *err);
+
+/* A memset (CUPTI_ACTIVITY_KIND_MEMSET), by start. */
+struct kp_db_memset {
+	struct kp_db_op op;
+	int64_t bytes, value;
+	int64_t mem_kind;               /* CUpti_ActivityMemoryKind */
+	struct kp_db_launch launch;
+};
+
+int kp_db_memsets(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_memset_next(struct kp_db_rows *it, struct kp_db_memset *m, struct kp_err *err);
+
+/* A synchronisation (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION), by start. */
+struct kp_db_sync {
+	struct kp_db_op op;
+	int64_t sync_type;              /* CUpti_ActivitySynchronizationType */
+	int64_t event_id;               /* 0: none */
+};
+
+int kp_db_syncs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_sync_next(struct kp_db_rows *it, struct kp_db_sync *s, struct kp_err *err);
+
+/* ---- the analysis ---- */
+
+/* One occurrence of an analyzed region (kp_region_occurrences with its
+ * kp_regions row), by region, then occurrence. */
+struct kp_db_region_occ {
+	int64_t region_id;
+	const char *label;
+	int64_t occ_index;              /* 0, 1, ... per region */
+	int64_t start, end;             /* ns */
+	int64_t kernels;
+	const char *source;             /* nvtx | mined | split | runtime | graph */
+	int capturable;
+};
+
+int kp_db_region_occs(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		      struct kp_err *err);
+int kp_db_region_occ_next(struct kp_db_rows *it, struct kp_db_region_occ *o,
+			  struct kp_err *err);
+
+/* A host-bound gap before a kernel (kp_gaps with host_bound = 1 and a
+ * positive gap), by device, stream, then kernel start. */
+struct kp_db_host_gap {
+	int64_t device, stream, correlation;
+	int64_t kernel_start;           /* the gap ends there */
+	int64_t gap_ns, queue_ns, launch_api_ns;
+};
+
+int kp_db_host_gaps(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		    struct kp_err *err);
+int kp_db_host_gap_next(struct kp_db_rows *it, struct kp_db_host_gap *g,
+			struct kp_err *err);
+
+#endif
