@@ -33,7 +33,7 @@ _FIELDS_V2 = ("saved-kernels", "saved-bytes", "gain-ns", "per-call")   # version
 
 # The analyzer's cost model of a fusion of memory-bound kernels
 # (analyzer/cost.h, kp_cost_fusion_gain_ns), with the documented defaults of
-# its constants (analyzer/cost.c: dram_bytes_per_ns, graph_node_ns): short
+# its constants (common/cost_quantities.def: dram_bytes_per_ns, graph_node_ns): short
 # kernels move bytes at about half the DRAM bandwidth, and each kernel of a
 # graph costs at least one node's time. tests/python checks these against
 # the C sources.

@@ -111,14 +111,15 @@ class TestFormat(unittest.TestCase):
             aten_plan.parse(v1.replace("outputs 1\n", "outputs 1\ngain-ns 5\n"))
 
     def test_gain_is_the_cost_model_with_its_defaults(self):
-        # the constants are the C cost model's documented defaults
-        with open(os.path.join(REPO, "analyzer", "cost.c")) as f:
-            cost_c = f.read()
+        # the constants are the C cost model's documented defaults (the one
+        # table of quantities, common/cost_quantities.def)
+        with open(os.path.join(REPO, "common", "cost_quantities.def")) as f:
+            table = f.read()
         with open(os.path.join(REPO, "analyzer", "cost.h")) as f:
             cost_h = f.read()
         for name, v in (("dram_bytes_per_ns", aten_plan.DRAM_BYTES_PER_NS),
                         ("graph_node_ns", aten_plan.GRAPH_NODE_NS)):
-            m = re.search(r'"%s", ([0-9.]+),' % name, cost_c)
+            m = re.search(r'"%s", \w+, \w+, ([0-9.]+),' % name, table)
             self.assertIsNotNone(m, name)
             self.assertEqual(float(m.group(1)), v, name)
         m = re.search(r"#define KP_COST_SHORT_BW_SHARE ([0-9.]+)", cost_h)
