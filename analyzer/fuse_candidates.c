@@ -20,7 +20,6 @@
 #include "internal.h"
 
 #define MAX_CANDS 10000
-#define SHORT_BW_SHARE 0.5   /* short kernels reach about half the bandwidth */
 
 /* 1 dependent, 0 independent, -1 unknown (no args recorded for both). */
 static int shares_pointer(struct kp__ana *a, const struct kp__op *x, const struct kp__op *y)
@@ -88,7 +87,7 @@ static double occupancy(int regs, int64_t tpb)
 /* Score and check one chain of kernels (op indices). */
 static int evaluate(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand *c)
 {
-	double bw = a->cost.v[KP_COST_DRAM_BW] * SHORT_BW_SHARE;
+	double bw = a->cost.v[KP_COST_DRAM_BW] * KP_COST_SHORT_BW_SHARE;
 	int64_t smem = 0, tmin = INT64_MAX, tmax = 0, tpb_max = 1, dur = 0, saved = 0;
 	int regs_max = 0, reduction = 0;
 	double occ_before = 1;
@@ -148,8 +147,8 @@ static int evaluate(struct kp__ana *a, const uint32_t *ch, int k, struct kp__can
 	c->saved_bytes = saved;
 	c->saved_nodes = k - 1;
 	c->penalty = lost > 0 ? llround(lost * (double)dur) : 0;
-	c->score = (double)saved / (a->cost.v[KP_COST_DRAM_BW] * SHORT_BW_SHARE) +
-		(double)(k - 1) * a->cost.v[KP_COST_GRAPH_NODE] - (double)c->penalty;
+	c->score = kp_cost_fusion_gain_ns(&a->cost, (double)saved, (double)(k - 1)) -
+		(double)c->penalty;
 	c->feasible = !*reason;
 	c->reason = *reason ? kp_arena_strdup(&a->arena, reason) : NULL;
 	c->pattern = reduction ? "reduction" : tmin == tmax ? "elementwise" : "broadcast";
