@@ -1,7 +1,8 @@
 /*
  * excommon.h - shared by the example workloads: checked CUDA calls, the
- * command line (MODE [PLAN] [--steps N]), timing and the result line that
- * tests/gpu/runtime_check.sh compares between modes.
+ * command line (MODE [PLAN] [--steps N]), timing, the deterministic init and
+ * block sum, and the result line that tests/gpu/runtime_check.sh compares
+ * between modes.
  *
  *   MODE  eager    plain launches, no runtime
  *         runtime  the same loop inside kp_region_begin/end, plan from PLAN
@@ -185,6 +186,25 @@ __device__ __forceinline__ float ex_rand(uint32_t i, uint32_t seed, float scale)
 	x *= 0x846ca68bu;
 	x ^= x >> 16;
 	return ((float)(x >> 8) / 16777216.0f * 2.0f - 1.0f) * scale;
+}
+
+/*
+ * The sum of each thread's v over the block into red[0], by a fixed tree (the
+ * same order on every run, so outputs hash the same in every mode);
+ * blockDim.x a power of two, red[] at least blockDim.x long. Ends with a
+ * __syncthreads(): every thread may read red[0].
+ */
+__device__ __forceinline__ void ex_block_sum(float *red, float v)
+{
+	int k;
+
+	red[threadIdx.x] = v;
+	__syncthreads();
+	for (k = blockDim.x / 2; k > 0; k >>= 1) {
+		if ((int)threadIdx.x < k)
+			red[threadIdx.x] += red[threadIdx.x + k];
+		__syncthreads();
+	}
 }
 
 __global__ void ex_init_f32(float *p, size_t n, uint32_t seed, float scale, float bias)

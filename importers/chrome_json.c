@@ -14,8 +14,14 @@
 #include "../common/hash.h"
 #include "../common/log.h"
 
+struct key_id {
+	const char *key;
+	size_t len;
+	int id;
+};
+
 #define KEY(s, id) { s, sizeof(s) - 1, id }
-static const struct { const char *key; size_t len; int id; } arg_keys[] = {
+static const struct key_id arg_keys[] = {
 	KEY("device", A_DEVICE), KEY("context", A_CONTEXT), KEY("stream", A_STREAM),
 	KEY("correlation", A_CORR), KEY("registers per thread", A_REGS),
 	KEY("shared memory", A_SMEM), KEY("static shared memory", A_SSMEM),
@@ -38,7 +44,7 @@ static const struct { const char *key; size_t len; int id; } arg_keys[] = {
 	KEY("Process Group Ranks", CK_RANKS),
 };
 
-static const struct { const char *key; size_t len; int id; } dev_keys[] = {
+static const struct key_id dev_keys[] = {
 	KEY("id", D_ID), KEY("name", D_NAME), KEY("totalGlobalMem", D_MEM),
 	KEY("computeMajor", D_MAJOR), KEY("computeMinor", D_MINOR),
 	KEY("maxThreadsPerBlock", D_MAXTPB), KEY("regsPerMultiprocessor", D_REGS_SM),
@@ -67,6 +73,18 @@ static void ev_reset(struct kp__chrome_ev *e)
 static int keyeq(const unsigned char *k, size_t len, const char *s)
 {
 	return strlen(s) == len && !memcmp(k, s, len);
+}
+
+/* The id of key k[0..len) in keys[0..n), or none. */
+static int key_lookup(const struct key_id *keys, size_t n, const unsigned char *k, size_t len,
+		      int none)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (keys[i].len == len && !memcmp(k, keys[i].key, len))
+			return keys[i].id;
+	return none;
 }
 
 static int classify_cat(const char *s, size_t len)
@@ -465,7 +483,6 @@ static int cb_end_array(void *ctx)
 static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 {
 	struct kp__chrome *r = ctx;
-	size_t i;
 
 	switch (r->state) {
 	case S_TOP:
@@ -498,23 +515,11 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 		r->state = S_EVVAL;
 		return 1;
 	case S_ARGS:
-		r->key = A_NONE;
-		for (i = 0; i < sizeof(arg_keys) / sizeof(arg_keys[0]); i++) {
-			if (arg_keys[i].len == len && !memcmp(k, arg_keys[i].key, len)) {
-				r->key = arg_keys[i].id;
-				break;
-			}
-		}
+		r->key = key_lookup(arg_keys, sizeof(arg_keys) / sizeof(arg_keys[0]), k, len, A_NONE);
 		r->state = S_ARGVAL;
 		return 1;
 	case S_DEV:
-		r->key = D_NONE;
-		for (i = 0; i < sizeof(dev_keys) / sizeof(dev_keys[0]); i++) {
-			if (dev_keys[i].len == len && !memcmp(k, dev_keys[i].key, len)) {
-				r->key = dev_keys[i].id;
-				break;
-			}
-		}
+		r->key = key_lookup(dev_keys, sizeof(dev_keys) / sizeof(dev_keys[0]), k, len, D_NONE);
 		r->state = S_DEVVAL;
 		return 1;
 	case S_DIST:

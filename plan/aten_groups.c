@@ -47,33 +47,6 @@ void kp_aten_groups_bundle_path(const char *dir, uint64_t plan_hash, struct kp_s
 	kp_strbuf_addf(out, "%s/plan-%016llx" KP_ATEN_SUFFIX, dir, (unsigned long long)plan_hash);
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* 16 lowercase hex digits into *v: 0 or -1. */
-static int parse_hex64(const char *s, size_t n, uint64_t *v)
-{
-	size_t i;
-
-	if (n != 16)
-		return -1;
-	*v = 0;
-	for (i = 0; i < 16; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return -1;
-		*v = (*v << 4) | (uint64_t)hexval(s[i]);
-	}
-	return 0;
-}
-
 /* A string value (%XX escapes a byte) into a new NUL-terminated string, or
  * NULL (*bad set: malformed or a control byte; else out of memory). */
 static char *decode(const char *s, size_t n, int *bad)
@@ -88,9 +61,9 @@ static char *decode(const char *s, size_t n, int *bad)
 		int c = (unsigned char)s[i];
 
 		if (c == '%') {
-			if (i + 3 > n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+			if (i + 3 > n || kp__plan_hexval(s[i + 1]) < 0 || kp__plan_hexval(s[i + 2]) < 0)
 				goto bad;
-			c = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+			c = kp__plan_hexval(s[i + 1]) * 16 + kp__plan_hexval(s[i + 2]);
 			i += 2;
 		}
 		if (c < 0x20 || c == 0x7f)
@@ -156,9 +129,9 @@ static const char *set_field(struct kp_aten_group *u, int f, const char *v, size
 
 	switch (f) {
 	case F_KEY:
-		return parse_hex64(v, n, &u->key) ? "expected 16 lowercase hex digits" : NULL;
+		return kp__plan_parse_hex64(v, n, &u->key) ? "expected 16 lowercase hex digits" : NULL;
 	case F_SOURCE_HASH:
-		return parse_hex64(v, n, &u->source_hash) ?
+		return kp__plan_parse_hex64(v, n, &u->source_hash) ?
 			"expected 16 lowercase hex digits" : NULL;
 	case F_NUMERICS:
 		if (n == 5 && !memcmp(v, "exact", 5))
@@ -330,7 +303,7 @@ struct kp_aten_groups *kp_aten_groups_parse(const char *buf, size_t len, const c
 		kn = (size_t)(sp - line);
 		if (!u) {
 			if (kn == 9 && !memcmp(line, "plan-hash", 9) && !have_plan_hash) {
-				if (parse_hex64(sp + 1, n - kn - 1, &g->plan_hash)) {
+				if (kp__plan_parse_hex64(sp + 1, n - kn - 1, &g->plan_hash)) {
 					why = "plan-hash: expected 16 lowercase hex digits";
 					goto bad;
 				}

@@ -244,7 +244,7 @@ static void put_str(struct kp_strbuf *sb, const char *s)
 	put_str_as(sb, s, 0);
 }
 
-static int hexval(int c)
+int kp__plan_hexval(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -253,6 +253,22 @@ static int hexval(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+int kp__plan_parse_hex64(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n != 16)
+		return -1;
+	for (i = 0; i < 16; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return -1;
+		v = v << 4 | (uint64_t)kp__plan_hexval(s[i]);
+	}
+	*out = v;
+	return 0;
 }
 
 /*
@@ -284,8 +300,8 @@ static char *decode_str(const char *s, size_t n, const char **why, int *oom)
 				*why = "'%' escape cut short";
 				goto bad;
 			}
-			h = hexval(s[i + 1]);
-			l = hexval(s[i + 2]);
+			h = kp__plan_hexval(s[i + 1]);
+			l = kp__plan_hexval(s[i + 2]);
 			if (h < 0 || l < 0) {
 				*why = "'%' not followed by two hex digits";
 				goto bad;
@@ -561,7 +577,6 @@ static int set_field(struct parser *ps, void *obj, const struct field *f,
 	const char *why = NULL;
 	int64_t x;
 	int oom = 0;
-	size_t i;
 
 	switch (f->type) {
 	case F_I32:
@@ -612,24 +627,11 @@ static int set_field(struct parser *ps, void *obj, const struct field *f,
 		}
 		return perr(ps, KP_EFORMAT, "field '%s': expected 'exact' or 'tolerant', found '%.*s'",
 			    f->key, (int)(n > 40 ? 40 : n), v);
-	case F_HEX: {
-		uint64_t h = 0;
-
-		if (n != 16)
-			goto bad_hex;
-		for (i = 0; i < 16; i++) {
-			int d = hexval(v[i]);
-
-			if (d < 0 || (v[i] >= 'A' && v[i] <= 'F'))
-				goto bad_hex;
-			h = h << 4 | (uint64_t)d;
-		}
-		*(uint64_t *)base = h;
-		return 0;
-bad_hex:
+	case F_HEX:
+		if (!kp__plan_parse_hex64(v, n, (uint64_t *)base))
+			return 0;
 		return perr(ps, KP_EFORMAT, "field '%s': expected 16 lowercase hex digits, found '%.*s'",
 			    f->key, (int)(n > 40 ? 40 : n), v);
-	}
 	case F_STR:
 	case F_OSTR: {
 		char **s = (char **)base, *d;
@@ -1099,7 +1101,7 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 {
 	struct parser ps;
 	const char *v;
-	size_t vn, i;
+	size_t vn;
 	int64_t x, body_len;
 	uint64_t want = 0, got;
 	int rc;
@@ -1153,14 +1155,7 @@ struct kp_plan *kp_plan_parse(const char *buf, size_t len, const char *name,
 	}
 	if (header_line(&ps, "body-hash", &v, &vn))
 		goto fail;
-	for (i = 0; i < vn && vn == 16; i++) {
-		int d = hexval(v[i]);
-
-		if (d < 0 || (v[i] >= 'A' && v[i] <= 'F'))
-			break;
-		want = want << 4 | (uint64_t)d;
-	}
-	if (vn != 16 || i != 16) {
+	if (kp__plan_parse_hex64(v, vn, &want)) {
 		perr(&ps, KP_EFORMAT, "header: field 'body-hash': expected 16 lowercase hex digits, found '%.*s'",
 		     (int)(vn > 40 ? 40 : vn), v);
 		goto fail;

@@ -288,4 +288,13 @@ struct kp_plan_report {
 int kp_plan_check(const struct kp_plan *plan, const struct kp_gpu_desc *gpu,
 		  struct kp_plan_report *rep);
 
+/*
+ * Internal to plan/: the hex readers planfile.c and aten_groups.c share.
+ * kp__plan_hexval is the value of hex digit c (either case) or -1;
+ * kp__plan_parse_hex64 reads s[0..n), exactly 16 lowercase hex digits,
+ * into *out: 0, or -1 with *out untouched.
+ */
+int kp__plan_hexval(int c);
+int kp__plan_parse_hex64(const char *s, size_t n, uint64_t *out);
+
 #endif

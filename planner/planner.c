@@ -659,12 +659,8 @@ out:
 	return rc;
 }
 
-/* A region planned as a graph goes eager after all (reason): no warm-up,
- * no memory, no patches, no saving; the caller sets the reason text. */
-static void demote(struct reg *r, int reason)
+void kp__planner_demote(struct kp_plan_region *o, int reason)
 {
-	struct kp_plan_region *o = r->out;
-
 	o->decision = KP_PLAN_EAGER;
 	o->reason = reason;
 	o->warmup = 0;
@@ -672,6 +668,13 @@ static void demote(struct reg *r, int reason)
 	free(o->patches);
 	o->patches = NULL;
 	o->n_patches = 0;
+}
+
+/* A region planned as a graph goes eager after all (reason), saving
+ * nothing; the caller sets the reason text. */
+static void demote(struct reg *r, int reason)
+{
+	kp__planner_demote(r->out, reason);
 	r->saving = 0;
 }
 

@@ -11,4 +11,10 @@
 struct kp_plan *kp__planner_one(struct kp_db *db, const struct kp_planner_opts *o, int64_t run,
 				struct kp_err *err);
 
+/*
+ * Region o, planned as a graph, goes eager after all (reason): no warm-up,
+ * no memory budget, no patches (freed). The caller sets the reason text.
+ */
+void kp__planner_demote(struct kp_plan_region *o, int reason);
+
 #endif

@@ -98,13 +98,7 @@ static int disagree(struct kp_plan *plan, struct kp_plan_region *r, int rank, in
 	r->reason_text = text;
 	if (!graph)
 		return 0;
-	r->decision = KP_PLAN_EAGER;
-	r->reason = KP_PLAN_R_RANKS_DIFFER;
-	r->warmup = 0;
-	r->mem_budget_bytes = 0;
-	free(r->patches);
-	r->patches = NULL;
-	r->n_patches = 0;
+	kp__planner_demote(r, KP_PLAN_R_RANKS_DIFFER);
 	drop_fusions(plan, r->label);
 	return 0;
 }

@@ -69,6 +69,20 @@ static int ensure(char *msg, size_t mlen)
 	return 0;
 }
 
+/*
+ * Where an entry point writes its message: the caller's msg[0..*len), or
+ * dummy when the caller passed none; emptied.
+ */
+static char *message_buf(char *msg, size_t *len, char *dummy, size_t dummy_len)
+{
+	if (!msg || !*len) {
+		msg = dummy;
+		*len = dummy_len;
+	}
+	msg[0] = 0;
+	return msg;
+}
+
 KP_RT_API int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const char *name,
 				void **fn, char *msg, size_t msg_len)
 {
@@ -76,11 +90,7 @@ KP_RT_API int kp_rt_kernel_load(kp_rt *rt, const char *src, size_t len, const ch
 	char dummy[8];
 	int rc;
 
-	if (!msg || !msg_len) {
-		msg = dummy;
-		msg_len = sizeof(dummy);
-	}
-	msg[0] = 0;
+	msg = message_buf(msg, &msg_len, dummy, sizeof(dummy));
 	if (fn)
 		*fn = NULL;
 	if (!rt || !src || !len || !name || !fn) {
@@ -120,11 +130,7 @@ KP_RT_API int kp_rt_kernel_precompile(const char *src, size_t len, int cc_major,
 	char dummy[8];
 	int rc;
 
-	if (!msg || !msg_len) {
-		msg = dummy;
-		msg_len = sizeof(dummy);
-	}
-	msg[0] = 0;
+	msg = message_buf(msg, &msg_len, dummy, sizeof(dummy));
 	if (!src || !len || cc_major < 1 || cc_major > 99 || cc_minor < 0 || cc_minor > 9) {
 		snprintf(msg, msg_len, "bad arguments");
 		return -1;

@@ -197,7 +197,7 @@ __global__ void loss_grad(const float *y, const float *t, float *dy, float *loss
 {
 	__shared__ float red[256];
 	float s = 0;
-	int i, k;
+	int i;
 
 	for (i = threadIdx.x; i < n; i += blockDim.x) {
 		float d = y[i] - t[i];
@@ -205,13 +205,7 @@ __global__ void loss_grad(const float *y, const float *t, float *dy, float *loss
 		dy[i] = d * (1.0f / B);
 		s += d * d;
 	}
-	red[threadIdx.x] = s;
-	__syncthreads();
-	for (k = blockDim.x / 2; k > 0; k >>= 1) {
-		if ((int)threadIdx.x < k)
-			red[threadIdx.x] += red[threadIdx.x + k];
-		__syncthreads();
-	}
+	ex_block_sum(red, s);
 	if (threadIdx.x == 0)
 		*loss += 0.5f * red[0] * (1.0f / B);
 }

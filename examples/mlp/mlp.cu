@@ -31,29 +31,17 @@ __global__ void layernorm(const float *x, float *y, const float *g, const float 
 	const float *xr = x + (size_t)blockIdx.x * d;
 	float *yr = y + (size_t)blockIdx.x * d;
 	float s = 0, mean, var;
-	int i, k;
+	int i;
 
 	for (i = threadIdx.x; i < d; i += blockDim.x)
 		s += xr[i];
-	red[threadIdx.x] = s;
-	__syncthreads();
-	for (k = blockDim.x / 2; k > 0; k >>= 1) {
-		if ((int)threadIdx.x < k)
-			red[threadIdx.x] += red[threadIdx.x + k];
-		__syncthreads();
-	}
+	ex_block_sum(red, s);
 	mean = red[0] / d;
 	__syncthreads();
 	s = 0;
 	for (i = threadIdx.x; i < d; i += blockDim.x)
 		s += (xr[i] - mean) * (xr[i] - mean);
-	red[threadIdx.x] = s;
-	__syncthreads();
-	for (k = blockDim.x / 2; k > 0; k >>= 1) {
-		if ((int)threadIdx.x < k)
-			red[threadIdx.x] += red[threadIdx.x + k];
-		__syncthreads();
-	}
+	ex_block_sum(red, s);
 	var = red[0] / d;
 	for (i = threadIdx.x; i < d; i += blockDim.x)
 		yr[i] = (xr[i] - mean) * rsqrtf(var + 1e-5f) * g[i] + b[i];

@@ -33,7 +33,7 @@ __global__ void jacobi(const float *u, float *v, const float *f, float h2)
 __global__ void residual_partial(const float *u, const float *f, float *part, float inv_h2)
 {
 	__shared__ float red[256];
-	int i = blockIdx.x * blockDim.x + threadIdx.x, r = i / N, c = i % N, k;
+	int i = blockIdx.x * blockDim.x + threadIdx.x, r = i / N, c = i % N;
 	float e = 0;
 
 	if (i < N * N) {
@@ -43,13 +43,7 @@ __global__ void residual_partial(const float *u, const float *f, float *part, fl
 
 		e = (au - f[i]) * (au - f[i]);
 	}
-	red[threadIdx.x] = e;
-	__syncthreads();
-	for (k = blockDim.x / 2; k > 0; k >>= 1) {
-		if ((int)threadIdx.x < k)
-			red[threadIdx.x] += red[threadIdx.x + k];
-		__syncthreads();
-	}
+	ex_block_sum(red, e);
 	if (threadIdx.x == 0)
 		part[blockIdx.x] = red[0];
 }
@@ -58,17 +52,11 @@ __global__ void residual_final(const float *part, int n, float *res)
 {
 	__shared__ float red[256];
 	float s = 0;
-	int i, k;
+	int i;
 
 	for (i = threadIdx.x; i < n; i += blockDim.x)
 		s += part[i];
-	red[threadIdx.x] = s;
-	__syncthreads();
-	for (k = blockDim.x / 2; k > 0; k >>= 1) {
-		if ((int)threadIdx.x < k)
-			red[threadIdx.x] += red[threadIdx.x + k];
-		__syncthreads();
-	}
+	ex_block_sum(red, s);
 	if (threadIdx.x == 0)
 		res[0] = sqrtf(red[0]);
 }

@@ -92,12 +92,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct kp_err err = {0}, ferr = {0};
 	struct kp_strbuf sb = KP_STRBUF_INIT;
 	struct kp_aten_groups *g, *f = NULL, *r;
-	char *copy = malloc(size ? size : 1);
+	char *copy = fz_copy(data, size);
 	int frc;
 
 	if (!copy)
 		return 0;
-	memcpy(copy, data, size);
 	g = kp_aten_groups_parse(copy, size, "fuzz.aten", &err);
 	fz_write("p.kplan.aten", data, size);
 	frc = kp_aten_groups_load(fz_path("p.kplan"), &f, NULL, NULL, &ferr);

@@ -86,12 +86,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kp_err err = {0};
 	struct kp_fx_catalog *cat;
-	char *copy = malloc(size ? size : 1);
+	char *copy = fz_copy(data, size);
 	size_t i, j;
 
 	if (!copy)
 		return 0;
-	memcpy(copy, data, size);
 	cat = kp_fx_catalog_parse(copy, size, "fuzz.kpcat", &err);
 	free(copy);
 	if (!cat) {

@@ -66,11 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* 1: the raw bytes (copied, so reads past the end are caught) */
 	{
-		char *copy = malloc(size ? size : 1);
+		char *copy = fz_copy(data, size);
 
 		if (!copy)
 			return 0;
-		memcpy(copy, data, size);
 		roundtrip(copy, size);
 		free(copy);
 	}

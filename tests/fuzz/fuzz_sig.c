@@ -82,11 +82,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *copy = malloc(size ? size : 1);
+	char *copy = fz_copy(data, size);
 
 	if (!copy)
 		return 0;
-	memcpy(copy, data, size);
 	check_sig(copy, size);
 	check_pub(copy, size);
 	free(copy);

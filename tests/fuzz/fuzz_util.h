@@ -58,6 +58,20 @@ static __attribute__((unused)) const char *fz_write(const char *name, const uint
 	return p;
 }
 
+/*
+ * A malloc'd copy of the input (size bytes; 1 allocated when size is 0), so
+ * that ASan catches a reader going past its end, which libFuzzer's own
+ * buffer does not guarantee; NULL when out of memory. The caller frees it.
+ */
+static __attribute__((unused)) char *fz_copy(const uint8_t *data, size_t size)
+{
+	char *copy = malloc(size ? size : 1);
+
+	if (copy)
+		memcpy(copy, data, size);
+	return copy;
+}
+
 /* A harness-detected bug: print what and crash so libFuzzer keeps the input. */
 #define FZ_CHECK(cond, ...) do { \
 	if (!(cond)) { \

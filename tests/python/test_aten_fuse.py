@@ -228,6 +228,16 @@ class FakeCRT(object):
         return 0
 
 
+def run_op(fz, op, *args, **kw):
+    """What FuseMode.__torch_dispatch__ does."""
+    out = fz.defer(op, args, kw)
+    if out is not None:
+        return out
+    if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
+        fz.flush()
+    return op(*args, **kw)
+
+
 class TestFuser(unittest.TestCase):
     def setUp(self):
         self.T, mods = make_torch()
@@ -243,14 +253,7 @@ class TestFuser(unittest.TestCase):
         self.fz = aten_fuse.Fuser(self.crt)
 
     def run_op(self, op, *args, **kw):
-        """What FuseMode.__torch_dispatch__ does."""
-        fz = self.fz
-        out = fz.defer(op, args, kw)
-        if out is not None:
-            return out
-        if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
-            fz.flush()
-        return op(*args, **kw)
+        return run_op(self.fz, op, *args, **kw)
 
     def x(self, *shape, **kw):
         return self.T.Tensor(shape or (4, 768), kw.pop("dtype", self.T.float16), **kw)

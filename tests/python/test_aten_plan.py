@@ -42,16 +42,6 @@ def fixture_groups():
     return [g1, g2]
 
 
-def run_op(fz, op, *args, **kw):
-    """What FuseMode.__torch_dispatch__ does."""
-    out = fz.defer(op, args, kw)
-    if out is not None:
-        return out
-    if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
-        fz.flush()
-    return op(*args, **kw)
-
-
 class TestFormat(unittest.TestCase):
     def test_hash64_is_kp_hash64(self):
         # values of common/hash.c's kp_hash64(s, len, KP_HASH_SEED)
@@ -169,9 +159,9 @@ class TestFuserWithPlan(unittest.TestCase):
         """tanh(x * 0.5) then op2 (add 1.0 by default), flushed; returns the output."""
         O = self.O
         x = self.T.Tensor(shape, self.T.float16)
-        t = run_op(fz, O.mul, x, 0.5)
-        u = run_op(fz, O.tanh, t)
-        y = run_op(fz, O.mul, u, 3.0) if op2 == "mul" else run_op(fz, O.add, u, 1.0)
+        t = TF.run_op(fz, O.mul, x, 0.5)
+        u = TF.run_op(fz, O.tanh, t)
+        y = TF.run_op(fz, O.mul, u, 3.0) if op2 == "mul" else TF.run_op(fz, O.add, u, 1.0)
         del t, u
         gc.collect()
         fz.flush()

@@ -222,20 +222,18 @@ static const char *aten_fixture(const char *name, const char *key)
 	return plan;
 }
 
-/* A fresh key pair at name (and name.pub). */
-static const char *fresh_key(const char *name, struct kp_sign_key *pub)
+/* The plan at path as it is now, read into *buf, *len and parsed into *p
+ * (NULL when it does not parse): 0 or the code of the read. */
+static int load(const char *path, char **buf, size_t *len, struct kp_plan **p,
+		struct kp_err *err)
 {
-	struct kp_err err = {0};
-	char pubpath[4200];
-	const char *path = kp_test_path(name);
+	int rc;
 
-	snprintf(pubpath, sizeof(pubpath), "%s.pub", path);
-	unlink(path);
-	unlink(pubpath);
-	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(path, NULL, &err), 0);
-	if (pub)
-		CU_ASSERT_EQUAL(kp_sign_load_public(pubpath, pub, &err), 0);
-	return path;
+	memset(err, 0, sizeof(*err));
+	if ((rc = kp_plan_read(path, buf, len, err)))
+		return rc;
+	*p = kp_plan_parse(*buf, *len, path, err);
+	return 0;
 }
 
 /* kp_plan_verify of the plan at path as it is now; aten_sha may be NULL */
@@ -247,10 +245,8 @@ static int verify(const char *path, const struct kp_sign_key *key, struct kp_str
 	size_t len;
 	int rc;
 
-	memset(err, 0, sizeof(*err));
-	if ((rc = kp_plan_read(path, &buf, &len, err)))
+	if ((rc = load(path, &buf, &len, &p, err)))
 		return rc;
-	p = kp_plan_parse(buf, len, path, err);
 	rc = p ? kp_plan_verify(path, buf, len, p, key, 1, NULL, NULL, aten_sha, err) : KP_EFORMAT;
 	kp_plan_free(p);
 	free(buf);
@@ -265,10 +261,8 @@ static int message(const char *path, struct kp_strbuf *msg, struct kp_err *err)
 	size_t len;
 	int rc;
 
-	memset(err, 0, sizeof(*err));
-	if ((rc = kp_plan_read(path, &buf, &len, err)))
+	if ((rc = load(path, &buf, &len, &p, err)))
 		return rc;
-	p = kp_plan_parse(buf, len, path, err);
 	kp_strbuf_reset(msg);
 	rc = p ? kp_plan_sign_message(path, buf, len, p, msg, err) : KP_EFORMAT;
 	kp_plan_free(p);
@@ -293,7 +287,7 @@ static void test_sign_covers_groups(void)
 	struct kp_strbuf msg = KP_STRBUF_INIT, sha = KP_STRBUF_INIT, ap = KP_STRBUF_INIT;
 	struct kp_sign_key key;
 	struct kp_err err;
-	const char *k1 = fresh_key("a1.key", &key), *plan = aten_fixture("sig", k1);
+	const char *k1 = kp_test_fresh_key("a1.key", &key), *plan = aten_fixture("sig", k1);
 	char src1[4200];
 	size_t plain_len;
 
@@ -372,7 +366,7 @@ static void test_stale_groups(void)
 static void test_cli_check_show(void)
 {
 	const char *k = kp_test_kplan(), *log = kp_test_path("aten.log");
-	const char *key = fresh_key("cli-a.key", NULL), *plan = aten_fixture("cli", NULL);
+	const char *key = kp_test_fresh_key("cli-a.key", NULL), *plan = aten_fixture("cli", NULL);
 	const char *gpu = "--cc 9.0 --cuda-major 13";
 	char src2[4200];
 

@@ -1043,22 +1043,6 @@ static const char *signed_fixture(const char *name, const char *key)
 	return path;
 }
 
-/* A fresh key pair at name (and name.pub). */
-static const char *fresh_key(const char *name, struct kp_sign_key *pub)
-{
-	struct kp_err err = {0};
-	char pubpath[4200];
-	const char *path = kp_test_path(name);
-
-	snprintf(pubpath, sizeof(pubpath), "%s.pub", path);
-	unlink(path);
-	unlink(pubpath);
-	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(path, NULL, &err), 0);
-	if (pub)
-		CU_ASSERT_EQUAL(kp_sign_load_public(pubpath, pub, &err), 0);
-	return path;
-}
-
 /* kp_plan_verify of the plan file at path as it is now: 0 or the code */
 static int verify_file(const char *path, const struct kp_sign_key *keys, size_t n,
 		       struct kp_err *err)
@@ -1081,11 +1065,11 @@ static void test_sign_roundtrip(void)
 {
 	struct kp_sign_key keys[2];
 	struct kp_err err = {0};
-	const char *k1 = fresh_key("s1.key", &keys[0]), *plan;
+	const char *k1 = kp_test_fresh_key("s1.key", &keys[0]), *plan;
 	char sigpath[4200], id[KP_SIGN_ID_HEX], *sig, c;
 	size_t siglen;
 
-	fresh_key("s2.key", &keys[1]);
+	kp_test_fresh_key("s2.key", &keys[1]);
 	plan = signed_fixture("signed.kplan", k1);
 	snprintf(sigpath, sizeof(sigpath), "%s.sig", plan);
 	CU_ASSERT_EQUAL(verify_file(plan, keys, 2, &err), 0);
@@ -1147,7 +1131,7 @@ static void test_sign_tamper(void)
 {
 	struct kp_sign_key key;
 	struct kp_err err = {0};
-	const char *k1 = fresh_key("t1.key", &key), *plan = signed_fixture("tamper.kplan", k1);
+	const char *k1 = kp_test_fresh_key("t1.key", &key), *plan = signed_fixture("tamper.kplan", k1);
 	const char *other, *srcs[2] = { kp_test_path("kpfuse-a.cu"), kp_test_path("kpfuse-b.cu") };
 	char sigpath[4200], *text, *sig;
 	size_t len, i, siglen, parsed = 0;
@@ -1269,7 +1253,7 @@ static void test_cli_sign(void)
 static void test_fifo_inputs(void)
 {
 	const char *k = kp_test_kplan(), *log = kp_test_path("fifo.log");
-	const char *key = fresh_key("fifo.key", NULL), *plan, *fifo = kp_test_path("fifo.kplan");
+	const char *key = kp_test_fresh_key("fifo.key", NULL), *plan, *fifo = kp_test_path("fifo.kplan");
 	const char *gpu = "--cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H200' --sms 132 --driver 13000";
 	const char *src = kp_test_path("kpfuse-a.cu");
 	char sig[4200], pub[4200];
@@ -1329,7 +1313,7 @@ static void test_fifo_inputs(void)
  */
 static void test_sign_planted_links(void)
 {
-	const char *k = kp_test_kplan(), *key = fresh_key("links.key", NULL);
+	const char *k = kp_test_kplan(), *key = kp_test_fresh_key("links.key", NULL);
 	const char *victim = kp_test_path("victim.txt"), *plan;
 	char sig[4200], tmp[4200], pub[4200], *got;
 	struct stat st;

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CUnit/CUnit.h>
+
+#include "plan/sign.h"
 
 static char tmpdir[256];
 static char *paths[4096];
@@ -148,4 +151,19 @@ const char *kp_test_public_dir(void)
 		return NULL;
 	}
 	return keep(dir);
+}
+
+const char *kp_test_fresh_key(const char *name, struct kp_sign_key *pub)
+{
+	struct kp_err err = {0};
+	char pubpath[4200];
+	const char *path = kp_test_path(name);
+
+	snprintf(pubpath, sizeof(pubpath), "%s.pub", path);
+	unlink(path);
+	unlink(pubpath);
+	CU_ASSERT_EQUAL_FATAL(kp_sign_keygen(path, NULL, &err), 0);
+	if (pub)
+		CU_ASSERT_EQUAL(kp_sign_load_public(pubpath, pub, &err), 0);
+	return path;
 }

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+struct kp_sign_key;
+
 /*
  * A path named name inside this run's temporary directory (created on first
  * use under $TMPDIR, removed by the runner at exit). The string is owned by
@@ -34,5 +36,12 @@ const char *kp_test_unprivileged(void);
 /* A new directory under /tmp that such a user can enter (0755); the caller
  * removes it. Owned by the test library; NULL on failure. */
 const char *kp_test_public_dir(void);
+
+/*
+ * A fresh signing key pair at kp_test_path(name) and name.pub (removed
+ * first); the public key loaded into *pub unless pub is NULL. Returns the
+ * secret key's path (kp_test_path's storage). A failed keygen ends the test.
+ */
+const char *kp_test_fresh_key(const char *name, struct kp_sign_key *pub);
 
 #endif
