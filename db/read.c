@@ -6,11 +6,13 @@
 #include "read.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Which _next may read an iterator; each has its query's error text. */
 enum rows_kind {
 	ROWS_RUNS = 1, ROWS_GPUS, ROWS_STREAMS, ROWS_API_CALLS, ROWS_NVTX, ROWS_OVERHEAD,
 	ROWS_KERNELS, ROWS_MEMCPYS, ROWS_MEMSETS, ROWS_SYNCS, ROWS_REGION_OCCS, ROWS_HOST_GAPS,
+	ROWS_API_CORRS, ROWS_API_SPANS, ROWS_NVTX_RANGES, ROWS_NVTX_DOMAINS, ROWS_STREAM_OPS,
 };
 
 struct kp_db_rows {
@@ -193,6 +195,38 @@ int kp_db_api_call_next(struct kp_db_rows *it, struct kp_db_api_call *c, struct 
 	return 1;
 }
 
+int kp_db_api_corrs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+			 " WHERE runId = ?1 AND correlationId IS NOT NULL",
+			 run, ROWS_API_CORRS, "reading launch calls", it, err);
+}
+
+int kp_db_api_corr_next(struct kp_db_rows *it, struct kp_db_api_corr *c, struct kp_err *err)
+{
+	STEP(ROWS_API_CORRS);
+	c->correlation = I(0);
+	c->start = I(1);
+	return 1;
+}
+
+int kp_db_api_spans(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT r.start, r.end, r.nameId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
+			 " LEFT JOIN StringIds s ON s.id = r.nameId WHERE r.runId = ?1",
+			 run, ROWS_API_SPANS, "reading API calls", it, err);
+}
+
+int kp_db_api_span_next(struct kp_db_rows *it, struct kp_db_api_span *c, struct kp_err *err)
+{
+	STEP(ROWS_API_SPANS);
+	c->start = I(0);
+	c->end = I(1);
+	c->name_id = I(2);
+	c->name = T(3);
+	return 1;
+}
+
 int kp_db_nvtx(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
 {
 	/* a domain's name is in its create event (eventType 75): the collector's
@@ -219,6 +253,43 @@ int kp_db_nvtx_next(struct kp_db_rows *it, struct kp_db_nvtx *e, struct kp_err *
 	e->text = T(5);
 	e->domain_id = I(6);
 	e->domain = e->domain_id ? T(7) : NULL;
+	return 1;
+}
+
+int kp_db_nvtx_ranges(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		      struct kp_err *err)
+{
+	return rows_open(db, "SELECT n.start, n.end, coalesce(n.text, s.value), coalesce(n.domainId, -1)"
+			 " FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+			 " WHERE n.runId = ?1 AND n.eventType IN (59, 60) AND n.end >= n.start",
+			 run, ROWS_NVTX_RANGES, "reading NVTX ranges", it, err);
+}
+
+int kp_db_nvtx_range_next(struct kp_db_rows *it, struct kp_db_nvtx_range *r,
+			  struct kp_err *err)
+{
+	STEP(ROWS_NVTX_RANGES);
+	r->start = I(0);
+	r->end = I(1);
+	r->text = T(2);
+	r->domain_id = I(3);
+	return 1;
+}
+
+int kp_db_nvtx_domains(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		       struct kp_err *err)
+{
+	return rows_open(db, "SELECT domainId, text FROM NVTX_EVENTS WHERE runId = ?1"
+			 " AND eventType = 75", run, ROWS_NVTX_DOMAINS, "reading NVTX domains",
+			 it, err);
+}
+
+int kp_db_nvtx_domain_next(struct kp_db_rows *it, struct kp_db_nvtx_domain *d,
+			   struct kp_err *err)
+{
+	STEP(ROWS_NVTX_DOMAINS);
+	d->domain_id = I(0);
+	d->name = T(1);
 	return 1;
 }
 
@@ -384,6 +455,93 @@ int kp_db_sync_next(struct kp_db_rows *it, struct kp_db_sync *s, struct kp_err *
 	s->sync_type = I(6);
 	s->event_id = I(7);
 	return 1;
+}
+
+/* ?2, ?3: the window; no joins, so a pass over a 1M-kernel run stays one
+ * index walk (the launch call is the reader's lookup, kp_db_api_corrs) */
+static const char *const stream_ops_sql[] = {
+	[KP_DB_OPS_KERNELS] = "SELECT deviceId, streamId, start, end, demangledName, correlationId"
+	" FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 AND start < ?3 AND end > ?2"
+	" ORDER BY deviceId, streamId, start",
+	[KP_DB_OPS_MEMCPYS] = "SELECT deviceId, streamId, start, end, 0, correlationId"
+	" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE runId = ?1 AND start < ?3 AND end > ?2"
+	" ORDER BY deviceId, streamId, start",
+	[KP_DB_OPS_MEMSETS] = "SELECT deviceId, streamId, start, end, 0, correlationId"
+	" FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE runId = ?1 AND start < ?3 AND end > ?2"
+	" ORDER BY deviceId, streamId, start",
+};
+
+int kp_db_stream_ops(struct kp_db *db, int64_t run, enum kp_db_op_table table, int64_t t0,
+		     int64_t t1, struct kp_db_rows **it, struct kp_err *err)
+{
+	int rc;
+
+	if ((unsigned)table > KP_DB_OPS_MEMSETS) {
+		*it = NULL;
+		return kp_err_set(err, KP_EINVAL, "read API: no GPU op table %d", (int)table);
+	}
+	rc = rows_open(db, stream_ops_sql[table], run, ROWS_STREAM_OPS,
+		       "reading the GPU ops of the run", it, err);
+	if (!rc) {
+		sqlite3_bind_int64((*it)->st, 2, t0);
+		sqlite3_bind_int64((*it)->st, 3, t1);
+	}
+	return rc;
+}
+
+int kp_db_stream_op_next(struct kp_db_rows *it, struct kp_db_stream_op *o, struct kp_err *err)
+{
+	STEP(ROWS_STREAM_OPS);
+	o->device = I(0);
+	o->stream = I(1);
+	o->start = I(2);
+	o->end = I(3);
+	o->name_id = I(4);
+	o->has_correlation = !IS_NULL(5);
+	o->correlation = I(5);
+	return 1;
+}
+
+static const char *const extent_sql[] = {
+	[KP_DB_EXTENT_KERNELS] = "SELECT min(start), max(end), count(*)"
+	" FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1",
+	[KP_DB_EXTENT_MEMCPYS] = "SELECT min(start), max(end), count(*)"
+	" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE runId = ?1",
+	[KP_DB_EXTENT_MEMSETS] = "SELECT min(start), max(end), count(*)"
+	" FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE runId = ?1",
+	[KP_DB_EXTENT_API_CALLS] = "SELECT min(start), max(end), count(*)"
+	" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE runId = ?1",
+	[KP_DB_EXTENT_NVTX_RANGES] = "SELECT min(start), max(end), count(*) FROM NVTX_EVENTS"
+	" WHERE runId = ?1 AND eventType IN (59, 60) AND end >= start",
+};
+
+int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
+		 struct kp_db_extent *e, struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	if ((unsigned)of > KP_DB_EXTENT_NVTX_RANGES)
+		return kp_err_set(err, KP_EINVAL, "read API: no extent %d", (int)of);
+	rc = kp_db_prepare_run(db, extent_sql[of], run, &st, err);
+	if (rc)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		e->has_start = !IS_NULL(0);
+		e->start = I(0);
+		e->has_end = !IS_NULL(1);
+		e->end = I(1);
+		e->count = I(2);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		rc = kp_db_error(db, err, "reading the extent of a table");
+	}
+	sqlite3_finalize(st);
+	return rc;
 }
 
 /* ---- the analysis ---- */

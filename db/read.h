@@ -2,14 +2,15 @@
  * read.h - the typed read API: iterators over one run's rows, which hand a
  * reader named fields instead of the schema's columns, joins and NULL rules
  * (the way to read chosen in docs/DESIGN.md, "Database"). It covers what
- * importers/chrome_export.c reads, its first reader, which holds no SQL of
- * its own; the other readers move to it one table at a time.
+ * importers/chrome_export.c and reports/timeline.c read; they hold no SQL
+ * of their own. The other readers move to it one table at a time.
  *
  *   struct kp_db_rows *it;
  *   struct kp_db_kernel k;
  *   int rc = kp_db_kernels(db, run, &it, err);
- *   while (!rc && (rc = kp_db_kernel_next(it, &k, err)) > 0)
- *           use(&k);
+ *   if (!rc)
+ *           while ((rc = kp_db_kernel_next(it, &k, err)) > 0)
+ *                   use(&k);
  *   kp_db_rows_close(it);      (rc < 0: err says what failed)
  *
  * Each kp_db_<rows>(db, run, OUT it, err) returns 0 or a negative KP_E*;
@@ -96,6 +97,27 @@ struct kp_db_api_call {
 int kp_db_api_calls(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
 int kp_db_api_call_next(struct kp_db_rows *it, struct kp_db_api_call *c, struct kp_err *err);
 
+/* An API call's correlation id and start, in the table's order (no sort:
+ * one pass over a big table); calls without a correlation id are left out.
+ * A reader maps each GPU op to its launch call from these instead of a
+ * lookup per op. */
+struct kp_db_api_corr {
+	int64_t correlation, start;
+};
+
+int kp_db_api_corrs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_api_corr_next(struct kp_db_rows *it, struct kp_db_api_corr *c, struct kp_err *err);
+
+/* An API call's span and name, in the table's order (no sort). */
+struct kp_db_api_span {
+	int64_t start, end;
+	int64_t name_id;                /* StringIds id: the same id, the same name */
+	const char *name;               /* NULL when the id has no string */
+};
+
+int kp_db_api_spans(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_api_span_next(struct kp_db_rows *it, struct kp_db_api_span *s, struct kp_err *err);
+
 /* An NVTX range or mark (NVTX_EVENTS, event types 34, 59, 60), by start. */
 struct kp_db_nvtx {
 	int64_t start;
@@ -112,6 +134,30 @@ struct kp_db_nvtx {
 
 int kp_db_nvtx(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
 int kp_db_nvtx_next(struct kp_db_rows *it, struct kp_db_nvtx *e, struct kp_err *err);
+
+/* An NVTX range (event types 59, 60) whose end is not before its start, in
+ * the table's order (no sort). */
+struct kp_db_nvtx_range {
+	int64_t start, end;
+	const char *text;               /* its own or interned text */
+	int64_t domain_id;              /* -1: no domain */
+};
+
+int kp_db_nvtx_ranges(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		      struct kp_err *err);
+int kp_db_nvtx_range_next(struct kp_db_rows *it, struct kp_db_nvtx_range *r,
+			  struct kp_err *err);
+
+/* An NVTX domain's create event (event type 75), in the table's order. */
+struct kp_db_nvtx_domain {
+	int64_t domain_id;
+	const char *name;               /* the event's own text; NULL when interned */
+};
+
+int kp_db_nvtx_domains(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		       struct kp_err *err);
+int kp_db_nvtx_domain_next(struct kp_db_rows *it, struct kp_db_nvtx_domain *d,
+			   struct kp_err *err);
 
 /* An interval of profiler overhead (PROFILER_OVERHEAD), by start. */
 struct kp_db_overhead {
@@ -209,6 +255,42 @@ struct kp_db_sync {
 
 int kp_db_syncs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
 int kp_db_sync_next(struct kp_db_rows *it, struct kp_db_sync *s, struct kp_err *err);
+
+/* The GPU ops of one table (enum kp_db_op_table) that overlap [t0, t1), in
+ * (device, stream, start) order without joins: kernels through their
+ * (runId, deviceId, streamId, start) index, so the big table is never
+ * sorted. A reader merges the tables' iterators into one stream order. */
+enum kp_db_op_table { KP_DB_OPS_KERNELS, KP_DB_OPS_MEMCPYS, KP_DB_OPS_MEMSETS };
+
+struct kp_db_stream_op {
+	int64_t device, stream, start, end;
+	int has_correlation;            /* 0: the op has no correlation id */
+	int64_t correlation;
+	int64_t name_id;                /* a kernel's demangled name (StringIds
+					   id); 0 for copies and memsets */
+};
+
+int kp_db_stream_ops(struct kp_db *db, int64_t run, enum kp_db_op_table table, int64_t t0,
+		     int64_t t1, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_stream_op_next(struct kp_db_rows *it, struct kp_db_stream_op *o, struct kp_err *err);
+
+/* The extent of one kind of row of a run: the first start, the last end
+ * and how many. */
+enum kp_db_extent_of {
+	KP_DB_EXTENT_KERNELS, KP_DB_EXTENT_MEMCPYS, KP_DB_EXTENT_MEMSETS,
+	KP_DB_EXTENT_API_CALLS,
+	KP_DB_EXTENT_NVTX_RANGES,       /* as kp_db_nvtx_ranges reads them */
+};
+
+struct kp_db_extent {
+	int has_start, has_end;         /* 0: no rows */
+	int64_t start, end;             /* ns; 0 without rows */
+	int64_t count;
+};
+
+/* Fill *e (OUT) for the rows of run; 0 or a negative KP_E*. */
+int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
+		 struct kp_db_extent *e, struct kp_err *err);
 
 /* ---- the analysis ---- */
 
