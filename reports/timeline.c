@@ -8,7 +8,8 @@
  * timeline (per stream, bins of time at a few zoom levels plus the
  * intervals of a few detail windows), the distribution of gaps, and each
  * region's kernels; the launch calls, NVTX ranges, CPU ops and region
- * occurrences get rows of their own from one query each.
+ * occurrences get rows of their own from one iterator each. It reads the
+ * database through db/read.h only.
  */
 #include "report_int.h"
 
@@ -20,6 +21,7 @@
 #include "../common/hash.h"
 #include "../common/kname.h"
 #include "../common/u64map.h"
+#include "../db/read.h"
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
 
@@ -30,51 +32,45 @@
  */
 static int choose_window(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
-	sqlite3_stmt *st;
 	int64_t want = DEF(rep->opts.timeline_kernels, 400), t0, t1, mid, w;
+	struct kp_db_extent ext;
 	char what[320];
 	int rc;
 
 	if (rep->regions.len) {
 		const struct kp_rep_region *r = &rep->regions.data[0];
+		int64_t nth = r->occurrences / 2, seen = 0;
+		struct kp_db_region_occ o;
+		struct kp_db_rows *it;
 
-		rc = kp_db_prepare(db,
-			"SELECT start, end, occIndex FROM kp_region_occurrences"
-			" WHERE runId = ?1 AND regionId = ?2 ORDER BY occIndex LIMIT 1 OFFSET ?3",
-			&st, err);
-		if (rc)
+		/* the nth occurrence of the region in occIndex order */
+		if ((rc = kp_db_region_occs(db, rep->run_id, &it, err)))
 			return rc;
-		sqlite3_bind_int64(st, 1, rep->run_id);
-		sqlite3_bind_int64(st, 2, r->id);
-		sqlite3_bind_int64(st, 3, r->occurrences / 2);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			t0 = sqlite3_column_int64(st, 0);
-			t1 = sqlite3_column_int64(st, 1);
-			w = (t1 - t0) / 50;
-			rep->tl_begin = t0 - w;
-			rep->tl_end = t1 + w;
+		while ((rc = kp_db_region_occ_next(it, &o, err)) > 0) {
+			if (o.region_id != r->id || seen++ < nth)
+				continue;
+			w = (o.end - o.start) / 50;
+			rep->tl_begin = o.start - w;
+			rep->tl_end = o.end + w;
 			snprintf(what, sizeof(what), "occurrence %lld of %lld of region %lld",
-				 (long long)sqlite3_column_int64(st, 2) + 1,
-				 (long long)r->occurrences, (long long)r->id);
+				 (long long)o.occ_index + 1, (long long)r->occurrences,
+				 (long long)r->id);
 			rep->tl_what = kp_arena_strdup(&rep->arena, what);
+			rc = 0;
+			break;
 		}
-		sqlite3_finalize(st);
+		kp_db_rows_close(it);
+		if (rc < 0)
+			return rc;
 		if (rep->tl_what)
 			return 0;
 	}
 	if (!rep->n_kernels)
 		return 0;
-	rc = kp_db_prepare(db, "SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL"
-			   " WHERE runId = ?1", &st, err);
-	if (rc)
+	if ((rc = kp_db_extent(db, rep->run_id, KP_DB_EXTENT_KERNELS, &ext, err)))
 		return rc;
-	sqlite3_bind_int64(st, 1, rep->run_id);
-	t0 = t1 = 0;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		t0 = sqlite3_column_int64(st, 0);
-		t1 = sqlite3_column_int64(st, 1);
-	}
-	sqlite3_finalize(st);
+	t0 = ext.start;
+	t1 = ext.end;
 	mid = t0 + (t1 - t0) / 2;
 	/* about want kernels at the run's average rate, started mid-run */
 	w = (int64_t)((double)(t1 - t0) * want / (double)rep->n_kernels);
@@ -114,7 +110,8 @@ static void corr_free(struct corr_map *m)
 static int corr_load(struct kp_db *db, int64_t run, int64_t n, struct corr_map *m,
 		     struct kp_err *err)
 {
-	sqlite3_stmt *st;
+	struct kp_db_rows *it;
+	struct kp_db_api_corr c;
 	size_t cap = 1024, i;
 	int rc;
 
@@ -127,14 +124,11 @@ static int corr_load(struct kp_db *db, int64_t run, int64_t n, struct corr_map *
 		corr_free(m);
 		return kp_err_set(err, KP_ENOMEM, "out of memory for %lld launch calls", (long long)n);
 	}
-	rc = kp_db_prepare(db, "SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-			   " WHERE runId = ?1 AND correlationId IS NOT NULL", &st, err);
-	if (rc)
+	if ((rc = kp_db_api_corrs(db, run, &it, err)))
 		return rc;
-	sqlite3_bind_int64(st, 1, run);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t key = (uint64_t)sqlite3_column_int64(st, 0) + 1;
-		int64_t start = sqlite3_column_int64(st, 1);
+	while ((rc = kp_db_api_corr_next(it, &c, err)) > 0) {
+		uint64_t key = (uint64_t)c.correlation + 1;
+		int64_t start = c.start;
 
 		for (i = kp_hash_mix(0, key) & m->mask; m->keys[i] && m->keys[i] != key;
 		     i = (i + 1) & m->mask)
@@ -146,10 +140,8 @@ static int corr_load(struct kp_db *db, int64_t run, int64_t n, struct corr_map *
 			m->start[i] = start;
 		}
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return kp_db_error(db, err, "reading launch calls");
-	return 0;
+	kp_db_rows_close(it);
+	return rc < 0 ? rc : 0;
 }
 
 /* Launch call start of corr, -1 when none. */
@@ -167,23 +159,11 @@ static int64_t corr_get(const struct corr_map *m, int64_t corr)
 }
 
 /*
- * GPU ops (kernels, memcpys, memsets) overlapping [?2, ?3), each table in
- * (device, stream, start) order; kernels through the (runId, deviceId,
- * streamId, start) index, so the big table is never sorted. The three are
- * merged in C. Kernel rows carry their name id; copies -1, memsets -2.
+ * GPU ops (kernels, memcpys, memsets) overlapping [t0, t1), each table in
+ * (device, stream, start) order (kp_db_stream_ops), merged here. Kernel ops
+ * carry their name id; copies -1, memsets -2.
  */
-static const char *const sql_ops[] = {
-	"SELECT deviceId, streamId, start, end, demangledName, correlationId"
-	" FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 AND start < ?3 AND end > ?2"
-	" ORDER BY deviceId, streamId, start",
-	"SELECT deviceId, streamId, start, end, -1, correlationId"
-	" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE runId = ?1 AND start < ?3 AND end > ?2"
-	" ORDER BY deviceId, streamId, start",
-	"SELECT deviceId, streamId, start, end, -2, correlationId"
-	" FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE runId = ?1 AND start < ?3 AND end > ?2"
-	" ORDER BY deviceId, streamId, start",
-};
-#define N_OPS_SQL 3
+#define N_OP_TABLES 3
 
 struct scan_op {
 	int64_t dev, sid, start, end, name_id, api_start;  /* api_start -1: none */
@@ -193,32 +173,26 @@ struct scan_op {
 };
 
 struct cursor {
-	sqlite3_stmt *st;
-	int live;            /* st is on a row */
-	int64_t dev, sid, start;
+	struct kp_db_rows *it;
+	int live;            /* row holds the iterator's current op */
+	struct kp_db_stream_op row;
 };
 
-static int cursor_next(struct cursor *c)
+static int cursor_next(struct cursor *c, struct kp_err *err)
 {
-	int rc = sqlite3_step(c->st);
+	int rc = kp_db_stream_op_next(c->it, &c->row, err);
 
-	c->live = rc == SQLITE_ROW;
-	if (c->live) {
-		c->dev = sqlite3_column_int64(c->st, 0);
-		c->sid = sqlite3_column_int64(c->st, 1);
-		c->start = sqlite3_column_int64(c->st, 2);
-		return 0;
-	}
-	return rc == SQLITE_DONE ? 0 : -1;
+	c->live = rc > 0;
+	return rc < 0 ? rc : 0;
 }
 
 static int before(const struct cursor *a, const struct cursor *b)
 {
-	if (a->dev != b->dev)
-		return a->dev < b->dev;
-	if (a->sid != b->sid)
-		return a->sid < b->sid;
-	return a->start < b->start;
+	if (a->row.device != b->row.device)
+		return a->row.device < b->row.device;
+	if (a->row.stream != b->row.stream)
+		return a->row.stream < b->row.stream;
+	return a->row.start < b->row.start;
 }
 
 /* Walk the ops of [t0, t1) in stream order and classify the gap before each. */
@@ -227,39 +201,33 @@ static int scan_ops(struct kp_db *db, struct kp_report *rep, int64_t run, struct
 		    int (*fn)(struct kp_report *rep, const struct scan_op *op, void *arg),
 		    void *arg, struct kp_err *err)
 {
-	struct cursor cur[N_OPS_SQL] = {{0}};
+	static const int64_t table_name_id[N_OP_TABLES] = { 0, -1, -2 };
+	struct cursor cur[N_OP_TABLES] = {{0}};
 	struct scan_op op = { .dev = -1, .sid = -1 };
 	int64_t prev_end = 0;
 	int i, rc = 0;
 
-	for (i = 0; i < N_OPS_SQL && !rc; i++) {
-		rc = kp_db_prepare(db, sql_ops[i], &cur[i].st, err);
-		if (rc)
-			break;
-		sqlite3_bind_int64(cur[i].st, 1, run);
-		sqlite3_bind_int64(cur[i].st, 2, t0);
-		sqlite3_bind_int64(cur[i].st, 3, t1);
-		if (cursor_next(&cur[i]))
-			rc = kp_db_error(db, err, "reading the GPU ops of the run");
+	for (i = 0; i < N_OP_TABLES && !rc; i++) {
+		rc = kp_db_stream_ops(db, run, (enum kp_db_op_table)i, t0, t1, &cur[i].it, err);
+		if (!rc)
+			rc = cursor_next(&cur[i], err);
 	}
 	while (!rc) {
 		struct cursor *c = NULL;
-		sqlite3_stmt *st;
 
-		for (i = 0; i < N_OPS_SQL; i++)
+		for (i = 0; i < N_OP_TABLES; i++)
 			if (cur[i].live && (!c || before(&cur[i], c)))
 				c = &cur[i];
 		if (!c)
 			break;
-		st = c->st;
-		op.first = c->dev != op.dev || c->sid != op.sid;
-		op.dev = c->dev;
-		op.sid = c->sid;
-		op.start = c->start;
-		op.end = sqlite3_column_int64(st, 3);
-		op.name_id = sqlite3_column_int64(st, 4);
-		op.api_start = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1
-			       : corr_get(corr, sqlite3_column_int64(st, 5));
+		op.first = c->row.device != op.dev || c->row.stream != op.sid;
+		op.dev = c->row.device;
+		op.sid = c->row.stream;
+		op.start = c->row.start;
+		op.end = c->row.end;
+		op.name_id = c == &cur[KP_DB_OPS_KERNELS] ? c->row.name_id
+			     : table_name_id[c - cur];
+		op.api_start = c->row.has_correlation ? corr_get(corr, c->row.correlation) : -1;
 		op.gap_ns = 0;
 		op.gap_kind = KP_TL_DEVICE_GAP;
 		if (!op.first && op.start > prev_end) {
@@ -275,11 +243,10 @@ static int scan_ops(struct kp_db *db, struct kp_report *rep, int64_t run, struct
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory reading GPU ops");
 			break;
 		}
-		if (cursor_next(c))
-			rc = kp_db_error(db, err, "reading the GPU ops of the run");
+		rc = cursor_next(c, err);
 	}
-	for (i = 0; i < N_OPS_SQL; i++)
-		sqlite3_finalize(cur[i].st);
+	for (i = 0; i < N_OP_TABLES; i++)
+		kp_db_rows_close(cur[i].it);
 	return rc;
 }
 
@@ -474,7 +441,8 @@ static int occ_load(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 	struct kp_report *rep = tb->rep;
 	struct kp_u64map ridx;
 	KP_VEC(struct occ) v = KP_VEC_INIT;
-	sqlite3_stmt *st;
+	struct kp_db_region_occ ro;
+	struct kp_db_rows *it;
 	uint32_t ix;
 	size_t i;
 	int rc;
@@ -483,20 +451,14 @@ static int occ_load(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 	for (i = 0; i < rep->regions.len; i++)
 		if (kp_u64map_put(&ridx, (uint64_t)rep->regions.data[i].id, (uint32_t)i))
 			goto out_nomem;
-	rc = kp_db_prepare(db, "SELECT regionId, occIndex, start, end FROM kp_region_occurrences"
-			   " WHERE runId = ?1", &st, err);
-	if (rc) {
+	if ((rc = kp_db_region_occs(db, rep->run_id, &it, err))) {
 		kp_u64map_release(&ridx);
 		return rc;
 	}
-	sqlite3_bind_int64(st, 1, rep->run_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct occ o = {
-			.index = (int32_t)sqlite3_column_int64(st, 1),
-			.start = sqlite3_column_int64(st, 2), .end = sqlite3_column_int64(st, 3),
-		};
+	while ((rc = kp_db_region_occ_next(it, &ro, err)) > 0) {
+		struct occ o = { .index = (int32_t)ro.occ_index, .start = ro.start, .end = ro.end };
 
-		if (!kp_u64map_get(&ridx, (uint64_t)sqlite3_column_int64(st, 0), &ix))
+		if (!kp_u64map_get(&ridx, (uint64_t)ro.region_id, &ix))
 			continue;
 		o.region = (int32_t)ix;
 		o.stream = rep->regions.data[ix].stream_id;
@@ -505,15 +467,15 @@ static int occ_load(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 			rep->regions.data[ix].mid_end = o.end;
 		}
 		if (kp_vec_push(&v, o)) {
-			sqlite3_finalize(st);
+			kp_db_rows_close(it);
 			goto out_nomem;
 		}
 	}
-	sqlite3_finalize(st);
+	kp_db_rows_close(it);
 	kp_u64map_release(&ridx);
-	if (rc != SQLITE_DONE) {
+	if (rc < 0) {
 		kp_vec_release(&v);
-		return kp_db_error(db, err, "reading region occurrences");
+		return rc;
 	}
 	if (v.len)
 		qsort(v.data, v.len, sizeof(*v.data), by_start);
@@ -728,28 +690,25 @@ static int api_class(const char *name)
 static int api_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 {
 	struct kp_u64map names;
-	sqlite3_stmt *st;
+	struct kp_db_api_span c;
+	struct kp_db_rows *st;
 	int row, rc;
 
 	if (!tb->rep->n_api)
 		return 0;
 	if ((row = row_new(tb, KP_TL_ROW_API, -1, -1)) < 0)
 		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
-	rc = kp_db_prepare(db, "SELECT r.start, r.end, r.nameId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
-			   " LEFT JOIN StringIds s ON s.id = r.nameId WHERE r.runId = ?1", &st, err);
-	if (rc)
+	if ((rc = kp_db_api_spans(db, tb->rep->run_id, &st, err)))
 		return rc;
 	kp_u64map_init(&names);
-	sqlite3_bind_int64(st, 1, tb->rep->run_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = kp_db_api_span_next(st, &c, err)) > 0) {
 		struct kp_tl_row *r = &tb->tl->rows.data[row];
-		struct kp_tl_item it = { .start = sqlite3_column_int64(st, 0),
-					 .end = sqlite3_column_int64(st, 1), .b = -1 };
-		uint64_t id = (uint64_t)sqlite3_column_int64(st, 2);
+		struct kp_tl_item it = { .start = c.start, .end = c.end, .b = -1 };
+		uint64_t id = (uint64_t)c.name_id;
 		uint32_t v;
 
 		if (!kp_u64map_get(&names, id, &v)) {
-			const char *name = (const char *)sqlite3_column_text(st, 3);
+			const char *name = c.name;
 			int32_t si = str_index(tb, name);
 
 			if (si < 0 || kp_u64map_put(&names, id, v = (uint32_t)si << 2 | (uint32_t)api_class(name ? name : "")))
@@ -762,11 +721,11 @@ static int api_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 		if (item_add(tb, r, &it))
 			break;
 	}
-	sqlite3_finalize(st);
+	kp_db_rows_close(st);
 	kp_u64map_release(&names);
-	if (rc == SQLITE_ROW)
+	if (rc > 0)
 		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
-	return rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading API calls for the timeline");
+	return rc;
 }
 
 /*
@@ -775,35 +734,31 @@ static int api_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
  */
 static int nvtx_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 {
-	sqlite3_stmt *st;
+	struct kp_db_nvtx_domain d;
+	struct kp_db_nvtx_range nr;
+	struct kp_db_rows *st;
 	int64_t cpu_dom[2] = { -2, -2 };
 	int rc, n = 0;
 
-	rc = kp_db_prepare(db, "SELECT domainId FROM NVTX_EVENTS WHERE runId = ?1 AND eventType = 75"
-			   " AND text IN ('pytorch.cpu_op', 'pytorch.python') LIMIT 2", &st, err);
-	if (rc)
+	/* the first two domains so named (a read error here leaves them unknown) */
+	if ((rc = kp_db_nvtx_domains(db, tb->rep->run_id, &st, err)))
 		return rc;
-	sqlite3_bind_int64(st, 1, tb->rep->run_id);
-	while (n < 2 && sqlite3_step(st) == SQLITE_ROW)
-		cpu_dom[n++] = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	rc = kp_db_prepare(db, "SELECT n.start, n.end, coalesce(n.text, s.value), coalesce(n.domainId, -1)"
-			   " FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
-			   " WHERE n.runId = ?1 AND n.eventType IN (59, 60) AND n.end >= n.start", &st, err);
-	if (rc)
+	while (n < 2 && kp_db_nvtx_domain_next(st, &d, err) > 0)
+		if (d.name && (!strcmp(d.name, "pytorch.cpu_op") || !strcmp(d.name, "pytorch.python")))
+			cpu_dom[n++] = d.domain_id;
+	kp_db_rows_close(st);
+	if ((rc = kp_db_nvtx_ranges(db, tb->rep->run_id, &st, err)))
 		return rc;
-	sqlite3_bind_int64(st, 1, tb->rep->run_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t dom = sqlite3_column_int64(st, 3);
+	while ((rc = kp_db_nvtx_range_next(st, &nr, err)) > 0) {
+		int64_t dom = nr.domain_id;
 		int cpu = dom == cpu_dom[0] || dom == cpu_dom[1];
 		int *row = cpu ? &tb->cpu_row : &tb->nvtx_row;
-		struct kp_tl_item it = { .start = sqlite3_column_int64(st, 0),
-					 .end = sqlite3_column_int64(st, 1), .b = -1 };
+		struct kp_tl_item it = { .start = nr.start, .end = nr.end, .b = -1 };
 		struct kp_tl_row *r;
 
 		if (*row < 0 && (*row = row_new(tb, cpu ? KP_TL_ROW_CPU : KP_TL_ROW_NVTX, -1, -1)) < 0)
 			break;
-		it.a = str_index(tb, (const char *)sqlite3_column_text(st, 2));
+		it.a = str_index(tb, nr.text);
 		if (it.a < 0)
 			break;
 		r = &tb->tl->rows.data[*row];
@@ -812,10 +767,10 @@ static int nvtx_pass(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 		if (item_add(tb, r, &it))
 			break;
 	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
+	kp_db_rows_close(st);
+	if (rc > 0)
 		return kp_err_set(err, KP_ENOMEM, "out of memory for the timeline");
-	return rc == SQLITE_DONE ? 0 : kp_db_error(db, err, "reading NVTX ranges for the timeline");
+	return rc;
 }
 
 /* The region row: each occurrence of each region. */
@@ -842,25 +797,24 @@ static int region_pass(struct tl_build *tb, struct kp_err *err)
 	return 0;
 }
 
-/* One int64 pair from a query (NULLs keep the defaults); how many rows it counted in *n. */
-static int query_range(struct kp_db *db, int64_t run, const char *sql, int64_t *lo, int64_t *hi,
-		       int64_t *n, struct kp_err *err)
+/*
+ * Widen [*lo, *hi] to the extent of one kind of row (range: when asked),
+ * and add how many there are to *n (when n is not NULL).
+ */
+static int query_range(struct kp_db *db, int64_t run, enum kp_db_extent_of of, int range,
+		       int64_t *lo, int64_t *hi, int64_t *n, struct kp_err *err)
 {
-	sqlite3_stmt *st;
-	int rc = kp_db_prepare(db, sql, &st, err);
+	struct kp_db_extent e;
+	int rc = kp_db_extent(db, run, of, &e, err);
 
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, run);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		if (sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int64(st, 0) < *lo)
-			*lo = sqlite3_column_int64(st, 0);
-		if (sqlite3_column_type(st, 1) != SQLITE_NULL && sqlite3_column_int64(st, 1) > *hi)
-			*hi = sqlite3_column_int64(st, 1);
-		if (n)
-			*n += sqlite3_column_int64(st, 2);
-	}
-	sqlite3_finalize(st);
+	if (range && e.has_start && e.start < *lo)
+		*lo = e.start;
+	if (range && e.has_end && e.end > *hi)
+		*hi = e.end;
+	if (n)
+		*n += e.count;
 	return 0;
 }
 
@@ -892,20 +846,15 @@ static int plan_windows(struct kp_db *db, struct tl_build *tb, struct kp_err *er
 		hi = rep->t_end_ns;
 	}
 	if ((lo == INT64_MAX &&
-	     (rc = query_range(db, rep->run_id, "SELECT min(start), max(end), 0 FROM CUPTI_ACTIVITY_KIND_KERNEL"
-			       " WHERE runId = ?1", &lo, &hi, NULL, err))) ||
-	    (rc = query_range(db, rep->run_id, "SELECT min(start), max(end), count(*) FROM NVTX_EVENTS"
-			      " WHERE runId = ?1 AND eventType IN (59, 60) AND end >= start", &lo, &hi, &n, err)) ||
-	    (rc = query_range(db, rep->run_id, "SELECT NULL, NULL, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY"
-			      " WHERE runId = ?1", &lo, &hi, &n, err)) ||
-	    (rc = query_range(db, rep->run_id, "SELECT NULL, NULL, count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET"
-			      " WHERE runId = ?1", &lo, &hi, &n, err)))
+	     (rc = query_range(db, rep->run_id, KP_DB_EXTENT_KERNELS, 1, &lo, &hi, NULL, err))) ||
+	    (rc = query_range(db, rep->run_id, KP_DB_EXTENT_NVTX_RANGES, 1, &lo, &hi, &n, err)) ||
+	    (rc = query_range(db, rep->run_id, KP_DB_EXTENT_MEMCPYS, 0, &lo, &hi, &n, err)) ||
+	    (rc = query_range(db, rep->run_id, KP_DB_EXTENT_MEMSETS, 0, &lo, &hi, &n, err)))
 		return rc;
 	for (size_t r = 0; rep->job && r < rep->job->n_ranks; r++)
 		if (rep->job->ranks[r].run_id != rep->run_id &&
-		    (rc = query_range(db, rep->job->ranks[r].run_id, "SELECT NULL, NULL, count(*)"
-				      " FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1", &lo, &hi,
-				      &n, err)))
+		    (rc = query_range(db, rep->job->ranks[r].run_id, KP_DB_EXTENT_KERNELS, 0, &lo,
+				      &hi, &n, err)))
 			return rc;
 	if (tb->n_occ && tb->occ[0].start < lo)
 		lo = tb->occ[0].start;
@@ -1043,6 +992,22 @@ static void finish_rows(struct kp_report *rep)
 		qsort(rep->rkernels.data, rep->rkernels.len, sizeof(*rep->rkernels.data), by_rkernel);
 }
 
+/* The clock base of run (kp_runs.clock_base_ns, schema v6): 0 when it has none. */
+static int clock_base(struct kp_db *db, int64_t run, int64_t *base_ns, struct kp_err *err)
+{
+	struct kp_db_rows *it;
+	struct kp_db_run r;
+	int rc = kp_db_runs(db, run, &it, err);
+
+	*base_ns = 0;
+	if (!rc && (rc = kp_db_run_next(it, &r, err)) > 0) {
+		*base_ns = r.has_clock_base ? r.clock_base_ns : 0;
+		rc = 0;
+	}
+	kp_db_rows_close(it);
+	return rc;
+}
+
 /* The stream rows of the job's other ranks, a lane group each, on this run's axis. */
 static int other_ranks(struct kp_db *db, struct tl_build *tb, struct kp_err *err)
 {
@@ -1052,23 +1017,20 @@ static int other_ranks(struct kp_db *db, struct tl_build *tb, struct kp_err *err
 	for (size_t i = 0; job && i < job->n_ranks && !rc; i++) {
 		const struct kp_rank_sum *rs = &job->ranks[i];
 		struct corr_map corr = {0};
-		char sql[256];
+		struct kp_db_extent api;
+		int64_t base, own_base;
 
 		if (rs->run_id == tb->rep->run_id)
 			continue;
 		tb->rank = rs->rank;
 		tb->n_stream_rows = 0;
-		tb->shift_ns = 0;
-		if (db->schema_version >= 6) {   /* kp_runs.clock_base_ns */
-			snprintf(sql, sizeof(sql), "SELECT COALESCE((SELECT clock_base_ns FROM kp_runs"
-				 " WHERE runId = %lld), 0) - COALESCE((SELECT clock_base_ns FROM kp_runs"
-				 " WHERE runId = %lld), 0)", (long long)rs->run_id,
-				 (long long)tb->rep->run_id);
-			tb->shift_ns = kp_db_int(db, sql, 0);
-		}
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-			 " WHERE runId = %lld", (long long)rs->run_id);
-		rc = corr_load(db, rs->run_id, kp_db_int(db, sql, 0), &corr, err);
+		if ((rc = clock_base(db, rs->run_id, &base, err)) ||
+		    (rc = clock_base(db, tb->rep->run_id, &own_base, err)))
+			break;
+		tb->shift_ns = base - own_base;
+		if ((rc = kp_db_extent(db, rs->run_id, KP_DB_EXTENT_API_CALLS, &api, err)))
+			break;
+		rc = corr_load(db, rs->run_id, api.count, &corr, err);
 		if (!rc)
 			rc = scan_ops(db, tb->rep, rs->run_id, &corr, INT64_MIN, INT64_MAX, on_rank_op,
 				      tb, err);
