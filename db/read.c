@@ -13,6 +13,7 @@ enum rows_kind {
 	ROWS_RUNS = 1, ROWS_GPUS, ROWS_STREAMS, ROWS_API_CALLS, ROWS_NVTX, ROWS_OVERHEAD,
 	ROWS_KERNELS, ROWS_MEMCPYS, ROWS_MEMSETS, ROWS_SYNCS, ROWS_REGION_OCCS, ROWS_HOST_GAPS,
 	ROWS_API_CORRS, ROWS_API_SPANS, ROWS_NVTX_RANGES, ROWS_NVTX_DOMAINS, ROWS_STREAM_OPS,
+	ROWS_KERNEL_SUMS, ROWS_API_SUMS,
 };
 
 struct kp_db_rows {
@@ -503,16 +504,18 @@ int kp_db_stream_op_next(struct kp_db_rows *it, struct kp_db_stream_op *o, struc
 }
 
 static const char *const extent_sql[] = {
-	[KP_DB_EXTENT_KERNELS] = "SELECT min(start), max(end), count(*)"
+	[KP_DB_EXTENT_KERNELS] = "SELECT min(start), max(end), count(*), sum(end - start)"
 	" FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1",
-	[KP_DB_EXTENT_MEMCPYS] = "SELECT min(start), max(end), count(*)"
+	[KP_DB_EXTENT_MEMCPYS] = "SELECT min(start), max(end), count(*), sum(end - start)"
 	" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE runId = ?1",
-	[KP_DB_EXTENT_MEMSETS] = "SELECT min(start), max(end), count(*)"
+	[KP_DB_EXTENT_MEMSETS] = "SELECT min(start), max(end), count(*), sum(end - start)"
 	" FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE runId = ?1",
-	[KP_DB_EXTENT_API_CALLS] = "SELECT min(start), max(end), count(*)"
+	[KP_DB_EXTENT_API_CALLS] = "SELECT min(start), max(end), count(*), sum(end - start)"
 	" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE runId = ?1",
-	[KP_DB_EXTENT_NVTX_RANGES] = "SELECT min(start), max(end), count(*) FROM NVTX_EVENTS"
-	" WHERE runId = ?1 AND eventType IN (59, 60) AND end >= start",
+	[KP_DB_EXTENT_NVTX_RANGES] = "SELECT min(start), max(end), count(*), sum(end - start)"
+	" FROM NVTX_EVENTS WHERE runId = ?1 AND eventType IN (59, 60) AND end >= start",
+	[KP_DB_EXTENT_OVERHEAD] = "SELECT min(start), max(end), count(*), sum(end - start)"
+	" FROM PROFILER_OVERHEAD WHERE runId = ?1",
 };
 
 int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
@@ -522,7 +525,7 @@ int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
 	int rc;
 
 	memset(e, 0, sizeof(*e));
-	if ((unsigned)of > KP_DB_EXTENT_NVTX_RANGES)
+	if ((unsigned)of > KP_DB_EXTENT_OVERHEAD)
 		return kp_err_set(err, KP_EINVAL, "read API: no extent %d", (int)of);
 	rc = kp_db_prepare_run(db, extent_sql[of], run, &st, err);
 	if (rc)
@@ -534,6 +537,7 @@ int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
 		e->has_end = !IS_NULL(1);
 		e->end = I(1);
 		e->count = I(2);
+		e->sum_ns = I(3);
 		rc = 0;
 	} else if (rc == SQLITE_DONE) {
 		rc = 0;
@@ -542,6 +546,57 @@ int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+/* ---- per-name summaries ---- */
+
+int kp_db_kernel_sums(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		      struct kp_err *err)
+{
+	/* group by the interned id first (cheap), then resolve the names */
+	return rows_open(db, "SELECT n.value, s.value, g.c, g.t, g.mn, g.mx, g.d FROM"
+			 " (SELECT demangledName AS d, min(shortName) AS sh, count(*) AS c,"
+			 "   sum(end - start) AS t, min(end - start) AS mn, max(end - start) AS mx"
+			 "  FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 GROUP BY demangledName) g"
+			 " JOIN StringIds n ON n.id = g.d LEFT JOIN StringIds s ON s.id = g.sh"
+			 " ORDER BY g.t DESC, g.c DESC, n.value",
+			 run, ROWS_KERNEL_SUMS, "reading the kernel summary", it, err);
+}
+
+int kp_db_kernel_sum_next(struct kp_db_rows *it, struct kp_db_kernel_sum *k,
+			  struct kp_err *err)
+{
+	STEP(ROWS_KERNEL_SUMS);
+	k->name = T(0);
+	k->short_name = T(1);
+	k->count = I(2);
+	k->total_ns = I(3);
+	k->min_ns = I(4);
+	k->max_ns = I(5);
+	k->name_id = I(6);
+	return 1;
+}
+
+int kp_db_api_sums(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
+{
+	return rows_open(db, "SELECT n.value, g.ec, g.c, g.t, g.mn, g.mx FROM"
+			 " (SELECT nameId AS id, eventClass AS ec, count(*) AS c, sum(end - start) AS t,"
+			 "   min(end - start) AS mn, max(end - start) AS mx"
+			 "  FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE runId = ?1 GROUP BY nameId, eventClass) g"
+			 " JOIN StringIds n ON n.id = g.id ORDER BY g.t DESC, g.c DESC, n.value, g.ec",
+			 run, ROWS_API_SUMS, "reading the API summary", it, err);
+}
+
+int kp_db_api_sum_next(struct kp_db_rows *it, struct kp_db_api_sum *a, struct kp_err *err)
+{
+	STEP(ROWS_API_SUMS);
+	a->name = T(0);
+	a->event_class = I(1);
+	a->count = I(2);
+	a->total_ns = I(3);
+	a->min_ns = I(4);
+	a->max_ns = I(5);
+	return 1;
 }
 
 /* ---- the analysis ---- */

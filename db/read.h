@@ -2,8 +2,9 @@
  * read.h - the typed read API: iterators over one run's rows, which hand a
  * reader named fields instead of the schema's columns, joins and NULL rules
  * (the way to read chosen in docs/DESIGN.md, "Database"). It covers what
- * importers/chrome_export.c and reports/timeline.c read; they hold no SQL
- * of their own. The other readers move to it one table at a time.
+ * importers/chrome_export.c and reports/timeline.c read (they hold no SQL
+ * of their own) and the trace summaries of reports/load.c. The other
+ * readers move to it one table at a time.
  *
  *   struct kp_db_rows *it;
  *   struct kp_db_kernel k;
@@ -280,17 +281,50 @@ enum kp_db_extent_of {
 	KP_DB_EXTENT_KERNELS, KP_DB_EXTENT_MEMCPYS, KP_DB_EXTENT_MEMSETS,
 	KP_DB_EXTENT_API_CALLS,
 	KP_DB_EXTENT_NVTX_RANGES,       /* as kp_db_nvtx_ranges reads them */
+	KP_DB_EXTENT_OVERHEAD,          /* PROFILER_OVERHEAD */
 };
 
 struct kp_db_extent {
 	int has_start, has_end;         /* 0: no rows */
 	int64_t start, end;             /* ns; 0 without rows */
 	int64_t count;
+	int64_t sum_ns;                 /* the sum of end - start; 0 without rows */
 };
 
 /* Fill *e (OUT) for the rows of run; 0 or a negative KP_E*. */
 int kp_db_extent(struct kp_db *db, int64_t run, enum kp_db_extent_of of,
 		 struct kp_db_extent *e, struct kp_err *err);
+
+/* ---- per-name summaries ---- */
+
+/* The kernels of a run grouped by demangled name, by total time (most
+ * first), then count, then name; a kernel whose name id has no string is
+ * left out. */
+struct kp_db_kernel_sum {
+	int64_t name_id;                /* StringIds id of the demangled name */
+	const char *name;               /* demangled */
+	const char *short_name;         /* NULL when unknown */
+	int64_t count;
+	int64_t total_ns, min_ns, max_ns;
+};
+
+int kp_db_kernel_sums(struct kp_db *db, int64_t run, struct kp_db_rows **it,
+		      struct kp_err *err);
+int kp_db_kernel_sum_next(struct kp_db_rows *it, struct kp_db_kernel_sum *k,
+			  struct kp_err *err);
+
+/* The API calls of a run grouped by name and event class, by total time
+ * (most first), then count, name, class; a call whose name id has no string
+ * is left out. */
+struct kp_db_api_sum {
+	const char *name;
+	int64_t event_class;            /* 0 runtime, 1 driver */
+	int64_t count;
+	int64_t total_ns, min_ns, max_ns;
+};
+
+int kp_db_api_sums(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
+int kp_db_api_sum_next(struct kp_db_rows *it, struct kp_db_api_sum *a, struct kp_err *err);
 
 /* ---- the analysis ---- */
 

@@ -10,15 +10,20 @@
 #include "../common/log.h"
 #include "../common/strbuf.h"
 #include "../common/u64map.h"
+#include "../db/read.h"
 #include <string.h>
 
 #define DEF(v, d) ((v) > 0 ? (v) : (d))
 
+/* A copy of s in the report's arena; NULL stays NULL. */
+static const char *dup(struct kp_report *rep, const char *s)
+{
+	return s ? kp_arena_strdup(&rep->arena, s) : NULL;
+}
+
 static const char *col_str(struct kp_report *rep, sqlite3_stmt *st, int i)
 {
-	const char *s = (const char *)sqlite3_column_text(st, i);
-
-	return s ? kp_arena_strdup(&rep->arena, s) : NULL;
+	return dup(rep, (const char *)sqlite3_column_text(st, i));
 }
 
 static int nomem(struct kp_err *err)
@@ -149,39 +154,31 @@ out:
 
 static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
-	sqlite3_stmt *st;
+	struct kp_db_kernel_sum ks;
+	struct kp_db_rows *it;
 	int rc;
 
-	/* group by the interned id first (cheap), then resolve the names */
-	rc = prep(db, rep,
-		"SELECT n.value, s.value, g.c, g.t, g.mn, g.mx, g.d FROM"
-		" (SELECT demangledName AS d, min(shortName) AS sh, count(*) AS c,"
-		"   sum(end - start) AS t, min(end - start) AS mn, max(end - start) AS mx"
-		"  FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE runId = ?1 GROUP BY demangledName) g"
-		" JOIN StringIds n ON n.id = g.d LEFT JOIN StringIds s ON s.id = g.sh"
-		" ORDER BY g.t DESC, g.c DESC, n.value", &st, err);
-	if (rc)
+	if ((rc = kp_db_kernel_sums(db, rep->run_id, &it, err)))
 		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = kp_db_kernel_sum_next(it, &ks, err)) > 0) {
 		struct kp_rep_kernel k = {
-			.name = col_str(rep, st, 0), .short_name = col_str(rep, st, 1),
-			.count = sqlite3_column_int64(st, 2), .total_ns = sqlite3_column_int64(st, 3),
-			.min_ns = sqlite3_column_int64(st, 4), .max_ns = sqlite3_column_int64(st, 5),
-			.name_id = sqlite3_column_int64(st, 6),
+			.name = dup(rep, ks.name), .short_name = dup(rep, ks.short_name),
+			.count = ks.count, .total_ns = ks.total_ns,
+			.min_ns = ks.min_ns, .max_ns = ks.max_ns, .name_id = ks.name_id,
 		};
 		char label[KP_KNAME_LABEL_MAX];
 
 		/* no longer than the tables show: what they show is what is told apart */
 		k.label = kp_arena_strdup(&rep->arena, kp_kernel_label(k.name, label, KP_REP_KNAME_MAX + 1));
 		if (!k.label || kp_vec_push(&rep->kernels, k)) {
-			sqlite3_finalize(st);
+			kp_db_rows_close(it);
 			return nomem(err);
 		}
 		rep->n_kernels += k.count;
 		rep->kernel_ns += k.total_ns;
 	}
-	rc = done(db, st, rc, err);
-	if (rc)
+	kp_db_rows_close(it);
+	if (rc < 0)
 		return rc;
 	/* by their distinguishing tokens, then by number where those are not enough */
 	if (labels_apart(rep, 0) || labels_apart(rep, 1))
@@ -191,30 +188,26 @@ static int load_kernels(struct kp_db *db, struct kp_report *rep, struct kp_err *
 
 static int load_apis(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
-	sqlite3_stmt *st;
+	struct kp_db_api_sum as;
+	struct kp_db_rows *it;
 	int rc;
 
-	rc = prep(db, rep,
-		"SELECT n.value, g.ec, g.c, g.t, g.mn, g.mx FROM"
-		" (SELECT nameId AS id, eventClass AS ec, count(*) AS c, sum(end - start) AS t,"
-		"   min(end - start) AS mn, max(end - start) AS mx"
-		"  FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE runId = ?1 GROUP BY nameId, eventClass) g"
-		" JOIN StringIds n ON n.id = g.id ORDER BY g.t DESC, g.c DESC, n.value, g.ec", &st, err);
-	if (rc)
+	if ((rc = kp_db_api_sums(db, rep->run_id, &it, err)))
 		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = kp_db_api_sum_next(it, &as, err)) > 0) {
 		struct kp_rep_api a = {
-			.name = col_str(rep, st, 0), .event_class = sqlite3_column_int(st, 1),
-			.count = sqlite3_column_int64(st, 2), .total_ns = sqlite3_column_int64(st, 3),
-			.min_ns = sqlite3_column_int64(st, 4), .max_ns = sqlite3_column_int64(st, 5),
+			.name = dup(rep, as.name), .event_class = (int)as.event_class,
+			.count = as.count, .total_ns = as.total_ns,
+			.min_ns = as.min_ns, .max_ns = as.max_ns,
 		};
 		if (kp_vec_push(&rep->apis, a)) {
-			sqlite3_finalize(st);
+			kp_db_rows_close(it);
 			return nomem(err);
 		}
 		rep->n_api += a.count;
 	}
-	return done(db, st, rc, err);
+	kp_db_rows_close(it);
+	return rc < 0 ? rc : 0;
 }
 
 static int load_gaps(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
@@ -613,17 +606,15 @@ static int load_plans(struct kp_db *db, struct kp_report *rep, struct kp_err *er
 
 static int load_overhead(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
-	sqlite3_stmt *st;
+	struct kp_db_extent e;
 	int rc;
 
 	rep->profiler_overhead_ns = -1;
-	rc = prep(db, rep, "SELECT count(*), sum(end - start) FROM PROFILER_OVERHEAD WHERE runId = ?1",
-		  &st, err);
-	if (rc)
+	if ((rc = kp_db_extent(db, rep->run_id, KP_DB_EXTENT_OVERHEAD, &e, err)))
 		return rc;
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
-		rep->profiler_overhead_ns = sqlite3_column_int64(st, 1);
-	return done(db, st, rc, err);
+	if (e.count > 0)
+		rep->profiler_overhead_ns = e.sum_ns;
+	return 0;
 }
 
 
