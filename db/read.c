@@ -13,7 +13,7 @@ enum rows_kind {
 	ROWS_RUNS = 1, ROWS_GPUS, ROWS_STREAMS, ROWS_API_CALLS, ROWS_NVTX, ROWS_OVERHEAD,
 	ROWS_KERNELS, ROWS_MEMCPYS, ROWS_MEMSETS, ROWS_SYNCS, ROWS_REGION_OCCS, ROWS_HOST_GAPS,
 	ROWS_API_CORRS, ROWS_API_SPANS, ROWS_NVTX_RANGES, ROWS_NVTX_DOMAINS, ROWS_STREAM_OPS,
-	ROWS_KERNEL_SUMS, ROWS_API_SUMS,
+	ROWS_KERNEL_SUMS, ROWS_API_SUMS, ROWS_NVTX_HOLDERS,
 };
 
 struct kp_db_rows {
@@ -294,6 +294,35 @@ int kp_db_nvtx_domain_next(struct kp_db_rows *it, struct kp_db_nvtx_domain *d,
 	return 1;
 }
 
+int kp_db_nvtx_holding(struct kp_db *db, int64_t run, int64_t t, int has_gtid, int64_t gtid,
+		       struct kp_db_rows **it, struct kp_err *err)
+{
+	int rc = rows_open(db, "SELECT coalesce(n.text, s.value), coalesce(d.text, '') FROM NVTX_EVENTS n"
+			   " LEFT JOIN StringIds s ON s.id = n.textId"
+			   " LEFT JOIN NVTX_EVENTS d ON d.runId = n.runId AND d.eventType = 75"
+			   " AND d.domainId = n.domainId"
+			   " WHERE n.runId = ?1 AND n.start <= ?2 AND n.end >= ?2 AND n.eventType IN (59, 60)"
+			   " AND (n.globalTid IS NULL OR ?3 IS NULL OR n.globalTid = ?3)"
+			   " ORDER BY n.start DESC LIMIT 16",
+			   run, ROWS_NVTX_HOLDERS, "reading the NVTX ranges around a time", it, err);
+
+	if (!rc) {
+		sqlite3_bind_int64((*it)->st, 2, t);
+		if (has_gtid)
+			sqlite3_bind_int64((*it)->st, 3, gtid);
+	}
+	return rc;
+}
+
+int kp_db_nvtx_holder_next(struct kp_db_rows *it, struct kp_db_nvtx_holder *h,
+			   struct kp_err *err)
+{
+	STEP(ROWS_NVTX_HOLDERS);
+	h->text = T(0);
+	h->domain = T(1);
+	return 1;
+}
+
 int kp_db_overheads(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err)
 {
 	return rows_open(db, "SELECT x.start, x.end, x.globalTid,"
@@ -338,6 +367,32 @@ static void read_launch(sqlite3_stmt *st, int i, struct kp_db_launch *l)
 	l->found = !IS_NULL(i);
 	l->start = I(i);
 	l->gtid = I(i + 1);
+	l->has_gtid = !IS_NULL(i + 1);
+}
+
+int kp_db_launch_of(struct kp_db *db, int64_t run, int64_t corr, struct kp_db_launch *l,
+		    struct kp_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = kp_db_prepare_run(db, "SELECT start, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+				   " WHERE runId = ?1 AND correlationId = ?2 LIMIT 1", run, &st, err);
+
+	memset(l, 0, sizeof(*l));
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 2, corr);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		read_launch(st, 0, l);
+		l->found = 1;
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		rc = kp_db_error(db, err, "reading the API call of a correlation id");
+	}
+	sqlite3_finalize(st);
+	return rc;
 }
 
 /* kp_launch_attrs is schema v2, absent from older read-only databases */

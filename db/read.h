@@ -160,6 +160,20 @@ int kp_db_nvtx_domains(struct kp_db *db, int64_t run, struct kp_db_rows **it,
 int kp_db_nvtx_domain_next(struct kp_db_rows *it, struct kp_db_nvtx_domain *d,
 			   struct kp_err *err);
 
+/* The NVTX ranges (event types 59, 60) that hold time t, latest start
+ * first, at most 16: those of thread gtid (has_gtid) or of every thread;
+ * a range without a thread holds t on every thread. */
+struct kp_db_nvtx_holder {
+	const char *text;               /* its own or interned text */
+	const char *domain;             /* the domain's create event's own text;
+					   "" when it has none */
+};
+
+int kp_db_nvtx_holding(struct kp_db *db, int64_t run, int64_t t, int has_gtid, int64_t gtid,
+		       struct kp_db_rows **it, struct kp_err *err);
+int kp_db_nvtx_holder_next(struct kp_db_rows *it, struct kp_db_nvtx_holder *h,
+			   struct kp_err *err);
+
 /* An interval of profiler overhead (PROFILER_OVERHEAD), by start. */
 struct kp_db_overhead {
 	int64_t start, end, gtid;
@@ -182,7 +196,13 @@ struct kp_db_launch {
 	int found;                      /* the call is in the run: */
 	int64_t start;                  /* its start (ns) */
 	int64_t gtid;                   /* and its thread */
+	int has_gtid;                   /* 0: the call has no thread */
 };
+
+/* The API call with correlation id corr (the first the table holds) as a
+ * GPU op's launch, into *l (OUT); l->found 0 when the run has none. */
+int kp_db_launch_of(struct kp_db *db, int64_t run, int64_t corr, struct kp_db_launch *l,
+		    struct kp_err *err);
 
 /* A kernel execution (CUPTI_ACTIVITY_KIND_KERNEL) with its name, its
  * launching call and its launch attributes. */

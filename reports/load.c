@@ -312,43 +312,29 @@ static int has_column(struct kp_db *db, const char *table, const char *col)
 static const char *where_from_nvtx(struct kp_db *db, struct kp_report *rep, int64_t t,
 				   int64_t corr, const char *cpu_op, const char *py_frame)
 {
-	sqlite3_stmt *st;
 	struct kp_strbuf sb = KP_STRBUF_INIT;
+	struct kp_db_launch call = {0};
+	struct kp_db_nvtx_holder h;
+	struct kp_db_rows *it;
 	const char *nvtx = NULL, *out;
 	char *own[3] = { NULL, NULL, NULL };
 
+	/* a read error leaves the code unknown: the report goes on without it */
+	if (t && (!cpu_op || !py_frame) && corr > 0 &&
+	    kp_db_launch_of(db, rep->run_id, corr, &call, NULL))
+		call.found = 0;
 	if (t && (!cpu_op || !py_frame) &&
-	    !kp_db_prepare(db,
-		"SELECT coalesce(n.text, s.value), coalesce(d.text, '') FROM NVTX_EVENTS n"
-		" LEFT JOIN StringIds s ON s.id = n.textId"
-		" LEFT JOIN NVTX_EVENTS d ON d.runId = n.runId AND d.eventType = 75 AND d.domainId = n.domainId"
-		" WHERE n.runId = ?1 AND n.start <= ?2 AND n.end >= ?2 AND n.eventType IN (59, 60)"
-		" AND (n.globalTid IS NULL OR ?3 IS NULL OR n.globalTid = ?3)"
-		" ORDER BY n.start DESC LIMIT 16", &st, NULL)) {
-		sqlite3_bind_int64(st, 1, rep->run_id);
-		sqlite3_bind_int64(st, 2, t);
-		if (corr > 0) {
-			sqlite3_stmt *q;
-
-			if (!kp_db_prepare(db, "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-					   " WHERE runId = ?1 AND correlationId = ?2 LIMIT 1", &q, NULL)) {
-				sqlite3_bind_int64(q, 1, rep->run_id);
-				sqlite3_bind_int64(q, 2, corr);
-				if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
-					sqlite3_bind_int64(st, 3, sqlite3_column_int64(q, 0));
-				sqlite3_finalize(q);
-			}
-		}
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			const char *text = (const char *)sqlite3_column_text(st, 0);
-			const char *dom = (const char *)sqlite3_column_text(st, 1);
+	    !kp_db_nvtx_holding(db, rep->run_id, t, call.found && call.has_gtid, call.gtid, &it,
+				NULL)) {
+		while (kp_db_nvtx_holder_next(it, &h, NULL) > 0) {
+			const char *dom = h.domain;
 			int k = dom && !strcmp(dom, "pytorch.cpu_op") ? 0
 				: dom && !strcmp(dom, "pytorch.python") ? 1 : 2;
 
-			if (text && !own[k])
-				own[k] = kp_strdup(text);
+			if (h.text && !own[k])
+				own[k] = kp_strdup(h.text);
 		}
-		sqlite3_finalize(st);
+		kp_db_rows_close(it);
 		if (!cpu_op)
 			cpu_op = own[0];
 		if (!py_frame)
