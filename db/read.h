@@ -3,7 +3,7 @@
  * reader named fields instead of the schema's columns, joins and NULL rules
  * (the way to read chosen in docs/DESIGN.md, "Database"). It covers what
  * importers/chrome_export.c and reports/timeline.c read (they hold no SQL
- * of their own) and the trace summaries of reports/load.c. The other
+ * of their own) and the trace tables reports/load.c reads. The other
  * readers move to it one table at a time.
  *
  *   struct kp_db_rows *it;
@@ -98,10 +98,10 @@ struct kp_db_api_call {
 int kp_db_api_calls(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
 int kp_db_api_call_next(struct kp_db_rows *it, struct kp_db_api_call *c, struct kp_err *err);
 
-/* An API call's correlation id and start, in the table's order (no sort:
- * one pass over a big table); calls without a correlation id are left out.
- * A reader maps each GPU op to its launch call from these instead of a
- * lookup per op. */
+/* An API call's correlation id and start, in the order SQLite reads them
+ * (no sort: one pass over a big table); calls without a correlation id are
+ * left out. A reader maps each GPU op to its launch call from these
+ * instead of a lookup per op. */
 struct kp_db_api_corr {
 	int64_t correlation, start;
 };
@@ -109,7 +109,7 @@ struct kp_db_api_corr {
 int kp_db_api_corrs(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_err *err);
 int kp_db_api_corr_next(struct kp_db_rows *it, struct kp_db_api_corr *c, struct kp_err *err);
 
-/* An API call's span and name, in the table's order (no sort). */
+/* An API call's span and name, in the order SQLite reads them (no sort). */
 struct kp_db_api_span {
 	int64_t start, end;
 	int64_t name_id;                /* StringIds id: the same id, the same name */
@@ -137,7 +137,7 @@ int kp_db_nvtx(struct kp_db *db, int64_t run, struct kp_db_rows **it, struct kp_
 int kp_db_nvtx_next(struct kp_db_rows *it, struct kp_db_nvtx *e, struct kp_err *err);
 
 /* An NVTX range (event types 59, 60) whose end is not before its start, in
- * the table's order (no sort). */
+ * the order SQLite reads them (no sort). */
 struct kp_db_nvtx_range {
 	int64_t start, end;
 	const char *text;               /* its own or interned text */
@@ -149,7 +149,8 @@ int kp_db_nvtx_ranges(struct kp_db *db, int64_t run, struct kp_db_rows **it,
 int kp_db_nvtx_range_next(struct kp_db_rows *it, struct kp_db_nvtx_range *r,
 			  struct kp_err *err);
 
-/* An NVTX domain's create event (event type 75), in the table's order. */
+/* An NVTX domain's create event (event type 75), in the order SQLite
+ * reads them. */
 struct kp_db_nvtx_domain {
 	int64_t domain_id;
 	const char *name;               /* the event's own text; NULL when interned */
