@@ -85,7 +85,8 @@ void kp_db_rows_close(struct kp_db_rows *it)
  * databases lack the columns) */
 #define RUN_SQL(rank) "SELECT runId, created_ns, source, source_path, device_name," \
 	" compute_major, compute_minor, sm_count, driver_version, runtime_version," \
-	" cupti_version, status, " rank " FROM kp_runs"
+	" cupti_version, status, " rank ", command, t_begin_ns, t_end_ns, dropped_records," \
+	" dropped_detail, overhead_ns FROM kp_runs"
 #define RUN_RANK6 "rank, world_size, clock_base_ns"
 #define RUN_RANK4 "rank, world_size, NULL"
 #define RUN_RANK0 "NULL, NULL, NULL"
@@ -124,6 +125,13 @@ int kp_db_run_next(struct kp_db_rows *it, struct kp_db_run *r, struct kp_err *er
 	r->world_size = I(13);
 	r->has_clock_base = !IS_NULL(14);
 	r->clock_base_ns = I(14);
+	r->command = T(15);
+	r->t_begin_ns = I(16);
+	r->t_end_ns = I(17);
+	r->dropped_records = I(18);
+	r->dropped_detail = T(19);
+	r->has_overhead = !IS_NULL(20);
+	r->overhead_ns = I(20);
 	return 1;
 }
 

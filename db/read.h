@@ -46,6 +46,12 @@ struct kp_db_run {
 	int64_t compute_major, compute_minor, sm_count;
 	int64_t driver_version, runtime_version, cupti_version;   /* 0: unknown */
 	const char *status;             /* complete | partial | failed */
+	const char *command;            /* the recorded command line, or NULL */
+	int64_t t_begin_ns, t_end_ns;   /* first and last record time; 0: unknown */
+	int64_t dropped_records;
+	const char *dropped_detail;     /* what was dropped and why, or NULL */
+	int has_overhead;               /* 0: the collector's time is not known */
+	int64_t overhead_ns;
 	/* a rank of a multi-process job (schema v4; v6 for clock_base_ns):
 	 * has_* 0 when the run does not say */
 	int has_rank, has_world_size, has_clock_base;

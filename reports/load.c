@@ -50,40 +50,36 @@ static int done(struct kp_db *db, sqlite3_stmt *st, int rc, struct kp_err *err)
 
 static int load_run(struct kp_db *db, struct kp_report *rep, struct kp_err *err)
 {
-	sqlite3_stmt *st;
+	struct kp_db_rows *it;
+	struct kp_db_run r;
 	int rc;
 
-	rc = prep(db, rep,
-		"SELECT source, source_path, command, device_name, status, dropped_detail,"
-		" compute_major, compute_minor, sm_count, driver_version, runtime_version,"
-		" t_begin_ns, t_end_ns, dropped_records, overhead_ns"
-		" FROM kp_runs WHERE runId = ?1", &st, err);
-	if (rc)
+	if ((rc = kp_db_runs(db, rep->run_id, &it, err)))
 		return rc;
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE)
-			return kp_db_error(db, err, "reading kp_runs");
+	if ((rc = kp_db_run_next(it, &r, err)) <= 0) {
+		kp_db_rows_close(it);
+		if (rc < 0)
+			return rc;
 		return kp_err_set(err, KP_ENOTFOUND, "%s: no run %lld (see 'kplan info %s')",
 				  db->path, (long long)rep->run_id, db->path);
 	}
-	rep->source = col_str(rep, st, 0);
-	rep->source_path = col_str(rep, st, 1);
-	rep->command = col_str(rep, st, 2);
-	rep->device_name = col_str(rep, st, 3);
-	rep->status = col_str(rep, st, 4);
-	rep->dropped_detail = col_str(rep, st, 5);
-	rep->compute_major = sqlite3_column_int(st, 6);
-	rep->compute_minor = sqlite3_column_int(st, 7);
-	rep->sm_count = sqlite3_column_int(st, 8);
-	rep->driver_version = sqlite3_column_int(st, 9);
-	rep->runtime_version = sqlite3_column_int(st, 10);
-	rep->t_begin_ns = kp_db_col_i64(st, 11, 0);
-	rep->t_end_ns = kp_db_col_i64(st, 12, 0);
-	rep->dropped_records = kp_db_col_i64(st, 13, 0);
-	rep->overhead_ns = kp_db_col_i64(st, 14, -1);
-	return done(db, st, SQLITE_DONE, err);
+	rep->source = dup(rep, r.source);
+	rep->source_path = dup(rep, r.source_path);
+	rep->command = dup(rep, r.command);
+	rep->device_name = dup(rep, r.device_name);
+	rep->status = dup(rep, r.status);
+	rep->dropped_detail = dup(rep, r.dropped_detail);
+	rep->compute_major = (int)r.compute_major;
+	rep->compute_minor = (int)r.compute_minor;
+	rep->sm_count = (int)r.sm_count;
+	rep->driver_version = (int)r.driver_version;
+	rep->runtime_version = (int)r.runtime_version;
+	rep->t_begin_ns = r.t_begin_ns;
+	rep->t_end_ns = r.t_end_ns;
+	rep->dropped_records = r.dropped_records;
+	rep->overhead_ns = r.has_overhead ? r.overhead_ns : -1;
+	kp_db_rows_close(it);
+	return 0;
 }
 
 struct lab_ix {
