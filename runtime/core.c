@@ -508,20 +508,45 @@ static int ranks_agree(kp_rt *rt, int ok)
 }
 
 /*
- * This rank's first capture of e failed (or never began): the others learn
- * it at the agreement they wait in, and every rank runs the region eagerly
- * for good (a rank retrying later would meet no partner).
+ * The ranks agree after each capture, before its first replay (ok: this
+ * rank's capture succeeded). 0 when any rank's failed: every rank runs the
+ * region eagerly for good (a rank retrying later would meet no partner).
+ * capture_disagree: this rank's capture failed (or never began) before it
+ * agreed; the others learn it at the agreement they wait in.
  */
-static void capture_disagree(kp_rt *rt, struct entry *e)
+static int capture_agreed(kp_rt *rt, struct entry *e, int ok)
 {
-	if (!rt->agree || e->agreed)
-		return;
 	e->agreed = 1;
-	ranks_agree(rt, 0);
+	if (ranks_agree(rt, ok))
+		return 1;
 	entry_drop_graph(rt, e);
 	e->state = S_DISABLED;
-	region_off(rt, e->reg, KP_RT_R_CAPTURE, "this rank's capture failed; every rank runs "
-		   "the region eagerly (the ranks agree: kp_rt_set_agree)");
+	region_off(rt, e->reg, KP_RT_R_CAPTURE, ok ?
+		   "another rank's capture failed; every rank runs the region eagerly (the "
+		   "ranks agree: kp_rt_set_agree)" :
+		   "this rank's capture failed; every rank runs the region eagerly (the ranks "
+		   "agree: kp_rt_set_agree)");
+	return 0;
+}
+
+static void capture_disagree(kp_rt *rt, struct entry *e)
+{
+	if (rt->agree && !e->agreed)
+		capture_agreed(rt, e, 0);
+}
+
+/*
+ * The ranks agree at the end of the watched warm-up call (ok: this rank's
+ * watch found nothing a capture cannot hold, or could not check). 0 when
+ * another rank objected: the region is eager for good here too.
+ */
+static int watch_agreed(kp_rt *rt, struct entry *e, int ok)
+{
+	if (ranks_agree(rt, ok) || !ok)
+		return 1;
+	would_break(rt, e->reg, "another rank's watch objected (the ranks decide together: "
+		    "kp_rt_set_agree); not tried as a capture");
+	return 0;
 }
 
 /*
@@ -628,11 +653,8 @@ static void watch_end(kp_rt *rt, struct entry *e, kp_region *r)
 		rt->be.watch_release(rt->be.ctx);
 	ADD(rt, watched, 1);
 	ADD(rt, watch_ns, kp_now_ns() - r->t0_);
-	if (!ranks_agree(rt, w.res.verdict <= 0) && w.res.verdict <= 0) {
-		would_break(rt, e->reg, "another rank's watch objected (the ranks decide "
-			    "together: kp_rt_set_agree); not tried as a capture");
+	if (!watch_agreed(rt, e, w.res.verdict <= 0))
 		return;
-	}
 	if (w.res.verdict > 0) {
 		char buf[512];
 
@@ -1287,18 +1309,8 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	t3 = kp_now_ns();
 	ADD(rt, graphs, 1);
 	ADD(rt, graph_nodes, e->n_nodes);
-	if (rt->agree) {
-		e->agreed = 1;
-		if (!ranks_agree(rt, 1)) {
-			/* another rank's capture failed: none replays */
-			entry_drop_graph(rt, e);
-			e->state = S_DISABLED;
-			region_off(rt, e->reg, KP_RT_R_CAPTURE, "another rank's capture failed; "
-				   "every rank runs the region eagerly (the ranks agree: "
-				   "kp_rt_set_agree)");
-			return 1;
-		}
-	}
+	if (rt->agree && !capture_agreed(rt, e, 1))
+		return 1;      /* another rank's capture failed: none replays */
 	rc = rt->be.launch(rt->be.ctx, e->exec[0], r->stream_);
 	if (rc)
 		return fail_rc(rt, e, KP_RT_R_LAUNCH, "graph launch", rc);
@@ -1550,9 +1562,7 @@ static int region_end(kp_rt *rt, kp_region *r)
 		break;
 	case M_AGREE:
 		/* unwatched (the watch could not begin): nothing to object */
-		if (!ranks_agree(rt, 1))
-			would_break(rt, e->reg, "another rank's watch objected (the ranks decide "
-				    "together: kp_rt_set_agree); not tried as a capture");
+		watch_agreed(rt, e, 1);
 		break;
 	case M_BINDS:
 		if (value_slots(r)) {
