@@ -147,7 +147,9 @@ $(BUILD)/bin/kplan-unit: $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(UNIT_EXTRA_OBJ) $(HOST_ARCHIVES) $(HOST_LIBS) -lcunit
 
-unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan
+# libkplanrt too: the precompile and bundle tests load it next to kplan (an
+# older copy there would fail them; none at all skips them)
+unit: $(BUILD)/bin/kplan-unit $(BUILD)/bin/kplan $(BUILD)/lib/libkplanrt.so
 	KPLAN_BIN=$(abspath $(BUILD)/bin/kplan) KPLAN_SRC=$(CURDIR) $(BUILD)/bin/kplan-unit
 
 # The Python package (python/kplan) with stand-ins for torch and libkplanrt:
