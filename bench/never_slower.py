@@ -18,6 +18,8 @@ Workloads (tests/gpu/never_slower_check.sh runs them all):
                   the capture cannot hold the optimizer, the region stays eager
   gpt2_adamw_cap  the same with AdamW(capturable=True): the step is graphed
   ddp             DistributedDataParallel step of 16 Linear+GELU layers
+  ddp_side        the same with DDP built on a side stream (PyTorch's
+                  CUDA-graph recipe), which a capture can hold
                   (run under torchrun; one rank per GPU)
   mlp_sync        an MLP whose step reads its loss with .item() inside the
                   region: the watch keeps it eager
@@ -90,7 +92,7 @@ def mlp_sync(torch):
     return step, (x,)
 
 
-def ddp(torch):
+def ddp(torch, side=False):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     dist.init_process_group("nccl")
@@ -100,7 +102,17 @@ def ddp(torch):
     layers = []
     for _ in range(16):
         layers += [torch.nn.Linear(1024, 1024), torch.nn.GELU()]
-    model = DDP(torch.nn.Sequential(*layers).cuda())
+    net = torch.nn.Sequential(*layers).cuda()
+    if side:
+        # PyTorch's CUDA-graph recipe: DDP built on a side stream (it keeps
+        # autograd's AccumulateGrad nodes on the stream it was built on)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            model = DDP(net)
+        torch.cuda.current_stream().wait_stream(s)
+    else:
+        model = DDP(net)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     g = torch.Generator(device="cuda").manual_seed(1 + rank)
     x = torch.randn(32, 1024, device="cuda", generator=g)
@@ -121,6 +133,8 @@ def build(torch, name):
         return gpt2_adamw(torch, True)
     if name == "ddp":
         return ddp(torch)
+    if name == "ddp_side":
+        return ddp(torch, side=True)
     if name == "mlp_sync":
         return mlp_sync(torch)
     raise SystemExit("never_slower: unknown workload %r" % name)
@@ -169,7 +183,7 @@ def main():
                                  rt.get("cupti_attached")]
         kt.close()
     print(json.dumps(out), flush=True)
-    if a.workload == "ddp":
+    if a.workload.startswith("ddp"):
         import torch.distributed as dist
         dist.destroy_process_group()
 

@@ -76,6 +76,14 @@ _WATCH_ON_CURRENT = os.environ.get("KPLAN_TORCH_WATCH_STREAM") == "current"
 # The binding's own defaults.
 DEFAULT_MAX_KEYS = 8    # graphs kept per region (kp_rt_region_info has no shape-keys)
 DEFAULT_WARMUP = 2      # eager calls before capture when the plan does not say
+# In a job of several ranks (torch.distributed up), at least this many eager
+# calls, the last one watched, unless kt.open(warmup=) says otherwise:
+# DistributedDataParallel times its first 10 iterations (and every 100th)
+# with cudaEventSynchronize, read at the next iteration's forward, so a watch
+# of call 11 or earlier reports a sync (measured: watched at call 11, a sync;
+# at call 12, none); PyTorch's CUDA-graph notes ask for 11 DDP-enabled eager
+# iterations before a capture.
+MULTI_RANK_WARMUP = 12
 
 _WARMUP, _READY, _BACKOFF, _DISABLED = range(4)
 _STATE_NAMES = ("warmup", "ready", "backoff", "disabled")
@@ -425,6 +433,13 @@ PERMANENT_FAILURES = (
 )
 
 
+DDP_STREAM_HINT = (
+    "; with DistributedDataParallel, build it on a side stream (`with torch.cuda.stream("
+    "torch.cuda.Stream()): model = DDP(model)`) as PyTorch's CUDA-graph recipe does: DDP "
+    "keeps autograd's AccumulateGrad nodes on the stream it was built on, and a capture "
+    "cannot join the legacy default stream")
+
+
 def _permanent(exc):
     """The fix when exc is a capture failure that cannot change, else None.
     The body's own exception is the context of the one capture_end raises
@@ -447,6 +462,22 @@ def _multi_rank(T):
         d = T.distributed
         return d.is_available() and d.is_initialized() and d.get_world_size() > 1
     except Exception:
+        return False
+
+
+def _ranks_all(T, ok, what):
+    """True when `ok` holds on every rank: one all-reduce (MIN) of a flag,
+    reached by every rank at the same call. Any error: False (the caller
+    stays eager, which every rank can do without the others)."""
+    d = T.distributed
+    try:
+        flag = T.tensor([1 if ok else 0], dtype=T.int32,
+                        device="cuda:%d" % T.cuda.current_device())
+        d.all_reduce(flag, op=d.ReduceOp.MIN)
+        return bool(flag.item())
+    except Exception as exc:
+        _log(1, "torch: the ranks could not agree on a region's %s (%s); eager"
+             % (what, _first_line(exc)))
         return False
 
 
@@ -550,6 +581,9 @@ class Runtime(object):
             if w is None:
                 w = info["warmup"] if info is not None else DEFAULT_WARMUP
             st.warmup = max(1, int(w))
+            T = _T or sys.modules.get("torch")    # no torch yet: no process group
+            if self.warmup is None and T is not None and _multi_rank(T):
+                st.warmup = max(st.warmup, MULTI_RANK_WARMUP)
             st.max_keys = max(1, region.max_keys or self.max_keys or DEFAULT_MAX_KEYS)
             if self.global_reason is None and self.policy == "plan":
                 if info is None:
@@ -795,16 +829,7 @@ class Runtime(object):
         """Every rank's watch found the region capturable (or could not
         check): one all-reduce of a flag, at the same call on every rank
         (the last warm-up call, which each rank reaches alike)."""
-        ok = 0 if verdict is not None and verdict[0] == 1 else 1
-        d = T.distributed
-        try:
-            flag = T.tensor([ok], dtype=T.int32, device="cuda:%d" % T.cuda.current_device())
-            d.all_reduce(flag, op=d.ReduceOp.MIN)
-            return bool(flag.item())
-        except Exception as exc:
-            _log(1, "torch: the ranks could not agree on a region's watch (%s); eager"
-                 % _first_line(exc))
-            return False
+        return _ranks_all(T, not (verdict is not None and verdict[0] == 1), "watch")
 
     def _watch_coming(self, me):
         """Another key has begun its warm-up and not been watched yet: CUPTI
@@ -905,16 +930,28 @@ class Runtime(object):
         T = _T
         dev = e.device
         prev = T.cuda.current_stream(dev)
+        fail = None
         try:
             self._capture(region, st, e, args, kwargs, tensors)
-        except _Fallback as f:
+        except Exception as exc:    # _Fallback included
+            fail = exc
             self._drop(e)
             self._restore_stream(prev)
-            self._region_off(st, f.reason, f.detail)
-            return self._eager(st, f.reason, region, args, kwargs)
-        except Exception as exc:
-            self._drop(e)
-            self._restore_stream(prev)
+        multi = _multi_rank(T)
+        if multi and not _ranks_all(T, fail is None, "capture"):
+            # some rank's capture failed: no rank replays (its collectives
+            # would wait for ranks that run the step eagerly), and no rank
+            # tries again alone: the region is eager on all of them
+            if fail is None:
+                self._drop(e)
+                self._region_off(st, "capture-failed", "another rank's capture failed "
+                                 "(several ranks decide together)")
+                return self._eager(st, "capture-failed", region, args, kwargs)
+        if isinstance(fail, _Fallback):
+            self._region_off(st, fail.reason, fail.detail)
+            return self._eager(st, fail.reason, region, args, kwargs)
+        if fail is not None:
+            exc = fail
             # a failed capture can leave the capture stream routed to the dead
             # graph's pool: the next capture gets a new stream
             self.side.pop(dev, None)
@@ -923,11 +960,14 @@ class Runtime(object):
                                  % (st.watch_msg, _first_line(exc)))
                 return self._eager(st, "would-break-capture", region, args, kwargs)
             fix = _permanent(exc)
+            if fix is not None and multi and "legacy" in fix:
+                fix += DDP_STREAM_HINT
             st.fails += 1
-            if fix is not None or (not st.captured and st.fails >= MAX_FAILURES):
+            if fix is not None or multi or (not st.captured and st.fails >= MAX_FAILURES):
                 # it would fail again: decided once, for every key
                 self._region_off(st, "capture-failed", "the capture failed: %s%s" % (
                     _first_line(exc), "; fix: " + fix if fix else
+                    " (several ranks decide together: not retried)" if multi else
                     " (%d failed captures, none succeeded)" % st.fails))
                 return self._eager(st, "capture-failed", region, args, kwargs)
             self._fail(st, e, "capture-failed", _first_line(exc))
@@ -1094,7 +1134,8 @@ class Runtime(object):
                 _T.cuda.synchronize(e.device)
             except Exception:
                 pass
-            self.c.graphs -= 1
+            if e.state == _READY:      # counted when it became ready
+                self.c.graphs -= 1
         if e.patch is not None:
             for h in e.patch:
                 self.crt.gpatch_close(h)
@@ -1472,7 +1513,9 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     strict      fallbacks other than the expected ones (NOT_STRICT) raise
                 KplanError; default $KPLAN_RT_STRICT
     warmup      eager calls before capture for every region (default: the
-                plan's, DEFAULT_WARMUP without one; at least 1)
+                plan's, DEFAULT_WARMUP without one; at least 1; in a job of
+                several ranks at least MULTI_RANK_WARMUP, past the iterations
+                DistributedDataParallel times with a host sync)
     max_keys    graphs kept per region (default DEFAULT_MAX_KEYS)
     disable     every region eager; default $KPLAN_RT_DISABLE
     lib         path of libkplanrt.so (default: kplan._rt.find_library())

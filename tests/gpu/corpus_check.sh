@@ -82,7 +82,7 @@ run() {
 	local id=$1 step=$2
 	shift 2
 	echo "== $id $step: $*" >>"$LOG"
-	( "$@" ) >"$O/$id.$step.out" 2>"$O/$id.$step.err"   # a subshell: its crash report goes to .err
+	( "${PIN[@]}" "$@" ) >"$O/$id.$step.out" 2>"$O/$id.$step.err"   # a subshell: its crash report goes to .err
 	rc=$?
 	if [ $rc -ne 0 ]; then
 		rcs="$rcs $step=$rc"
@@ -100,6 +100,8 @@ run() {
 
 q() { printf '"%s"' "${1//\"/\"\"}"; }   # a CSV field
 . "$(dirname "$0")/never_slower.sh"   # never_slower ID "EAGER_US..." "WHAT US"...
+pin_near_gpu0   # every run on the same CPUs near GPU 0, so runs compare
+[ ${#PIN[@]} -gt 0 ] && echo "runs pinned: ${PIN[*]} (GPU 0's NUMA node: $PIN_NODE)" >>"$LOG"
 faster() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && (b == "" || a + 0 < b + 0)) }'; }
 
 # plan regions: "LABEL DECISION REASON PARENT" (top level and parts)

@@ -25,7 +25,7 @@
 # 5 % of graph and faster than eager (the ratios are printed); the sync
 # variant replays on no rank, agrees on both and gives eager's results. Exit 0
 # when all pass, 1 on a failure, 2 when it cannot run here (skip).
-# Environment: ROUNDS (3), DDP_STEPS (1000), DDP_REC_STEPS (200), DDP_RANKS (2).
+# Environment: ROUNDS (3), DDP_STEPS (1000), DDP_REC_STEPS (DDP_STEPS), DDP_RANKS (2).
 # shellcheck disable=SC2015  # "A && pass || bad": pass always succeeds
 set -u
 B=${1:-build}
@@ -34,7 +34,7 @@ BIN=$B/bin
 K=$B/bin/kplan
 ROUNDS=${ROUNDS:-3}
 STEPS=${DDP_STEPS:-1000}
-REC_STEPS=${DDP_REC_STEPS:-200}
+REC_STEPS=${DDP_REC_STEPS:-$STEPS}   # a recording as long as the runs it plans for (break-even counts the calls)
 N=${DDP_RANKS:-2}
 # shellcheck source=tests/gpu/check_lib.sh
 . "$(dirname "$0")/check_lib.sh"

@@ -39,31 +39,29 @@ if ! python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2
 	exit 0
 fi
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-WORKLOADS=${NS_WORKLOADS:-"ddp gpt2_adamw gpt2_adamw_cap mlp_sync"}
+WORKLOADS=${NS_WORKLOADS:-"ddp ddp_side gpt2_adamw gpt2_adamw_cap mlp_sync"}
 VARIANTS=${NS_VARIANTS:-"eager forced-eager graph"}
 [ "${NS_NOWATCH:-0}" = 1 ] && VARIANTS="$VARIANTS graph-nowatch"
 [ "${NS_ATTACHED:-0}" = 1 ] && VARIANTS="$VARIANTS graph-attached"
 # Every run on the same CPUs, near GPU 0 (its NUMA node's first cores): a
 # launch-bound run's time depends on the core it lands on, and unpinned runs
 # of the same program differ by 10-20 % between processes here.
-pin=() pin_ddp=()
-bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 2>/dev/null | tr 'A-F' 'a-f')
-cpus=$(cat "/sys/bus/pci/devices/${bus: -12}/local_cpulist" 2>/dev/null)
-first=${cpus%%[-,]*}
-if command -v taskset >/dev/null && [ -n "$first" ]; then
-	pin=(taskset -c "$first-$((first + ${NS_CPUS:-4} - 1))")
-	pin_ddp=(taskset -c "$first-$((first + ${NS_CPUS:-4} * ngpu - 1))")
-	note "runs pinned to CPUs $first-$((first + ${NS_CPUS:-4} - 1)) (GPU 0's NUMA node: $cpus)"
-fi
+# shellcheck source=tests/gpu/never_slower.sh
+. "$(dirname "$0")/never_slower.sh"
+pin_near_gpu0 "${NS_CPUS:-4}"
+pin=("${PIN[@]}")
+pin_near_gpu0 $((${NS_CPUS:-4} * ngpu))
+pin_ddp=("${PIN[@]}")
+[ ${#pin[@]} -gt 0 ] && note "runs pinned: ${pin[*]} (GPU 0's NUMA node: $PIN_NODE)"
 BUDGET=${NS_BUDGET:-400}   # seconds: no new run starts after this, the table still prints
 start=$(date +%s)
 
 # long enough that the one-time costs (the first watch attaches CUPTI:
 # 15-25 ms) are under 1 % of the whole run
-declare -A steps=([gpt2_adamw]=300 [gpt2_adamw_cap]=400 [mlp_sync]=6000 [ddp]=600)
+declare -A steps=([gpt2_adamw]=300 [gpt2_adamw_cap]=400 [mlp_sync]=6000 [ddp]=600 [ddp_side]=600)
 one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 	local w=$1 v=$2 cmd
-	if [ "$w" = ddp ]; then
+	if [ "${w#ddp}" != "$w" ]; then
 		cmd=(torchrun --standalone --nproc_per_node "$ngpu" bench/never_slower.py)
 	else
 		cmd=(python3 bench/never_slower.py)
@@ -74,7 +72,7 @@ one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 	fi
 	echo "== $w $v: ${cmd[*]} $w $v --steps ${steps[$w]}" >>"$LOG"
 	local p=("${pin[@]}")
-	[ "$w" = ddp ] && p=("${pin_ddp[@]}")
+	[ "${w#ddp}" != "$w" ] && p=("${pin_ddp[@]}")
 	timeout 300 "${p[@]}" "${cmd[@]}" "$w" "$v" --steps "${steps[$w]}" >"$TMP" 2>>"$LOG"
 	local rc=$?
 	cat "$TMP" >>"$LOG"
@@ -82,12 +80,13 @@ one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 		note "FAIL $w $v: exit $rc (see $LOG)"
 		fail=1
 	fi
-	grep '^{' "$TMP" >>"$J"
+	# the ranks of a torchrun job share the output: one line can hold two
+	sed 's/}{/}\n{/g' "$TMP" | grep '^{' >>"$J"
 }
 
 for w in $WORKLOADS; do
-	if [ "$w" = ddp ] && [ "$ngpu" -lt 2 ]; then
-		note "SKIP ddp: $ngpu GPU (needs 2 or more)"
+	if [ "${w#ddp}" != "$w" ] && [ "$ngpu" -lt 2 ]; then
+		note "SKIP $w: $ngpu GPU (needs 2 or more)"
 		continue
 	fi
 	for r in $(seq "$ROUNDS"); do

@@ -463,6 +463,7 @@ class _Distributed(object):
     values, one list per call) and counts its calls."""
     world = 0
     peers = ()
+    seq = []      # when not empty: the peers of each call in turn
     reduces = 0
 
     class ReduceOp(object):
@@ -471,7 +472,8 @@ class _Distributed(object):
 
     def all_reduce(self, t, op="sum"):
         self.reduces += 1
-        vals = [t.data[0]] + [p for p in self.peers]
+        peers = self.seq.pop(0) if self.seq else self.peers
+        vals = [t.data[0]] + [p for p in peers]
         t.data[0] = min(vals) if op == "min" else max(vals) if op == "max" else sum(vals)
 
     def is_available(self):

@@ -544,7 +544,7 @@ class TestStateMachine(Base):
 
     def test_several_ranks_take_the_watch_at_its_word(self):
         T = self.T
-        self.open({"step": plan(warmup=1)}, verdict=1)
+        self.open({"step": plan(warmup=1)}, verdict=1, warmup=1)
         T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (1,), 0
 
         @kt.region("step")
@@ -569,7 +569,7 @@ class TestStateMachine(Base):
         of two ranks, the other rank's watch `peer_ok`."""
         T = self.T
         faketorch.captures_begun = 0
-        self.open({"step": plan(warmup=1)}, verdict=0)
+        self.open({"step": plan(warmup=1)}, verdict=0, warmup=1)
         T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (peer_ok,), 0
         step = kt.region("step")(lambda x: T.add(x, 1.0))
         try:
@@ -577,16 +577,79 @@ class TestStateMachine(Base):
                 self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
         finally:
             T.distributed.world, T.distributed.peers = 0, ()
-        self.assertEqual(T.distributed.reduces, 1)   # one agreement
 
     def test_a_rank_whose_peer_objects_stays_eager_too(self):
         self._two_ranks(peer_ok=0)
+        self.assertEqual(self.T.distributed.reduces, 1)   # the watch's agreement only
         self.assertEqual(faketorch.captures_begun, 0)
         self.assertIn("another rank's watch objected", self.logs("would-break-capture")[0])
         # all ranks clean: captured and replayed
         self._two_ranks(peer_ok=1)
+        self.assertEqual(self.T.distributed.reduces, 2)   # the watch's, the capture's
         self.assertEqual(faketorch.captures_begun, 1)
         self.assertEqual(kt.stats()["replays"], 9)   # call 1 watched, 2 captured
+
+    def test_several_ranks_warm_up_past_ddp_timing_iterations(self):
+        # the plan says 1 warm-up call; in a job of several ranks the watched
+        # call is the 12th (DDP syncs in its first 10 iterations)
+        T = self.T
+        self.open({"step": plan(warmup=1)}, verdict=0)
+        T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (1,), 0
+        seen = []
+
+        @kt.region("step")
+        def step(x):
+            seen.append(T.cuda.is_current_stream_capturing())
+            return T.add(x, 1.0)
+        try:
+            for i in range(20):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        finally:
+            T.distributed.world, T.distributed.peers = 0, ()
+        self.assertEqual(seen.index(True), kt.MULTI_RANK_WARMUP)   # 11 eager, then capture
+        self.assertEqual(kt.stats()["replays"], 20 - kt.MULTI_RANK_WARMUP)
+        self.assertEqual(sum(1 for ev in self.crt.events if ev[0] == "watch"), 1)
+
+    def test_a_rank_whose_peer_capture_fails_drops_its_graph(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, verdict=0, warmup=1)
+        # the watch: every rank clean; the capture: the other rank failed
+        T.distributed.world, T.distributed.reduces = 2, 0
+        T.distributed.seq = [(1,), (0,)]
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        try:
+            for i in range(10):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        finally:
+            T.distributed.world, T.distributed.peers, T.distributed.seq = 0, (), []
+        s = kt.stats()
+        self.assertEqual(faketorch.captures_begun, 1)   # its own capture worked
+        self.assertEqual(s["replays"], 0)               # but it never replays
+        self.assertEqual(s["failures"], {"capture-failed": 1})
+        self.assertEqual(self.T.distributed.reduces, 2)
+        self.assertIn("another rank's capture failed", self.logs("capture-failed")[0])
+
+    def test_several_ranks_never_retry_a_failed_capture_alone(self):
+        T = self.T
+        self.open({"step": plan(warmup=1)}, verdict=0, warmup=1)
+        T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (1,), 0
+
+        @kt.region("step")
+        def step(x):
+            if T.cuda.is_current_stream_capturing():
+                raise RuntimeError("operation would make the legacy stream depend on a "
+                                   "capturing blocking stream")
+            return T.add(x, 1.0)
+        try:
+            for i in range(30):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        finally:
+            T.distributed.world, T.distributed.peers = 0, ()
+        self.assertEqual(faketorch.captures_begun, 1)   # no retry after backoff
+        lines = self.logs("capture-failed")
+        self.assertEqual(len(lines), 1)
+        self.assertIn("DistributedDataParallel", lines[0])
+        self.assertIn("side stream", lines[0])
 
     def test_user_exception_during_capture_does_not_escape(self):
         T = self.T
