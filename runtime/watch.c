@@ -129,6 +129,7 @@ static struct {
 	int idle;                     /* narrowed: waiting to detach (atomic) */
 	int64_t idle_since_ns;        /* when it was narrowed (atomic) */
 	int64_t delay_ns;             /* < 0: never detach */
+	int inflight;                 /* threads in an idle callback (atomic) */
 	uint64_t attaches, detaches;
 } sub = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1186,16 +1187,23 @@ static void on_driver_nested(struct kp__rt_watcher *w, CUpti_CallbackId id,
 /*
  * In an idle subscription's callback, at an API exit: past the delay, and
  * unless a watch is starting (the lock is busy), finalize CUPTI. Any thread
- * may get here; trylock keeps application threads from ever waiting.
+ * may get here; trylock keeps application threads from ever waiting. Only
+ * the one thread in an idle callback finalizes: with several (a training
+ * step launches from the main thread and autograd's device threads at once)
+ * the teardown would run under another thread's callback, a race Kineto
+ * found to crash in CUPTI; the next launch exit tries again.
  */
 static void maybe_detach(void)
 {
 	if (!__atomic_load_n(&sub.idle, __ATOMIC_ACQUIRE) || !cupti.Finalize ||
 	    kp_now_ns() - __atomic_load_n(&sub.idle_since_ns, __ATOMIC_RELAXED) < sub.delay_ns)
 		return;
+	if (__atomic_load_n(&sub.inflight, __ATOMIC_ACQUIRE) != 1)
+		return;
 	if (pthread_mutex_trylock(&sub.mu))
 		return;
-	if (sub.idle && sub.subscribed && !__atomic_load_n(&cur_w, __ATOMIC_ACQUIRE)) {
+	if (sub.idle && sub.subscribed && !__atomic_load_n(&cur_w, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&sub.inflight, __ATOMIC_ACQUIRE) == 1) {
 		__atomic_store_n(&sub.idle, 0, __ATOMIC_RELEASE);
 		sub.subscribed = 0;
 		sub.detaches++;
@@ -1297,8 +1305,11 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
 
 	(void)ud;
 	if (!w) {
-		if (cb && cb->callbackSite == CUPTI_API_EXIT)
+		if (cb && cb->callbackSite == CUPTI_API_EXIT) {
+			__atomic_add_fetch(&sub.inflight, 1, __ATOMIC_ACQ_REL);
 			maybe_detach();
+			__atomic_sub_fetch(&sub.inflight, 1, __ATOMIC_ACQ_REL);
+		}
 		return;
 	}
 	if (!cb || !pthread_equal(w->thread, pthread_self()) ||
