@@ -233,24 +233,9 @@ static const char *cell_pct(const struct kp_diff_row *r, char *buf, size_t n)
 }
 
 /* Shorten a name for the text table to n columns (bytes). */
-static void short_cell(const char *s, char *out, size_t n)
-{
-	size_t len = strlen(s);
-
-	if (len < n) {
-		memcpy(out, s, len + 1);
-		return;
-	}
-	len = n - 4;
-	while (len && ((unsigned char)s[len] & 0xc0) == 0x80)
-		len--;      /* never cut a UTF-8 sequence */
-	memcpy(out, s, len);
-	strcpy(out + len, "...");
-}
-
 void kp_diff_text(const struct kp_diff *d, FILE *f)
 {
-	char a[32], b[32], p[32], nm[48], t1[256], t2[256], why[2048];
+	char a[32], b[32], p[32], t1[1024], t2[256], why[2048];
 	size_t i;
 
 	/* names come from the traces: printable (common/printable.h) */
@@ -262,14 +247,19 @@ void kp_diff_text(const struct kp_diff *d, FILE *f)
 		fprintf(f, "comparable: same GPU, driver, compute capability and kernel set\n");
 	else
 		fprintf(f, "NOT COMPARABLE: %s\n", kp_printable(why, sizeof(why), d->why.buf));
-	fprintf(f, "\n%-7s %-44s %12s %12s %9s\n", "kind", "name", "A", "B", "change");
+	/*
+	 * The name last and whole: kernel names share long prefixes (the
+	 * same template with other arguments), so a name column cut to a
+	 * width would print two rows that read the same.
+	 */
+	fprintf(f, "\n%-7s %12s %12s %9s %-9s %s\n", "kind", "A", "B", "change", "", "name");
 	for (i = 0; i < d->rows.len; i++) {
 		const struct kp_diff_row *r = &d->rows.data[i];
 
-		short_cell(kp_printable(t1, sizeof(t1), r->label), nm, 45);
-		fprintf(f, "%-7s %-44s %12s %12s %9s%s\n", kind_name[r->kind], nm,
+		fprintf(f, "%-7s %12s %12s %9s %-9s %s\n", kind_name[r->kind],
 			cell_dur(r->a_ns, a, sizeof(a)), cell_dur(r->b_ns, b, sizeof(b)),
-			cell_pct(r, p, sizeof(p)), r->regressed ? "  REGRESSED" : "");
+			cell_pct(r, p, sizeof(p)), r->regressed ? "REGRESSED" : "",
+			kp_printable(t1, sizeof(t1), r->name));
 	}
 	if (d->fail_pct < 0)
 		fprintf(f, "\nno regression threshold (--fail-on-regression PCT sets one)\n");

@@ -963,6 +963,9 @@ static void test_diff(void)
 	out = kp_test_read(kp_test_path("diff.out"), NULL);
 	CU_ASSERT(out && strstr(out, "comparable: same GPU"));
 	CU_ASSERT(out && strstr(out, "+100.0%"));
+	/* names whole, last on their line (52 characters: once cut at 44) */
+	CU_ASSERT(out && strstr(out, " void gemm_kernel<128, 64>(float const*, float*, int)\n"));
+	CU_ASSERT(out && strstr(out, "+100.0%           step\n"));   /* no threshold: none marked */
 	free(out);
 	out = kp_test_read(kp_test_path("diff.csv"), NULL);
 	CU_ASSERT(out && !strncmp(out, "kind,name,a_us,b_us,a_count,b_count,change_pct,regressed\n"
@@ -1001,7 +1004,7 @@ static void test_diff_unanalyzed(void)
 				   errs), 0);
 	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'run 1 of .*un-b.db was not analyzed: analyzing it first'"
 				   " %s", errs), 0);
-	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^region  step .* ms .* ms  *+0.0%%' %s && "
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^region .* ms .* ms  *+0.0%%  *step$' %s && "
 				   "! grep -q gone %s", out, out), 0);
 	/* one that cannot be analyzed here (read-only): refused, naming the command */
 	if (!(pre = kp_test_unprivileged()) || !(dir = kp_test_public_dir()))
