@@ -92,6 +92,8 @@ static const char *fake_api_name(void *ctx, int driver, uint32_t cbid)
  * goes to fd (4 bytes). On a failure the child writes the error message to
  * path + ".err" and exits 3; it never crashes.
  */
+static int prod_rank = -1;   /* >= 0: the producer's run is that rank of a 2-rank job */
+
 static void producer(const char *path, int fd, int max_batches)
 {
 	static const char *const names[] = { "_Z4gemmPfS_i", "_Z4reluPf", "_Z7softmaxPfi",
@@ -115,6 +117,11 @@ static void producer(const char *path, int fd, int max_batches)
 	memset(&ri, 0, sizeof(ri));
 	ri.source = "record";
 	ri.pid = getpid();
+	if (prod_rank >= 0) {
+		ri.has_rank = 1;
+		ri.rank = ri.local_rank = prod_rank;
+		ri.world_size = 2;
+	}
 	if (kp_db_run_insert(db, &ri, &run_id, &err))
 		goto fail;
 	kp_writer_init(&w, db, run_id);
@@ -308,6 +315,59 @@ static void test_sigkill_recording(void)
 		snprintf(what, sizeof(what), "kill after %d batches", kill_after[i]);
 		check_after_crash(path, c.last, what);
 	}
+}
+
+/*
+ * Two ranks of one job record into one database at once (as `kplan record
+ * -- torchrun` does) and rank 0 is killed mid-run: the file stays valid, the
+ * other rank's run is whole, the killed rank's holds its committed batches
+ * only, and `kplan info` lists both ranks.
+ */
+static void test_sigkill_one_rank(void)
+{
+	const char *path = kp_test_path("ranks.db");
+	struct kp_err err = {0};
+	struct child r0, r1;
+	struct kp_db *db;
+	int status;
+
+	rm_db(path);
+	prod_rank = 0;
+	CU_ASSERT_EQUAL_FATAL(child_start(&r0, path, 0, 0), 0);
+	prod_rank = 1;
+	CU_ASSERT_EQUAL_FATAL(child_start(&r1, path, 40, 0), 0);
+	prod_rank = -1;
+	CU_ASSERT_EQUAL(child_read(&r0, 5), 0);
+	CU_ASSERT_EQUAL(child_read(&r1, 2), 0);   /* both writing when the kill comes */
+	kill(r0.pid, SIGKILL);
+	status = child_wait(&r0);
+	CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	status = child_wait(&r1);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CU_ASSERT_EQUAL(r1.last, 40);
+
+	db = kp_db_open(path, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	CU_ASSERT_STRING_EQUAL(integrity(db), "ok");
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM kp_runs WHERE rank IS NOT NULL"), 2);
+	/* the survivor: every batch, every kernel joined to its call */
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL JOIN kp_runs"
+			  " USING (runId) WHERE rank = 1"), 40 * PROD_KERNELS);
+	CU_ASSERT_EQUAL(q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN"
+			  " CUPTI_ACTIVITY_KIND_RUNTIME r USING (runId, correlationId) JOIN kp_runs"
+			  " USING (runId) WHERE rank = 1"), 40 * PROD_KERNELS);
+	/* the killed rank: whole batches, at least those it reported */
+	{
+		int64_t k0 = q(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL JOIN kp_runs"
+			       " USING (runId) WHERE rank = 0");
+
+		CU_ASSERT(k0 >= (int64_t)r0.last * PROD_KERNELS);
+		CU_ASSERT(k0 <= ((int64_t)r0.last + 1) * PROD_KERNELS);
+		CU_ASSERT_EQUAL(k0 % PROD_KERNELS, 0);
+	}
+	kp_db_close(db);
+	CU_ASSERT_EQUAL(kp_test_sh("%s info %s | awk '$1 == \"rank\" {print $2}' | sort |"
+				   " tr '\\n' ' ' | grep -qx '0 1 '", kp_test_kplan(), path), 0);
 }
 
 /* SIGKILL at arbitrary moments from the start: during open, schema
@@ -1093,6 +1153,7 @@ static void test_deps_waits_for_apt(void)
 CU_TestInfo kp_tests_reliability[] = {
 	{ "sigkill_recording", test_sigkill_recording },
 	{ "sigkill_early", test_sigkill_early },
+	{ "sigkill_one_rank", test_sigkill_one_rank },
 	{ "disk_full_recording", test_disk_full_recording },
 	{ "disk_full_import", test_disk_full_import },
 	{ "readonly_paths", test_readonly_paths },
