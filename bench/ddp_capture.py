@@ -71,6 +71,7 @@ def main():
         return loss.detach()
 
     kt = None
+    graph = None
     losses = []
     t0 = time.perf_counter()
     if v == "hand":
@@ -126,6 +127,10 @@ def main():
         out["stats"]["regions"] = st.get("regions")
         kt.close()
     print(json.dumps(out, default=str), flush=True)
+    # a graph holding NCCL work kept past destroy_process_group hung the
+    # hand variant's exit (torchrun killed it after the results were out)
+    run = graph = None  # noqa: F841
+    torch.cuda.synchronize()
     dist.destroy_process_group()
 
 
