@@ -31,8 +31,16 @@ void kp_planner_opts_init(struct kp_planner_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->warmup = -1;
 	o->min_gain = -1;
+	o->run_length = 1;
 	o->cc_major = o->cc_minor = o->cuda_major = -1;
 	o->sm_count = o->driver_version = -1;
+}
+
+double kp__planner_run_length(const struct kp_planner_opts *o)
+{
+	double x = o->run_length;
+
+	return x >= KP_PLAN_RUN_LENGTH_MIN && x <= KP_PLAN_RUN_LENGTH_MAX ? x : 1.0;
 }
 
 /* One kp_regions row and what the planner makes of it. */
@@ -40,6 +48,7 @@ struct reg {
 	int64_t id, parent_id;      /* parent_id < 0: none */
 	int64_t stream;             /* < 0: any stream */
 	int64_t occ, kernels, eager, host_idle, graph, one_time, break_even;
+	int64_t occ_run;            /* calls in the run the plan is for (occ x run length) */
 	int64_t extra_mem, shape_keys, patch_count, nodes;
 	int64_t graph_lo, graph_hi;  /* the interval, where the captured path may differ; else 0 */
 	int has_graph, has_one_time, has_break_even, capturable, n_parts;
@@ -59,6 +68,7 @@ struct ctx {
 	int64_t run;
 	int warmup;
 	double min_gain;
+	double run_length;          /* the run the plan is for / the recorded one (1: same) */
 	struct kp_plan *plan;
 	struct reg *regs;
 	size_t n_regs;
@@ -252,6 +262,7 @@ static int load_regions(struct ctx *c)
 		r->label = clean_str((const char *)sqlite3_column_text(st, 2), 200);
 		r->stream = kp_db_col_i64(st, 3, -1);
 		r->occ = clamp(kp_db_col_i64(st, 4, 0), 0, 1000000000);
+		r->occ_run = kp_plan_scaled_occ(r->occ, c->run_length);
 		r->kernels = kp_db_col_i64(st, 5, 0);
 		r->eager = clamp(kp_db_col_i64(st, 6, 0), 0, KP_PLAN_MAX_NS);
 		r->host_idle = clamp(kp_db_col_i64(st, 7, 0), 0, KP_PLAN_MAX_NS);
@@ -499,23 +510,28 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 	gain = r->eager - r->graph;
 	if (!r->has_break_even)
 		r->break_even = r->has_one_time ? (r->one_time + gain - 1) / gain : 0;
-	replays = r->occ - r->warmup - 1;
+	replays = r->occ_run - r->warmup - 1;
 	if (replays < 1 || replays < r->break_even) {
 		o->reason = KP_PLAN_R_TOO_FEW_REPLAYS;
-		kp_strbuf_addf(why, "%lld replays after %d warm-up calls and the capture, "
-			       "break-even %lld", (long long)(replays < 0 ? 0 : replays), r->warmup,
-			       (long long)r->break_even);
+		kp_strbuf_addf(why, "%lld replays after %d warm-up calls and the capture",
+			       (long long)(replays < 0 ? 0 : replays), r->warmup);
+		if (c->run_length != 1.0)
+			kp_strbuf_addf(why, " of the run's %lld calls (%.4gx the recorded %lld)",
+				       (long long)r->occ_run, c->run_length, (long long)r->occ);
+		kp_strbuf_addf(why, ", break-even %lld", (long long)r->break_even);
 		return;
 	}
 	o->decision = KP_PLAN_GRAPH;
 	o->reason = KP_PLAN_R_LAUNCH_BOUND;
-	r->saving = kp_plan_saving_ns(r->occ, r->warmup, r->eager, r->graph, r->one_time);
+	r->saving = kp_plan_saving_ns(r->occ_run, r->warmup, r->eager, r->graph, r->one_time);
 	kp_strbuf_addf(why, "host-bound idle is %.1f pct of its %s per call; graph %s predicted "
-		       "(%.2fx); saves %s over the run's %lld calls (%d warm-up, 1 capture, "
-		       "%lld replays; break-even %lld)",
+		       "(%.2fx); saves %s over the run's %lld calls (",
 		       100.0 * (double)r->host_idle / (double)r->eager, e, g,
 		       (double)r->eager / (double)(r->graph ? r->graph : 1),
-		       kp_fmt_dur(r->saving, s, sizeof(s)), (long long)r->occ, r->warmup,
+		       kp_fmt_dur(r->saving, s, sizeof(s)), (long long)r->occ_run);
+	if (c->run_length != 1.0)
+		kp_strbuf_addf(why, "%.4gx the recorded %lld; ", c->run_length, (long long)r->occ);
+	kp_strbuf_addf(why, "%d warm-up, 1 capture, %lld replays; break-even %lld)", r->warmup,
 		       (long long)replays, (long long)r->break_even);
 	if (r->warmup > c->warmup)
 		kp_strbuf_addf(why, "; %d warm-up calls: blockers in its first %d occurrences only",
@@ -1059,24 +1075,34 @@ static int link_parts(struct ctx *c)
 	return 0;
 }
 
-/* The whole run's eager and predicted time, and the predicted speedup. */
+/*
+ * The whole run's eager and predicted time, and the predicted speedup: of
+ * the run the plan is for, the recorded span times the run length (the
+ * time outside the regions grows with it too, so the ratio stays the
+ * run's), each region's calls scaled alike.
+ */
 static void run_totals(struct ctx *c)
 {
 	struct kp_plan *pl = c->plan;
 	int64_t regions_ns = 0;
 	size_t i;
 
+	if (c->run_length != 1.0) {
+		double v = (double)pl->run_eager_ns * c->run_length;
+
+		pl->run_eager_ns = v < (double)KP_PLAN_MAX_NS ? (int64_t)(v + 0.5) : KP_PLAN_MAX_NS;
+	}
 	/* whole run: top-level regions' time when the run has no recorded span */
 	for (i = 0; i < c->n_regs; i++) {
 		struct reg *r = &c->regs[i];
 
 		if (r->out && r->parent_id < 0)
-			regions_ns += r->eager * r->occ;
+			regions_ns += r->eager * r->occ_run;
 	}
 	if (pl->run_eager_ns < regions_ns)
 		pl->run_eager_ns = regions_ns;
 	pl->run_eager_ns = clamp(pl->run_eager_ns, 0, KP_PLAN_MAX_NS);
-	kp_plan_predict_run(pl);
+	kp_plan_predict_run_for(pl, c->run_length);
 }
 
 static int build(struct ctx *c, const struct kp_planner_opts *o)
@@ -1145,6 +1171,7 @@ struct kp_plan *kp__planner_one(struct kp_db *db, const struct kp_planner_opts *
 	c.run = run;
 	c.warmup = o->warmup >= 0 ? (o->warmup > 1000 ? 1000 : o->warmup) : DEFAULT_WARMUP;
 	c.min_gain = o->min_gain >= 0 ? o->min_gain : DEFAULT_MIN_GAIN;
+	c.run_length = kp__planner_run_length(o);
 	if (c.run <= 0) {
 		kp_err_set(err, KP_ENOTFOUND, "%s: no runs (import or record one first)", db->path);
 		return NULL;

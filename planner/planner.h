@@ -18,6 +18,8 @@
  *   no graph prediction, or graph >= eager            -> eager (predicted-loss)
  *   eager - graph < min_gain * eager                  -> eager (not-launch-bound)
  *   occurrences - warmup < break-even                 -> eager (too-few-replays)
+ *     (occurrences of the run the plan is for: the recorded ones times
+ *     o->run_length, kplan plan --run-length)
  *   graph memory over the limit (cheapest gain first) -> eager (memory-budget)
  *   otherwise                                         -> graph (launch-bound)
  *
@@ -43,6 +45,11 @@ struct kp_planner_opts {
 	int warmup;              /* eager calls before capture; < 0: default 2 */
 	double min_gain;         /* least predicted saving, fraction of eager; < 0: 0.05 */
 	int64_t mem_limit_bytes; /* cap on the graph memory budget; 0: none */
+	/* the run the plan is for calls each region run_length times as often
+	 * as the recorded run (a short recording of a long job): break-even,
+	 * the savings and the run's predicted time count that run; the plan's
+	 * occurrences stay the recorded ones. Not > 0 (or not finite): 1 */
+	double run_length;
 	/* hard keys of the GPU the plan is for (a described one, or when the
 	 * run does not record them); < 0: take from the run */
 	int cc_major, cc_minor, cuda_major;

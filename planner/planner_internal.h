@@ -17,4 +17,7 @@ struct kp_plan *kp__planner_one(struct kp_db *db, const struct kp_planner_opts *
  */
 void kp__planner_demote(struct kp_plan_region *o, int reason);
 
+/* o->run_length, or 1 when it is not a factor kplan plan takes. */
+double kp__planner_run_length(const struct kp_planner_opts *o);
+
 #endif

@@ -178,7 +178,7 @@ static int plan_ranks(struct kp_db *db, const struct kp_planner_opts *o, struct 
 	}
 	if (rc)
 		goto out;
-	kp_plan_predict_run(plan);
+	kp_plan_predict_run_for(plan, kp__planner_run_length(o));
 	if (o->notes) {
 		size_t same = plan->n_regions;
 

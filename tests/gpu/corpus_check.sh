@@ -10,7 +10,11 @@
 #   record     kplan record --args -o OUT/ID.db -- corpus_NAME --steps 60
 #              (through the runtime without a plan: the regions' NVTX ranges)
 #   analyze    kplan analyze OUT/ID.db > OUT/ID.analyze.txt
-#   plan       kplan plan OUT/ID.db -o OUT/ID.kplan (OUT/ID.plan.log)
+#   plan       kplan plan OUT/ID.db --run-length RUN/REC -o OUT/ID.kplan
+#              (OUT/ID.plan.log): the plan is for the timed runs, the
+#              programs' default CORPUS_RUN_STEPS (200), not the REC_STEPS
+#              recorded (60), so break-even and the saving count 200/60 =
+#              3.3333 times the recorded calls (awk, 4 decimals)
 #   plan run   --plan OUT/ID.kplan with KPLAN_RT_STATS=1 (stderr in
 #              OUT/ID.run.err: the counters, eager.REASON, the runtime's
 #              warnings), then twice with KPLAN_PLAN=OUT/ID.kplan, timed
@@ -35,14 +39,19 @@
 # (OUT/calib.db, kplan calibrate) when that works.
 #
 # Environment: CORPUS_ONLY="cublaslt memset" runs a subset (IDs below),
-# CORPUS_REC_STEPS (60), CORPUS_T_RUN (30 s per program run), CORPUS_T_REC
-# (120 s per record), CORPUS_T_KPLAN (120 s per analyze / plan).
+# CORPUS_REC_STEPS (60), CORPUS_RUN_STEPS (200: the programs' default --steps,
+# the length of the timed runs the plan is for), CORPUS_T_RUN (30 s per
+# program run), CORPUS_T_REC (120 s per record), CORPUS_T_KPLAN (120 s per
+# analyze / plan).
 set -u
 B=${1:-build}
 O=${2:-${OUT:-/tmp/kplan-corpus}}
 K=$B/bin/kplan
 BIN=$B/bin
 REC_STEPS=${CORPUS_REC_STEPS:-60}
+RUN_STEPS=${CORPUS_RUN_STEPS:-200}
+# the timed runs' calls per region over the recorded run's (kplan plan --run-length)
+RUN_LENGTH=$(awk -v r="$RUN_STEPS" -v s="$REC_STEPS" 'BEGIN { printf "%.4f", r / s }')
 T_RUN=${CORPUS_T_RUN:-30}
 T_REC=${CORPUS_T_REC:-120}
 T_KPLAN=${CORPUS_T_KPLAN:-120}
@@ -176,7 +185,7 @@ for id in $IDS; do
 	cat "$O/$id.analyze.err" >>"$O/$id.analyze.txt" 2>/dev/null
 	pl=$O/$id.kplan
 	rm -f "$pl"
-	run "$id" plan timeout "$T_KPLAN" "$K" plan "$db" -o "$pl"
+	run "$id" plan timeout "$T_KPLAN" "$K" plan "$db" --run-length "$RUN_LENGTH" -o "$pl"
 	cat "$O/$id.plan.out" "$O/$id.plan.err" >"$O/$id.plan.log" 2>/dev/null
 	# with the plan: counters, then timed (KPLAN_PLAN, the other way in)
 	p_us="" f_us="" n_regions=0 graphed="" eager=""

@@ -286,8 +286,128 @@ static void test_golden_and_store(void)
 	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --for '' -o x 2>/dev/null", kp_test_kplan(), path), 64);
 }
 
+/*
+ * --run-length: a plan for a run X times the recorded one. 'load/b' (3
+ * calls, 2 warm-up, 1 capture: no replay) is too-few-replays as recorded
+ * and a graph in a run 4x as long (12 calls); the recorded occurrences stay
+ * in the plan, the run's figures are the longer run's. 0.25x: 'step' (10
+ * calls) gets 3 (2.5 rounded), too few.
+ */
+static void test_planner_run_length(void)
+{
+	const char *path = fixture_db("runlength.db");
+	struct kp_err err = {0};
+	struct kp_planner_opts o;
+	struct kp_db *db;
+	struct kp_plan *p;
+	const struct kp_plan_region *r;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(path);
+	db = kp_db_open(path, KP_DB_RDONLY, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+	kp_planner_opts_init(&o);
+	CU_ASSERT_EQUAL(o.run_length, 1.0);
+	p = kp_planner_run(db, &o, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	r = kp_plan_find(p, "load/b");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT(r->decision == KP_PLAN_EAGER && r->reason == KP_PLAN_R_TOO_FEW_REPLAYS);
+	CU_ASSERT_STRING_EQUAL(r->reason_text, "0 replays after 2 warm-up calls and the capture, "
+			       "break-even 1");
+	kp_plan_free(p);
+
+	o.run_length = 4;
+	p = kp_planner_run(db, &o, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	r = kp_plan_find(p, "load/b");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(r->decision, KP_PLAN_GRAPH);
+	CU_ASSERT_EQUAL(r->reason, KP_PLAN_R_LAUNCH_BOUND);
+	CU_ASSERT_EQUAL(r->occurrences, 3);   /* the recorded count */
+	CU_ASSERT_EQUAL(r->warmup, 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r->reason_text, "saves 6.96 ms over the run's 12 calls (4x the "
+				      "recorded 3; 2 warm-up, 1 capture, 9 replays; break-even 1)"));
+	r = kp_plan_find(p, "step");
+	CU_ASSERT(r && r->occurrences == 10 &&
+		  strstr(r->reason_text, "over the run's 40 calls (4x the recorded 10; 2 warm-up"));
+	/* the run 4x the recorded 150 ms; saving over 4x the calls of step, load/a, load/b, decode:
+	 * (40-2)*(2.25-0.474) - 0.06 + (40-2)*(1-0.3) - 0.05 + (12-2)*(0.9-0.2) - 0.04
+	 * + (80-2)*(0.05-0.002) - 0.01 ms */
+	CU_ASSERT_EQUAL(p->run_eager_ns, 600000000);
+	CU_ASSERT_EQUAL(p->run_pred_ns, 600000000 - 67428000 - 26550000 - 6960000 - 3734000);
+	kp_plan_free(p);
+
+	o.run_length = 0.25;
+	p = kp_planner_run(db, &o, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	r = kp_plan_find(p, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT(r->decision == KP_PLAN_EAGER && r->reason == KP_PLAN_R_TOO_FEW_REPLAYS);
+	CU_ASSERT_STRING_EQUAL(r->reason_text, "0 replays after 2 warm-up calls and the capture of "
+			       "the run's 3 calls (0.25x the recorded 10), break-even 1");
+	CU_ASSERT_EQUAL(p->run_eager_ns, 37500000);
+	kp_plan_free(p);
+	kp_db_close(db);
+}
+
 /* ---------------------------------------------------------------------- */
 /* CLI */
+
+/*
+ * `kplan plan --run-length`: 1 (as 1 or 1.0) writes the plan without it
+ * byte for byte; 4 graphs 'load/b' and says so; a bad factor is a usage
+ * error (64) naming it.
+ */
+static void test_cli_run_length(void)
+{
+	const char *path = fixture_db("runlength-cli.db"), *k = kp_test_kplan();
+	const char *none = kp_test_path("rl-none.kplan"), *one = kp_test_path("rl-one.kplan");
+	const char *four = kp_test_path("rl-four.kplan"), *errs = kp_test_path("rl.err");
+	static const char *const bad[] = { "0", "-1", "abc", "1e999", "inf", "nan", "", "0x10", "2e6" };
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(path);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store -o '%s' >/dev/null", k, path, none), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length 1 -o '%s' >/dev/null", k,
+				   path, one), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("cmp -s '%s' '%s'", none, one), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length 1.0 -o '%s' >/dev/null", k,
+				   path, one), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("cmp -s '%s' '%s'", none, one), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -A3 -x '.region load/b.' '%s' | grep -qx 'decision eager'",
+				   none), 0);
+	/* 4x: load/b a graph, the reason with the scaled count; the same plan twice */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length 4 -o '%s' >'%s'", k, path,
+				   four, errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q 'a run 4x the recorded one' '%s'", errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -A3 -x '.region load/b.' '%s' | grep -qx 'decision graph'",
+				   four), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q \"^reason-text .*over the run's 12 calls (4x the "
+				   "recorded 3; 2 warm-up\" '%s'", four), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -A12 -x '.region load/b.' '%s' | grep -qx 'occurrences 3'",
+				   four), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qx 'run-eager-ns 600000000' '%s'", four), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length 4 -o '%s' >/dev/null && "
+				   "cmp -s '%s' '%s'", k, path, one, one, four), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s show '%s' >/dev/null", k, four), 0);
+	/* the largest factor still writes a plan the reader takes */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length 1e6 -o '%s' >/dev/null && "
+				   "%s show '%s' >/dev/null", k, path, one, k, one), 0);
+	/* refused, naming the value */
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length '%s' -o x >/dev/null "
+					   "2>'%s'", k, path, bad[i], errs), 64);
+		CU_ASSERT_EQUAL(kp_test_sh("grep -qF -- \"--run-length needs a factor X > 0\" '%s' && "
+					   "grep -qF -- \"not '%s'\" '%s'", errs, bad[i], errs), 0);
+	}
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store -o x --run-length >/dev/null 2>'%s'", k,
+				   path, errs), 64);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -qF -- '--run-length needs a factor' '%s'", errs), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("test ! -e x"), 0);
+	/* documented */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan --help | grep -q -- '--run-length X .*the run the plan is "
+				   "for is X times'", k), 0);
+}
 
 /* `kplan plan` without a database: usage (64), or one that does not open (2) */
 static void test_cli_plan(void)
@@ -384,7 +504,9 @@ static void test_plan_analyzes_first(void)
 CU_TestInfo kp_tests_planner[] = {
 	{ "planner decisions on a fixture db", test_planner_decisions },
 	{ "golden plan, determinism, kp_plans", test_golden_and_store },
+	{ "planner: --run-length scales the calls (too-few-replays to graph)", test_planner_run_length },
 	{ "cli: plan exit codes", test_cli_plan },
+	{ "cli: plan --run-length (1 unchanged, 4 graphs, bad values refused)", test_cli_run_length },
 	{ "resnet18 trace: step planned as a graph", test_resnet18 },
 	{ "plan analyzes a run not yet analyzed", test_plan_analyzes_first },
 	CU_TEST_INFO_NULL,

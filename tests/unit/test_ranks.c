@@ -18,6 +18,7 @@
 #include "common/nccl.h"
 #include "db/writer.h"
 #include "plan/planfile.h"
+#include "plan/predict.h"
 #include "reports/report.h"
 #include "testutil.h"
 #include "timeline.h"
@@ -561,6 +562,25 @@ static void test_plan_every_rank(void)
 	text = kp_test_read(kp_test_path("same.kplan"), NULL);
 	CU_ASSERT_PTR_NOT_NULL(text && !strncmp(text, "kplan-plan 2\n", 13));
 	free(text);
+	/* for a run 3x the recorded one: the job's prediction counts 3x the calls */
+	CU_ASSERT_EQUAL(kp_test_sh("%s plan '%s' --no-store --run-length 3 -o '%s' --cc 9.0 "
+				   "--cuda-major 12 >/dev/null 2>&1", kp_test_kplan(),
+				   kp_test_path("ranks_plan_same.db"), kp_test_path("same3.kplan")), 0);
+	{
+		struct kp_err err = {0};
+
+		plan = kp_plan_load(kp_test_path("same3.kplan"), &err);
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+	r = kp_plan_find(plan, "step");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(r->decision, KP_PLAN_GRAPH);
+	CU_ASSERT(r->occurrences > 0);
+	CU_ASSERT_EQUAL(plan->run_pred_ns, plan->run_eager_ns -
+			kp_plan_saving_ns(kp_plan_scaled_occ(r->occurrences, 3.0), r->warmup,
+					  r->eager_ns, r->graph_ns, r->one_time_ns));
+	CU_ASSERT(kp_plan_scaled_occ(r->occurrences, 3.0) == 3 * (int64_t)r->occurrences);
+	kp_plan_free(plan);
 
 	/* rank 0 blocks inside the step: eager on every rank */
 	db = two_ranks_n("ranks_plan_differ.db", 1, 5000, 1000);
