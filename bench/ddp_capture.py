@@ -28,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
 
 
 def main():
@@ -42,33 +43,10 @@ def main():
         os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    dist.init_process_group("nccl")
+    import never_slower   # bench/never_slower.py: the same DDP step
+    step, (x,) = never_slower.ddp(torch, side=side)
     rank = dist.get_rank()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(16):
-        layers += [torch.nn.Linear(1024, 1024), torch.nn.GELU()]
-    net = torch.nn.Sequential(*layers).cuda()
     s = torch.cuda.Stream()
-    if side:
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            model = DDP(net)
-        torch.cuda.current_stream().wait_stream(s)
-    else:
-        model = DDP(net)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    g = torch.Generator(device="cuda").manual_seed(1 + rank)
-    x = torch.randn(32, 1024, device="cuda", generator=g)
-
-    def step(inp):
-        loss = model(inp).square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss.detach()
 
     kt = None
     graph = None
