@@ -938,7 +938,12 @@ class Runtime(object):
             self._drop(e)
             self._restore_stream(prev)
         multi = _multi_rank(T)
-        if multi and not _ranks_all(T, fail is None, "capture"):
+        # The region's first capture comes at the same call on every rank
+        # (the same warm-up count), so the ranks can agree on it; a later
+        # key's capture need not (one rank may meet a shape the others do
+        # not), and an all-reduce only some ranks make would pair with the
+        # others' collectives.
+        if multi and not st.captured and not _ranks_all(T, fail is None, "capture"):
             # some rank's capture failed: no rank replays (its collectives
             # would wait for ranks that run the step eagerly), and no rank
             # tries again alone: the region is eager on all of them

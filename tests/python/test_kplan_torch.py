@@ -610,6 +610,25 @@ class TestStateMachine(Base):
         self.assertEqual(kt.stats()["replays"], 20 - kt.MULTI_RANK_WARMUP)
         self.assertEqual(sum(1 for ev in self.crt.events if ev[0] == "watch"), 1)
 
+    def test_a_later_key_captures_without_asking_the_other_ranks(self):
+        # a shape only this rank meets: no all-reduce the others would not make
+        T = self.T
+        faketorch.captures_begun = 0
+        self.open({"step": plan(warmup=1)}, verdict=0, warmup=1)
+        T.distributed.world, T.distributed.peers, T.distributed.reduces = 2, (1,), 0
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        try:
+            for i in range(4):
+                self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+            self.assertEqual(T.distributed.reduces, 2)   # the watch's, the capture's
+            for i in range(3):
+                self.assertEqual(step(self.x(i, 2.0)).tolist(), [i + 1.0, 3.0])
+        finally:
+            T.distributed.world, T.distributed.peers = 0, ()
+        self.assertEqual(faketorch.captures_begun, 2)
+        self.assertEqual(T.distributed.reduces, 2)       # none for the second key
+        self.assertEqual(kt.stats()["replays"], 3 + 3)
+
     def test_a_rank_whose_peer_capture_fails_drops_its_graph(self):
         T = self.T
         self.open({"step": plan(warmup=1)}, verdict=0, warmup=1)
