@@ -67,7 +67,7 @@ KP_CMD(bundle)
 	struct input *in = NULL;
 	const char *out = NULL;
 	int i, n = 0, rc = KP_EXIT_ERROR, unsigned_now = 0, existed = 0;
-	size_t k, before;
+	size_t k, before, pruned;
 
 	if (!(in = calloc((size_t)argc, sizeof(*in))))
 		return KP_EXIT_ERROR;
@@ -115,7 +115,11 @@ KP_CMD(bundle)
 			goto fail;
 	if (kp_bundle_save(b, out, &unsigned_now, &err))
 		goto fail;
+	pruned = kp_bundle_prune_aten(b, out);
 	fputs(notes.buf ? notes.buf : "", stdout);
+	if (pruned)
+		printf("%zu torch fusion group file%s of replaced entries removed\n", pruned,
+		       pruned == 1 ? "" : "s");
 	printf("%s: %zu entr%s (%s%zu before)\n", out, b->n_entries,
 	       b->n_entries == 1 ? "y" : "ies", existed ? "" : "new bundle, ",
 	       existed ? before : (size_t)0);

@@ -285,6 +285,22 @@ KP_CMD(record)
 	}
 	for (int j = i; j < argc; j++)
 		kp_strbuf_addf(&cmdline, "%s%s", j > i ? " " : "", argv[j]);
+	/*
+	 * The database and its schema exist before the command starts: the
+	 * ranks of a job (torchrun, mpirun) then open an existing file rather
+	 * than race to create one, and an output that cannot be written is
+	 * said now, not after a long run.
+	 */
+	{
+		struct kp_err err = {0};
+		struct kp_db *db = kp_db_open(out, KP_DB_CREATE, &err);
+
+		if (!db) {
+			kp_err_prefix(&err, "cannot record into %s", out);
+			return kp_cli_error(&err);
+		}
+		kp_db_close(db);
+	}
 
 	setenv("CUDA_INJECTION64_PATH", lib, 1);
 	if (!getenv("NVTX_INJECTION64_PATH"))

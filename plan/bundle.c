@@ -3,6 +3,7 @@
  * plans with their duplicates and model checks, saving the directory, and
  * choosing the entry for a GPU. Format: plan/FORMAT.md, "Bundles".
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -696,6 +697,37 @@ out:
 	kp_strbuf_release(&out);
 	kp_strbuf_release(&path);
 	return rc;
+}
+
+size_t kp_bundle_prune_aten(const struct kp_bundle *b, const char *dir)
+{
+	static const char pre[] = "plan-";
+	const size_t pl = sizeof(pre) - 1, sl = sizeof(KP_ATEN_SUFFIX) - 1;
+	struct dirent *de;
+	size_t removed = 0, i;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+		unsigned long long h;
+		char *end;
+		int kept = 0;
+
+		/* exactly plan-<16 hex>.aten: nothing else is touched */
+		if (strlen(n) != pl + 16 + sl || strncmp(n, pre, pl) ||
+		    strcmp(n + pl + 16, KP_ATEN_SUFFIX) ||
+		    strspn(n + pl, "0123456789abcdef") != 16)
+			continue;
+		h = strtoull(n + pl, &end, 16);
+		for (i = 0; i < b->n_entries && !kept; i++)
+			kept = b->entries[i].plan && b->entries[i].plan->body_hash == h;
+		if (!kept && !unlinkat(dirfd(d), n, 0))
+			removed++;
+	}
+	closedir(d);
+	return removed;
 }
 
 /* ---------------------------------------------------------------------- */

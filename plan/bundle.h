@@ -138,6 +138,15 @@ int kp_bundle_write(struct kp_bundle *b, struct kp_strbuf *out, struct kp_err *e
 int kp_bundle_save(struct kp_bundle *b, const char *dir, int *unsigned_now,
 		   struct kp_err *err);
 
+/*
+ * After kp_bundle_save: remove from dir the torch fusion group files
+ * (plan-<16 hex>.aten) of no entry of b, those of entries a new plan for
+ * the same GPU replaced (the runtime never reads them, and a reader of the
+ * directory would take them for part of the bundle). Their sources stay
+ * (another entry may share them). Returns how many were removed.
+ */
+size_t kp_bundle_prune_aten(const struct kp_bundle *b, const char *dir);
+
 /* Why each entry does or does not fit a GPU (kp_bundle_choose). */
 struct kp_bundle_verdict {
 	int match;               /* enum kp_bundle_match */

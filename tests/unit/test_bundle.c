@@ -649,6 +649,49 @@ static void test_torch_groups(void)
 	kp_strbuf_release(&p0);
 }
 
+/*
+ * A new plan for a GPU the bundle has replaces that entry, and its old
+ * torch fusion groups file goes with it (the sources stay: others may share
+ * them); files of other shapes in the directory are left alone.
+ */
+static void test_replaced_groups_pruned(void)
+{
+	static const char *const a[] = { "// a\nextern \"C\" __global__ void kp_aten_a() {}\n" };
+	static const char *const a2[] = { "// a2\nextern \"C\" __global__ void kp_aten_a() {}\n" };
+	struct target h100b = fleet[0];
+	const char *k = kp_test_kplan(), *dir = kp_test_path("pr.kplanb");
+	const char *out = kp_test_path("pr.out");
+
+	h100b.warmup = 5;      /* another plan for the same GPU */
+	kp_test_sh("rm -rf '%s'", dir);
+	plan_with_groups("pr-h100.kplan", &fleet[0], a, 1, 0);
+	plan_with_groups("pr-h200.kplan", &fleet[1], a, 1, 0);
+	plan_with_groups("pr-h100b.kplan", &h100b, a2, 1, 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s bundle -o '%s' '%s' '%s' > '%s'", k, dir,
+				   kp_test_path("pr-h100.kplan"), kp_test_path("pr-h200.kplan"), out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("touch '%s/plan-notahash.aten' '%s/plan-0123456789abcdef.aten.bak'",
+				   dir, dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("ls '%s' | grep '^plan-[0-9a-f]\\{16\\}\\.aten$' | sort > '%s.before'",
+				   dir, out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s bundle -o '%s' '%s' > '%s'", k, dir,
+				   kp_test_path("pr-h100b.kplan"), out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("grep -q '^1 torch fusion group file of replaced entries removed$' "
+				   "'%s'", out), 0);
+	/* still two group files, one of them new; the odd names untouched */
+	CU_ASSERT_EQUAL(kp_test_sh("test $(ls '%s' | grep -c '^plan-[0-9a-f]*\\.aten$') = 2 && "
+				   "test $(ls '%s' | grep '^plan-[0-9a-f]\\{16\\}\\.aten$' | sort | "
+				   "comm -12 - '%s.before' | wc -l) = 1 && test -f '%s/plan-notahash.aten' "
+				   "&& test -f '%s/plan-0123456789abcdef.aten.bak'", dir, dir, out, dir, dir), 0);
+	/* the old source stays, the bundle checks */
+	CU_ASSERT_EQUAL(kp_test_sh("test $(ls '%s' | grep -c '^kpaten-.*\\.cu$') = 2", dir), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("%s check '%s' --cc 9.0 --cuda-major 13 --gpu-name 'NVIDIA H100 "
+				   "80GB HBM3' --sms 132 > '%s' 2>&1", k, dir, out), 0);
+	/* saved again unchanged: nothing to remove, nothing said */
+	CU_ASSERT_EQUAL(kp_test_sh("%s bundle -o '%s' '%s' > '%s'", k, dir,
+				   kp_test_path("pr-h100b.kplan"), out), 0);
+	CU_ASSERT_EQUAL(kp_test_sh("! grep -q 'removed' '%s'", out), 0);
+}
+
 CU_TestInfo kp_tests_bundle[] = {
 	{ "choice order: name and SMs, name, SMs, hard keys; driver; first", test_choice_order },
 	{ "no entry applies: each says why", test_no_match },
@@ -658,5 +701,6 @@ CU_TestInfo kp_tests_bundle[] = {
 	{ "save with sources, add a GPU, one signature, a tampered entry", test_save_sign_tamper },
 	{ "cli: bundle, show, check, sign", test_cli },
 	{ "torch fusion groups: carried per entry, signed, listed", test_torch_groups },
+	{ "torch fusion groups of a replaced entry removed", test_replaced_groups_pruned },
 	CU_TEST_INFO_NULL,
 };
