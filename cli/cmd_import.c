@@ -93,6 +93,10 @@ KP_CMD(import)
 			       kp_printable(shown, sizeof(shown), st.skipped_detail));
 		if (st.uncorrelated)
 			printf("; %lld without correlation id", (long long)st.uncorrelated);
+		if (st.rows[KP_T_CPU_OP_ARGS])
+			printf("; %lld CPU ops with input shapes", (long long)st.rows[KP_T_CPU_OP_ARGS]);
+		if (st.bad_shape_args)
+			printf("; %lld malformed shape args skipped", (long long)st.bad_shape_args);
 		printf("\n");
 	}
 	return KP_EXIT_OK;
