@@ -265,8 +265,8 @@ static int store_fusion(struct kp__ana *a, struct kp_err *err)
 	static const char sql[] = "INSERT INTO kp_fusion_candidates (runId, candId,"
 		" regionId, streamId, first_correlationId, occurrences, n_kernels,"
 		" kernel_names, pattern, dur_ns, saved_bytes, saved_nodes, penalty_ns,"
-		" score, feasible, reason, dependence) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-		" ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+		" score, feasible, reason, dependence, aten_chain, torch_verdict) VALUES (?1, ?2,"
+		" ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 	sqlite3_stmt *st;
 	int rc = kp_db_prepare(a->db, sql, &st, err);
 
@@ -291,6 +291,8 @@ static int store_fusion(struct kp__ana *a, struct kp_err *err)
 		sqlite3_bind_int(st, 15, c->feasible);
 		bind_opt_text(st, 16, c->reason);
 		sqlite3_bind_text(st, 17, c->dependence, -1, SQLITE_STATIC);
+		bind_opt_text(st, 18, c->aten_chain);
+		bind_opt_text(st, 19, c->torch_verdict);
 		rc = step_reset(a, st, "writing kp_fusion_candidates", err);
 	}
 	sqlite3_finalize(st);
@@ -438,6 +440,7 @@ int kp_analyze(struct kp_db *db, const struct kp_analyze_opts *o,
 		kp_vec_release(&a.regions.data[i]->blk);
 	kp_vec_release(&a.regions);
 	kp_vec_release(&a.cands);
+	kp__src_free(&a);
 	kp_vec_release(&a.sigs);
 	kp_vec_release(&a.streams);
 	kp_vec_release(&a.names);
@@ -518,7 +521,8 @@ static const struct { const char *file, *sql; } csv_files[] = {
 	  "SELECT candId AS cand_id, regionId AS region_id, streamId AS stream_id,"
 	  " first_correlationId AS first_correlation_id, occurrences, n_kernels, kernel_names,"
 	  " pattern, dur_ns / 1000.0 AS dur_us, saved_bytes, saved_nodes,"
-	  " penalty_ns / 1000.0 AS penalty_us, score AS score_ns, feasible, reason, dependence"
+	  " penalty_ns / 1000.0 AS penalty_us, score AS score_ns, feasible, reason, dependence,"
+	  " aten_chain, torch_verdict"
 	  " FROM kp_fusion_candidates WHERE runId = %lld ORDER BY candId" },
 	{ "blockers.csv",
 	  "SELECT b.regionId AS region_id, r.label, b.kind, b.fatal, b.api_name,"
@@ -580,16 +584,23 @@ static void print_first_blocker(struct kp_db *db, int64_t run_id, int id, int fa
 void kp_analyze_print_fusion(struct kp_db *db, int64_t run_id, FILE *f, int max)
 {
 	sqlite3_stmt *st;
-	char chain[400], shown[1600];
+	char chain[400], shown[1600], aten[8200];
+	char sql[512];
 
-	if (kp_db_prepare(db, "SELECT candId, coalesce(regionId, -1), n_kernels, kernel_names,"
-			  " coalesce(score, 0), feasible FROM kp_fusion_candidates WHERE runId = ?1"
-			  " ORDER BY feasible DESC, coalesce(score, 0) DESC, candId LIMIT ?2", &st, NULL))
+	/* the ATen view: schema v7, a PyTorch trace recorded with shapes */
+	snprintf(sql, sizeof(sql), "SELECT candId, coalesce(regionId, -1), n_kernels, kernel_names,"
+		 " coalesce(score, 0), feasible, %s FROM kp_fusion_candidates WHERE runId = ?1"
+		 " ORDER BY feasible DESC, coalesce(score, 0) DESC, candId LIMIT ?2",
+		 kp_db_has_column(db, "kp_fusion_candidates", "aten_chain")
+		 ? "aten_chain, torch_verdict" : "NULL, NULL");
+	if (kp_db_prepare(db, sql, &st, NULL))
 		return;
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_int(st, 2, max);
 	fprintf(f, "best fusion candidates (kplan report lists all):\n");
-	while (sqlite3_step(st) == SQLITE_ROW)
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *at = (const char *)sqlite3_column_text(st, 6);
+
 		fprintf(f, "  %4lld region %lld, %lld kernels, %.1f us saved%s: %s\n",
 			(long long)sqlite3_column_int64(st, 0), (long long)sqlite3_column_int64(st, 1),
 			(long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4) / 1e3,
@@ -597,6 +608,13 @@ void kp_analyze_print_fusion(struct kp_db *db, int64_t run_id, FILE *f, int max)
 			kp_printable(shown, sizeof(shown),
 				     kp_kernel_chain_label((const char *)sqlite3_column_text(st, 3),
 							   chain, sizeof(chain))));
+		if (at) {
+			const char *v = (const char *)sqlite3_column_text(st, 7);
+
+			fprintf(f, "       ATen: %s\n", kp_printable(aten, sizeof(aten), at));
+			fprintf(f, "       %s\n", kp_printable(shown, sizeof(shown), v ? v : ""));
+		}
+	}
 	sqlite3_finalize(st);
 }
 

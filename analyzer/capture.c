@@ -90,7 +90,7 @@ struct srcdom {
  * The ranges of both domains, loaded on the first lookup: a run without
  * them (CUPTI recordings, nsys exports) costs one query.
  */
-struct srcix {
+struct kp__srcix {
 	int loaded;
 	struct srcdom op, py;
 	sqlite3_stmt *by_corr, *by_start;
@@ -183,7 +183,7 @@ static int srcdom_load(struct kp__ana *a, int64_t dom, struct srcdom *d)
 	return 0;
 }
 
-static void srcix_release(struct srcix *sx)
+static void srcix_release(struct kp__srcix *sx)
 {
 	free(sx->op.r);
 	free(sx->py.r);
@@ -192,7 +192,7 @@ static void srcix_release(struct srcix *sx)
 	memset(sx, 0, sizeof(*sx));
 }
 
-static int srcix_load(struct kp__ana *a, struct srcix *sx)
+static int srcix_load(struct kp__ana *a, struct kp__srcix *sx)
 {
 	static const char sql_c[] = "SELECT globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME"
 		" WHERE runId = ?1 AND correlationId = ?2";
@@ -305,7 +305,7 @@ static const char *user_frame(struct kp__ana *a, const char *name)
  * that started at start (its thread and end come from the runtime table).
  * *out is cleared first; unknown parts stay NULL.
  */
-static int name_source(struct kp__ana *a, struct srcix *sx, uint32_t corr, int64_t start,
+static int name_source(struct kp__ana *a, struct kp__srcix *sx, uint32_t corr, int64_t start,
 		       struct src *out)
 {
 	int64_t tid = 0, t1 = start;
@@ -361,6 +361,57 @@ static int name_source(struct kp__ana *a, struct srcix *sx, uint32_t corr, int64
 		/* the innermost frame of a file (not a builtin's) says whose code it is */
 		if (out->lib_frame < 0 && *name != '<' && strstr(name, "): "))
 			out->lib_frame = out->frame == NULL;
+	}
+	return 0;
+}
+
+void kp__src_free(struct kp__ana *a)
+{
+	if (a->src)
+		srcix_release(a->src);
+	free(a->src);
+	a->src = NULL;
+}
+
+int kp__cpu_op_of(struct kp__ana *a, uint32_t corr, int64_t start, struct kp__cpu_op *out)
+{
+	struct kp__srcix *sx;
+	sqlite3_stmt *st;
+	int64_t tid = 0, t1 = start;
+	int found = 0, rc;
+	int32_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (!a->src && !(a->src = calloc(1, sizeof(*a->src))))
+		return KP_ENOMEM;
+	sx = a->src;
+	if (!sx->loaded && (rc = srcix_load(a, sx)))
+		return rc;
+	if (!sx->op.n || !corr)
+		return 0;
+	st = sx->by_corr;
+	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_int64(st, 2, (int64_t)corr);
+	/* a launch has a runtime and a driver row with one id: take the call at start */
+	while (sqlite3_step(st) == SQLITE_ROW && found < 2) {
+		int at = sqlite3_column_int64(st, 1) == start;
+
+		if (!found || at) {
+			tid = sqlite3_column_int64(st, 0);
+			start = sqlite3_column_int64(st, 1);
+			t1 = sqlite3_column_int64(st, 2);
+			found = at ? 2 : 1;
+		}
+	}
+	sqlite3_reset(st);
+	if (!found)
+		return 0;
+	if (t1 < start)
+		t1 = start;
+	if ((i = enclosing(&sx->op, tid, start, t1)) >= 0) {
+		out->tid = sx->op.r[i].tid;
+		out->start = sx->op.r[i].start;
+		out->name = sx->op.r[i].name;
 	}
 	return 0;
 }
@@ -636,7 +687,7 @@ static int region_edges(struct kp__ana *a, struct kp__region *r)
  * cost (fatal = 0). Each is named by the CPU op and Python frame around
  * it when the trace has them.
  */
-static int event_blockers(struct kp__ana *a, struct kp__region *r, struct srcix *sx)
+static int event_blockers(struct kp__ana *a, struct kp__region *r, struct kp__srcix *sx)
 {
 	char d[1536], who[512], call[160], from[320];
 	int rc = 0;
@@ -1187,7 +1238,7 @@ static int predict(struct kp__ana *a, struct kp__region *r)
 	return 0;
 }
 
-static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut, struct srcix *sx)
+static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut, struct kp__srcix *sx)
 {
 	uint32_t tn = r->n_occ ? r->occ[r->tmpl].n : 0;
 	size_t n_calls;
@@ -1273,10 +1324,10 @@ static int split(struct kp__ana *a, struct kp__region *r, const uint8_t *cut,
 int kp__capturability(struct kp__ana *a, struct kp_err *err)
 {
 	size_t n_top = a->regions.len;
-	struct srcix sx;
 	int rc = 0;
 
-	memset(&sx, 0, sizeof(sx));
+	if (!a->src && !(a->src = calloc(1, sizeof(*a->src))))
+		return kp_err_set(err, KP_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n_top && !rc; i++) {
 		struct kp__region *r = a->regions.data[i];
 		uint8_t *cut;
@@ -1298,7 +1349,7 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err)
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			break;
 		}
-		if (examine(a, r, cut, &sx)) {
+		if (examine(a, r, cut, a->src)) {
 			free(cut);
 			rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 			break;
@@ -1309,7 +1360,6 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err)
 			rc = split(a, r, cut, err);
 		free(cut);
 	}
-	srcix_release(&sx);
 	for (size_t i = 0; i < a->regions.len && !rc; i++)
 		kp__pred_interval(a, a->regions.data[i]);
 	return rc;

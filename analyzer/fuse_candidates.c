@@ -9,6 +9,8 @@
  * arguments were recorded (kp_launch_args); otherwise stream adjacency.
  * Memory-bound: not a GEMM/convolution/attention kernel by name (the trace
  * has no byte counts); traffic is estimated as duration x bandwidth x 1/2.
+ * In a PyTorch trace with shapes each candidate also gets its ATen view
+ * (aten_view.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -227,7 +229,8 @@ int kp__fusion(struct kp__ana *a, struct kp_err *err)
 					c.stream_id = ss->stream_id;
 					c.region = reg[ch[0]];
 					c.dependence = dep_args ? "args" : "adjacency";
-					if (evaluate(a, ch, k, &c) || kp_vec_push(&a->cands, c) ||
+					if (evaluate(a, ch, k, &c) || kp__aten_view(a, ch, k, &c) ||
+					    kp_vec_push(&a->cands, c) ||
 					    kp_u64map_put(&seen, key, (uint32_t)(a->cands.len - 1)))
 						rc = kp_err_set(err, KP_ENOMEM, "out of memory");
 				}
@@ -240,6 +243,7 @@ int kp__fusion(struct kp__ana *a, struct kp_err *err)
 		}
 	}
 	kp_u64map_release(&seen);
+	kp__aten_view_done(a);
 	free(ch);
 	free(reg);
 	if (!rc && a->cands.len)

@@ -162,6 +162,9 @@ struct kp__cand {
 	uint64_t key;
 	int64_t occurrences;
 	const char *names, *pattern, *reason, *dependence;
+	const char *aten_chain;   /* the ATen op of each kernel with its inputs (arena);
+				     NULL: not every kernel came from a CPU op with shapes */
+	const char *torch_verdict;  /* kplan.torch's verdict on aten_chain (arena), or NULL */
 	int64_t dur, saved_bytes, saved_nodes, penalty;
 	double score;
 	int feasible;
@@ -203,6 +206,10 @@ struct kp__ana {
 	KP_VEC(struct kp__region *) regions;
 	KP_VEC(struct kp__cand) cands;
 	int64_t smem_limit;
+	struct kp__srcix *src;     /* PyTorch CPU ops and Python frames (capture.c), loaded
+				      on first use; kp__src_free */
+	struct sqlite3_stmt *aten_args;  /* aten_view.c: a CPU op's kp_cpu_op_args row */
+	int aten_state;            /* aten_view.c: 0 not looked, 1 shapes, -1 none */
 };
 
 /* util.c */
@@ -262,6 +269,20 @@ struct kp__region *kp__region_new(struct kp__ana *a, const char *label,
 
 /* capture.c */
 int kp__capturability(struct kp__ana *a, struct kp_err *err);
+/* The innermost PyTorch CPU op (Kineto cpu_op) around a launch. */
+struct kp__cpu_op {
+	int64_t tid, start;      /* its NVTX_EVENTS row's globalTid and start */
+	const char *name;        /* arena; NULL: none (no CPU ops in the trace) */
+};
+/*
+ * The CPU op around the launch call with correlation id corr that started
+ * at start (the runtime table gives its thread and end), through the ranges
+ * that name blockers (loaded once into a->src). *out is cleared first.
+ * 0 or KP_ENOMEM.
+ */
+int kp__cpu_op_of(struct kp__ana *a, uint32_t corr, int64_t start, struct kp__cpu_op *out);
+/* Free a->src (NULL after). */
+void kp__src_free(struct kp__ana *a);
 
 /* advice.c */
 /* 1 when the run is a PyTorch trace (its CPU ops or Python frames were
@@ -325,6 +346,25 @@ void kp__pred_interval(struct kp__ana *a, struct kp__region *r);
 
 /* fuse_candidates.c */
 int kp__fusion(struct kp__ana *a, struct kp_err *err);
+
+/* aten_view.c */
+/*
+ * The ATen view of candidate c, whose chain is the ops ch[0..k): when each
+ * kernel was launched from a PyTorch CPU op with recorded inputs
+ * (kp_cpu_op_args), c->aten_chain names each op with its inputs and
+ * c->torch_verdict says whether kplan.torch fuses the chain, or what stops
+ * it; both stay NULL otherwise. 0 or KP_ENOMEM.
+ */
+int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand *c);
+/* Release what kp__aten_view prepared (called once after the candidates). */
+void kp__aten_view_done(struct kp__ana *a);
+/* kplan.torch's pointwise catalog: the keys of python/kplan/aten_ops.py
+ * OPS (a unit test keeps them equal). */
+extern const char *const kp__aten_catalog[];
+extern const size_t kp__aten_catalog_n;
+/* The catalog op a profiler's ATen op name ("aten::sub", "rsub") becomes,
+ * as aten_ops.recognize reads it, or NULL. */
+const char *kp__aten_catalog_op(const char *aten);
 
 /* store.c */
 int kp__store(struct kp__ana *a, struct kp_err *err);

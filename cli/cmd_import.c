@@ -28,8 +28,11 @@ const char kp_usage_import[] =
 	"ranges (domain 0, category 0); their GPU-side projections category 1; cpu_op\n"
 	"events go to the NVTX domain \"" KP_IMPORT_CPU_OP_DOMAIN "\" and python_function\n"
 	"events (profiler with_stack=True) to \"" KP_IMPORT_PYTHON_DOMAIN "\": the\n"
-	"analyzer names blockers by them (`aten::nonzero (train.py:42)`). Events of\n"
-	"other categories are counted and skipped (listed by `kplan -v import`).\n"
+	"analyzer names blockers by them (`aten::nonzero (train.py:42)`). A cpu_op's\n"
+	"input shapes, dtypes and scalars (profiler record_shapes=True) are kept: the\n"
+	"analyzer names fusion candidates by their ATen ops and says whether\n"
+	"kplan.torch fuses them. Events of other categories are counted and skipped\n"
+	"(listed by `kplan -v import`).\n"
 	"\n"
 	"On bad input (truncated gzip, invalid JSON, not a trace, events missing\n"
 	"required fields, nsys export of an unknown version) prints one error line,\n"
@@ -93,6 +96,10 @@ KP_CMD(import)
 			       kp_printable(shown, sizeof(shown), st.skipped_detail));
 		if (st.uncorrelated)
 			printf("; %lld without correlation id", (long long)st.uncorrelated);
+		if (st.rows[KP_T_CPU_OP_ARGS])
+			printf("; %lld CPU ops with input shapes", (long long)st.rows[KP_T_CPU_OP_ARGS]);
+		if (st.bad_shape_args)
+			printf("; %lld malformed shape args skipped", (long long)st.bad_shape_args);
 		printf("\n");
 	}
 	return KP_EXIT_OK;

@@ -25,8 +25,9 @@ extern const char kp__schema_sql[];
 /* Ordered migrations: entry i upgrades from version i to i + 1. schema.sql
  * only creates what is missing, so it is every step so far (v2: the
  * kp_launch_attrs table; v3 to v5: columns, see added_columns; v6: the
- * kp_collectives table and a column). */
+ * kp_collectives table and a column; v7: kp_cpu_op_args and two columns). */
 static const char *const migrations[KP_DB_SCHEMA_VERSION] = {
+	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
 	kp__schema_sql,
@@ -53,6 +54,9 @@ static const struct { const char *table, *column, *decl; } added_columns[] = {
 	{ "kp_regions", "graph_ns_hi", "INTEGER" },
 	/* v6: an imported rank's offset to the job's shared clock */
 	{ "kp_runs", "clock_base_ns", "INTEGER" },
+	/* v7: a fusion candidate's ATen ops and kplan.torch's verdict on them */
+	{ "kp_fusion_candidates", "aten_chain", "TEXT" },
+	{ "kp_fusion_candidates", "torch_verdict", "TEXT" },
 };
 
 static int add_columns(struct kp_db *db, struct kp_err *err)

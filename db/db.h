@@ -19,7 +19,7 @@
 #include "../common/hash.h"
 
 #define KP_DB_APPLICATION_ID 0x4b504c4e  /* "KPLN" */
-#define KP_DB_SCHEMA_VERSION 6
+#define KP_DB_SCHEMA_VERSION 7
 
 enum kp_db_flags {
 	KP_DB_RDONLY = 1 << 0,  /* reading command: never writes */

@@ -1,5 +1,6 @@
--- kplan database schema, version 5 (v2 added kp_launch_attrs, v3 to v5 the
--- columns marked "v3", "v5"; v4's are in kp_runs). Every statement is idempotent, so each migration
+-- kplan database schema, version 7 (v2 added kp_launch_attrs, v3 to v5 the
+-- columns marked "v3", "v5"; v4's are in kp_runs; v6 kp_collectives; v7
+-- kp_cpu_op_args and the columns marked "v7"). Every statement is idempotent, so each migration
 -- runs this file again (db/db.c): a v1 database opened for writing gains
 -- the new tables. CREATE TABLE IF NOT EXISTS cannot add a column to an
 -- existing table: columns added later are also listed in db/db.c
@@ -237,6 +238,23 @@ CREATE TABLE IF NOT EXISTS kp_collectives (
 	PRIMARY KEY (runId, streamId, start)
 ) WITHOUT ROWID;
 
+-- The inputs of a PyTorch CPU op, where the trace says (a profiler trace
+-- recorded with record_shapes=True: the cpu_op event's args "Input Dims",
+-- "Input type", "Input Strides", "Concrete Inputs"), keyed as the op's
+-- NVTX_EVENTS row is (runId, globalTid, start; domain pytorch.cpu_op). Each
+-- is the JSON array as the trace wrote it, re-serialized without spaces and
+-- at most 4096 bytes; NULL when the event lacked it. Schema v7.
+CREATE TABLE IF NOT EXISTS kp_cpu_op_args (
+	runId INTEGER NOT NULL,
+	globalTid INTEGER NOT NULL,
+	start INTEGER NOT NULL,
+	dims TEXT,                       -- [[1,1,3072],[]]
+	types TEXT,                      -- ["c10::Half","Scalar"]
+	strides TEXT,                    -- [[3072,3072,1],[]]
+	concrete TEXT,                   -- ["","0.5"]
+	PRIMARY KEY (runId, globalTid, start)
+) WITHOUT ROWID;
+
 -- Cost-model constants measured by `kplan calibrate`, per GPU and driver.
 CREATE TABLE IF NOT EXISTS kp_calibration (
 	gpu_name TEXT NOT NULL,
@@ -370,6 +388,10 @@ CREATE TABLE IF NOT EXISTS kp_fusion_candidates (
 	feasible INTEGER NOT NULL,
 	reason TEXT,
 	dependence TEXT,                 -- args (shared pointers) | adjacency
+	aten_chain TEXT,                 -- v7: the ATen op that launched each kernel, with its
+					 -- inputs ("aten::mul(f16[1,1,3072], 0.5) > ..."); NULL:
+					 -- not every kernel came from a CPU op with shapes
+	torch_verdict TEXT,              -- v7: whether kplan.torch fuses that chain, or what stops it
 	PRIMARY KEY (runId, candId)
 );
 

@@ -16,6 +16,7 @@ static const char *const table_names[KP_T__N] = {
 	[KP_T_GPU] = "TARGET_INFO_GPU",
 	[KP_T_LAUNCH_ATTRS] = "kp_launch_attrs",
 	[KP_T_COLL] = "kp_collectives",
+	[KP_T_CPU_OP_ARGS] = "kp_cpu_op_args",
 };
 
 /* Column lists; runId is always bound last. */
@@ -41,6 +42,7 @@ static const char *const table_cols[KP_T__N] = {
 	[KP_T_LAUNCH_ATTRS] = "correlationId,pdl,runId",
 	[KP_T_COLL] = "streamId,start,name,dtype,in_nelems,out_nelems,bytes,pg_name,pg_desc,"
 		"group_size,group_ranks,seq,runId",
+	[KP_T_CPU_OP_ARGS] = "globalTid,start,dims,types,strides,concrete,runId",
 };
 
 const char *kp_table_name(int table)
@@ -76,10 +78,11 @@ static sqlite3_stmt *stmt(struct kp_writer *w, int t, struct kp_err *err)
 
 	if (w->st[t])
 		return w->st[t];
-	/* a launch's attributes (a collective's) are one row per launch
-	 * (kernel), whoever saw it first */
+	/* a launch's attributes (a collective's, a CPU op's inputs) are one
+	 * row per launch (kernel, op), whoever saw it first */
 	n = snprintf(sql, sizeof(sql), "INSERT %sINTO %s(%s) VALUES (?",
-		     t == KP_T_LAUNCH_ATTRS || t == KP_T_COLL ? "OR IGNORE " : "", table_names[t], table_cols[t]);
+		     t == KP_T_LAUNCH_ATTRS || t == KP_T_COLL || t == KP_T_CPU_OP_ARGS ?
+		     "OR IGNORE " : "", table_names[t], table_cols[t]);
 	p = sql + n;
 	for (c = table_cols[t]; *c; c++) {
 		if (*c == ',') {
@@ -373,4 +376,21 @@ int kp_writer_collective(struct kp_writer *w, const struct kp_collective_rec *r,
 	bind_text_opt(st, i++, r->group_ranks);
 	bind_count(st, i++, r->seq);
 	return step(w, KP_T_COLL, st, i, err);
+}
+
+int kp_writer_cpu_op_args(struct kp_writer *w, const struct kp_cpu_op_args_rec *r,
+			  struct kp_err *err)
+{
+	sqlite3_stmt *st = stmt(w, KP_T_CPU_OP_ARGS, err);
+	int i = 1;
+
+	if (!st)
+		return err ? err->code : KP_EDB;
+	sqlite3_bind_int64(st, i++, r->global_tid);
+	sqlite3_bind_int64(st, i++, r->start);
+	bind_text_opt(st, i++, r->dims);
+	bind_text_opt(st, i++, r->types);
+	bind_text_opt(st, i++, r->strides);
+	bind_text_opt(st, i++, r->concrete);
+	return step(w, KP_T_CPU_OP_ARGS, st, i, err);
 }

@@ -120,9 +120,19 @@ struct kp_collective_rec {
 	int64_t in_nelems, out_nelems, bytes, group_size, seq;
 };
 
+/*
+ * The inputs of a PyTorch CPU op (kp_cpu_op_args, schema v7), keyed as its
+ * NVTX_EVENTS row: each field the JSON array the trace wrote, or NULL.
+ */
+struct kp_cpu_op_args_rec {
+	int64_t global_tid, start;
+	const char *dims, *types, *strides, *concrete;
+};
+
 enum kp_table {
 	KP_T_KERNEL, KP_T_RUNTIME, KP_T_MEMCPY, KP_T_MEMSET, KP_T_SYNC,
-	KP_T_NVTX, KP_T_OVERHEAD, KP_T_GPU, KP_T_LAUNCH_ATTRS, KP_T_COLL, KP_T__N
+	KP_T_NVTX, KP_T_OVERHEAD, KP_T_GPU, KP_T_LAUNCH_ATTRS, KP_T_COLL, KP_T_CPU_OP_ARGS,
+	KP_T__N
 };
 
 /* Name of the SQL table behind enum kp_table. */
@@ -162,5 +172,9 @@ int kp_writer_pdl(struct kp_writer *w, int64_t corr, struct kp_err *err);
  * first. */
 int kp_writer_collective(struct kp_writer *w, const struct kp_collective_rec *r,
 			 struct kp_err *err);
+/* kp_cpu_op_args: the inputs of the CPU op at (globalTid, start); a second
+ * row for the same op is ignored. */
+int kp_writer_cpu_op_args(struct kp_writer *w, const struct kp_cpu_op_args_rec *r,
+			  struct kp_err *err);
 
 #endif

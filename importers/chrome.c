@@ -230,6 +230,8 @@ out:
 	kp_vec_release(&r.gpus);
 	kp_strbuf_release(&r.ev.name);
 	kp_strbuf_release(&r.ev.cat_s);
+	for (int k = 0; k < 4; k++)
+		kp_strbuf_release(&r.shp[k]);
 	kp_strmap_release(&r.skipped);
 	return rc;
 }

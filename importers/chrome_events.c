@@ -458,6 +458,31 @@ static int nvtx_event(struct kp__chrome *r, const struct kp__chrome_ev *e, int m
 	return 0;
 }
 
+/*
+ * The kp_cpu_op_args row of the CPU op e (profiler record_shapes=True):
+ * the args read well, each malformed one counted and left out.
+ */
+static int shape_args(struct kp__chrome *r, const struct kp__chrome_ev *e)
+{
+	struct kp_cpu_op_args_rec a = { .global_tid = KP_GLOBAL_TID(e->pid, e->tid), .start = e->ts };
+	const char **f[4] = { &a.dims, &a.types, &a.strides, &a.concrete };
+	int any = 0;
+
+	for (int k = 0; k < 4; k++) {
+		if (!(r->shp_have & (1u << k)))
+			continue;
+		if (r->shp_bad & (1u << k)) {
+			r->st->bad_shape_args++;
+			continue;
+		}
+		*f[k] = r->shp[k].buf;
+		any = 1;
+	}
+	if (any)
+		WRITE(kp_writer_cpu_op_args(&r->w, &a, r->err));
+	return 0;
+}
+
 int kp__chrome_handle_event(struct kp__chrome *r)
 {
 	struct kp__chrome_ev *e = &r->ev;
@@ -492,7 +517,9 @@ int kp__chrome_handle_event(struct kp__chrome *r)
 			r->host_pid = e->pid;
 			if (e->cat == C_CPU_OP && comm_op(r, e))
 				return -1;
-			return nvtx_event(r, e, 0);
+			if (nvtx_event(r, e, 0))
+				return -1;
+			return e->cat == C_CPU_OP && r->shp_have ? shape_args(r, e) : 0;
 		case C_GPU_ANNOT: {
 			int64_t device, stream;
 			struct kp__chrome_ev g;

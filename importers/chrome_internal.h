@@ -39,6 +39,12 @@ enum argkey {
  * in struct kp__chrome_comm; numbered past the A_* keys. */
 enum commkey { CK_NAME = 64, CK_DTYPE, CK_PG_NAME, CK_PG_DESC, CK_RANKS };
 
+/* A CPU op's inputs (profiler record_shapes=True): "Input Dims", "Input
+ * type", "Input Strides", "Concrete Inputs", kept as JSON text in
+ * kp__chrome.shp[]; numbered past the CK_* keys. */
+enum shapekey { SK_DIMS = 80, SK_TYPES, SK_STRIDES, SK_CONCRETE, SK__END };
+#define SHAPE_ARG_MAX 4096        /* bytes of one such arg kept; longer: skipped */
+
 /* A collective's string args; "" when absent. */
 struct kp__chrome_comm {
 	char name[64], dtype[32], pg_name[64], pg_desc[64], ranks[128];
@@ -57,6 +63,7 @@ enum devkey {
 enum state {
 	S_START, S_TOP, S_TOPVAL, S_EVENTS, S_EV, S_EVVAL, S_ARGS, S_ARGVAL, S_ARGARR,
 	S_DEVS, S_DEV, S_DEVVAL, S_DIST, S_DISTVAL, S_SKIP, S_DONE,
+	S_SHAPE,                  /* inside a shape arg's array (kp__chrome.shp) */
 };
 
 enum vtype { V_NULL, V_BOOL, V_NUM, V_STR };
@@ -106,6 +113,11 @@ struct kp__chrome {
 	int have_events;
 	int64_t ev_index;
 	struct kp__chrome_ev ev;
+	/* the event's shape args (SK_* - SK_DIMS): JSON text re-serialized,
+	 * len 0 when absent; shp_bad: 1 << k when arg k was malformed */
+	struct kp_strbuf shp[4];
+	unsigned shp_bad, shp_have;
+	int shp_key, shp_depth, shp_first;
 	struct kp__chrome_gpu cur_gpu;
 	KP_VEC(struct kp__chrome_gpu) gpus;
 	int64_t versions[3];    /* driver, runtime, cupti */

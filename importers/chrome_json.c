@@ -42,6 +42,9 @@ static const struct key_id arg_keys[] = {
 	KEY("Collective name", CK_NAME), KEY("dtype", CK_DTYPE),
 	KEY("Process Group Name", CK_PG_NAME), KEY("Process Group Description", CK_PG_DESC),
 	KEY("Process Group Ranks", CK_RANKS),
+	/* a CPU op's inputs (profiler record_shapes=True) */
+	KEY("Input Dims", SK_DIMS), KEY("Input type", SK_TYPES),
+	KEY("Input Strides", SK_STRIDES), KEY("Concrete Inputs", SK_CONCRETE),
 };
 
 static const struct key_id dev_keys[] = {
@@ -108,6 +111,59 @@ static int classify_cat(const char *s, size_t len)
 			return cats[i].cat;
 	}
 	return C_OTHER;
+}
+
+/* ---- a CPU op's shape args: JSON arrays kept as text (kp__chrome.shp) ---- */
+
+static int is_shape_key(int key)
+{
+	return key >= SK_DIMS && key < SK__END;
+}
+
+/* Arg k is malformed: dropped (and counted when the event is written). */
+static void shape_bad(struct kp__chrome *r, int k)
+{
+	r->shp_have |= 1u << k;
+	r->shp_bad |= 1u << k;
+	kp_strbuf_reset(&r->shp[k]);
+}
+
+/* Append text to the arg being read, with the comma before an element. */
+static void shape_put(struct kp__chrome *r, const char *s, size_t len, int elem)
+{
+	struct kp_strbuf *b = &r->shp[r->shp_key];
+
+	if (r->shp_bad & (1u << r->shp_key))
+		return;
+	if (elem && !r->shp_first)
+		kp_strbuf_addch(b, ',');
+	r->shp_first = 0;
+	kp_strbuf_add(b, s, len);
+	if (b->len > SHAPE_ARG_MAX || b->oom)
+		shape_bad(r, r->shp_key);
+}
+
+/* A string element, quoted as JSON (control characters as \u00XX). */
+static void shape_str(struct kp__chrome *r, const char *s, size_t len)
+{
+	char buf[8];
+
+	shape_put(r, "\"", 1, 1);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			buf[0] = '\\';
+			buf[1] = (char)c;
+			shape_put(r, buf, 2, 0);
+		} else if (c < 0x20) {
+			snprintf(buf, sizeof(buf), "\\u%04x", c);
+			shape_put(r, buf, 6, 0);
+		} else {
+			shape_put(r, (const char *)&s[i], 1, 0);
+		}
+	}
+	shape_put(r, "\"", 1, 0);
 }
 
 static int skip_value(struct kp__chrome *r, enum state ret)
@@ -264,6 +320,10 @@ static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 		return ev_scalar(r, type, s, len);
 	case S_ARGVAL:
 		r->state = S_ARGS;
+		if (is_shape_key(r->key)) {   /* a shape arg that is not an array */
+			shape_bad(r, r->key - SK_DIMS);
+			return 1;
+		}
 		if (r->key >= CK_NAME) {
 			comm_arg(&r->ev.comm, r->key, type, s, len);
 			return 1;
@@ -282,6 +342,16 @@ static int scalar(struct kp__chrome *r, int type, const char *s, size_t len)
 	case S_DEVVAL:
 		r->state = S_DEV;
 		dev_scalar(r, r->key, type, s, len);
+		return 1;
+	case S_SHAPE:
+		if (type == V_STR)
+			shape_str(r, s, len);
+		else if (type == V_NUM)
+			shape_put(r, s, len, 1);
+		else if (type == V_BOOL)
+			shape_put(r, *s == '1' ? "true" : "false", *s == '1' ? 4 : 5, 1);
+		else
+			shape_put(r, "null", 4, 1);
 		return 1;
 	case S_DISTVAL:
 		r->state = S_DIST;
@@ -338,6 +408,9 @@ static int cb_start_map(void *ctx)
 		return skip_value(r, S_TOP);
 	case S_EVENTS:
 		ev_reset(&r->ev);
+		r->shp_have = r->shp_bad = 0;
+		for (int k = 0; k < 4; k++)
+			kp_strbuf_reset(&r->shp[k]);
 		r->state = S_EV;
 		return 1;
 	case S_EVVAL:
@@ -347,9 +420,14 @@ static int cb_start_map(void *ctx)
 		}
 		return skip_value(r, S_EV);
 	case S_ARGVAL:
+		if (is_shape_key(r->key))
+			shape_bad(r, r->key - SK_DIMS);
 		return skip_value(r, S_ARGS);
 	case S_ARGARR:
 		return skip_value(r, S_ARGARR);
+	case S_SHAPE:
+		shape_bad(r, r->shp_key);
+		return skip_value(r, S_SHAPE);
 	case S_DEVS:
 		memset(&r->cur_gpu, 0, sizeof(r->cur_gpu));
 		r->state = S_DEV;
@@ -397,9 +475,25 @@ static int cb_start_array(void *ctx)
 			r->state = S_ARGARR;
 			return 1;
 		}
+		if (is_shape_key(r->key)) {
+			r->shp_key = r->key - SK_DIMS;
+			r->shp_have |= 1u << r->shp_key;
+			r->shp_bad &= ~(1u << r->shp_key);   /* a repeated key: the last one */
+			kp_strbuf_reset(&r->shp[r->shp_key]);
+			r->shp_first = 1;
+			shape_put(r, "[", 1, 0);
+			r->shp_first = 1;
+			r->shp_depth = r->depth;
+			r->state = S_SHAPE;
+			return 1;
+		}
 		return skip_value(r, S_ARGS);
 	case S_ARGARR:
 		return skip_value(r, S_ARGARR);
+	case S_SHAPE:
+		shape_put(r, "[", 1, 1);
+		r->shp_first = 1;
+		return 1;
 	case S_DEVS:
 		return skip_value(r, S_DEVS);
 	case S_DEVVAL:
@@ -474,6 +568,11 @@ static int cb_end_array(void *ctx)
 		return 1;
 	case S_ARGARR:
 		r->state = S_ARGS;
+		return 1;
+	case S_SHAPE:
+		shape_put(r, "]", 1, 0);
+		if (r->depth < r->shp_depth)
+			r->state = S_ARGS;
 		return 1;
 	default:
 		return 1;

@@ -55,6 +55,8 @@ struct kp_import_stats {
 	int64_t skipped;             /* events of unknown category or phase */
 	int64_t uncorrelated;        /* GPU/API events left without a correlation id */
 	int64_t bytes_in;            /* bytes of input read (uncompressed for JSON) */
+	int64_t bad_shape_args;      /* a CPU op's shape args (record_shapes) skipped as
+					malformed: not an array, too long, a map inside */
 	char skipped_detail[256];    /* "Trace 1, phase i 20" (may be cut) */
 };
 

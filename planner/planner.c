@@ -15,6 +15,7 @@
 #include "../common/hash.h"
 #include "../common/kptime.h"
 #include "../common/log.h"
+#include "../common/printable.h"
 #include "../common/strbuf.h"
 #include "../common/vec.h"
 #include "../common/version.h"
@@ -863,25 +864,47 @@ static int kernel_trace(struct ctx *c, struct kp_strbuf *out)
 	return rc;
 }
 
-static int load_fusions(struct ctx *c)
+/*
+ * The analyzer's feasible candidates in graph regions become the plan's
+ * fusion groups. A candidate of a PyTorch trace with shapes (schema v7:
+ * aten_chain, torch_verdict) also gets a note: its ATen ops and whether
+ * kplan.torch fuses them at capture, which needs no generated source.
+ */
+static int load_fusions(struct ctx *c, struct kp_strbuf *notes)
 {
 	struct kp_plan *pl = c->plan;
 	sqlite3_stmt *st;
 	size_t cap = 0;
+	char sql[512];
 	int rc;
 
 	if (!kp_db_has_table(c->db, "kp_fusion_candidates"))
 		return 0;
-	if ((rc = prep(c, "SELECT candId, regionId, first_correlationId, n_kernels, kernel_names, "
-		       "score FROM kp_fusion_candidates "
-		       "WHERE runId = ? AND feasible != 0 AND score > 0 AND regionId IS NOT NULL "
-		       "ORDER BY candId", &st)))
+	snprintf(sql, sizeof(sql), "SELECT candId, regionId, first_correlationId, n_kernels, "
+		 "kernel_names, score, %s FROM kp_fusion_candidates "
+		 "WHERE runId = ? AND feasible != 0 AND score > 0 AND regionId IS NOT NULL "
+		 "ORDER BY candId", kp_db_has_column(c->db, "kp_fusion_candidates", "aten_chain")
+		 ? "aten_chain, torch_verdict" : "NULL, NULL");
+	if ((rc = prep(c, sql, &st)))
 		return rc;
 	sqlite3_bind_int64(st, 1, c->run);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 3), first;
 		struct reg *r = find_reg(c, sqlite3_column_int64(st, 1));
+		const char *aten = (const char *)sqlite3_column_text(st, 6);
 		struct kp_plan_fusion *u;
+
+		if (notes && aten && r) {
+			const char *v = (const char *)sqlite3_column_text(st, 7);
+			char t1[256], t2[8200], t3[1400];
+
+			/* op names and labels come from the trace */
+			kp_strbuf_addf(notes, "fusion candidate %lld (region %s, %lld kernels) is the "
+				       "ATen chain %s: %s\n", (long long)id,
+				       kp_printable(t1, sizeof(t1), r->label), (long long)n,
+				       kp_printable(t2, sizeof(t2), aten),
+				       kp_printable(t3, sizeof(t3), v ? v : "no verdict"));
+		}
 
 		if (!r || !r->out || r->out->decision != KP_PLAN_GRAPH) {
 			kp_info("fusion candidate %lld: its region is not planned as a graph; skipped",
@@ -1145,7 +1168,7 @@ static int build(struct ctx *c, const struct kp_planner_opts *o)
 			goto out;
 	}
 	if ((rc = link_parts(c)) || (rc = apply_budget(c, o->mem_limit_bytes)) ||
-	    (rc = load_fusions(c)) || (o->kernel_trace && (rc = kernel_trace(c, o->kernel_trace))))
+	    (rc = load_fusions(c, o->notes)) || (o->kernel_trace && (rc = kernel_trace(c, o->kernel_trace))))
 		goto out;
 	run_totals(c);
 	/* sorted by label, as in the file (kp_plan_find relies on it) */

@@ -12,6 +12,7 @@
 	X(graphs) \
 	X(advice) \
 	X(path) \
+	X(atenview) \
 	X(validate) \
 	X(plan) \
 	X(aten) \
