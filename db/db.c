@@ -400,6 +400,28 @@ static int reopen_immutable(struct kp_db *db, const char *path, int force)
 	return rc == SQLITE_OK ? 0 : -1;
 }
 
+/*
+ * kp_db_exec, retried while another connection holds the lock it needs, up
+ * to BUSY_TIMEOUT_MS. Turning a new file to WAL takes an exclusive lock and
+ * SQLite answers "database is locked" at once instead of calling the busy
+ * handler: the ranks of a job opening one new database together met it
+ * (tests/unit/test_reliability.c, sigkill_one_rank).
+ */
+static int exec_when_free(struct kp_db *db, const char *sql, struct kp_err *err)
+{
+	int64_t until = kp_now_ns() + (int64_t)BUSY_TIMEOUT_MS * 1000000;
+	long wait_us = 1000;
+	int rc;
+
+	while ((rc = kp_db_exec(db, sql, err)) == KP_EBUSY && kp_now_ns() < until) {
+		kp_err_clear(err);
+		usleep((useconds_t)wait_us);
+		if (wait_us < 50000)
+			wait_us *= 2;
+	}
+	return rc;
+}
+
 struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 {
 	struct kp_db *db;
@@ -498,10 +520,10 @@ struct kp_db *kp_db_open(const char *path, int flags, struct kp_err *err)
 		return db;
 	}
 	/* validated: now it is safe to write; page size only takes on a new file */
-	if (is_new && kp_db_exec(db, "PRAGMA page_size=16384", err))
+	if (is_new && exec_when_free(db, "PRAGMA page_size=16384", err))
 		goto out_close;
-	if (kp_db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-		       "PRAGMA cache_size=-16384", err))
+	if (exec_when_free(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+			   "PRAGMA cache_size=-16384", err))
 		goto out_close;
 	if (version < KP_DB_SCHEMA_VERSION && migrate(db, err))
 		goto out_close;
