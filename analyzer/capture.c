@@ -301,6 +301,38 @@ static const char *user_frame(struct kp__ana *a, const char *name)
 }
 
 /*
+ * The API call with correlation id corr (0: the one that started at
+ * *start): its thread *tid, its start (when found by id) and end *t1, never
+ * before its start. A launch has a runtime and a driver row with one id:
+ * the call at *start wins. 0 when no call is found.
+ */
+static int launch_call(struct kp__ana *a, struct kp__srcix *sx, uint32_t corr, int64_t *start,
+		       int64_t *tid, int64_t *t1)
+{
+	sqlite3_stmt *st = corr ? sx->by_corr : sx->by_start;
+	const int64_t want = *start;
+	int found = 0;
+
+	sqlite3_bind_int64(st, 1, a->run);
+	sqlite3_bind_int64(st, 2, corr ? (int64_t)corr : want);
+	while (sqlite3_step(st) == SQLITE_ROW && found < 2) {
+		int at = sqlite3_column_int64(st, 1) == want;
+
+		if (!found || at) {
+			*tid = sqlite3_column_int64(st, 0);
+			if (corr)
+				*start = sqlite3_column_int64(st, 1);
+			*t1 = sqlite3_column_int64(st, 2);
+			found = at ? 2 : 1;
+		}
+	}
+	sqlite3_reset(st);
+	if (found && *t1 < *start)
+		*t1 = *start;
+	return found;
+}
+
+/*
  * The CPU op and Python frame around the API call with correlation id corr
  * that started at start (its thread and end come from the runtime table).
  * *out is cleared first; unknown parts stay NULL.
@@ -308,9 +340,8 @@ static const char *user_frame(struct kp__ana *a, const char *name)
 static int name_source(struct kp__ana *a, struct kp__srcix *sx, uint32_t corr, int64_t start,
 		       struct src *out)
 {
-	int64_t tid = 0, t1 = start;
-	sqlite3_stmt *st;
-	int found = 0, rc = 0;
+	int64_t tid = 0, t1 = start, at = start;
+	int rc = 0;
 	int32_t i;
 
 	memset(out, 0, sizeof(*out));
@@ -321,21 +352,8 @@ static int name_source(struct kp__ana *a, struct kp__srcix *sx, uint32_t corr, i
 		return rc;
 	if (!sx->op.n && !sx->py.n)
 		return 0;
-	st = corr ? sx->by_corr : sx->by_start;
-	sqlite3_bind_int64(st, 1, a->run);
-	sqlite3_bind_int64(st, 2, corr ? (int64_t)corr : start);
-	/* a launch has a runtime and a driver row with one id: take the call at start */
-	while (sqlite3_step(st) == SQLITE_ROW && found < 2) {
-		int at = sqlite3_column_int64(st, 1) == start;
-
-		if (!found || at) {
-			tid = sqlite3_column_int64(st, 0);
-			t1 = sqlite3_column_int64(st, 2);
-			found = at ? 2 : 1;
-		}
-	}
-	sqlite3_reset(st);
-	if (!found)
+	/* the call's own start stays the caller's (at: a copy launch_call may move) */
+	if (!launch_call(a, sx, corr, &at, &tid, &t1))
 		return 0;
 	if (t1 < start)
 		t1 = start;
@@ -376,9 +394,8 @@ void kp__src_free(struct kp__ana *a)
 int kp__cpu_op_of(struct kp__ana *a, uint32_t corr, int64_t start, struct kp__cpu_op *out)
 {
 	struct kp__srcix *sx;
-	sqlite3_stmt *st;
 	int64_t tid = 0, t1 = start;
-	int found = 0, rc;
+	int rc;
 	int32_t i;
 
 	memset(out, 0, sizeof(*out));
@@ -389,25 +406,8 @@ int kp__cpu_op_of(struct kp__ana *a, uint32_t corr, int64_t start, struct kp__cp
 		return rc;
 	if (!sx->op.n || !corr)
 		return 0;
-	st = sx->by_corr;
-	sqlite3_bind_int64(st, 1, a->run);
-	sqlite3_bind_int64(st, 2, (int64_t)corr);
-	/* a launch has a runtime and a driver row with one id: take the call at start */
-	while (sqlite3_step(st) == SQLITE_ROW && found < 2) {
-		int at = sqlite3_column_int64(st, 1) == start;
-
-		if (!found || at) {
-			tid = sqlite3_column_int64(st, 0);
-			start = sqlite3_column_int64(st, 1);
-			t1 = sqlite3_column_int64(st, 2);
-			found = at ? 2 : 1;
-		}
-	}
-	sqlite3_reset(st);
-	if (!found)
+	if (!launch_call(a, sx, corr, &start, &tid, &t1))
 		return 0;
-	if (t1 < start)
-		t1 = start;
 	if ((i = enclosing(&sx->op, tid, start, t1)) >= 0) {
 		out->tid = sx->op.r[i].tid;
 		out->start = sx->op.r[i].start;
