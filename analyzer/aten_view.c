@@ -239,7 +239,7 @@ static int read_inputs(struct kp__ana *a, int64_t tid, int64_t start, struct op 
 			if (!t->dtype && i < nc)
 				str_elem(conc[i], t->value, sizeof(t->value));
 			if (!t->dtype && !t->value[0] && *ty && strcmp(ty, "Scalar"))
-				snprintf(t->value, sizeof(t->value), "%s", ty);   /* TensorList, ... */
+				snprintf(t->value, sizeof(t->value), "%.*s", (int)sizeof(t->value) - 1, ty);   /* TensorList, ... */
 		}
 	}
 	/* text from the database is borrowed until the next step: all copied */
