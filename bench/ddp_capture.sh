@@ -10,16 +10,13 @@ VARIANTS=${*:-"eager kplan kplan-side kplan-side-noaeh"}
 mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} KPLAN_RT_LIB=${KPLAN_RT_LIB:-$PWD/build/lib/libkplanrt.so}
-bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 2>/dev/null | tr 'A-F' 'a-f')
-cpus=$(cat "/sys/bus/pci/devices/${bus: -12}/local_cpulist" 2>/dev/null)
-first=${cpus%%[-,]*}
-PIN=""
-[ -n "$first" ] && command -v taskset >/dev/null && PIN="taskset -c $first-$((first + 7))"
+# shellcheck source=tests/gpu/never_slower.sh
+. "$(dirname "$0")/../tests/gpu/never_slower.sh"   # pin_near_gpu0
+pin_near_gpu0 8    # 4 CPUs per rank, as never_slower_check
 port=29611
 for v in $VARIANTS; do
 	port=$((port + 1))
-	# shellcheck disable=SC2086
-	timeout 240 $PIN torchrun --nproc_per_node 2 --master_port $port bench/ddp_capture.py "$v" \
+	timeout 240 "${PIN[@]}" torchrun --nproc_per_node 2 --master_port $port bench/ddp_capture.py "$v" \
 		>"$O/ddp_$v.out" 2>"$O/ddp_$v.err"
 	echo "$v rc=$?" >>"$O/ddp_rc.txt"
 done
