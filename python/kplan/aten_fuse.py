@@ -4,9 +4,12 @@
 of the body passes through it:
 
 - a pointwise op of the catalog (kplan.aten_ops) whose tensors fit the
-  current chain (one iteration space, external tensors full, scalar or
-  row-broadcast, contiguous; one floating dtype per op) is *deferred*: its
-  output is allocated (contiguous, the dtype and shape ATen gives it) and
+  current chain (one iteration space; external tensors of any layout: full,
+  scalar, row-broadcast, or strided, read at the offset of the chain's
+  logical index: a transposed view, a slice, an expand; one floating dtype
+  per op) is *deferred*: its output is allocated with the dtype, sizes AND
+  strides eager ATen gives it (TensorIterator follows its inputs' memory
+  order; the layout is read from the op run on meta tensors, cached) and
   returned, nothing is launched;
 - any other op runs as usual, after *flushing* the chain when it reads a
   chain output or may write to one of its arguments (an in-place or out=
@@ -27,8 +30,10 @@ copy. Under capture the fused kernel becomes one node of the graph in place
 of the chain's nodes; outside a capture (tests) it simply runs.
 
 Counters per Fuser (kt.stats()["fusion"]): chains fused, ops fused, ops run
-alone, outputs not written, kernels compiled and their compile time, and
-ops not deferred by reason.
+alone, outputs not written, kernels compiled and their compile time, ops
+deferred with a strided input or a non-row-major output ("strided"), and
+ops not deferred by reason ("layout": eager would give the output an
+overlapping or non-dense layout, or its layout could not be found).
 """
 
 import time
@@ -40,6 +45,7 @@ from . import aten_ops as A
 _DT = {}          # torch dtype -> aten_gen dtype name (filled on first use)
 _kernels = {}     # (device index, source) -> loaded function handle (for the process)
 _out_ops = {}     # functional OpOverload -> its out= overload (or None)
+_layouts = {}     # (op, its arguments' sizes/strides/dtypes) -> output strides (or None)
 
 
 def _dtypes(T):
@@ -59,6 +65,7 @@ class Stats(object):
         self.nvrtc = 0            # of the kernels loaded: compiled by NVRTC now
         self.cache_hits = 0       # ... or read from the on-disk CUBIN cache
         self.shipped = 0          # chains fused with a source shipped with the plan
+        self.strided = 0          # ops deferred with a strided input or non-row-major output
         self.refused = {}
         self.fallbacks = {}
         self.alone = {}           # op name -> ops run alone through out=
@@ -71,7 +78,7 @@ class Stats(object):
         return {"chains": self.chains, "ops_fused": self.ops_fused,
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
                 "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
-                "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
+                "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped, "strided": self.strided,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
                 "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
@@ -135,6 +142,7 @@ class _Chain(object):
         self.ext_ids = {}     # id(tensor) -> ext index
         self.outs = []        # weakref to each node's output
         self.ids = {}         # id(output) -> node index
+        self.ostr = []        # per node: its output's strides, None when row-major
         self.calls = []       # (func, args, kwargs) per node, for the op-by-op path
 
 
@@ -178,25 +186,86 @@ class Fuser(object):
     # -- deferring --------------------------------------------------------
     def _ext_mode(self, t, shape):
         """How the chain reads tensor t over its iteration space shape:
-        (mode, n, inner) for aten_gen.Ext, or None."""
-        if tuple(t.shape) == shape:
-            return ("full", 0, 1) if t.is_contiguous() else None
+        (mode, n, inner, strides) for aten_gen.Ext: the fast paths for
+        contiguous tensors (full, scalar, row, bcast), else "strided" with
+        t's strides broadcast to shape (0 on broadcast dims), or None."""
+        if tuple(t.shape) == shape and t.is_contiguous():
+            return ("full", 0, 1, None)
         n = t.numel()
         if n == 1:
-            return ("scalar", 1, 1)
-        if not t.is_contiguous() or len(t.shape) > len(shape):
+            return ("scalar", 1, 1, None)
+        if len(t.shape) > len(shape):
             return None
-        # broadcast over leading and/or trailing dims: t's sizes are the
-        # chain's on one range of dims [a, b) and 1 elsewhere
         p = (1,) * (len(shape) - len(t.shape)) + tuple(t.shape)
-        nz = [d for d in range(len(shape)) if p[d] != 1]
-        a, b = nz[0], nz[-1] + 1
-        if any(p[d] != shape[d] for d in range(a, b)):
+        if t.is_contiguous():
+            # broadcast over leading and/or trailing dims: t's sizes are the
+            # chain's on one range of dims [a, b) and 1 elsewhere
+            nz = [d for d in range(len(shape)) if p[d] != 1]
+            a, b = nz[0], nz[-1] + 1
+            if all(p[d] == shape[d] for d in range(a, b)):
+                inner = 1
+                for d in range(b, len(shape)):
+                    inner *= shape[d]
+                return ("row", n, 1, None) if inner == 1 else ("bcast", n, inner, None)
+        # any other layout: the strides of t expanded to shape
+        ts = (0,) * (len(shape) - len(t.shape)) + tuple(t.stride())
+        st = []
+        for d in range(len(shape)):
+            if p[d] == shape[d] and shape[d] != 1:
+                st.append(int(ts[d]))
+            elif p[d] == 1:
+                st.append(0)
+            else:
+                return None
+        if any(v < 0 for v in st):
             return None
-        inner = 1
-        for d in range(b, len(shape)):
-            inner *= shape[d]
-        return ("row", n, 1) if inner == 1 else ("bcast", n, inner)
+        return ("strided", 0, 1, tuple(st))
+
+    def _out_layout(self, func, args, kwargs, targs, shape, out_dtype, dev):
+        """The strides eager ATen gives the op's output: the op run on meta
+        tensors of its arguments' sizes, strides and dtypes (cached). None
+        when they cannot be found (then refused), "dense" checked."""
+        T = self.T
+        from torch.utils._pytree import tree_leaves, tree_map
+
+        def sig(x):
+            if isinstance(x, T.Tensor):
+                return ("T", tuple(x.shape), tuple(x.stride()), str(x.dtype), x.device.type)
+            if isinstance(x, (bool, int, float)):
+                return type(x).__name__
+            return repr(x)
+        try:
+            key = (func, tuple(sig(x) for x in tree_leaves((tuple(args), dict(kwargs or {})))),
+                   tuple(sorted((kwargs or {}).keys())))
+            hash(key)
+        except Exception:
+            key = None
+        if key is not None and key in _layouts:
+            return _layouts[key]
+        st = None
+        try:
+            def meta(x):
+                if isinstance(x, T.Tensor) and x.device == dev:
+                    return T.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype,
+                                           device="meta")
+                return x
+            ma = tree_map(meta, tuple(args))
+            mk = tree_map(meta, dict(kwargs or {}))
+            if mk.get("device") is not None:
+                mk["device"] = "meta"
+            r = func(*ma, **mk)
+            if tuple(r.shape) == tuple(shape) and r.dtype == out_dtype:
+                st = tuple(int(v) for v in r.stride())
+        except Exception:
+            st = None
+        if st is None and all(t.is_contiguous() for t in targs):
+            # no meta kernel: contiguous inputs give a contiguous output
+            st = G.contiguous_strides(shape)
+        if st is not None and not _dense(shape, st):
+            st = None
+        if key is not None:
+            _layouts[key] = st
+        return st
 
     def defer(self, func, args, kwargs):
         """The op's output tensor when deferred, else None (after flushing
@@ -280,11 +349,12 @@ class Fuser(object):
                 return None
             refs.append(("new", len(new_ext)))
             new_ext.append((t, m))
-        if not any(r[0] == "n" for r in refs) and \
-                not any(m[0] == "full" for _t, m in new_ext) and \
-                not (ch is not None and any(r[0] == "x" and ch.exts[r[1]].mode == "full"
-                                            for r in refs)):
-            self._refuse("broadcast")
+        # the output's layout as eager gives it
+        ost = self._out_layout(func, args, kwargs, targs, shape, out_dtype, dev)
+        if ost is None:
+            self._refuse("layout")
+            if ch is not None and self._touches(ch, targs):
+                self.flush()
             return None
         if ch is not None and len(ch.exts) + len(new_ext) > self.max_exts:
             self.flush()
@@ -295,9 +365,9 @@ class Fuser(object):
             self.n_chains += 1
         for i, r in enumerate(refs):
             if r[0] == "new":
-                t, (mode, n, inner) = new_ext[r[1]]
+                t, (mode, n, inner, xst) = new_ext[r[1]]
                 j = len(ch.exts)
-                ch.exts.append(G.Ext(dt[t.dtype], mode, n, inner))
+                ch.exts.append(G.Ext(dt[t.dtype], mode, n, inner, xst))
                 ch.ext_t.append(t)
                 ch.ext_ids[id(t)] = j
                 refs[i] = ("x", j)
@@ -305,8 +375,16 @@ class Fuser(object):
         for pos in sorted(sins):
             ins.insert(pos, ("s", sins[pos]))
         node = A.Node(op, ins, dname, A.finish_attrs(op, attrs, dname))
-        out = T.empty(shape, dtype=out_dtype, device=dev)
+        if ost == G.contiguous_strides(shape):
+            out = T.empty(shape, dtype=out_dtype, device=dev)
+        else:
+            out = T.empty_strided(shape, ost, dtype=out_dtype, device=dev)
+        row_major = G.same_layout(shape, ost, G.contiguous_strides(shape))
+        if not row_major or any(m[0] == "strided" for _t, m in new_ext) or \
+                any(r[0] == "x" and ch.exts[r[1]].mode == "strided" for r in refs):
+            self.stats.strided += 1
         ch.nodes.append(node)
+        ch.ostr.append(None if row_major else ost)
         ch.outs.append(weakref.ref(out))
         ch.ids[id(out)] = len(ch.nodes) - 1
         ch.calls.append((func,) + self._refs(ch, args, kwargs))
@@ -403,7 +481,8 @@ class Fuser(object):
         try:
             return aten_plan.describe([c[0].name() for c in ch.calls], ch.nodes, ch.exts,
                                       [tuple(t.shape) for t in ch.ext_t],
-                                      [tuple(t.stride()) for t in ch.ext_t], ch.shape, live)
+                                      [tuple(t.stride()) for t in ch.ext_t], ch.shape, live,
+                                      [ch.ostr[k] for k in live])
         finally:
             self.quiet = False
 
@@ -425,7 +504,8 @@ class Fuser(object):
             return g.kernel, src, g.exact, desc
         if self.mode == "plan":
             raise _NoFuse("not-in-plan", "the plan ships no torch fusion groups")
-        chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact)
+        chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact, shape=ch.shape,
+                        out_strides=[ch.ostr[k] for k in live])
         try:
             name, src = G.generate(chain)
         except G.GenError as e:
@@ -483,6 +563,18 @@ class Fuser(object):
             self.stats.ops_alone += 1
             nm = func.name()
             self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
+
+
+def _dense(shape, strides):
+    """Whether strides lay shape out without overlap or gaps (in some order
+    of the dims; size-1 dims do not count)."""
+    dims = sorted((int(st), int(sz)) for sz, st in zip(shape, strides) if int(sz) != 1)
+    acc = 1
+    for st, sz in dims:
+        if st != acc:
+            return False
+        acc *= sz
+    return True
 
 
 def _same_device(T, want, dev):

@@ -3,10 +3,16 @@
 A chain is a DAG of nodes over one iteration space of `numel` elements,
 with external tensors read either at [i] (`full`), at [0] (`scalar`: one
 element broadcast), at [i % n] (`row`: a contiguous trailing-dims tensor
-broadcast over the leading dims) or at [(i / inner) % n] (`bcast`: broadcast
-over trailing dims too). The kernel computes every node per
-element and stores only the nodes listed in `outs` (the values something
-outside the chain still reads).
+broadcast over the leading dims), at [(i / inner) % n] (`bcast`: broadcast
+over trailing dims too) or at a strided offset (`strided`: any layout, the
+tensor's strides broadcast to the chain's shape, applied to i unravelled
+row-major over that shape). The kernel computes every node per element and
+stores only the nodes listed in `outs` (the values something outside the
+chain still reads), each at [i] or, for an output whose layout is not
+row-major (ATen gives a pointwise op's output its inputs' memory order), at
+its strided offset. Size-1 dims are dropped and adjacent dims merged where
+every strided tensor allows it; index math is 32-bit when the elements and
+every strided offset fit, else 64-bit.
 
 Numerics. `exact`: each node's value is rounded to its storage dtype as
 ATen's kernel does when it stores it (f16: cvt.rn.f16.f32, bf16:
@@ -48,30 +54,58 @@ class Ext(object):
     the chain reads it (mode): full [i], scalar [0], row [i % n] (a
     contiguous tensor broadcast over leading dims), bcast [(i / inner) % n]
     (contiguous, broadcast over trailing dims too: inner is the element
-    count of those, e.g. an RMSNorm's per-row scale)."""
+    count of those, e.g. an RMSNorm's per-row scale), strided: any layout,
+    read at sum(c[d] * strides[d]) where c is the chain's logical index i
+    unravelled row-major over the chain's shape and strides (in elements)
+    are the tensor's broadcast to that shape (0 on broadcast dims; a
+    transposed view, a slice with a gap, an expand)."""
 
-    __slots__ = ("dtype", "mode", "n", "inner")
+    __slots__ = ("dtype", "mode", "n", "inner", "strides")
 
-    def __init__(self, dtype, mode="full", n=0, inner=1):
+    def __init__(self, dtype, mode="full", n=0, inner=1, strides=None):
         self.dtype = dtype
         self.mode = mode
         self.n = int(n)
         self.inner = int(inner)
+        self.strides = None if strides is None else tuple(int(s) for s in strides)
 
     def __repr__(self):
+        if self.mode == "strided":
+            return "Ext(%s, strided, %r)" % (self.dtype, self.strides)
         return "Ext(%s, %s, %d, %d)" % (self.dtype, self.mode, self.n, self.inner)
+
+
+def contiguous_strides(shape):
+    """The row-major strides (in elements) of shape."""
+    st, acc = [], 1
+    for s in reversed(tuple(shape)):
+        st.insert(0, acc)
+        acc *= int(s)
+    return tuple(st)
+
+
+def same_layout(shape, a, b):
+    """Whether strides a and b address shape's elements alike (strides of
+    size-1 dims do not matter)."""
+    return all(int(s) == 1 or x == y for s, x, y in zip(shape, a, b))
 
 
 class Chain(object):
     """nodes (aten_ops.Node, inputs before users), exts (Ext), numel, outs
-    (node indices written, in parameter order), exact (bool)."""
+    (node indices written, in parameter order), exact (bool); shape (the
+    iteration space, row-major over numel: needed when an Ext is strided or
+    an output is not contiguous) and out_strides (per entry of outs: the
+    output's strides in elements, or None for contiguous)."""
 
-    def __init__(self, nodes, exts, numel, outs, exact=True):
+    def __init__(self, nodes, exts, numel, outs, exact=True, shape=None, out_strides=None):
         self.nodes = list(nodes)
         self.exts = list(exts)
         self.numel = int(numel)
         self.outs = list(outs)
         self.exact = bool(exact)
+        self.shape = None if shape is None else tuple(int(s) for s in shape)
+        self.out_strides = None if out_strides is None else \
+            [None if st is None else tuple(int(x) for x in st) for st in out_strides]
 
 
 class GenError(Exception):
@@ -131,6 +165,25 @@ def _bits_expr(node, fl, bits, dts):
     return None
 
 
+def _index_plan(shape, layouts):
+    """The chain's iteration space as the strided tensors need it: (dims,
+    strides) with size-1 dims dropped and adjacent dims merged where every
+    tensor of layouts (stride tuples over shape) allows it; strides[t] are
+    tensor t's over dims."""
+    keep = [d for d, s in enumerate(shape) if s != 1]
+    dims = [shape[d] for d in keep]
+    sts = [[st[d] for d in keep] for st in layouts]
+    k = len(dims) - 1
+    while k > 0:
+        # merge dim k-1 into dim k when each tensor steps over them as one
+        if all(st[k - 1] == st[k] * dims[k] for st in sts):
+            dims[k - 1:k + 1] = [dims[k - 1] * dims[k]]
+            for st in sts:
+                st[k - 1:k + 1] = [st[k]]
+        k -= 1
+    return dims, sts
+
+
 def generate(chain):
     """(kernel name, CUDA source) for chain. Raises GenError when the
     chain is malformed."""
@@ -139,10 +192,61 @@ def generate(chain):
         raise GenError("empty chain")
     if ch.numel <= 0:
         raise GenError("no elements")
-    idx_t = "unsigned int" if ch.numel < (1 << 31) else "unsigned long long"
+    # the layouts read or written at strided offsets
+    out_st = ch.out_strides if ch.out_strides is not None else [None] * len(ch.outs)
+    if len(out_st) != len(ch.outs):
+        raise GenError("%d output layouts for %d outputs" % (len(out_st), len(ch.outs)))
+    layouts = []          # stride tuples over ch.shape
+    ext_lay, out_lay = {}, {}
+    for j, x in enumerate(ch.exts):
+        if x.mode == "strided":
+            ext_lay[j] = len(layouts)
+            layouts.append(x.strides)
+    for o, st in enumerate(out_st):
+        if st is not None:
+            out_lay[o] = len(layouts)
+            layouts.append(st)
+    if layouts:
+        if ch.shape is None:
+            raise GenError("strided tensors in a chain without a shape")
+        n = 1
+        for d in ch.shape:
+            if d <= 0:
+                raise GenError("shape %r" % (ch.shape,))
+            n *= d
+        if n != ch.numel:
+            raise GenError("shape %r for %d elements" % (ch.shape, ch.numel))
+        for st in layouts:
+            if st is None or len(st) != len(ch.shape) or any(v < 0 for v in st):
+                raise GenError("strides %r over shape %r" % (st, ch.shape))
+    dims, sts = _index_plan(ch.shape, layouts) if layouts else ([], [])
+    # 32-bit index math when the elements and every strided offset fit
+    reach = max([sum((d - 1) * v for d, v in zip(dims, st)) for st in sts] + [ch.numel])
+    idx_t = "unsigned int" if reach < (1 << 31) else "unsigned long long"
     sfx = "u" if idx_t == "unsigned int" else "ull"
     body = []
     params = []
+    cont = list(contiguous_strides(dims))
+    offs = {}
+
+    def offset(t):
+        """The offset expression of layout t (an index of layouts)."""
+        st = sts[t]
+        if st == cont:
+            return "i"
+        terms = []
+        for d, v in enumerate(st):
+            if v == 0:
+                continue
+            c = "i" if len(dims) == 1 else "c%d" % d
+            terms.append(c if v == 1 else "%s * %d%s" % (c, v, sfx))
+        return " + ".join(terms) or "0"
+    if any(st != cont for st in sts) and len(dims) > 1:
+        body.append("%s kp_r = i;" % idx_t)
+        for d in range(len(dims) - 1, 0, -1):
+            body.append("const %s c%d = kp_r %% %d%s; kp_r /= %d%s;"
+                        % (idx_t, d, dims[d], sfx, dims[d], sfx))
+        body.append("const %s c0 = kp_r;" % idx_t)
     # external loads
     xf, xb = [], []
     for j, x in enumerate(ch.exts):
@@ -164,6 +268,8 @@ def generate(chain):
                 at = "i / %d%s" % (x.inner, sfx)
             else:
                 at = "(i / %d%s) %% %d%s" % (x.inner, sfx, x.n, sfx)
+        elif x.mode == "strided":
+            at = offset(ext_lay[j])
         else:
             raise GenError("mode %s" % x.mode)
         if x.dtype == "b8":
@@ -221,12 +327,13 @@ def generate(chain):
     for o, k in enumerate(ch.outs):
         n = ch.nodes[k]
         params.append("%s *y%d" % (_CTYPE[n.dtype], o))
+        at = offset(out_lay[o]) if o in out_lay else "i"
         if n.dtype == "f32":
-            body.append("y%d[i] = %s;" % (o, nf[k]))
+            body.append("y%d[%s] = %s;" % (o, at, nf[k]))
         elif nb[k] is not None:
-            body.append("y%d[i] = %s;" % (o, nb[k]))
+            body.append("y%d[%s] = %s;" % (o, at, nb[k]))
         else:
-            body.append("y%d[i] = %s(%s);" % (o, _to_bits(n.dtype), nf[k]))
+            body.append("y%d[%s] = %s(%s);" % (o, at, _to_bits(n.dtype), nf[k]))
     desc = "; ".join("%d %s%s %s <- %s" % (k, n.op, "" if not n.attrs else repr(sorted(
         (a, v) for a, v in n.attrs.items() if not a.endswith("_raw"))), n.dtype,
         ",".join("%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))

@@ -262,7 +262,8 @@ _UNARY = {"neg", "abs", "exp", "log", "tanh", "sqrt", "rsqrt", "reciprocal", "si
 
 
 def _keeps_layout(mf):
-    # the output of a contiguous input stays contiguous (the chain's outputs are)
+    # preserve or contiguous: the output's strides are what eager gives (aten_fuse
+    # reads them from the op on meta tensors); other formats are not taken
     return mf is None or str(mf) in ("torch.preserve_format", "torch.contiguous_format")
 
 

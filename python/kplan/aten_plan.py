@@ -139,6 +139,13 @@ def traffic(nodes, exts, shape, outs):
             return numel * size
         if x.mode == "scalar":
             return size
+        if x.mode == "strided":
+            # the distinct elements: the dims it is not broadcast over
+            n = 1
+            for d, st in zip(shape, x.strides or ()):
+                if int(st) != 0:
+                    n *= int(d)
+            return n * size
         return int(x.n) * size          # row or bcast: n values, each reused
 
     def out_bytes(k):
@@ -155,16 +162,21 @@ def traffic(nodes, exts, shape, outs):
     return max(0, len(nodes) - 1), max(0, eager - fused)
 
 
-def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs):
+def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strides=None):
     """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor"),
     nodes (aten_ops.Node), exts (aten_gen.Ext), each external tensor's shape
-    and strides, the iteration space, outs (node indices written)."""
+    and strides, the iteration space, outs (node indices written) and
+    out_strides (per entry of outs: the output's strides, None when
+    row-major; the text names them only when one is not, so that the key of
+    a chain of contiguous outputs is what it was before)."""
     shp = "x".join(str(int(s)) for s in shape) or "scalar"
     ins = []
     for x, xs, st in zip(exts, ext_shapes, ext_strides):
         ins.append("%s %s%s %s s%s" % (
             x.dtype, x.mode, "" if x.mode in ("full", "scalar") else
-            " %d" % x.n if x.mode == "row" else " %dx%d" % (x.n, x.inner),
+            " %d" % x.n if x.mode == "row" else
+            " e%s" % ",".join(str(int(v)) for v in (x.strides or ())) if x.mode == "strided"
+            else " %dx%d" % (x.n, x.inner),
             "x".join(str(int(s)) for s in xs) or "scalar",
             ",".join(str(int(s)) for s in st) or "-"))
     lines = ["shape %s" % shp]
@@ -175,7 +187,11 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs):
         lines.append("n%d %s %s %s [%s] <- %s" % (
             k, names[k] if k < len(names) else "?", n.op, n.dtype, attrs,
             ",".join("%s%s" % (c, _canon(v) if c == "s" else v) for c, v in n.ins)))
-    lines.append("outs %s" % ",".join(str(int(k)) for k in outs))
+    line = "outs %s" % ",".join(str(int(k)) for k in outs)
+    if out_strides is not None and any(st is not None for st in out_strides):
+        line += " strides %s" % ";".join(
+            "-" if st is None else ",".join(str(int(v)) for v in st) for st in out_strides)
+    lines.append(line)
     text = "\n".join(lines) + "\n"
     sk, sb = traffic(nodes, exts, shape, outs)
     return Desc(hash64(text.encode("utf-8")), text, " -> ".join(names), shp,
@@ -489,7 +505,7 @@ class Shipped(object):
         if c.outputs != desc.outputs:
             diff.append("%d values written, the group's %d" % (desc.outputs, c.outputs))
         if not diff:
-            diff.append("the ops' arguments differ")
+            diff.append("the ops' arguments or the outputs' layouts differ")
         return None, ("plan-mismatch", "group %d: %s" % (c.id, "; ".join(diff)))
 
     def source(self, g):

@@ -7,9 +7,16 @@ pow, scalar and broadcast operand), on random inputs seeded with NaN, +-inf,
 +-0, denormals and values at the dtype's edges: the op alone through a
 generated kernel (min_ops=1), then random chains of 2..8 ops and the chains
 models have (GPT-2's GELU, Llama's SwiGLU, RMSNorm's tail), each compared
-with eager ATen bit for bit (NaN payloads included). Outside a capture the
-fused kernel simply runs, so this needs no graph. Exit status 0 when every
-case in exact mode is bit-identical. The last lines are a table.
+with eager ATen bit for bit (NaN payloads included). Then chains over
+strided tensors (transposed and permuted views, slices with gaps or steps,
+expands, outer products, a RoPE of q/k made by view + transpose, a SwiGLU of
+a fused gate_up projection's halves): bit for bit again, AND the fused
+outputs' sizes and strides must be eager's (ATen gives a pointwise op's
+output its inputs' memory order; a later GEMM or SDPA may choose by it), and
+each must fuse at least the ops it names. Outside a capture the fused kernel
+simply runs, so this needs no graph. Exit status 0 when every case in exact
+mode is bit-identical (and, for the strided cases, of eager's layout and
+fused). The last lines are a table.
 """
 import argparse
 import os
@@ -43,16 +50,16 @@ def specials(dt):
             0.5, -0.5, 2.0, 3.0, 1e-3, -1e-3] + den + big
 
 
-def make(dt, seed, scale=3.0, positive=False):
+def make(dt, seed, scale=3.0, positive=False, n=N):
     g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(N, generator=g, device="cuda", dtype=torch.float32) * scale
+    x = torch.randn(n, generator=g, device="cuda", dtype=torch.float32) * scale
     if positive:
         x = x.abs()
     sp = torch.tensor(specials(dt), dtype=torch.float32, device="cuda")
     k = sp.numel()
-    pos = torch.randperm(N, generator=g, device="cuda")[:3 * k]
+    pos = torch.randperm(n, generator=g, device="cuda")[:3 * k]
     x[pos] = sp.repeat(3)
-    return x.to(dt).reshape(4, N // 4)
+    return x.to(dt).reshape(4, n // 4)
 
 
 def bits(t):
@@ -149,6 +156,61 @@ def _read_ptr(t):
     return t
 
 
+def rotate_half(t):
+    h = t.shape[-1] // 2
+    return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
+
+
+def rope(B, S, H, D):
+    """HF Llama's apply_rotary_pos_emb on q of [B, H, S, D] made as the
+    attention makes it, view(B, S, H, D).transpose(1, 2); cos and sin
+    [B, 1, S, D] (unsqueeze(1) of the rotary embedding's [B, S, D])."""
+    def f(x, y):
+        q = x.reshape(-1)[:B * S * H * D].view(B, S, H, D).transpose(1, 2)
+        cs = y.reshape(-1)[:2 * B * S * D]
+        cos = cs[:B * S * D].view(B, S, D).unsqueeze(1)
+        sin = cs[B * S * D:].view(B, S, D).unsqueeze(1)
+        return q * cos + rotate_half(q) * sin
+    return f
+
+
+def strided_cases():
+    """(name, fn(x, y) of [4, 1040] inputs, the least ops fused): chains over
+    non-contiguous views. Each must match eager bit for bit AND in strides."""
+    F = torch.nn.functional
+    return [
+        ("transposed", lambda x, y: torch.tanh(x.t()) * y.t() + 1.0, 3),
+        ("transposed_one", lambda x, y: F.silu(x.t()) * y.t().contiguous(), 3),
+        ("transposed_cast", lambda x, y: (x.t().float() * 2.0).to(x.dtype) - y.t(), 2),
+        ("permuted_3d", lambda x, y: torch.exp(x.reshape(4, 40, 26).permute(2, 0, 1)) *
+         y.reshape(4, 40, 26).permute(2, 0, 1), 2),
+        ("permuted_vs_contig", lambda x, y: x.reshape(4, 40, 26).permute(2, 0, 1) *
+         y.reshape(26, 4, 40) + 0.5, 2),
+        ("slices_halves", lambda x, y: F.silu(x[:, :520]) * x[:, 520:] + y[:, 1::2], 3),
+        ("slice_step", lambda x, y: torch.sigmoid(x[:, ::2]) * y[:, 1::2], 2),
+        ("slice_rows", lambda x, y: torch.rsqrt(x[1:3].abs() + 1e-3) * y[::2], 4),
+        ("expand_row", lambda x, y: torch.tanh(y) * x[:1].expand(4, -1) + x[2:3], 3),
+        ("expand_col", lambda x, y: (y - x[:, :1].expand(-1, 1040)) * 0.25, 2),
+        ("outer", lambda x, y: torch.tanh(x[:, :1] * y[:1, :]) - 1.0, 3),
+        ("where_t", lambda x, y: torch.where(x.t() > 0, y.t() * 2.0, x.t()) / 3.0, 3),
+        ("mask_fill_t", lambda x, y: (x.t() * 0.125).masked_fill(y.t() < 0, -1e4) + 1.0, 3),
+        ("swiglu_gate_up", lambda x, y: F.silu(x.reshape(2, 2080)[:, :1040]) *
+         x.reshape(2, 2080)[:, 1040:] * y[0], 3),
+        # RoPE: q*cos, then -x2 (another shape) and cat flush; the mul and add
+        # after the cat fuse (reading q*cos, whose layout is eager's)
+        ("rope_decode", rope(1, 1, 16, 64), 2),
+        ("rope_prefill", rope(1, 4, 16, 64), 2),
+    ]
+
+
+def layout_mismatch(ref, out):
+    """'' when out has ref's sizes and strides, else what differs."""
+    if tuple(ref.shape) != tuple(out.shape) or ref.stride() != out.stride():
+        return "layout: eager %s strides %s, fused %s strides %s" % (
+            tuple(ref.shape), ref.stride(), tuple(out.shape), out.stride())
+    return ""
+
+
 def random_chain(rng):
     un = unary_ops()
     bi = [b for b in binary_ops() if b[0] not in ("where", "masked_fill")]
@@ -192,6 +254,7 @@ def main():
     print("device: %s, torch %s, cuda %s" % (torch.cuda.get_device_name(), torch.__version__,
                                              torch.version.cuda))
     rows = []      # (dtype, case, mismatches, fused ops, detail)
+    srows = []     # strided cases: (dtype, case, mismatches, fused ops, strided ops, detail)
     t0 = time.time()
     rng = random.Random(31)
     for dn, dt in DTYPES.items():
@@ -219,6 +282,25 @@ def main():
                 rows.append((dn, name, n, st.ops_fused, det))
             except Exception as e:  # noqa: BLE001
                 rows.append((dn, name, -2, 0, "error: %s" % e))
+        # strided inputs: bits, layout, and at least the ops named fused
+        for name, f, least in strided_cases():
+            try:
+                ref, out, st = run_case(crt, f, (x, y), 2)
+                n, det = mismatches(ref, out)
+                lay = layout_mismatch(ref, out)
+                if lay and n == 0:
+                    n = -3
+                det = " ".join(v for v in (lay, det) if v)
+                if st.ops_fused < least:
+                    det = ("fused %d ops, expected at least %d: refused %s fallbacks %s "
+                           % (st.ops_fused, least, st.refused, st.fallbacks) + det)
+                    if n == 0:
+                        n = -4
+                rows.append((dn, "strided:" + name, n, st.ops_fused, det))
+                srows.append((dn, name, n, st.ops_fused, st.strided, det))
+            except Exception as e:  # noqa: BLE001
+                rows.append((dn, "strided:" + name, -2, 0, "error: %s" % e))
+                srows.append((dn, name, -2, 0, 0, "error: %s" % e))
     # the variants the catalog chose between (aten_ops): which one eager gives
     variants = []
     for dn in ("f16", "bf16"):
@@ -292,6 +374,10 @@ def main():
     print("\nin a captured region (verify=3), mismatching elements against eager:")
     for r in graph:
         print("  %-5s %-60s %d" % r)
+    print("\nstrided inputs (mismatching elements; -3 layout differs from eager's, -4 fused "
+          "fewer ops than expected), fused ops, ops deferred strided:")
+    for r in srows:
+        print("  %-5s %-20s %3d %3d %3d %s" % r)
     print("\n| dtype | cases | bit-identical | mismatching | not fused |")
     print("| --- | --- | --- | --- | --- |")
     for dn in DTYPES:
@@ -299,6 +385,10 @@ def main():
         print("| %s | %d | %d | %d | %d |" % (dn, len(rs), sum(1 for r in rs if r[2] == 0),
                                                sum(1 for r in rs if r[2] != 0),
                                                sum(1 for r in rs if r[3] == 0)))
+    print("torch_fusion_ops strided: %d cases, %d mismatching bits, %d of another layout, "
+          "%d fused fewer ops than expected" % (
+              len(srows), sum(1 for r in srows if r[2] not in (0, -3, -4)),
+              sum(1 for r in srows if r[2] == -3), sum(1 for r in srows if r[2] == -4)))
     print("torch_fusion_ops: %d cases, %d mismatching, %d not fused, %.1f s"
           % (len(rows), len(bad), len(nf), el))
     return 1 if bad or any(r[2] != 0 for r in graph) else 0

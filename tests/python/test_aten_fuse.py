@@ -60,7 +60,8 @@ def make_torch():
                 st.insert(0, acc)
                 acc *= s
             self._strides = tuple(strides) if strides else tuple(st)
-            self._contig = strides is None
+            self._contig = strides is None or all(
+                n == 1 or a == b for n, a, b in zip(self.shape, self._strides, st))
             self._ptr = addr[0]
             addr[0] += 0x10000
 
@@ -84,6 +85,9 @@ def make_torch():
             return self
     T.Tensor = Tensor
     T.empty = lambda shape, dtype, device: Tensor(shape, dtype)
+    T.empty_strided = lambda shape, strides, dtype, device: Tensor(
+        shape, dtype, strides, dev=str(device) if not isinstance(device, T.device) else
+        device.type)
     T.is_grad_enabled = lambda: False
 
     def broadcast_shapes(*shapes):
@@ -182,9 +186,28 @@ class Op(object):
         return self.impl(*a, **kw)
 
 
+def layout_of(T, x, shape):
+    """TensorIterator's output layout, roughly: the dims in the memory order
+    of the first tensor of the output's shape (its strides descending), dense."""
+    if tuple(x.shape) != tuple(shape) or x.is_contiguous():
+        return None
+    order = sorted(range(len(shape)), key=lambda d: -x.stride()[d])
+    st, acc = [0] * len(shape), 1
+    for d in reversed(order):
+        st[d] = acc
+        acc *= shape[d]
+    return tuple(st)
+
+
 def ops(T):
     def fresh(x, *a, **kw):
-        return T.Tensor(x.shape, x.dtype)
+        # on meta tensors (the fuser asks the layout) as eager would: x's memory order
+        ts = [x] + [y for y in a if isinstance(y, T.Tensor)]
+        shape = T.broadcast_shapes(*[t.shape for t in ts])
+        for t in ts:
+            if tuple(t.shape) == tuple(shape):
+                return T.Tensor(shape, x.dtype, layout_of(T, t, shape), dev=x.device.type)
+        return T.Tensor(shape, x.dtype, dev=x.device.type)
 
     class Packet(object):
         def __init__(self, **ovs):
@@ -248,6 +271,7 @@ class TestFuser(unittest.TestCase):
         aten_fuse._kernels.clear()
         aten_fuse._out_ops.clear()
         aten_fuse._writes.clear()
+        aten_fuse._layouts.clear()
         self.O = ops(self.T)
         self.crt = FakeCRT()
         self.fz = aten_fuse.Fuser(self.crt)
@@ -315,8 +339,7 @@ class TestFuser(unittest.TestCase):
     def test_refusals(self):
         O = self.O
         cases = [((self.x(4, 768), self.x(4, 768, dtype=self.T.float32)), "mixed-dtypes"),
-                 ((self.x(4, 768, strides=(1, 4)), 2.0), "broadcast"),
-                 ((self.x(4, 1), self.x(1, 768)), "broadcast"),
+                 ((self.x(4, 768), self.x(3, 768)), "broadcast"),
                  ((self.x(4, 768, dtype=self.T.int64), 2.0), "dtype"),
                  ((self.x(4, 768, dev="cpu"), 2.0), "device")]
         for args, reason in cases:
@@ -351,8 +374,100 @@ class TestFuser(unittest.TestCase):
         src = self.crt.loads[0][1]
         self.assertIn("x1[i / 768u]", src)
         self.assertIn("x2[(i / 768u) % 4u]", src)
-        self.assertIsNone(self.fz.defer(O.mul, (x, self.x(2, 1, 768)), {}))   # [a, b) only
+        # not one range [a, b) of the chain's dims: read strided (0 on dim 1)
+        z = self.run_op(O.mul, x, self.x(2, 1, 768))
+        z = self.run_op(O.mul, z, 2.0)
+        self.fz.flush()
+        self.assertIn("x1[c0 * 768u + c2]", self.crt.loads[1][1])
+        del y, z
+
+    # -- strided inputs and outputs ----------------------------------------
+    def test_transposed_input_gives_a_permuted_output(self):
+        # x.t() of a [768, 4] tensor: eager's output follows its memory order
+        O, xt = self.O, self.x(4, 768, strides=(1, 4))
+        y = self.run_op(O.tanh, xt)
+        self.assertEqual((y.shape, y.stride()), ((4, 768), (1, 4)))
+        z = self.run_op(O.mul, y, 0.5)
+        self.assertEqual(z.stride(), (1, 4))
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.chains, 1)
+        self.assertEqual(self.fz.stats.strided, 2)
+        self.assertEqual(self.fz.stats.refused, {})
+        src = self.crt.loads[0][1]
+        self.assertIn("x0[c0 + c1 * 4u]", src)        # read and written in one order
+        self.assertIn("y0[c0 + c1 * 4u]", src)
+        self.assertEqual(self.crt.launches[0][4], [xt.data_ptr(), y.data_ptr(), z.data_ptr()])
+
+    def test_sliced_inputs(self):
+        # x[..., :32] and x[..., 32:] of a contiguous [4, 64]: a gap after each row
+        O, base = self.O, self.x(4, 64)
+        lo = self.T.Tensor((4, 32), self.T.float16, strides=(64, 1))
+        hi = self.T.Tensor((4, 32), self.T.float16, strides=(64, 1))
+        hi._ptr = lo._ptr = base.data_ptr()
+        hi._ptr += 32 * 2                       # the storage offset is in data_ptr
+        y = self.run_op(O.mul, lo, hi)
+        self.assertEqual(y.stride(), (32, 1))   # dense: contiguous
+        y = self.run_op(O.add, y, self.x(4, 32))
+        self.fz.flush()
+        src = self.crt.loads[0][1]
+        self.assertIn("x0[c0 * 64u + c1]", src)
+        self.assertIn("x1[c0 * 64u + c1]", src)
+        self.assertIn("x2[i]", src)
+        self.assertIn("y0[i]", src)
+        self.assertEqual(self.crt.launches[0][4][:2], [base.data_ptr(), base.data_ptr() + 64])
         del y
+
+    def test_expanded_and_outer_product_inputs(self):
+        O = self.O
+        e = self.x(4, 768, strides=(0, 1))           # w.expand(4, 768)
+        y = self.run_op(O.mul, self.x(4, 768), e)
+        y = self.run_op(O.add, y, 1.0)
+        self.fz.flush()
+        self.assertIn("x1[c1]", self.crt.loads[0][1])
+        # both operands broadcast: an outer product
+        a, b = self.x(4, 1), self.x(1, 768)
+        z = self.run_op(O.mul, a, b)
+        z = self.run_op(O.tanh, z)
+        self.assertEqual(z.shape, (4, 768))
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.chains, 2)
+        self.assertEqual(self.fz.stats.refused, {})
+        del y, z
+
+    def test_overlapping_output_layout_is_refused(self):
+        T = self.T
+        odd = Op(T, "aten::neg", [Arg("self", "Tensor")],
+                 lambda x: T.Tensor(x.shape, x.dtype, (0, 1), dev=x.device.type))
+        x = self.x(4, 768, strides=(1, 4))
+        self.assertIsNone(self.fz.defer(odd, (x,), {}))
+        self.assertEqual(self.fz.stats.refused, {"layout": 1})
+
+    def test_layout_is_cached(self):
+        O, calls = self.O, []
+        orig = self.T.empty_strided
+
+        def es(*a, **k):
+            calls.append(k.get("device") if isinstance(k.get("device"), str) else "real")
+            return orig(*a, **k)
+        self.T.empty_strided = es
+        xt = self.x(4, 768, strides=(1, 4))
+        for _ in range(3):
+            y = self.run_op(O.tanh, xt)
+        self.assertEqual(calls, ["meta", "real", "real", "real"])
+        del y
+
+    def test_strided_outputs_op_by_op(self):
+        # no compiler: the out= variants write into the permuted tensors handed out
+        self.crt.can_fuse = False
+        O, xt = self.O, self.x(4, 768, strides=(1, 4))
+        y = self.run_op(O.mul, xt, 0.5)
+        z = self.run_op(O.mul, y, 2.0)
+        self.fz.flush()
+        outs = [dict(e[3:])["out"] for e in self.T.log if e[0] == "aten::mul.out"]
+        self.assertEqual(len(outs), 2)
+        self.assertIs(outs[0], y)
+        self.assertIs(outs[1], z)
+        self.assertEqual(z.stride(), (1, 4))
 
     def test_shape_change_starts_a_new_chain(self):
         O = self.O

@@ -172,6 +172,148 @@ class TestGenerate(unittest.TestCase):
         self.assertEqual(G.launch_dims(3072), (12, 256))
         self.assertEqual(G.launch_dims(1 << 30), (G.MAX_BLOCKS, 256))
 
+    def test_strided_reads_and_writes(self):
+        N = A.Node
+        shape = (2, 16, 8, 32)
+        nodes = [N("mul", [("x", 0), ("x", 1)], "f16"), N("neg", [("n", 0)], "f16")]
+        exts = [G.Ext("f16", "strided", strides=(8192, 32, 1024, 1)),   # a transposed view
+                G.Ext("f16", "strided", strides=(0, 0, 64, 1))]          # a slice, expanded
+        ch = G.Chain(nodes, exts, 8192, [1], shape=shape,
+                     out_strides=[(4096, 32, 512, 1)])
+        src = G.generate(ch)[1]
+        self.assertIn("const unsigned int c3 = kp_r % 32u; kp_r /= 32u;", src)
+        self.assertIn("x0[c0 * 8192u + c1 * 32u + c2 * 1024u + c3]", src)
+        self.assertIn("x1[c2 * 64u + c3]", src)
+        self.assertIn("y0[c0 * 4096u + c1 * 32u + c2 * 512u + c3] = h1;", src)
+        # merged dims: [2, 16, 8, 32] of a [2, 16, 8, 64] slice is rows of 32 with a gap
+        ch = G.Chain(nodes[:1], [G.Ext("f32", "strided", strides=(8192, 512, 64, 1)),
+                                 G.Ext("f32")], 8192, [0], shape=shape)
+        src = G.generate(ch)[1]
+        self.assertIn("x0[c0 * 64u + c1]", src)
+        self.assertIn("x1[i]", src)
+        self.assertIn("y0[i]", src)
+        self.assertNotIn("c2", src)
+        # a row-major output given as strides, size-1 dims with any stride: [i]
+        ch = G.Chain(nodes[:1], [G.Ext("f32"), G.Ext("f32")], 256, [0], shape=(1, 16, 1, 16),
+                     out_strides=[(7, 16, 3, 1)])
+        self.assertIn("y0[i] =", G.generate(ch)[1])
+        self.assertNotIn("kp_r", G.generate(ch)[1])
+
+    def test_strided_offsets_evaluated(self):
+        # the generated index code run in Python for every i: each tensor
+        # read and written at sum(c[d] * strides[d]) of i unravelled row-major
+        import itertools
+        import random
+        import re
+        rng = random.Random(7)
+        N = A.Node
+        unravelled = 0
+        for _ in range(60):
+            rank = rng.randint(1, 4)
+            shape = tuple(rng.choice((1, 2, 3, 5)) for _ in range(rank))
+            numel = 1
+            for d in shape:
+                numel *= d
+
+            def layout():
+                kind = rng.choice(("perm", "slice", "expand", "contig"))
+                if kind == "expand":
+                    return tuple(rng.choice((0, 1, 7)) for _ in shape)
+                perm = list(range(rank))
+                if kind == "perm":
+                    rng.shuffle(perm)
+                pad = [rng.choice((0, 1)) if kind == "slice" else 0 for _ in shape]
+                st, acc = [0] * rank, 1
+                for d in reversed(perm):
+                    st[d] = acc
+                    acc *= shape[d] + pad[d]
+                return tuple(st)
+            ins = [layout(), layout()]
+            outs = [layout() if rng.random() < 0.5 else None]
+            nodes = [N("add", [("x", 0), ("x", 1)], "f32", {"alpha": 1.0})]
+            exts = [G.Ext("f32", "strided", strides=st) for st in ins]
+            src = G.generate(G.Chain(nodes, exts, numel, [0], shape=shape,
+                                     out_strides=outs))[1]
+            unravelled += "kp_r" in src
+            body = src[src.index("{\n", src.index("__global__")) + 2:]
+            lines = [ln.strip() for ln in body.split("\n")]
+            code = []
+            for ln in lines:
+                if ln.startswith("unsigned int kp_r") or ln.startswith("const unsigned int c"):
+                    ln = re.sub(r"(const )?unsigned int ", "", ln)
+                    code += [re.sub(r"(\d)u\b", r"\1", p.strip()).replace("/=", "//=")
+                             for p in ln.split(";") if p.strip()]
+            idx = {}
+            for ln in lines:
+                m = re.match(r".*\b([xy]\d+)\[([^\]]*)\]", ln)
+                if m:
+                    idx[m.group(1)] = re.sub(r"(\d)u\b", r"\1", m.group(2))
+            want = {"x0": ins[0], "x1": ins[1],
+                    "y0": outs[0] or G.contiguous_strides(shape)}
+            for i, c in enumerate(itertools.product(*[range(d) for d in shape])):
+                env = {"i": i}
+                for stmt in code:
+                    exec(stmt, {}, env)
+                for name, st in want.items():
+                    got = eval(idx[name], {}, env)
+                    self.assertEqual(got, sum(a * b for a, b in zip(c, st)),
+                                     (shape, ins, outs, name, i, src))
+        self.assertGreater(unravelled, 20)
+
+    def test_strided_offsets_beyond_31_bits_are_64_bit(self):
+        N = A.Node
+        nodes = [N("neg", [("x", 0)], "f32")]
+        # a column of a [1 << 20, 4096] tensor: offsets up to 2^32
+        ch = G.Chain(nodes, [G.Ext("f32", "strided", strides=(4096, 1))], 1 << 21, [0],
+                     shape=(1 << 20, 2))
+        src = G.generate(ch)[1]
+        self.assertIn("unsigned long long i", src)
+        self.assertIn("x0[c0 * 4096ull + c1]", src)
+        small = G.Chain(nodes, [G.Ext("f32", "strided", strides=(4096, 1))], 2048, [0],
+                        shape=(1024, 2))
+        self.assertIn("unsigned int i", G.generate(small)[1])
+
+    def test_bad_strided_chains(self):
+        N = A.Node
+        nodes = [N("neg", [("x", 0)], "f32")]
+        for exts, shape, ost in (
+                ([G.Ext("f32", "strided", strides=(1, 4))], None, None),      # no shape
+                ([G.Ext("f32", "strided", strides=(1,))], (4, 8), None),      # rank
+                ([G.Ext("f32")], (4, 8), [(1, -4)]),                          # negative
+                ([G.Ext("f32")], (4, 4), None and [(1, 4)])):                 # numel
+            if shape == (4, 4):
+                exts = [G.Ext("f32", "strided", strides=(1, 4))]
+            with self.assertRaises(G.GenError):
+                G.generate(G.Chain(nodes, exts, 32, [0], shape=shape, out_strides=ost))
+
+    @unittest.skipUnless(NVCC, "no nvcc")
+    def test_strided_sources_compile(self):
+        N = A.Node
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in ("f32", "f16", "bf16"):
+                for wide in (False, True):
+                    shape = (3, 16, 5, 64) if not wide else (1 << 14, 16, 2, 64)
+                    numel = shape[0] * shape[1] * shape[2] * shape[3]
+                    nodes = [N("mul", [("x", 0), ("x", 1)], d),
+                             N("add", [("n", 0), ("x", 2)], d, {"alpha": 1.0}),
+                             N("where", [("x", 3), ("n", 1), ("x", 0)], d),
+                             N("copy", [("n", 2)], "f32")]
+                    exts = [G.Ext(d, "strided", strides=((1 << 18) if wide else 64 * 5 * 16 * 2,
+                                                          64, 64 * 16 * 2, 1)),
+                            G.Ext(d, "strided", strides=(0, 0, 0, 1)),
+                            G.Ext(d, "strided", strides=(0, 128, 0, 2)),
+                            G.Ext("b8", "strided", strides=(5 * 16 * 64, 64, 16 * 64, 1))]
+                    ch = G.Chain(nodes, exts, numel, [1, 3], shape=shape,
+                                 out_strides=[(5 * 16 * 64, 64, 16 * 64, 1), None])
+                    src = G.generate(ch)[1]
+                    self.assertIn("unsigned long long" if wide else "unsigned int i", src)
+                    p = os.path.join(tmp, "s%s%d.cu" % (d, wide))
+                    with open(p, "w") as f:
+                        f.write(src)
+                    r = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", p + ".cubin", p],
+                                       capture_output=True, text=True)
+                    self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_sources_compile(self):
         N = A.Node

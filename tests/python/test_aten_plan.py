@@ -143,7 +143,8 @@ class TestFuserWithPlan(unittest.TestCase):
         p = mock.patch.dict(sys.modules, mods)
         p.start()
         self.addCleanup(p.stop)
-        for c in (aten_fuse._DT, aten_fuse._kernels, aten_fuse._out_ops, aten_fuse._writes):
+        for c in (aten_fuse._DT, aten_fuse._kernels, aten_fuse._out_ops, aten_fuse._writes,
+                  aten_fuse._layouts):
             c.clear()
         self.O = TF.ops(self.T)
         self.dir = tempfile.mkdtemp(prefix="kplan-aten-")
@@ -155,10 +156,11 @@ class TestFuserWithPlan(unittest.TestCase):
         self.crt = TF.FakeCRT()
         return aten_fuse.Fuser(self.crt, region="step", **kw)
 
-    def chain(self, fz, shape=(4, 768), op2=None):
-        """tanh(x * 0.5) then op2 (add 1.0 by default), flushed; returns the output."""
+    def chain(self, fz, shape=(4, 768), op2=None, strides=None):
+        """tanh(x * 0.5) then op2 (add 1.0 by default), flushed; returns the
+        output. strides: x's (a transposed view, a slice)."""
         O = self.O
-        x = self.T.Tensor(shape, self.T.float16)
+        x = self.T.Tensor(shape, self.T.float16, strides)
         t = TF.run_op(fz, O.mul, x, 0.5)
         u = TF.run_op(fz, O.tanh, t)
         y = TF.run_op(fz, O.mul, u, 3.0) if op2 == "mul" else TF.run_op(fz, O.add, u, 1.0)
@@ -302,6 +304,47 @@ class TestFuserWithPlan(unittest.TestCase):
         fz = self.fuser(mode="plan", shipped=None)
         self.chain(fz)
         self.assertEqual(fz.stats.fallbacks, {"not-in-plan": 1})
+
+    def test_strides_are_in_the_key(self):
+        # a chain over a transposed x (its outputs permuted as eager's) saved:
+        # used again only for the same strides, never for other layouts
+        found = {}
+        fz = self.fuser(found=found)
+        y = self.chain(fz, strides=(1, 4))
+        self.assertEqual(y.stride(), (1, 4))
+        g, src = list(found.values())[0]
+        self.assertEqual(g.inputs, "f16 strided e1,4 4x768 s1,4")
+        self.assertIn("y0[c0 + c1 * 4u]", src)
+        aten_plan.save(self.plan, [g], {g.source: src})
+        fz = self.shipped_fuser()
+        self.chain(fz, strides=(1, 4))
+        self.assertEqual((fz.stats.shipped, fz.stats.fallbacks), (1, {}))
+        for other in (None, (1024, 1), (1, 8)):
+            fz = self.shipped_fuser()
+            self.chain(fz, strides=other)
+            self.assertEqual((fz.stats.shipped, fz.stats.fallbacks),
+                             (0, {"plan-mismatch": 1}), other)
+
+    def test_describe_keys_follow_strides(self):
+        Ext, Node = aten_gen.Ext, aten_ops.Node
+        nodes = [Node("neg", [("x", 0)], "f16", {})]
+
+        def key(st, ost=None, xshape=(4, 768)):
+            x = Ext("f16", "strided", strides=st) if st else Ext("f16")
+            xs = st or (768, 1)
+            return aten_plan.describe(["aten::neg"], nodes, [x], [xshape], [xs], (4, 768),
+                                      [0], ost).key
+        base = key(None)
+        self.assertEqual(key(None, [None]), base)     # row-major outputs: the key of before
+        keys = {base, key((1, 4)), key((1024, 1)), key((0, 1), xshape=(768,)),
+                key(None, [(1, 4)]), key((1, 4), [(1, 4)])}
+        self.assertEqual(len(keys), 6)
+        # an expanded input is read once per distinct element
+        x = Ext("f16", "strided", strides=(0, 1))
+        two = nodes + [Node("neg", [("n", 0)], "f16", {})]
+        eager = (768 * 2 + 6144) + (6144 + 6144)
+        self.assertEqual(aten_plan.traffic(two, [x], (4, 768), [1]),
+                         (1, eager - 768 * 2 - 6144))
 
     def test_save_refuses_a_bundle(self):
         with self.assertRaises(ValueError):
