@@ -66,6 +66,8 @@ class Stats(object):
         self.cache_hits = 0       # ... or read from the on-disk CUBIN cache
         self.shipped = 0          # chains fused with a source shipped with the plan
         self.strided = 0          # ops deferred with a strided input or non-row-major output
+        self.consts = 0           # scalar_tensors handed out unfilled
+        self.consts_filled = 0    # ... of them filled after all (read outside a chain)
         self.refused = {}
         self.fallbacks = {}
         self.alone = {}           # op name -> ops run alone through out=
@@ -78,7 +80,9 @@ class Stats(object):
         return {"chains": self.chains, "ops_fused": self.ops_fused,
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
                 "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
-                "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped, "strided": self.strided,
+                "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
+                "strided": self.strided,
+                "consts": self.consts, "consts_filled": self.consts_filled,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
                 "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
@@ -178,6 +182,7 @@ class Fuser(object):
         self.n_chains = 0         # chains begun (their ids)
         self.uses = {}            # (region, key) -> chains fused with it in this capture
         self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
+        self.consts = {}          # id -> (weakref, value, bits, stream): scalar_tensors not filled
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -341,7 +346,8 @@ class Fuser(object):
             if ch is not None and id(t) in ch.ext_ids and ch.ext_t[ch.ext_ids[id(t)]] is t:
                 refs.append(("x", ch.ext_ids[id(t)]))
                 continue
-            m = self._ext_mode(t, shape)
+            c = self._const(t)
+            m = ("const", 0, 1, None) if c is not None else self._ext_mode(t, shape)
             if m is None:
                 self._refuse("broadcast")
                 if ch is not None and self._touches(ch, targs):
@@ -367,7 +373,8 @@ class Fuser(object):
             if r[0] == "new":
                 t, (mode, n, inner, xst) = new_ext[r[1]]
                 j = len(ch.exts)
-                ch.exts.append(G.Ext(dt[t.dtype], mode, n, inner, xst))
+                ch.exts.append(G.Ext(dt[t.dtype], mode, n, inner, xst,
+                                     self._const(t)[2] if mode == "const" else None))
                 ch.ext_t.append(t)
                 ch.ext_ids[id(t)] = j
                 refs[i] = ("x", j)
@@ -430,7 +437,9 @@ class Fuser(object):
             self.stats.dead_outputs += len(ch.nodes)
             self.fate[ch.id] = "dead"
             return
-        if len(ch.nodes) < self.min_ops:
+        # each value baked in is a fill kernel saved: a where between two
+        # scalar_tensors is worth one kernel on its own
+        if len(ch.nodes) + sum(x.mode == "const" for x in ch.exts) < self.min_ops:
             self.fate[ch.id] = "alone"
             self._run_ops(ch)
             return
@@ -474,6 +483,68 @@ class Fuser(object):
             _kernels[key] = fn
         return fn
 
+    # -- scalar_tensor values -------------------------------------------
+    def defer_const(self, func, args, kwargs):
+        """aten::scalar_tensor on a CUDA device (SDPA turns a boolean mask
+        into where(mask, scalar_tensor(0), scalar_tensor(-inf)) in every
+        layer): a 0-dim tensor handed out unfilled. A chain that reads it
+        bakes the value into its kernel (an Ext of mode const); anything
+        else that reads it, a stream or event call, and the capture's end
+        while it is still held fill it first (fill_consts), on the stream
+        it was made on, with ATen's fill_ as eager did. None when the op is
+        another one."""
+        T = self.T
+        if func.name() != "aten::scalar_tensor" or len(args) != 1:
+            return None
+        v = args[0]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        dtype = kwargs.get("dtype") or T.get_default_dtype()
+        dev = kwargs.get("device")
+        if dev is None or kwargs.get("pin_memory") or \
+                kwargs.get("layout") not in (None, T.strided):
+            return None
+        dev = T.device(dev)
+        if dev.type != "cuda" or _dtypes(T).get(dtype) not in A.FLOAT_DTYPES:
+            return None
+        if dev.index is None:
+            dev = T.device("cuda", T.cuda.current_device())
+        t = T.empty((), dtype=dtype, device=dev)
+        self.consts[id(t)] = (weakref.ref(t), v, G.const_bits(v, _dtypes(T)[dtype]),
+                              T.cuda.current_stream(dev))
+        self.stats.consts += 1
+        return t
+
+    def _const(self, t):
+        c = self.consts.get(id(t))
+        return c if c is not None and c[0]() is t else None
+
+    def fill_consts(self, tensors=None):
+        """Fill the pending scalar_tensors among tensors (every one still
+        held when None); forget the ones nobody holds."""
+        if not self.consts:
+            return
+        T = self.T
+        if tensors is None:
+            tensors = [c[0]() for c in list(self.consts.values())]
+        for t in tensors:
+            c = self._const(t) if isinstance(t, T.Tensor) else None
+            if c is None:
+                continue
+            del self.consts[id(t)]
+            self.stats.consts_filled += 1
+            with T.cuda.stream(c[3]):
+                t.fill_(c[1])
+        for k, c in list(self.consts.items()):
+            if c[0]() is None:
+                del self.consts[k]
+
+    def fill_read(self, args, kwargs):
+        """fill_consts for the tensors an op is about to read or write."""
+        from torch.utils._pytree import tree_leaves
+        self.fill_consts([x for x in tree_leaves((tuple(args), dict(kwargs or {})))
+                          if id(x) in self.consts])
+
     def describe(self, ch, live):
         """The chain as a shipped group names it (aten_plan.Desc)."""
         from . import aten_plan
@@ -515,7 +586,8 @@ class Fuser(object):
     def _launch(self, ch, live):
         name, src, exact, desc = self._source(ch, live)
         fn = self._kernel(src, name, ch.device)
-        ptrs = [t.data_ptr() for t in ch.ext_t] + [ch.outs[k]().data_ptr() for k in live]
+        ptrs = [t.data_ptr() for t, x in zip(ch.ext_t, ch.exts) if x.mode != "const"] + \
+            [ch.outs[k]().data_ptr() for k in live]
         grid, block = G.launch_dims(ch.numel)
         rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
         if rc != 0:
@@ -537,6 +609,7 @@ class Fuser(object):
         handed out (fresh tensors for the ones nobody holds)."""
         T = self.T
         from torch.utils._pytree import tree_map
+        self.fill_consts([t for t, x in zip(ch.ext_t, ch.exts) if x.mode == "const"])
         outs = []
         for k, (func, args, kwargs) in enumerate(ch.calls):
             o = ch.outs[k]()
@@ -633,9 +706,11 @@ def _hook_syncs(T, fuser, owner):
                 continue
 
             def w(self, *a, __f=f, **k):
-                if fuser.chain is not None and threading.get_ident() == owner:
+                if (fuser.chain is not None or fuser.consts) and \
+                        threading.get_ident() == owner:
                     with _disable_current_modes():
                         fuser.flush()
+                        fuser.fill_consts()
                 return __f(self, *a, **k)
             saved.append((cls, n, cls.__dict__.get(n)))
             setattr(cls, n, w)
@@ -649,6 +724,10 @@ def _hook_syncs(T, fuser, owner):
                     fuser._touches(ch, [self]):
                 with _disable_current_modes():
                     fuser.flush()
+            if fuser.consts and not fuser.quiet and threading.get_ident() == owner and \
+                    fuser._const(self) is not None:
+                with _disable_current_modes():
+                    fuser.fill_consts([self])
             return base_dp(self)
         saved.append((T.Tensor, "data_ptr", T.Tensor.__dict__.get("data_ptr")))
         T.Tensor.data_ptr = dp
@@ -735,13 +814,17 @@ def mode(fuser, oplog=None, oplog_path=None):
                 # there, and nothing it can see is pending (see defer)
                 return func(*args, **kwargs)
             fuser.last_reason = None
-            out = fuser.defer(func, args, kwargs)
+            out = fuser.defer_const(func, args, kwargs)
+            if out is None:
+                out = fuser.defer(func, args, kwargs)
             if out is not None:
                 if oplog is not None:
                     oplog.add(fuser, func, args, kwargs, out, True)
                 return out
             if fuser.chain is not None and (writes(func) or fuser.touches(args, kwargs)):
                 fuser.flush()
+            if fuser.consts:
+                fuser.fill_read(args, kwargs)
             out = func(*args, **kwargs)
             if oplog is not None:
                 oplog.add(fuser, func, args, kwargs, out, False)
@@ -755,8 +838,10 @@ def mode(fuser, oplog=None, oplog_path=None):
                 hooks[:] = []
             if et is None:
                 fuser.flush()
+                fuser.fill_consts()
             else:
                 fuser.chain = None
+                fuser.consts.clear()
             if oplog is not None and oplog_path:
                 try:
                     oplog.write(oplog_path, fuser)

@@ -58,20 +58,26 @@ class Ext(object):
     read at sum(c[d] * strides[d]) where c is the chain's logical index i
     unravelled row-major over the chain's shape and strides (in elements)
     are the tensor's broadcast to that shape (0 on broadcast dims; a
-    transposed view, a slice with a gap, an expand)."""
+    transposed view, a slice with a gap, an expand), const: a 0-dim
+    tensor whose value the chain knows (a scalar_tensor not yet filled):
+    `bits` (its storage bits) are a literal of the kernel, which takes no
+    pointer for it."""
 
-    __slots__ = ("dtype", "mode", "n", "inner", "strides")
+    __slots__ = ("dtype", "mode", "n", "inner", "strides", "bits")
 
-    def __init__(self, dtype, mode="full", n=0, inner=1, strides=None):
+    def __init__(self, dtype, mode="full", n=0, inner=1, strides=None, bits=None):
         self.dtype = dtype
         self.mode = mode
         self.n = int(n)
         self.inner = int(inner)
         self.strides = None if strides is None else tuple(int(s) for s in strides)
+        self.bits = None if bits is None else int(bits)
 
     def __repr__(self):
         if self.mode == "strided":
             return "Ext(%s, strided, %r)" % (self.dtype, self.strides)
+        if self.mode == "const":
+            return "Ext(%s, const, 0x%x)" % (self.dtype, self.bits)
         return "Ext(%s, %s, %d, %d)" % (self.dtype, self.mode, self.n, self.inner)
 
 
@@ -127,6 +133,30 @@ def _bits_of(value, dtype):
         return struct.unpack("<H", struct.pack("<e", value))[0]
     b = struct.unpack("<I", struct.pack("<f", A.f32(value)))[0]
     return b >> 16
+
+
+def const_bits(value, dtype):
+    """The storage bits ATen's fill of a `dtype` tensor with the Python
+    number value writes (c10's Scalar conversion: the double to float, then
+    round to nearest even to f16/bf16); b8: 1 or 0."""
+    import math
+    import struct
+    if dtype == "b8":
+        return 1 if value else 0
+    f = A.f32(value)
+    if dtype == "f32":
+        return struct.unpack("<I", struct.pack("<f", f))[0]
+    if dtype == "f16":
+        if math.isnan(f):
+            return 0x7e00
+        try:
+            return struct.unpack("<H", struct.pack("<e", f))[0]
+        except OverflowError:            # rounds past the largest half: inf
+            return 0xfc00 if f < 0 else 0x7c00
+    u = struct.unpack("<I", struct.pack("<f", f))[0]
+    if math.isnan(f):
+        return 0x7fc0
+    return ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff
 
 
 def _rounder(dtype, exact):
@@ -252,6 +282,21 @@ def generate(chain):
     for j, x in enumerate(ch.exts):
         if x.dtype not in _CTYPE:
             raise GenError("dtype %s" % x.dtype)
+        if x.mode == "const":
+            if x.bits is None:
+                raise GenError("const without a value")
+            if x.dtype == "b8":
+                body.append("const bool a%d = %s;" % (j, "true" if x.bits else "false"))
+                xb.append(None)
+            elif x.dtype == "f32":
+                body.append("const float a%d = __int_as_float(0x%08x);" % (j, x.bits))
+                xb.append(None)
+            else:
+                body.append("const unsigned short b%d = (unsigned short)0x%04x;" % (j, x.bits))
+                body.append("const float a%d = %s(b%d);" % (j, _from_bits(x.dtype), j))
+                xb.append("b%d" % j)
+            xf.append("a%d" % j)
+            continue
         params.append("const %s *x%d" % (_CTYPE[x.dtype], j))
         if x.mode == "full":
             at = "i"

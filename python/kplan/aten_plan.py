@@ -139,6 +139,8 @@ def traffic(nodes, exts, shape, outs):
             return numel * size
         if x.mode == "scalar":
             return size
+        if x.mode == "const":
+            return 0                    # a literal of the kernel
         if x.mode == "strided":
             # the distinct elements: the dims it is not broadcast over
             n = 1
@@ -176,7 +178,7 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
             x.dtype, x.mode, "" if x.mode in ("full", "scalar") else
             " %d" % x.n if x.mode == "row" else
             " e%s" % ",".join(str(int(v)) for v in (x.strides or ())) if x.mode == "strided"
-            else " %dx%d" % (x.n, x.inner),
+            else " 0x%x" % x.bits if x.mode == "const" else " %dx%d" % (x.n, x.inner),
             "x".join(str(int(s)) for s in xs) or "scalar",
             ",".join(str(int(s)) for s in st) or "-"))
     lines = ["shape %s" % shp]

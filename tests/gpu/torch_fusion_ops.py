@@ -137,7 +137,18 @@ def chains():
             x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * y[0]),
         ("two_streams", two_streams),
         ("data_ptr", lambda x, y: _read_ptr(torch.tanh(x) * 2) + y),
+        # scalar_tensor values baked into the kernel: SDPA's bool mask as a bias,
+        # values that round (0.1), overflow f16 (1e6) or are its extremes
+        ("sdpa_mask", lambda x, y: torch.where(y > 0, _st(0.0, x), _st(float("-inf"), x))),
+        ("scalar_consts", lambda x, y: torch.where(y > 0, x * _st(0.1, x), _st(-65504.0, x))
+         + _st(1e6, x)),
+        # a value read by a view first: filled, then read as a one-element tensor
+        ("const_viewed", lambda x, y: x * _st(3.0, x).reshape(1) + y),
     ]
+
+
+def _st(v, like):
+    return torch.scalar_tensor(v, dtype=like.dtype, device=like.device)
 
 
 def two_streams(x, y):

@@ -37,9 +37,9 @@ def make_torch():
         dtype("int64", 8))
 
     class device(object):
-        def __init__(self, t):
+        def __init__(self, t, index=None):
             self.type, _, i = str(t).partition(":")
-            self.index = int(i) if i else None
+            self.index = int(i) if i else index
 
         def __eq__(self, o):
             return self.type == o.type
@@ -83,7 +83,13 @@ def make_torch():
         def copy_(self, src):
             log.append(("copy_", self, src))
             return self
+
+        def fill_(self, v):
+            log.append(("fill_", self, v))
+            return self
     T.Tensor = Tensor
+    T.strided = "strided"
+    T.get_default_dtype = lambda: T.float32
     T.empty = lambda shape, dtype, device: Tensor(shape, dtype)
     T.empty_strided = lambda shape, strides, dtype, device: Tensor(
         shape, dtype, strides, dev=str(device) if not isinstance(device, T.device) else
@@ -129,7 +135,7 @@ def make_torch():
         def record(self, stream=None):
             log.append(("record",))
     T.cuda = types.SimpleNamespace(current_stream=lambda d=None: stream, stream=_Ctx,
-                                   Stream=CudaStream, Event=Event)
+                                   Stream=CudaStream, Event=Event, current_device=lambda: 0)
     pd = types.ModuleType("torch.utils._python_dispatch")
 
     class TorchDispatchMode(object):
@@ -210,13 +216,13 @@ def ops(T):
         return T.Tensor(shape, x.dtype, dev=x.device.type)
 
     class Packet(object):
-        def __init__(self, **ovs):
-            self.ovs = ovs
+        def __init__(me, **ovs):
+            me.ovs = ovs
             for k, v in ovs.items():
-                setattr(self, k, v)
+                setattr(me, k, v)
 
-        def overloads(self):
-            return list(self.ovs)
+        def overloads(me):
+            return list(me.ovs)
     ts, tt = "Tensor", "Tensor"
     mul_out = Op(T, "aten::mul.out", [Arg("self", ts), Arg("other", tt), Arg("out", ts, True)],
                  lambda *a, **k: k["out"])
@@ -230,8 +236,17 @@ def ops(T):
         mm=Op(T, "aten::mm", [Arg("self", ts), Arg("mat2", ts)], fresh),
         add_=Op(T, "aten::add_.Tensor", [Arg("self", ts, True), Arg("other", tt),
                                          Arg("alpha", "Scalar")], lambda x, *a, **k: x),
-        sum=Op(T, "aten::sum", [Arg("self", ts)], lambda x: T.Tensor((), x.dtype)))
-    for o in (O.tanh, O.add, O.mm, O.add_, O.sum):
+        sum=Op(T, "aten::sum", [Arg("self", ts)], lambda x: T.Tensor((), x.dtype)),
+        scalar_tensor=Op(T, "aten::scalar_tensor", [Arg("s", "Scalar")],
+                         lambda v, dtype=None, device=None: T.Tensor((), dtype or T.float32)),
+        where=Op(T, "aten::where.self", [Arg("condition", ts), Arg("self", ts),
+                                         Arg("other", ts)],
+                 lambda c, a, b: fresh(c, a, b)))
+    where_out = Op(T, "aten::where.self_out", [Arg("condition", ts), Arg("self", ts),
+                                               Arg("other", ts), Arg("out", ts, True)],
+                   lambda *a, **k: k["out"])
+    O.where.overloadpacket = Packet(**{"self": O.where, "self_out": where_out})
+    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -529,6 +544,71 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(recs[0]["args"][1], 0.5)
         self.assertEqual(recs[0]["region"], "mlp")
         del t, y
+
+    # -- scalar_tensor values baked into the chain -----------------------
+    def consts(self, m=None):
+        T, O = self.T, self.O
+        mk = (lambda v: m.__torch_dispatch__(O.scalar_tensor, (), (v,),
+                                              {"dtype": T.float16, "device": "cuda"})) \
+            if m is not None else \
+            (lambda v: self.fz.defer_const(O.scalar_tensor, (v,),
+                                           {"dtype": T.float16, "device": "cuda"}))
+        return mk(float("-inf")), mk(0.0)
+
+    def test_where_between_two_scalar_tensors_is_one_kernel(self):
+        T, O = self.T, self.O
+        mask = self.x(1, 1, 1, 8, dtype=T.bool)
+        lo, zero = self.consts()
+        w = self.run_op(O.where, mask, zero, lo)      # SDPA's mask as a bias
+        del lo, zero
+        gc.collect()
+        self.run_op(O.sum, w)
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [mask.data_ptr(), w.data_ptr()])
+        src = self.crt.loads[0][1]
+        self.assertIn("0xfc00", src)                  # -inf in half, a literal
+        self.assertNotIn("fill_", [e[0] for e in T.log])
+        st = self.fz.stats.as_dict()
+        self.assertEqual((st["consts"], st["consts_filled"], st["chains"]), (2, 0, 1))
+
+    def test_scalar_tensor_read_outside_a_chain_is_filled_first(self):
+        T, O = self.T, self.O
+        m = aten_fuse.mode(self.fz)
+        with m:
+            lo, zero = self.consts(m)
+            self.assertEqual([e[0] for e in T.log], [])     # nothing run yet
+            m.__torch_dispatch__(O.sum, (), (lo,), {})
+            names = [e[0] for e in T.log]
+            self.assertEqual(names, ["fill_", "aten::sum"])
+            self.assertIs(T.log[0][1], lo)
+            self.assertEqual(T.log[0][2], float("-inf"))
+        # zero, still held, is filled when the capture ends; lo only once
+        self.assertEqual([(e[0], e[2]) for e in T.log if e[0] == "fill_"],
+                         [("fill_", float("-inf")), ("fill_", 0.0)])
+        self.assertEqual(self.fz.stats.consts_filled, 2)
+        del zero
+
+    def test_dropped_scalar_tensor_is_never_filled(self):
+        T = self.T
+        m = aten_fuse.mode(self.fz)
+        with m:
+            lo, zero = self.consts(m)
+            del lo, zero
+            gc.collect()
+        self.assertEqual(T.log, [])
+        self.assertEqual(self.fz.consts, {})
+
+    def test_op_by_op_chain_fills_its_scalar_tensors(self):
+        T, O = self.T, self.O
+        self.crt.can_fuse = False
+        mask = self.x(1, 1, 1, 8, dtype=T.bool)
+        lo, zero = self.consts()
+        w = self.run_op(O.where, mask, zero, lo)
+        self.fz.flush()
+        names = [e[0] for e in T.log]         # after the layout asked on meta tensors
+        self.assertEqual(names[-3:], ["fill_", "fill_", "aten::where.self_out"])
+        self.assertIs(dict(T.log[-1][4:])["out"], w)
+        del lo, zero
 
     def test_data_ptr_of_a_chain_output_launches_the_chain(self):
         O, x = self.O, self.x()

@@ -286,6 +286,31 @@ class TestGenerate(unittest.TestCase):
             with self.assertRaises(G.GenError):
                 G.generate(G.Chain(nodes, exts, 32, [0], shape=shape, out_strides=ost))
 
+    def test_const_bits_as_fill_writes_them(self):
+        c = G.const_bits
+        self.assertEqual([c(v, "f16") for v in (float("-inf"), 0.0, -0.0, -65504.0, 1e6,
+                                                65519.0, 65520.0, float("nan"), 0.1)],
+                         [0xfc00, 0, 0x8000, 0xfbff, 0x7c00, 0x7bff, 0x7c00, 0x7e00, 0x2e66])
+        # bf16: the float first, then round to nearest even; NaN as c10 writes it
+        self.assertEqual([c(v, "bf16") for v in (float("-inf"), 1.0, 0.1, 1.00390625,
+                                                 1.01171875, float("nan"))],
+                         [0xff80, 0x3f80, 0x3dcd, 0x3f80, 0x3f82, 0x7fc0])
+        # double -> float first (0.1 is not the double 0.1 any more)
+        self.assertEqual(c(0.1, "f32"), 0x3dcccccd)
+        self.assertEqual((c(True, "b8"), c(0, "b8")), (1, 0))
+
+    def test_const_inputs_are_literals(self):
+        N = A.Node
+        nodes = [N("where", [("x", 0), ("x", 1), ("x", 2)], "f16")]
+        exts = [G.Ext("b8"), G.Ext("f16", "const", bits=0), G.Ext("f16", "const", bits=0xfc00)]
+        src = G.generate(G.Chain(nodes, exts, 8, [0]))[1]
+        self.assertIn("const unsigned short b2 = (unsigned short)0xfc00;", src)
+        self.assertNotIn("*x1", src)                  # no pointer for a value
+        self.assertNotIn("*x2", src)
+        self.assertIn("const unsigned char *x0", src)
+        with self.assertRaises(G.GenError):
+            G.generate(G.Chain(nodes, [G.Ext("b8"), G.Ext("f16", "const"), exts[2]], 8, [0]))
+
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_strided_sources_compile(self):
         N = A.Node
