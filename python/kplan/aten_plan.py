@@ -155,10 +155,15 @@ def traffic(nodes, exts, shape, outs):
     return max(0, len(nodes) - 1), max(0, eager - fused)
 
 
-def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs):
-    """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor"),
-    nodes (aten_ops.Node), exts (aten_gen.Ext), each external tensor's shape
-    and strides, the iteration space, outs (node indices written)."""
+def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, norm=None):
+    """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor",
+    then the norm's when there is one), nodes (aten_ops.Node), exts
+    (aten_gen.Ext), each external tensor's shape and strides, the iteration
+    space, outs (node indices written); norm: the aten_norm.Norm ending the
+    chain (a LayerNorm over the last dim), or None. A chain with a norm
+    names it on a line of its own ("norm layer_norm n<k> N=.. eps=..
+    gamma=x<j> beta=x<j> <dtype> outs=<out mean rstd written>"), so its key
+    differs from the chain's without."""
     shp = "x".join(str(int(s)) for s in shape) or "scalar"
     ins = []
     for x, xs, st in zip(exts, ext_shapes, ext_strides):
@@ -176,10 +181,20 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs):
             k, names[k] if k < len(names) else "?", n.op, n.dtype, attrs,
             ",".join("%s%s" % (c, _canon(v) if c == "s" else v) for c, v in n.ins)))
     lines.append("outs %s" % ",".join(str(int(k)) for k in outs))
-    text = "\n".join(lines) + "\n"
+    nout = len(outs)
     sk, sb = traffic(nodes, exts, shape, outs)
+    if norm is not None:
+        lines.append(norm.text())
+        nout += sum(1 for o in norm.outs if o)
+        # eagerly the norm is one more kernel that reads its input again
+        sk += 1
+        numel = 1
+        for d in shape:
+            numel *= int(d)
+        sb += numel * _DT_BYTES.get(norm.dtype, 4)
+    text = "\n".join(lines) + "\n"
     return Desc(hash64(text.encode("utf-8")), text, " -> ".join(names), shp,
-                "; ".join(ins), len(outs), sk, sb)
+                "; ".join(ins), nout, sk, sb)
 
 
 class Group(object):
