@@ -17,7 +17,7 @@ of the body passes through it:
   float) and returned, nothing launched. The chain is then sealed: the next
   pointwise op flushes it and begins another. Otherwise the op runs as
   usual, with its reason counted ("layer-norm-input", "-shape", "-params",
-  "-dtype", "-path", "-sealed", "-exts", "-args");
+  "-dtype", "-path", "-bias-only", "-sealed", "-exts", "-args");
 - any other op runs as usual, after *flushing* the chain when it reads a
   chain output or may write to one of its arguments (an in-place or out=
   op: it could change what the chain reads). An op that writes only fresh
@@ -403,6 +403,9 @@ class Fuser(object):
             if t.dtype != x.dtype:
                 self._refuse("layer-norm-dtype")
                 return None
+        if w is None and b is not None:
+            self._refuse("layer-norm-bias-only")     # aten_norm.BIAS_ONLY
+            return None
         try:
             eps = float(eps)
         except Exception:

@@ -269,6 +269,10 @@ def layer_norm_cases(crt, quick=False):
         wb = (torch.randn(769, device="cuda") * 0.5 + 1.0).to(dt)
         rows.append(_ln_row(crt, dn, "ln_residual unaligned-weight (not fused)", _ln_residual,
                             (x, r, wb[1:], None, 1e-5), 0))
+        # a bias without a weight: not fused (aten_norm.BIAS_ONLY)
+        x, r = ln_inputs(dt, 7, 768, 10)
+        rows.append(_ln_row(crt, dn, "ln_residual bias-only (not fused)", _ln_residual,
+                            (x, r) + ln_params(dt, 768, "b", 10) + (1e-5,), 0))
         # N % 4 != 0: the same
         x, r = ln_inputs(dt, 7, 770, 8)
         rows.append(_ln_row(crt, dn, "ln_residual 7x770 (not fused)", _ln_residual,

@@ -507,6 +507,7 @@ class TestLayerNorm(TestFuser):
             (lambda s: (s, [768], self.x(767), None), "layer-norm-params"),
             (lambda s: (s, [768], self.x(768, strides=(2,)), None), "layer-norm-params"),
             (lambda s: (s, [768], misaligned(self.x(768)), None), "layer-norm-path"),
+            (lambda s: (s, [768], None, self.x(768)), "layer-norm-bias-only"),
         ]
 
         def misaligned(t):
