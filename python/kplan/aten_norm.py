@@ -70,7 +70,11 @@ directly, against torch.ops.aten.native_layer_norm after x + r): out, mean,
 rstd and the sum bit-identical on every element for f32/f16/bf16, M in
 {1, 7, 128}, N in {12, 256, 768, 1024, 1600, 4096, 5120, 16384} (16384:
 the recomputing variant), weight and bias / weight / neither, with rows of
-large magnitude, of a large offset and of constants.
+large magnitude, of a large offset and of constants
+(tests/gpu/aten_norm_kernels.py); and through aten_fuse's dispatch mode
+(tests/gpu/aten_norm_fuse.py: a GPT-2 block with two F.layer_norm, a GELU
+chain into native_layer_norm with mean and rstd, f32/f16/bf16): 36 of 36
+bit-identical, every norm fused.
 
 Torch-free, like aten_gen.
 """
