@@ -11,6 +11,16 @@ of the body passes through it:
   strides eager ATen gives it (TensorIterator follows its inputs' memory
   order; the layout is read from the op run on meta tensors, cached) and
   returned, nothing is launched;
+- `aten::native_layer_norm` over the last dim of an output of the chain
+  (what F.layer_norm / nn.LayerNorm reach), when ATen would run its
+  vectorized kernel for it (N % 4 == 0, N <= 2^24, weight and bias None or
+  contiguous [N] of the input's dtype, every pointer aligned to 4 elements)
+  ends the chain in a *row-norm node* (Fuser.defer_norm): its out, mean and
+  rstd are allocated as ATen does ([..., N] in the input's dtype, [..., 1]
+  float) and returned, nothing launched. The chain is then sealed: the next
+  pointwise op flushes it and begins another. Otherwise the op runs as
+  usual, with its reason counted ("layer-norm-input", "-shape", "-params",
+  "-dtype", "-path", "-bias-only", "-sealed", "-exts", "-args");
 - any other op runs as usual, after *flushing* the chain when it reads a
   chain output or may write to one of its arguments (an in-place or out=
   op: it could change what the chain reads). An op that writes only fresh
@@ -26,20 +36,29 @@ owner either, since PyTorch keeps a tensor's PyObject alive while C++ holds
 the tensor) is never read again, so it is not written. A chain of one op, or
 one that cannot be compiled, runs op by op through the ops' out= variants
 into the tensors already handed out: the same ATen kernels as eager, no
-copy. Under capture the fused kernel becomes one node of the graph in place
-of the chain's nodes; outside a capture (tests) it simply runs.
+copy. A chain ending in a norm is one kernel of a block per row
+(kplan.aten_norm): it computes the chain's elements, stores the chain
+outputs still held (the residual sum the next add reads), and normalizes
+the row in the order of ATen's vectorized_layer_norm_kernel, bit for bit,
+writing out, mean and rstd where they are held (F.layer_norm drops mean and
+rstd: not written); op by op, the norm runs as the functional op and its
+results are copied into the tensors handed out. Under capture the fused
+kernel becomes one node of the graph in place of the chain's nodes; outside
+a capture (tests) it simply runs.
 
-Counters per Fuser (kt.stats()["fusion"]): chains fused, ops fused, ops run
-alone, outputs not written, kernels compiled and their compile time, ops
-deferred with a strided input or a non-row-major output ("strided"), and
-ops not deferred by reason ("layout": eager would give the output an
-overlapping or non-dense layout, or its layout could not be found).
+Counters per Fuser (kt.stats()["fusion"]): chains fused (of which ending in
+a norm), ops fused, ops run alone, outputs not written, kernels compiled and
+their compile time, ops deferred with a strided input or a non-row-major
+output ("strided"), scalar_tensors handed out unfilled and those filled
+after all, and ops not deferred by reason ("layout": eager would give the
+output an overlapping or non-dense layout, or its layout could not be found).
 """
 
 import time
 import weakref
 
 from . import aten_gen as G
+from . import aten_norm as NORM
 from . import aten_ops as A
 
 _DT = {}          # torch dtype -> aten_gen dtype name (filled on first use)
@@ -68,6 +87,7 @@ class Stats(object):
         self.strided = 0          # ops deferred with a strided input or non-row-major output
         self.consts = 0           # scalar_tensors handed out unfilled
         self.consts_filled = 0    # ... of them filled after all (read outside a chain)
+        self.norms = 0            # of the chains fused: ending in a LayerNorm (aten_norm)
         self.refused = {}
         self.fallbacks = {}
         self.alone = {}           # op name -> ops run alone through out=
@@ -79,7 +99,7 @@ class Stats(object):
     def as_dict(self):
         return {"chains": self.chains, "ops_fused": self.ops_fused,
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
-                "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
+                "norms": self.norms, "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
                 "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
                 "strided": self.strided,
                 "consts": self.consts, "consts_filled": self.consts_filled,
@@ -148,6 +168,7 @@ class _Chain(object):
         self.ids = {}         # id(output) -> node index
         self.ostr = []        # per node: its output's strides, None when row-major
         self.calls = []       # (func, args, kwargs) per node, for the op-by-op path
+        self.norm = None      # a _NormRec: the chain ends in a row norm (sealed)
 
 
 class Fuser(object):
@@ -332,7 +353,7 @@ class Fuser(object):
         stream = T.cuda.current_stream(dev)
         ch = self.chain
         if ch is not None and (ch.shape != shape or ch.device != dev or ch.stream != stream or
-                               len(ch.nodes) >= self.max_ops):
+                               len(ch.nodes) >= self.max_ops or ch.norm is not None):
             self.flush()
             ch = None
         # inputs: earlier nodes of the chain or external tensors
@@ -397,6 +418,125 @@ class Fuser(object):
         ch.calls.append((func,) + self._refs(ch, args, kwargs))
         return out
 
+    # -- a LayerNorm ending the chain -------------------------------------
+    @staticmethod
+    def is_norm(func):
+        """Whether func is an op defer_norm reads (native_layer_norm)."""
+        try:
+            return func.name() in _NORM_OPS
+        except Exception:
+            return False
+
+    def defer_norm(self, func, args, kwargs):
+        """native_layer_norm(input, normalized_shape, weight, bias, eps) on
+        an output of the pending chain, when ATen would run its vectorized
+        kernel (kplan.aten_norm): the chain ends in a row-norm node and the
+        op's (out, mean, rstd) are returned, nothing launched. Else None,
+        with the reason counted (the op then runs as usual, after a flush:
+        it reads a chain output)."""
+        T = self.T
+        a = list(args)
+        kw = dict(kwargs or {})
+        names = ("input", "normalized_shape", "weight", "bias", "eps")
+        vals = {}
+        for i, n in enumerate(names):
+            if i < len(a):
+                vals[n] = a[i]
+            elif n in kw:
+                vals[n] = kw.pop(n)
+            elif n in ("weight", "bias"):
+                vals[n] = None
+            else:
+                self._refuse("layer-norm-args")
+                return None
+        if kw or len(a) > len(names):
+            self._refuse("layer-norm-args")
+            return None
+        x, shp, w, b, eps = (vals[n] for n in names)
+        ch = self.chain
+        k = ch.ids.get(id(x)) if ch is not None and isinstance(x, T.Tensor) else None
+        if k is None or ch.outs[k]() is not x:
+            self._refuse("layer-norm-input")        # not an output of the pending chain
+            return None
+        if ch.norm is not None:
+            self._refuse("layer-norm-sealed")       # the chain already ends in a norm
+            return None
+        if any(e.mode == "strided" for e in ch.exts) or any(st is not None for st in ch.ostr):
+            self._refuse("layer-norm-layout")       # the row kernel reads and writes row-major
+            return None
+        if T.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b)):
+            self._refuse("autograd")
+            return None
+        dt = _dtypes(T)
+        dname = ch.nodes[k].dtype
+        if dt.get(x.dtype) != dname or dname not in A.FLOAT_DTYPES:
+            self._refuse("layer-norm-dtype")
+            return None
+        try:
+            shp = [int(s) for s in shp]
+        except Exception:
+            self._refuse("layer-norm-shape")
+            return None
+        shape = ch.shape
+        if len(shp) != 1 or not shape or shp[0] != shape[-1] or shp[0] <= 0:
+            self._refuse("layer-norm-shape")        # a norm over more than the last dim
+            return None
+        N = shp[0]
+        for t in (w, b):
+            if t is None:
+                continue
+            if not isinstance(t, T.Tensor) or tuple(t.shape) != (N,) or \
+                    not t.is_contiguous() or t.device != ch.device:
+                self._refuse("layer-norm-params")
+                return None
+            if t.dtype != x.dtype:
+                self._refuse("layer-norm-dtype")
+                return None
+        if w is None and b is not None:
+            self._refuse("layer-norm-bias-only")     # aten_norm.BIAS_ONLY
+            return None
+        try:
+            eps = float(eps)
+        except Exception:
+            self._refuse("layer-norm-args")
+            return None
+        rows = ch.numel // N
+        if rows > NORM.MAX_ROWS:
+            self._refuse("layer-norm-path")
+            return None
+        new = [t for t in (w, b) if t is not None]
+        if len(ch.exts) + len(new) > self.max_exts:
+            self._refuse("layer-norm-exts")
+            return None
+        dev = ch.device
+        out = T.empty(shape, dtype=x.dtype, device=dev)
+        mean = T.empty(tuple(shape[:-1]) + (1,), dtype=T.float32, device=dev)
+        rstd = T.empty(tuple(shape[:-1]) + (1,), dtype=T.float32, device=dev)
+        # ATen's choice of kernel (LayerNormKernelImplInternal): the
+        # vectorized one only with N % 4 == 0, N <= 2^24 and X, Y, gamma,
+        # beta aligned to 4 * sizeof(T); the others reduce in another order
+        self.quiet = True
+        try:
+            ptrs = [x.data_ptr(), out.data_ptr()] + [t.data_ptr() for t in new]
+        finally:
+            self.quiet = False
+        if not NORM.vectorized(dname, N, ptrs):
+            self._refuse("layer-norm-path")
+            return None
+        ix = []
+        for t in (w, b):
+            if t is None:
+                ix.append(None)
+                continue
+            j = len(ch.exts)
+            ch.exts.append(G.Ext(dname, "row", N))
+            ch.ext_t.append(t)
+            ix.append(j)
+        outs = (out, mean, rstd)
+        ch.norm = _NormRec(k, N, eps, ix[0], ix[1], dname, outs,
+                           (func,) + self._refs(ch, args, kwargs))
+        return outs
+
     def _refs(self, ch, args, kwargs):
         # the call as recorded for the op-by-op path: chain outputs become
         # _Ref(k), so that the record does not keep them alive
@@ -416,6 +556,8 @@ class Fuser(object):
             k = ch.ids.get(id(t))
             if k is not None and ch.outs[k]() is t:
                 return True
+            if ch.norm is not None and ch.norm.holds(t):
+                return True
         return False
 
     def touches(self, args, kwargs):
@@ -433,30 +575,45 @@ class Fuser(object):
         if ch is None:
             return
         live = [k for k, w in enumerate(ch.outs) if w() is not None]
-        if not live:
-            self.stats.dead_outputs += len(ch.nodes)
-            self.fate[ch.id] = "dead"
-            return
-        # each value baked in is a fill kernel saved: a where between two
-        # scalar_tensors is worth one kernel on its own
-        if len(ch.nodes) + sum(x.mode == "const" for x in ch.exts) < self.min_ops:
-            self.fate[ch.id] = "alone"
-            self._run_ops(ch)
-            return
+        nm = ch.norm
+        if nm is not None:
+            # hold the norm's outputs until the launch (liveness fixed now)
+            nm.held = [w() for w in nm.outs]
+            if not any(t is not None for t in nm.held):
+                self.stats.dead_outputs += 1     # nobody reads the norm: the chain alone
+                ch.norm = nm = None
         try:
-            self._launch(ch, live)
-        except _NoFuse as e:
-            self.stats.fallbacks[e.reason] = self.stats.fallbacks.get(e.reason, 0) + 1
-            self.log(2, "torch: fusion: a chain of %d ops runs op by op (%s)"
-                     % (len(ch.nodes), e))
-            self.fate[ch.id] = "op-by-op: %s" % e.reason
-            self._run_ops(ch)
-            return
-        self.fate[ch.id] = "fused"
-        self.n_fused += 1
-        self.stats.chains += 1
-        self.stats.ops_fused += len(ch.nodes)
-        self.stats.dead_outputs += len(ch.nodes) - len(live)
+            if not live and nm is None:
+                self.stats.dead_outputs += len(ch.nodes)
+                self.fate[ch.id] = "dead"
+                return
+            n_ops = len(ch.nodes) + (1 if nm is not None else 0)
+            # each value baked in is a fill kernel saved: a where between two
+            # scalar_tensors is worth one kernel on its own
+            if n_ops + sum(x.mode == "const" for x in ch.exts) < self.min_ops:
+                self.fate[ch.id] = "alone"
+                self._run_ops(ch)
+                return
+            try:
+                self._launch(ch, live)
+            except _NoFuse as e:
+                self.stats.fallbacks[e.reason] = self.stats.fallbacks.get(e.reason, 0) + 1
+                self.log(2, "torch: fusion: a chain of %d ops runs op by op (%s)"
+                         % (n_ops, e))
+                self.fate[ch.id] = "op-by-op: %s" % e.reason
+                self._run_ops(ch)
+                return
+            self.fate[ch.id] = "fused"
+            self.n_fused += 1
+            self.stats.chains += 1
+            self.stats.ops_fused += n_ops
+            self.stats.dead_outputs += len(ch.nodes) - len(live)
+            if nm is not None:
+                self.stats.norms += 1
+                self.stats.dead_outputs += sum(1 for t in nm.held if t is None)
+        finally:
+            if nm is not None:
+                nm.held = None
 
     def _kernel(self, src, name, device):
         # a loaded function belongs to the device's context: one per device
@@ -550,10 +707,15 @@ class Fuser(object):
         from . import aten_plan
         self.quiet = True
         try:
-            return aten_plan.describe([c[0].name() for c in ch.calls], ch.nodes, ch.exts,
+            names = [c[0].name() for c in ch.calls]
+            norm = None
+            if ch.norm is not None:
+                names.append(ch.norm.call[0].name())
+                norm = ch.norm.spec()
+            return aten_plan.describe(names, ch.nodes, ch.exts,
                                       [tuple(t.shape) for t in ch.ext_t],
                                       [tuple(t.stride()) for t in ch.ext_t], ch.shape, live,
-                                      [ch.ostr[k] for k in live])
+                                      [ch.ostr[k] for k in live], norm=norm)
         finally:
             self.quiet = False
 
@@ -578,7 +740,10 @@ class Fuser(object):
         chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact, shape=ch.shape,
                         out_strides=[ch.ostr[k] for k in live])
         try:
-            name, src = G.generate(chain)
+            if ch.norm is not None:
+                name, src = NORM.generate(chain, ch.norm.spec())
+            else:
+                name, src = G.generate(chain)
         except G.GenError as e:
             raise _NoFuse("generate", str(e))
         return name, src, self.exact, desc
@@ -586,9 +751,18 @@ class Fuser(object):
     def _launch(self, ch, live):
         name, src, exact, desc = self._source(ch, live)
         fn = self._kernel(src, name, ch.device)
-        ptrs = [t.data_ptr() for t, x in zip(ch.ext_t, ch.exts) if x.mode != "const"] + \
-            [ch.outs[k]().data_ptr() for k in live]
-        grid, block = G.launch_dims(ch.numel)
+        self.quiet = True
+        try:
+            ptrs = [t.data_ptr() for t, x in zip(ch.ext_t, ch.exts) if x.mode != "const"] + \
+                [ch.outs[k]().data_ptr() for k in live]
+            if ch.norm is not None:
+                ptrs += [t.data_ptr() for t in ch.norm.held if t is not None]
+        finally:
+            self.quiet = False
+        if ch.norm is not None:
+            grid, block = NORM.launch_dims(ch.numel // ch.norm.n)
+        else:
+            grid, block = G.launch_dims(ch.numel)
         rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
         if rc != 0:
             raise _NoFuse("launch-failed", "cuLaunchKernel: %d" % rc)
@@ -636,6 +810,26 @@ class Fuser(object):
             self.stats.ops_alone += 1
             nm = func.name()
             self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
+        if ch.norm is not None:
+            # native_layer_norm has no out= overload of its own (native_layer_norm.out,
+            # autogenerated, runs the op and copies too): the op, then a copy
+            # into each output handed out that is still held
+            func, args, kwargs = ch.norm.call
+
+            def sub2(x):
+                return outs[x.k] if isinstance(x, _Ref) else x
+            a = tree_map(sub2, args)
+            kw = tree_map(sub2, kwargs)
+            held = ch.norm.held if ch.norm.held is not None else [w() for w in ch.norm.outs]
+            with T.cuda.stream(ch.stream):
+                res = func(*a, **kw)
+                for o, r in zip(held, res):
+                    if o is not None:
+                        o.copy_(r)
+            self.stats.ops_alone += 1
+            self.stats.alone_copies += 1
+            nm = func.name()
+            self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
 
 
 def _dense(shape, strides):
@@ -667,6 +861,40 @@ class _Ref(object):
 
     def __init__(self, k):
         self.k = k
+
+
+_NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm.default")
+
+
+class _NormRec(object):
+    """The row norm ending a chain: node (the chain node normalized), n,
+    eps, gamma / beta (external indices or None), dtype, its three outputs
+    (weakrefs: out, mean, rstd), the call as recorded for the op-by-op
+    path; held: strong references during a flush."""
+
+    def __init__(self, node, n, eps, gamma, beta, dtype, outs, call):
+        self.node = node
+        self.n = n
+        self.eps = eps
+        self.gamma = gamma
+        self.beta = beta
+        self.dtype = dtype
+        self.outs = [weakref.ref(t) for t in outs]
+        self.ids = {id(t): j for j, t in enumerate(outs)}
+        self.call = call
+        self.held = None
+
+    def holds(self, t):
+        j = self.ids.get(id(t))
+        return j is not None and self.outs[j]() is t
+
+    def spec(self):
+        """The aten_norm.Norm, with the outputs written: those held."""
+        if self.held is not None:
+            live = [t is not None for t in self.held]
+        else:
+            live = [w() is not None for w in self.outs]
+        return NORM.Norm(self.node, self.n, self.eps, self.gamma, self.beta, self.dtype, live)
 
 
 class _NoFuse(Exception):
@@ -778,7 +1006,8 @@ class OpLog(object):
             r["region"] = self.region
         if deferred:
             r["chain"] = fuser.chain.id
-            r["node"] = len(fuser.chain.nodes) - 1
+            # a norm seals its chain: deferred with one, it is this op
+            r["node"] = len(fuser.chain.nodes) - (1 if fuser.chain.norm is None else 0)
         elif fuser.last_reason:
             r["reason"] = fuser.last_reason
         self.ops.append(r)
@@ -814,9 +1043,12 @@ def mode(fuser, oplog=None, oplog_path=None):
                 # there, and nothing it can see is pending (see defer)
                 return func(*args, **kwargs)
             fuser.last_reason = None
-            out = fuser.defer_const(func, args, kwargs)
-            if out is None:
-                out = fuser.defer(func, args, kwargs)
+            if fuser.is_norm(func):
+                out = fuser.defer_norm(func, args, kwargs)
+            else:
+                out = fuser.defer_const(func, args, kwargs)
+                if out is None:
+                    out = fuser.defer(func, args, kwargs)
             if out is not None:
                 if oplog is not None:
                     oplog.add(fuser, func, args, kwargs, out, True)

@@ -164,13 +164,18 @@ def traffic(nodes, exts, shape, outs):
     return max(0, len(nodes) - 1), max(0, eager - fused)
 
 
-def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strides=None):
-    """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor"),
-    nodes (aten_ops.Node), exts (aten_gen.Ext), each external tensor's shape
-    and strides, the iteration space, outs (node indices written) and
-    out_strides (per entry of outs: the output's strides, None when
-    row-major; the text names them only when one is not, so that the key of
-    a chain of contiguous outputs is what it was before)."""
+def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strides=None,
+             norm=None):
+    """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor",
+    then the norm's when there is one), nodes (aten_ops.Node), exts
+    (aten_gen.Ext), each external tensor's shape and strides, the iteration
+    space, outs (node indices written) and out_strides (per entry of outs:
+    the output's strides, None when row-major; the text names them only when
+    one is not, so that the key of a chain of contiguous outputs is what it
+    was before); norm: the aten_norm.Norm ending the chain (a LayerNorm over
+    the last dim), or None. A chain with a norm names it on a line of its own
+    ("norm layer_norm n<k> N=.. eps=.. gamma=x<j> beta=x<j> <dtype> outs=<out
+    mean rstd written>"), so its key differs from the chain's without."""
     shp = "x".join(str(int(s)) for s in shape) or "scalar"
     ins = []
     for x, xs, st in zip(exts, ext_shapes, ext_strides):
@@ -194,10 +199,20 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
         line += " strides %s" % ";".join(
             "-" if st is None else ",".join(str(int(v)) for v in st) for st in out_strides)
     lines.append(line)
-    text = "\n".join(lines) + "\n"
+    nout = len(outs)
     sk, sb = traffic(nodes, exts, shape, outs)
+    if norm is not None:
+        lines.append(norm.text())
+        nout += sum(1 for o in norm.outs if o)
+        # eagerly the norm is one more kernel that reads its input again
+        sk += 1
+        numel = 1
+        for d in shape:
+            numel *= int(d)
+        sb += numel * _DT_BYTES.get(norm.dtype, 4)
+    text = "\n".join(lines) + "\n"
     return Desc(hash64(text.encode("utf-8")), text, " -> ".join(names), shp,
-                "; ".join(ins), len(outs), sk, sb)
+                "; ".join(ins), nout, sk, sb)
 
 
 class Group(object):

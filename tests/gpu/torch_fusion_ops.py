@@ -17,6 +17,15 @@ each must fuse at least the ops it names. Outside a capture the fused kernel
 simply runs, so this needs no graph. Exit status 0 when every case in exact
 mode is bit-identical (and, for the strided cases, of eager's layout and
 fused). The last lines are a table.
+
+Chains ending in a LayerNorm (kplan.aten_norm): native_layer_norm after a
+one-op chain and after a residual add (F.layer_norm, and the op itself with
+mean and rstd), M in {1, 7, 128}, N in {768, 1024, 1600, 4096, 5120, 256,
+12}, f32/f16/bf16, weight+bias / weight / none, rows of large magnitude, of
+a large offset and of constants: out, mean, rstd and the kept sum against
+eager ATen bit for bit; an unaligned weight and N % 4 != 0 must run unfused
+(ATen's other kernels). Only these: --layer-norm (last line
+"torch_fusion_ops layer_norm: ...").
 """
 import argparse
 import os
@@ -255,15 +264,148 @@ def run_case(crt, fn, args, min_ops, mode="exact"):
     return ref, out, st
 
 
+# -- a chain ending in a LayerNorm (kplan.aten_norm) ------------------------
+
+LN_ROWS = (1, 7, 128)
+LN_COLS = (768, 1024, 1600, 4096, 5120, 256, 12)
+
+
+def ln_inputs(dt, m, n, seed):
+    """x, r: [m, n] with rows of large magnitude, a large offset (mean far
+    from 0 against the spread: Welford's case) and a row of constants."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, n, generator=g, device="cuda", dtype=torch.float32) * 2.0
+    r = torch.randn(m, n, generator=g, device="cuda", dtype=torch.float32)
+    big = 3.0e4 if dt == torch.float16 else 1.0e6
+    if m > 1:
+        x[1] *= big / 8                      # large magnitudes
+        x[-1] = 3.0                          # a row of constants: var 0, rstd = rsqrt(eps)
+        r[-1] = 0.25
+    if m > 2:
+        x[2] += 1000.0 if dt != torch.bfloat16 else 100.0   # mean >> spread
+    if m == 1:
+        x[0, ::3] *= 100.0
+    return x.to(dt), r.to(dt)
+
+
+def ln_params(dt, n, kind, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w = (torch.randn(n, generator=g, device="cuda") * 0.5 + 1.0).to(dt)
+    b = (torch.randn(n, generator=g, device="cuda") * 0.1).to(dt)
+    if kind == "wb":
+        return w, b
+    if kind == "w":
+        return w, None
+    if kind == "b":
+        return None, b
+    return None, None
+
+
+def _ln_alone(x, r, w, b, eps):
+    # a one-op chain (a copy), then native_layer_norm of it: out, mean, rstd
+    return torch.ops.aten.native_layer_norm(x.clone(), [x.shape[-1]], w, b, eps)
+
+
+def _ln_residual(x, r, w, b, eps):
+    # GPT-2's block: the residual sum (kept, the next add reads it), then the norm
+    s = x + r
+    y = torch.nn.functional.layer_norm(s, [x.shape[-1]], w, b, eps)
+    return s, y
+
+
+def _ln_residual_stats(x, r, w, b, eps):
+    s = (x + r) * 0.5
+    y, mean, rstd = torch.ops.aten.native_layer_norm(s, [x.shape[-1]], w, b, eps)
+    return y, mean, rstd
+
+
+def layer_norm_cases(crt, quick=False):
+    """(dtype, case, mismatching elements, fused norms, detail) rows."""
+    rows = []
+    seed = 100
+    for dn, dt in DTYPES.items():
+        for m in LN_ROWS:
+            for n in LN_COLS:
+                kinds = ("wb", "w", "none") if not quick or n == 768 else ("wb",)
+                for kind in kinds:
+                    seed += 1
+                    x, r = ln_inputs(dt, m, n, seed)
+                    w, b = ln_params(dt, n, kind, seed)
+                    for cname, fn in (("ln_alone", _ln_alone), ("ln_residual", _ln_residual),
+                                      ("ln_residual_stats", _ln_residual_stats)):
+                        if cname != "ln_alone" and kind == "w" and quick:
+                            continue
+                        rows.append(_ln_row(crt, dn, "%s %dx%d %s" % (cname, m, n, kind), fn,
+                                            (x, r, w, b, 1e-5), 1))
+        # an unaligned weight (a view at element 1): ATen's other kernels, not fused
+        x, r = ln_inputs(dt, 7, 768, 7)
+        wb = (torch.randn(769, device="cuda") * 0.5 + 1.0).to(dt)
+        rows.append(_ln_row(crt, dn, "ln_residual unaligned-weight (not fused)", _ln_residual,
+                            (x, r, wb[1:], None, 1e-5), 0))
+        # a bias without a weight: not fused (aten_norm.BIAS_ONLY)
+        x, r = ln_inputs(dt, 7, 768, 10)
+        rows.append(_ln_row(crt, dn, "ln_residual bias-only (not fused)", _ln_residual,
+                            (x, r) + ln_params(dt, 768, "b", 10) + (1e-5,), 0))
+        # N % 4 != 0: the same
+        x, r = ln_inputs(dt, 7, 770, 8)
+        rows.append(_ln_row(crt, dn, "ln_residual 7x770 (not fused)", _ln_residual,
+                            (x, r, None, None, 1e-5), 0))
+        # another eps
+        x, r = ln_inputs(dt, 7, 1024, 9)
+        rows.append(_ln_row(crt, dn, "ln_residual eps=1e-6", _ln_residual,
+                            (x, r) + ln_params(dt, 1024, "wb", 9) + (1e-6,), 1))
+    return rows
+
+
+def _ln_row(crt, dn, name, fn, args, want_norms):
+    try:
+        with torch.no_grad():
+            ref = fn(*args)
+            st = aten_fuse.Stats()
+            fz = aten_fuse.Fuser(crt, mode="exact", min_ops=2, stats=st)
+            with aten_fuse.mode(fz):
+                out = fn(*args)
+            torch.cuda.synchronize()
+        n, det = 0, ""
+        for i, (a, b) in enumerate(zip(ref, out)):
+            k, d = mismatches(a, b)
+            if k:
+                n += k if k > 0 else 1
+                det += "[output %d] %s " % (i, d)
+        if st.norms != want_norms:
+            det = ("%s: refused %s fallbacks %s " % (
+                "not fused" if want_norms else "fused unexpectedly", st.refused, st.fallbacks)
+                + det)
+            if n == 0:
+                n = -3
+        return (dn, name, n, st.norms, det)
+    except Exception as e:  # noqa: BLE001
+        return (dn, name, -2, 0, "error: %s: %s" % (type(e).__name__, e))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=None)
     ap.add_argument("--chains", type=int, default=40, help="random chains per dtype")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--layer-norm", action="store_true",
+                    help="only the chains ending in a LayerNorm (kplan.aten_norm)")
     a = ap.parse_args()
     crt = _rt.Runtime.open(None, flags=_rt.KP_RT_CUDA, lib=a.lib)
     print("device: %s, torch %s, cuda %s" % (torch.cuda.get_device_name(), torch.__version__,
                                              torch.version.cuda))
+    t0 = time.time()
+    ln = layer_norm_cases(crt)
+    ln_bad = [r for r in ln if r[2] != 0]
+    for r in ln:
+        if r[2] != 0 and not a.quiet:
+            print("%-5s %-44.44s mismatches %6d fused-norms %d %s" % r)
+    ln_line = ("torch_fusion_ops layer_norm: %d cases, %d mismatching or not fused as "
+               "expected, %d fused, %.1f s" % (len(ln), len(ln_bad),
+                                              sum(1 for r in ln if r[3] > 0), time.time() - t0))
+    if a.layer_norm:
+        print(ln_line)
+        return 1 if ln_bad else 0
     rows = []      # (dtype, case, mismatches, fused ops, detail)
     srows = []     # strided cases: (dtype, case, mismatches, fused ops, strided ops, detail)
     t0 = time.time()
@@ -402,7 +544,8 @@ def main():
               sum(1 for r in srows if r[2] == -3), sum(1 for r in srows if r[2] == -4)))
     print("torch_fusion_ops: %d cases, %d mismatching, %d not fused, %.1f s"
           % (len(rows), len(bad), len(nf), el))
-    return 1 if bad or any(r[2] != 0 for r in graph) else 0
+    print(ln_line)
+    return 1 if bad or ln_bad or any(r[2] != 0 for r in graph) else 0
 
 
 if __name__ == "__main__":

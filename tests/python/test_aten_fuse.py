@@ -188,7 +188,10 @@ class Op(object):
         return self._name
 
     def __call__(self, *a, **kw):
-        self.T.log.append((self._name,) + a + tuple(sorted(kw.items())))
+        # a call on meta tensors (the fuser asking eager's output layout)
+        # launches nothing: not logged
+        if not any(getattr(getattr(x, "device", None), "type", None) == "meta" for x in a):
+            self.T.log.append((self._name,) + a + tuple(sorted(kw.items())))
         return self.impl(*a, **kw)
 
 
@@ -246,7 +249,14 @@ def ops(T):
                                                Arg("other", ts), Arg("out", ts, True)],
                    lambda *a, **k: k["out"])
     O.where.overloadpacket = Packet(**{"self": O.where, "self_out": where_out})
-    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor):
+
+    def layer_norm(x, shape, w=None, b=None, eps=1e-5):
+        st = tuple(x.shape[:-1]) + (1,)
+        return (T.Tensor(x.shape, x.dtype), T.Tensor(st, T.float32), T.Tensor(st, T.float32))
+    O.layer_norm = Op(T, "aten::native_layer_norm", [
+        Arg("input", ts), Arg("normalized_shape", "SymInt[]"), Arg("weight", "Tensor?"),
+        Arg("bias", "Tensor?"), Arg("eps", "float")], layer_norm)
+    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -268,7 +278,7 @@ class FakeCRT(object):
 
 def run_op(fz, op, *args, **kw):
     """What FuseMode.__torch_dispatch__ does."""
-    out = fz.defer(op, args, kw)
+    out = fz.defer_norm(op, args, kw) if fz.is_norm(op) else fz.defer(op, args, kw)
     if out is not None:
         return out
     if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
@@ -605,8 +615,8 @@ class TestFuser(unittest.TestCase):
         lo, zero = self.consts()
         w = self.run_op(O.where, mask, zero, lo)
         self.fz.flush()
-        names = [e[0] for e in T.log]         # after the layout asked on meta tensors
-        self.assertEqual(names[-3:], ["fill_", "fill_", "aten::where.self_out"])
+        names = [e[0] for e in T.log]
+        self.assertEqual(names, ["fill_", "fill_", "aten::where.self_out"])
         self.assertIs(dict(T.log[-1][4:])["out"], w)
         del lo, zero
 
@@ -621,6 +631,174 @@ class TestFuser(unittest.TestCase):
             self.assertEqual(len(self.crt.launches), 1)
             self.assertEqual(self.crt.launches[0][4][-1], p)
         self.assertIs(self.T.Tensor.__dict__["data_ptr"], orig)
+
+
+class TestLayerNorm(TestFuser):
+    """A residual add, then native_layer_norm of the sum: one row kernel."""
+
+    def ln(self, x, w=None, b=None, shape=None, eps=1e-5):
+        return self.run_op(self.O.layer_norm, x, list(shape or [x.shape[-1]]), w, b, eps)
+
+    def test_add_layer_norm_is_one_kernel(self):
+        O = self.O
+        x, r = self.x(4, 768), self.x(4, 768)
+        w, b = self.x(768), self.x(768)
+        s = self.run_op(O.add, x, r)                   # the residual sum (held)
+        y, mean, rstd = self.ln(s, w, b)
+        self.assertEqual(self.crt.launches, [])        # deferred: nothing launched
+        self.assertEqual((y.shape, y.dtype), ((4, 768), self.T.float16))
+        self.assertEqual((mean.shape, mean.dtype), ((4, 1), self.T.float32))
+        self.assertEqual((rstd.shape, rstd.dtype), ((4, 1), self.T.float32))
+        del mean, rstd                                 # F.layer_norm drops them
+        gc.collect()
+        self.run_op(O.mm, y, w)                        # reads y: flush first
+        self.assertEqual(len(self.crt.launches), 1)
+        fn, grid, block, stream, ptrs = self.crt.launches[0]
+        self.assertEqual((grid, block), (4, 128))      # a row per block, ATen's 32 x 4 threads
+        self.assertEqual(ptrs, [p.data_ptr() for p in (x, r, w, b, s, y)])
+        name, src = self.crt.loads[0]
+        self.assertTrue(name.startswith("kp_atenln_"))
+        self.assertIn("kp_won(v0, kp_m, kp_s, kp_c);", src)
+        self.assertIn("y0[i] = h0;", src)              # the sum, stored for the next add
+        self.assertIn("ln_y[i] = kp_f2h(__fmaf_rn(kp_h2f(x2[col]), __fmul_rn(rstd, xm)"
+                      ", kp_h2f(x3[col])));", src)
+        self.assertNotIn("ln_mean", src)               # nobody holds mean and rstd
+        self.assertNotIn("ln_rstd", src)
+        st = self.fz.stats
+        self.assertEqual((st.chains, st.ops_fused, st.norms, st.ops_alone), (1, 2, 1, 0))
+        self.assertEqual(self.T.log, [("aten::mm", y, w)])
+        del s
+
+    def test_dead_sum_is_not_stored(self):
+        O = self.O
+        x, r = self.x(2, 1024, dtype=self.T.float32), self.x(2, 1024, dtype=self.T.float32)
+        s = self.run_op(O.add, x, r)
+        y, mean, rstd = self.ln(s)
+        del s
+        gc.collect()
+        self.fz.flush()
+        fn, grid, block, stream, ptrs = self.crt.launches[0]
+        self.assertEqual(ptrs, [p.data_ptr() for p in (x, r, y, mean, rstd)])
+        src = self.crt.loads[0][1]
+        self.assertNotIn("y0[i]", src)
+        self.assertIn("ln_mean[blockIdx.x] = mean;", src)
+        self.assertIn("ln_y[i] = __fmul_rn(rstd, xm);", src)
+        self.assertEqual(self.fz.stats.dead_outputs, 1)
+
+    def test_chain_is_sealed_after_the_norm(self):
+        O = self.O
+        x = self.x()
+        s = self.run_op(O.tanh, self.run_op(O.mul, x, 0.5))
+        y, _m, _r = self.ln(s)
+        del _m, _r
+        t = self.run_op(O.tanh, y)                     # reads y: the norm chain first
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertIsNotNone(self.fz.chain)            # t begins the next chain
+        self.assertNotIn(id(y), self.fz.chain.ids)
+        del s, t
+
+    def test_refusals_run_the_op(self):
+        O, T = self.O, self.T
+        cases = [
+            (lambda s: (self.x(4, 768), [768], None, None), "layer-norm-input"),
+            (lambda s: (s, [4, 768], None, None), "layer-norm-shape"),
+            (lambda s: (s, [768], self.x(768, dtype=T.float32), None), "layer-norm-dtype"),
+            (lambda s: (s, [768], self.x(767), None), "layer-norm-params"),
+            (lambda s: (s, [768], self.x(768, strides=(2,)), None), "layer-norm-params"),
+            (lambda s: (s, [768], misaligned(self.x(768)), None), "layer-norm-path"),
+            (lambda s: (s, [768], None, self.x(768)), "layer-norm-bias-only"),
+        ]
+
+        def misaligned(t):
+            t._ptr += 2          # a view at an odd element: ATen's non-vectorized kernels
+            return t
+        for make, reason in cases:
+            self.T.log.clear()
+            s = self.run_op(O.add, self.x(4, 768), self.x(4, 768))
+            args = make(s)
+            out = self.run_op(O.layer_norm, *(args + (1e-5,)))
+            self.assertEqual(self.fz.last_reason, reason)
+            self.assertGreater(self.fz.stats.refused.get(reason, 0), 0, reason)
+            self.assertEqual(self.T.log[-1][0], "aten::native_layer_norm", reason)
+            if reason != "layer-norm-input":
+                self.assertIsNone(self.fz.chain)       # it read the sum: flushed first
+            else:
+                self.assertIsNotNone(self.fz.chain)    # it did not: the chain goes on
+            self.assertEqual(len(out), 3)
+        # N % 4 != 0: ATen's RowwiseMoments + LayerNormForward kernels
+        s = self.run_op(O.add, self.x(4, 766), self.x(4, 766))
+        self.ln(s)
+        self.assertEqual(self.fz.last_reason, "layer-norm-path")
+        self.assertEqual(self.fz.stats.norms, 0)
+
+    def test_strided_chain_is_not_normed(self):
+        O = self.O
+        xt = self.x(768, 4, strides=(1, 768))          # a transposed view
+        s = self.run_op(O.add, xt, 1.0)                # eager's output: column-major too
+        self.ln(s, self.x(4))
+        self.assertEqual(self.fz.stats.refused.get("layer-norm-layout"), 1)
+        self.assertEqual(self.fz.stats.norms, 0)
+
+    def test_scalar_tensor_in_a_normed_chain(self):
+        T, O = self.T, self.O
+        x = self.x()
+        c = self.fz.defer_const(O.scalar_tensor, (0.5,), {"dtype": T.float16, "device": "cuda"})
+        s = self.run_op(O.mul, x, c)
+        del c
+        y, mean, rstd = self.ln(s, self.x(768))
+        del mean, rstd
+        gc.collect()
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.norms, 1)
+        src = self.crt.loads[0][1]
+        self.assertIn("(unsigned short)0x3800", src)   # 0.5 in half, a literal
+        self.assertNotIn("fill_", [e[0] for e in T.log])
+        del y
+
+    def test_op_by_op_path(self):
+        self.crt.can_fuse = False
+        O = self.O
+        x, r, w = self.x(), self.x(), self.x(768)
+        s = self.run_op(O.add, x, r)
+        y, mean, rstd = self.ln(s, w)
+        del rstd
+        gc.collect()
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.fallbacks, {"no-compiler": 1})
+        names = [e[0] for e in self.T.log if e[0].startswith("aten::")]
+        self.assertEqual(names[:2], ["aten::add.Tensor", "aten::native_layer_norm"])
+        # the functional op, then a copy into each output still held
+        at = [e[0] for e in self.T.log].index("aten::native_layer_norm")
+        ln = self.T.log[at]
+        self.assertIs(ln[1], s)
+        copies = [e for e in self.T.log[at:] if e[0] == "copy_"]
+        self.assertEqual([c[1] for c in copies], [y, mean])
+        self.assertEqual(self.fz.stats.ops_alone, 2)
+        self.assertEqual(self.fz.stats.alone["aten::native_layer_norm"], 1)
+
+    def test_describe_names_the_norm(self):
+        O = self.O
+        found = {}
+        self.fz = aten_fuse.Fuser(self.crt, region="blk", found=found)
+        x, r, w, b = self.x(), self.x(), self.x(768), self.x(768)
+        s = self.run_op(O.add, x, r)
+        y, _m, _r = self.ln(s, w, b)
+        del _m, _r
+        gc.collect()
+        self.fz.flush()
+        (g, src), = found.values()
+        self.assertEqual(g.ops, "aten::add.Tensor -> aten::native_layer_norm")
+        self.assertEqual(g.outputs, 2)                 # the sum and the norm's out
+        self.assertEqual(g.saved_kernels, 1)
+        self.assertIn("kp_atenln_", src)
+        # the same chain without the norm has another key
+        from kplan import aten_plan
+        ch_desc = aten_plan.describe(["aten::add.Tensor"], [aten_fuse.A.Node(
+            "add", [("x", 0), ("x", 1)], "f16", {"alpha": 1.0})],
+            [aten_fuse.G.Ext("f16"), aten_fuse.G.Ext("f16")], [(4, 768), (4, 768)],
+            [(768, 1), (768, 1)], (4, 768), [0])
+        self.assertNotEqual(ch_desc.key, g.key)
+        del s, y
 
 
 if __name__ == "__main__":
