@@ -662,8 +662,9 @@ class Fuser(object):
                 kwargs.get("layout") not in (None, T.strided):
             return None
         dev = T.device(dev)
-        if dev.type != "cuda" or _dtypes(T).get(dtype) not in A.FLOAT_DTYPES:
-            return None
+        if dev.type != "cuda" or _dtypes(T).get(dtype) not in A.FLOAT_DTYPES or \
+                not G.const_fits(v, _dtypes(T)[dtype]):
+            return None         # eager's op raises (overflow) or is not ours
         if dev.index is None:
             dev = T.device("cuda", T.cuda.current_device())
         t = T.empty((), dtype=dtype, device=dev)

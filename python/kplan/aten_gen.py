@@ -139,6 +139,19 @@ def _bits_of(value, dtype):
     return b >> 16
 
 
+_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+
+
+def const_fits(value, dtype):
+    """Whether ATen converts the Python number value to dtype at all: c10's
+    checked conversion refuses a finite value beyond the dtype's range
+    ("value cannot be converted to type c10::Half without overflow"), in
+    double, before any rounding; inf and NaN pass."""
+    import math
+    v = float(value)
+    return dtype == "b8" or not math.isfinite(v) or abs(v) <= _MAX[dtype]
+
+
 def const_bits(value, dtype):
     """The storage bits ATen's fill of a `dtype` tensor with the Python
     number value writes (c10's Scalar conversion: the double to float, then

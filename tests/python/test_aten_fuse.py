@@ -598,6 +598,14 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(self.fz.stats.consts_filled, 2)
         del zero
 
+    def test_scalar_tensor_beyond_the_range_is_eager(self):
+        T, O = self.T, self.O
+        # eager raises (no half holds 1e6): the op runs as it is and raises there
+        self.assertIsNone(self.fz.defer_const(O.scalar_tensor, (1e6,),
+                                              {"dtype": T.float16, "device": "cuda"}))
+        self.assertIsNotNone(self.fz.defer_const(O.scalar_tensor, (1e6,),
+                                                 {"dtype": T.float32, "device": "cuda"}))
+
     def test_dropped_scalar_tensor_is_never_filled(self):
         T = self.T
         m = aten_fuse.mode(self.fz)

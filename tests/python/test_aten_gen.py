@@ -298,6 +298,13 @@ class TestGenerate(unittest.TestCase):
         # double -> float first (0.1 is not the double 0.1 any more)
         self.assertEqual(c(0.1, "f32"), 0x3dcccccd)
         self.assertEqual((c(True, "b8"), c(0, "b8")), (1, 0))
+        # ATen refuses a finite value beyond the range before rounding it
+        f = G.const_fits
+        self.assertEqual([f(v, "f16") for v in (65504.0, 65519.0, -1e6, float("inf"),
+                                                float("nan"))],
+                         [True, False, False, True, True])
+        self.assertEqual([f(v, "bf16") for v in (1e38, 3.4e38)], [True, False])
+        self.assertEqual([f(v, "f32") for v in (3.4e38, 1e39)], [True, False])
 
     def test_const_inputs_are_literals(self):
         N = A.Node
