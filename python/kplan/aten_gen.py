@@ -176,6 +176,23 @@ def const_bits(value, dtype):
     return ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff
 
 
+def load_lines(j, x, at, body, xf, xb):
+    """Append to body the lines loading external j (an Ext read from
+    pointer x<j> at index expression at) as a<j> (its float value) and b<j>
+    (its storage bits, f16/bf16), and their names to xf and xb."""
+    if x.dtype == "b8":
+        body.append("const bool a%d = x%d[%s] != 0;" % (j, j, at))
+        xb.append(None)
+    elif x.dtype == "f32":
+        body.append("const float a%d = x%d[%s];" % (j, j, at))
+        xb.append(None)
+    else:
+        body.append("const unsigned short b%d = x%d[%s];" % (j, j, at))
+        body.append("const float a%d = %s(b%d);" % (j, _from_bits(x.dtype), j))
+        xb.append("b%d" % j)
+    xf.append("a%d" % j)
+
+
 def const_lines(j, x, body, xf, xb):
     """Append to body the lines defining external j, a const Ext, as a
     literal (a%d its float value, b%d its storage bits), and its names to
@@ -389,19 +406,7 @@ def generate(chain):
             at = offset(ext_lay[j])
         else:
             raise GenError("mode %s" % x.mode)
-        if x.dtype == "b8":
-            body.append("const bool a%d = x%d[%s] != 0;" % (j, j, at))
-            xf.append("a%d" % j)
-            xb.append(None)
-        elif x.dtype == "f32":
-            body.append("const float a%d = x%d[%s];" % (j, j, at))
-            xf.append("a%d" % j)
-            xb.append(None)
-        else:
-            body.append("const unsigned short b%d = x%d[%s];" % (j, j, at))
-            body.append("const float a%d = %s(b%d);" % (j, _from_bits(x.dtype), j))
-            xf.append("a%d" % j)
-            xb.append("b%d" % j)
+        load_lines(j, x, at, body, xf, xb)
     nf, nb = _node_lines(ch, xf, xb, body)
     for o, k in enumerate(ch.outs):
         n = ch.nodes[k]

@@ -71,10 +71,9 @@ rstd and the sum bit-identical on every element for f32/f16/bf16, M in
 {1, 7, 128}, N in {12, 256, 768, 1024, 1600, 4096, 5120, 16384} (16384:
 the recomputing variant), weight and bias / weight / neither, with rows of
 large magnitude, of a large offset and of constants
-(tests/gpu/aten_norm_kernels.py); and through aten_fuse's dispatch mode
-(tests/gpu/aten_norm_fuse.py: a GPT-2 block with two F.layer_norm, a GELU
-chain into native_layer_norm with mean and rstd, f32/f16/bf16): 36 of 36
-bit-identical, every norm fused.
+(tests/gpu/aten_norm_kernels.py); and through aten_fuse's dispatch mode and
+libkplanrt (tests/gpu/torch_fusion_ops.py, its LayerNorm cases: 579 of 579
+bit-identical on an H200, the 570 fusable ones fused).
 
 Torch-free, like aten_gen.
 """
@@ -213,20 +212,7 @@ def _element(ch, sfx, params):
             continue
         if params is not None:
             params.append("const %s *x%d" % (G._CTYPE[x.dtype], j))
-        at = _ext_at(x, ch.numel, sfx)
-        if x.dtype == "b8":
-            body.append("const bool a%d = x%d[%s] != 0;" % (j, j, at))
-            xf.append("a%d" % j)
-            xb.append(None)
-        elif x.dtype == "f32":
-            body.append("const float a%d = x%d[%s];" % (j, j, at))
-            xf.append("a%d" % j)
-            xb.append(None)
-        else:
-            body.append("const unsigned short b%d = x%d[%s];" % (j, j, at))
-            body.append("const float a%d = %s(b%d);" % (j, G._from_bits(x.dtype), j))
-            xf.append("a%d" % j)
-            xb.append("b%d" % j)
+        G.load_lines(j, x, _ext_at(x, ch.numel, sfx), body, xf, xb)
     nf, nb = G._node_lines(ch, xf, xb, body)
     return body, nf, nb
 
