@@ -226,6 +226,60 @@ class TestFuserWithPlan(unittest.TestCase):
         self.assertEqual(fz.stats.chains, 1)
         self.assertEqual(self.crt.loads, [(g.kernel, src)])
 
+    def norm_chain(self, fz):
+        """x + r, then native_layer_norm of the sum (weight and bias): the
+        sum is held, mean and rstd are not."""
+        O, T = self.O, self.T
+        x, r = T.Tensor((4, 768), T.float16), T.Tensor((4, 768), T.float16)
+        w, b = T.Tensor((768,), T.float16), T.Tensor((768,), T.float16)
+        s = TF.run_op(fz, O.add, x, r)
+        y, m, rs = TF.run_op(fz, O.layer_norm, s, [768], w, b, 1e-5)
+        del m, rs
+        gc.collect()
+        fz.flush()
+        return s, y
+
+    def test_norm_group_shipped_and_used(self):
+        found = {}
+        fz = self.fuser(found=found)
+        self.norm_chain(fz)
+        (g, src), = found.values()
+        self.assertEqual(g.ops, "aten::add.Tensor -> aten::native_layer_norm")
+        aten_plan.save(self.plan, [g], {g.source: src})
+        fz = self.shipped_fuser()
+        with mock.patch.object(aten_gen, "generate", side_effect=AssertionError("generated")):
+            self.norm_chain(fz)
+        self.assertEqual((fz.stats.shipped, fz.stats.norms), (1, 1))
+        self.assertEqual(self.crt.loads, [(g.kernel, src)])
+        # one block of the row kernel per row, not the pointwise grid
+        self.assertEqual(self.crt.launches[0][1:3], (4, 128))
+
+    def test_scalar_tensor_value_is_in_the_key(self):
+        T, O = self.T, self.O
+
+        def where(fz, v):
+            mask = T.Tensor((1, 1, 1, 8), T.bool)
+            c = fz.defer_const(O.scalar_tensor, (v,), {"dtype": T.float16, "device": "cuda"})
+            z = fz.defer_const(O.scalar_tensor, (0.0,), {"dtype": T.float16, "device": "cuda"})
+            w = TF.run_op(fz, O.where, mask, z, c)
+            del c, z
+            gc.collect()
+            fz.flush()
+            return w
+        found = {}
+        fz = self.fuser(found=found)
+        where(fz, float("-inf"))
+        (g, src), = found.values()
+        self.assertIn("f16 const 0xfc00", g.inputs)
+        aten_plan.save(self.plan, [g], {g.source: src})
+        fz = self.shipped_fuser()
+        where(fz, float("-inf"))
+        self.assertEqual(fz.stats.shipped, 1)
+        fz = self.shipped_fuser()
+        where(fz, -65504.0)                     # another value: another kernel
+        self.assertEqual(fz.stats.shipped, 0)
+        self.assertEqual(sum(fz.stats.fallbacks.values()), 1)
+
     def test_other_shape_runs_op_by_op(self):
         self.save()
         fz = self.shipped_fuser()
