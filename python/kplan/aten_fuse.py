@@ -86,6 +86,7 @@ class Stats(object):
         self.shipped = 0          # chains fused with a source shipped with the plan
         self.strided = 0          # ops deferred with a strided input or non-row-major output
         self.consts = 0           # scalar_tensors handed out unfilled
+        self.pads = 0             # constant_pad_nd deferred (ending a chain)
         self.consts_filled = 0    # ... of them filled after all (read outside a chain)
         self.norms = 0            # of the chains fused: ending in a LayerNorm (aten_norm)
         self.refused = {}
@@ -102,7 +103,7 @@ class Stats(object):
                 "norms": self.norms, "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
                 "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
                 "strided": self.strided,
-                "consts": self.consts, "consts_filled": self.consts_filled,
+                "consts": self.consts, "consts_filled": self.consts_filled, "pads": self.pads,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
                 "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
@@ -169,6 +170,7 @@ class _Chain(object):
         self.ostr = []        # per node: its output's strides, None when row-major
         self.calls = []       # (func, args, kwargs) per node, for the op-by-op path
         self.norm = None      # a _NormRec: the chain ends in a row norm (sealed)
+        self.pad = None       # a _PadRec: the chain ends in constant_pad_nd (sealed)
 
 
 class Fuser(object):
@@ -353,7 +355,8 @@ class Fuser(object):
         stream = T.cuda.current_stream(dev)
         ch = self.chain
         if ch is not None and (ch.shape != shape or ch.device != dev or ch.stream != stream or
-                               len(ch.nodes) >= self.max_ops or ch.norm is not None):
+                               len(ch.nodes) >= self.max_ops or ch.norm is not None or
+                               ch.pad is not None):
             self.flush()
             ch = None
         # inputs: earlier nodes of the chain or external tensors
@@ -458,7 +461,7 @@ class Fuser(object):
         if k is None or ch.outs[k]() is not x:
             self._refuse("layer-norm-input")        # not an output of the pending chain
             return None
-        if ch.norm is not None:
+        if ch.norm is not None or ch.pad is not None:
             self._refuse("layer-norm-sealed")       # the chain already ends in a norm
             return None
         if any(e.mode == "strided" for e in ch.exts) or any(st is not None for st in ch.ostr):
@@ -537,6 +540,67 @@ class Fuser(object):
                            (func,) + self._refs(ch, args, kwargs))
         return outs
 
+    @staticmethod
+    def is_pad(func):
+        """Whether func is an op defer_pad reads (constant_pad_nd)."""
+        try:
+            return func.name() in _PAD_OPS
+        except Exception:
+            return False
+
+    def defer_pad(self, func, args, kwargs):
+        """constant_pad_nd(input, pad, value) of an output of the pending
+        chain (SDPA pads its mask bias to a multiple of 8 elements: a fill
+        and a copy eagerly): the chain ends in it and one kernel over the
+        padded shape writes the chain's value inside, the pad value around.
+        Not negative pads (crops), not a value eager refuses for the dtype,
+        not a layout other than row-major. The padded tensor is returned,
+        nothing launched; else None with the reason counted."""
+        T = self.T
+        a = list(args)
+        kw = dict(kwargs or {})
+        x = a[0] if a else kw.pop("self", None)
+        pad = a[1] if len(a) > 1 else kw.pop("pad", None)
+        value = a[2] if len(a) > 2 else kw.pop("value", 0)
+        ch = self.chain
+        k = ch.ids.get(id(x)) if ch is not None and isinstance(x, T.Tensor) else None
+        if k is None or ch.outs[k]() is not x or kw or len(a) > 3:
+            self._refuse("pad-input")               # not an output of the pending chain
+            return None
+        if ch.norm is not None or ch.pad is not None:
+            self._refuse("pad-sealed")
+            return None
+        try:
+            pad = [int(v) for v in pad]
+        except Exception:
+            self._refuse("pad-args")
+            return None
+        nd = len(ch.shape)
+        if len(pad) % 2 or len(pad) // 2 > nd or any(v < 0 for v in pad) or \
+                isinstance(value, bool) or not isinstance(value, (int, float)):
+            self._refuse("pad-args")                # a crop, or an odd value
+            return None
+        dname = ch.nodes[k].dtype
+        if dt_ok(T, x, dname) is False or not G.const_fits(value, dname) or \
+                ch.ostr[k] is not None:
+            self._refuse("pad-args")
+            return None
+        lo, hi = [0] * nd, [0] * nd
+        for j in range(len(pad) // 2):             # pairs from the last dim backwards
+            lo[nd - 1 - j], hi[nd - 1 - j] = pad[2 * j], pad[2 * j + 1]
+        spec = G.Pad(k, lo, hi, G.const_bits(value, dname))
+        shape = spec.shape(ch.shape)
+        # the padded tensor's layout as eager gives it (constant_pad_nd
+        # follows the input's suggested memory format): row-major addressing
+        st = self._out_layout(func, args, kwargs, [x], shape, x.dtype, x.device)
+        if st is None or not G.same_layout(shape, st, G.contiguous_strides(shape)):
+            self._refuse("pad-layout")
+            return None
+        out = T.empty_strided(shape, st, dtype=x.dtype, device=x.device)
+        ch.pad = _PadRec(spec, out, (func,) + self._refs(ch, args, kwargs))
+        self.stats.pads += 1
+        return out
+
     def _refs(self, ch, args, kwargs):
         # the call as recorded for the op-by-op path: chain outputs become
         # _Ref(k), so that the record does not keep them alive
@@ -558,6 +622,8 @@ class Fuser(object):
                 return True
             if ch.norm is not None and ch.norm.holds(t):
                 return True
+            if ch.pad is not None and ch.pad.holds(t):
+                return True
         return False
 
     def touches(self, args, kwargs):
@@ -575,6 +641,11 @@ class Fuser(object):
         if ch is None:
             return
         live = [k for k, w in enumerate(ch.outs) if w() is not None]
+        if ch.pad is not None:
+            ch.pad.held = ch.pad.out()
+            if ch.pad.held is None:
+                self.stats.dead_outputs += 1     # nobody reads the padded tensor
+                ch.pad = None
         nm = ch.norm
         if nm is not None:
             # hold the norm's outputs until the launch (liveness fixed now)
@@ -583,11 +654,11 @@ class Fuser(object):
                 self.stats.dead_outputs += 1     # nobody reads the norm: the chain alone
                 ch.norm = nm = None
         try:
-            if not live and nm is None:
+            if not live and nm is None and ch.pad is None:
                 self.stats.dead_outputs += len(ch.nodes)
                 self.fate[ch.id] = "dead"
                 return
-            n_ops = len(ch.nodes) + (1 if nm is not None else 0)
+            n_ops = len(ch.nodes) + (1 if nm is not None else 0) + (ch.pad is not None)
             # each value baked in is a fill kernel saved: a where between two
             # scalar_tensors is worth one kernel on its own
             if n_ops + sum(x.mode == "const" for x in ch.exts) < self.min_ops:
@@ -614,6 +685,8 @@ class Fuser(object):
         finally:
             if nm is not None:
                 nm.held = None
+            if ch.pad is not None:
+                ch.pad.held = None
 
     def _kernel(self, src, name, device):
         # a loaded function belongs to the device's context: one per device
@@ -713,10 +786,13 @@ class Fuser(object):
             if ch.norm is not None:
                 names.append(ch.norm.call[0].name())
                 norm = ch.norm.spec()
+            if ch.pad is not None:
+                names.append(ch.pad.call[0].name())
             return aten_plan.describe(names, ch.nodes, ch.exts,
                                       [tuple(t.shape) for t in ch.ext_t],
                                       [tuple(t.stride()) for t in ch.ext_t], ch.shape, live,
-                                      [ch.ostr[k] for k in live], norm=norm)
+                                      [ch.ostr[k] for k in live], norm=norm,
+                                      pad=None if ch.pad is None else ch.pad.spec)
         finally:
             self.quiet = False
 
@@ -739,7 +815,8 @@ class Fuser(object):
         if self.mode == "plan":
             raise _NoFuse("not-in-plan", "the plan ships no torch fusion groups")
         chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact, shape=ch.shape,
-                        out_strides=[ch.ostr[k] for k in live])
+                        out_strides=[ch.ostr[k] for k in live],
+                        pad=None if ch.pad is None else ch.pad.spec)
         try:
             if ch.norm is not None:
                 name, src = NORM.generate(chain, ch.norm.spec())
@@ -758,10 +835,14 @@ class Fuser(object):
                 [ch.outs[k]().data_ptr() for k in live]
             if ch.norm is not None:
                 ptrs += [t.data_ptr() for t in ch.norm.held if t is not None]
+            if ch.pad is not None:
+                ptrs.append(ch.pad.held.data_ptr())
         finally:
             self.quiet = False
         if ch.norm is not None:
             grid, block = NORM.launch_dims(ch.numel // ch.norm.n)
+        elif ch.pad is not None:
+            grid, block = G.launch_dims(ch.pad.held.numel())
         else:
             grid, block = G.launch_dims(ch.numel)
         rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
@@ -811,6 +892,19 @@ class Fuser(object):
             self.stats.ops_alone += 1
             nm = func.name()
             self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
+        if ch.pad is not None:
+            # constant_pad_nd has no out= overload: the op, then a copy
+            func, args, kwargs = ch.pad.call
+            a = tree_map(lambda x: outs[x.k] if isinstance(x, _Ref) else x, args)
+            kw = tree_map(lambda x: outs[x.k] if isinstance(x, _Ref) else x, kwargs)
+            o = ch.pad.held if ch.pad.held is not None else ch.pad.out()
+            with T.cuda.stream(ch.stream):
+                r = func(*a, **kw)
+                if o is not None:
+                    o.copy_(r)
+            self.stats.ops_alone += 1
+            self.stats.alone_copies += 1
+            self.stats.alone[func.name()] = self.stats.alone.get(func.name(), 0) + 1
         if ch.norm is not None:
             # native_layer_norm has no out= overload of its own (native_layer_norm.out,
             # autogenerated, runs the op and copies too): the op, then a copy
@@ -865,6 +959,27 @@ class _Ref(object):
 
 
 _NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm.default")
+_PAD_OPS = ("aten::constant_pad_nd", "aten::constant_pad_nd.default")
+
+
+def dt_ok(T, x, dname):
+    """Whether tensor x's dtype is the aten_gen dtype dname."""
+    return _dtypes(T).get(x.dtype) == dname
+
+
+class _PadRec(object):
+    """constant_pad_nd ending a chain: spec (aten_gen.Pad), the padded
+    tensor (a weakref), the call as recorded for the op-by-op path; held:
+    a strong reference during a flush."""
+
+    def __init__(self, spec, out, call):
+        self.spec = spec
+        self.out = weakref.ref(out)
+        self.call = call
+        self.held = None
+
+    def holds(self, t):
+        return self.out() is t
 
 
 class _NormRec(object):
@@ -1005,10 +1120,13 @@ class OpLog(object):
             fuser.quiet = False
         if self.region is not None:
             r["region"] = self.region
-        if deferred:
-            r["chain"] = fuser.chain.id
-            # a norm seals its chain: deferred with one, it is this op
-            r["node"] = len(fuser.chain.nodes) - (1 if fuser.chain.norm is None else 0)
+        ch = fuser.chain
+        if deferred and fuser._const(out) is not None:
+            r["const"] = True          # a scalar_tensor handed out unfilled
+        elif deferred and ch is not None:
+            r["chain"] = ch.id
+            # a norm or a pad seals its chain: deferred with one, it is this op
+            r["node"] = len(ch.nodes) - (1 if ch.norm is None and ch.pad is None else 0)
         elif fuser.last_reason:
             r["reason"] = fuser.last_reason
         self.ops.append(r)
@@ -1046,6 +1164,8 @@ def mode(fuser, oplog=None, oplog_path=None):
             fuser.last_reason = None
             if fuser.is_norm(func):
                 out = fuser.defer_norm(func, args, kwargs)
+            elif fuser.is_pad(func):
+                out = fuser.defer_pad(func, args, kwargs)
             else:
                 out = fuser.defer_const(func, args, kwargs)
                 if out is None:

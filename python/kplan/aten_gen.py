@@ -105,17 +105,44 @@ class Chain(object):
     (node indices written, in parameter order), exact (bool); shape (the
     iteration space, row-major over numel: needed when an Ext is strided or
     an output is not contiguous) and out_strides (per entry of outs: the
-    output's strides in elements, or None for contiguous)."""
+    output's strides in elements, or None for contiguous); pad (a Pad or
+    None): the chain ends in constant_pad_nd of one of its values, the
+    kernel then runs over the padded shape."""
 
-    def __init__(self, nodes, exts, numel, outs, exact=True, shape=None, out_strides=None):
+    def __init__(self, nodes, exts, numel, outs, exact=True, shape=None, out_strides=None,
+                 pad=None):
         self.nodes = list(nodes)
         self.exts = list(exts)
         self.numel = int(numel)
         self.outs = list(outs)
         self.exact = bool(exact)
         self.shape = None if shape is None else tuple(int(s) for s in shape)
+        self.pad = pad
         self.out_strides = None if out_strides is None else \
             [None if st is None else tuple(int(x) for x in st) for st in out_strides]
+
+
+class Pad(object):
+    """constant_pad_nd of chain node `node` (over the chain's shape): lo and
+    hi, the elements added before and after on each dim of the chain's
+    shape (none negative), bits: the pad value's storage bits (const_bits).
+    The padded tensor is row-major."""
+
+    __slots__ = ("node", "lo", "hi", "bits")
+
+    def __init__(self, node, lo, hi, bits):
+        self.node = int(node)
+        self.lo = tuple(int(v) for v in lo)
+        self.hi = tuple(int(v) for v in hi)
+        self.bits = int(bits)
+
+    def shape(self, inner):
+        return tuple(int(s) + a + b for s, a, b in zip(inner, self.lo, self.hi))
+
+    def text(self):
+        """The pad as aten_plan.describe names it."""
+        return "pad n%d lo=%s hi=%s value=0x%x" % (
+            self.node, ",".join(map(str, self.lo)), ",".join(map(str, self.hi)), self.bits)
 
 
 class GenError(Exception):
@@ -319,7 +346,7 @@ def generate(chain):
     """(kernel name, CUDA source) for chain. Raises GenError when the
     chain is malformed."""
     ch = chain
-    if not ch.nodes or not ch.outs:
+    if not ch.nodes or (not ch.outs and ch.pad is None):
         raise GenError("empty chain")
     if ch.numel <= 0:
         raise GenError("no elements")
@@ -422,9 +449,12 @@ def generate(chain):
         (a, v) for a, v in n.attrs.items() if not a.endswith("_raw"))), n.dtype,
         ",".join("%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))
         for k, n in enumerate(ch.nodes))
-    loop = ("\tfor (%s i = blockIdx.x * %d%s + threadIdx.x; i < %d%s; i += gridDim.x * %d%s) {\n"
-            % (idx_t, BLOCK, sfx, ch.numel, sfx, BLOCK, sfx) +
-            "".join("\t\t%s\n" % line for line in body) + "\t}\n")
+    if ch.pad is not None:
+        loop = _pad_loop(ch, body, nf, nb, params)
+    else:
+        loop = ("\tfor (%s i = blockIdx.x * %d%s + threadIdx.x; i < %d%s; i += gridDim.x * %d%s)"
+                " {\n" % (idx_t, BLOCK, sfx, ch.numel, sfx, BLOCK, sfx) +
+                "".join("\t\t%s\n" % line for line in body) + "\t}\n")
     core = ("extern \"C\" __global__ void __launch_bounds__(%d) KPNAME(%s)\n{\n%s}\n"
             % (BLOCK, ", ".join(params), loop))
     head = ("// kplan ATen chain (python/kplan/aten_gen.py): %d ops, %d elements, %s\n"
@@ -432,6 +462,47 @@ def generate(chain):
                          desc.replace("\n", " ")))
     name = "kp_aten_" + hashlib.sha256((_PRELUDE + core).encode()).hexdigest()[:16]
     return name, head + _PRELUDE + core.replace("KPNAME", name)
+
+
+def _pad_loop(ch, body, nf, nb, params):
+    """The loop of a chain ending in constant_pad_nd: over the padded
+    shape's elements p (row-major), the chain's element i where p falls
+    inside the input (the body computes it, and the padded tensor gets node
+    pad.node's value), the pad value elsewhere. 64-bit index math."""
+    pd = ch.pad
+    if ch.shape is None or len(pd.lo) != len(ch.shape) or len(pd.hi) != len(ch.shape):
+        raise GenError("pad over shape %r" % (ch.shape,))
+    if any(v < 0 for v in pd.lo + pd.hi):
+        raise GenError("negative pad")
+    if not 0 <= pd.node < len(ch.nodes):
+        raise GenError("pad of node %d" % pd.node)
+    dt = ch.nodes[pd.node].dtype
+    P = pd.shape(ch.shape)
+    total = 1
+    for d in P:
+        total *= d
+    params.append("%s *yp" % _CTYPE[dt])
+    if dt == "f32":
+        val, lit = nf[pd.node], "__int_as_float(0x%08x)" % pd.bits
+    else:
+        val = nb[pd.node] if nb[pd.node] is not None else "%s(%s)" % (_to_bits(dt), nf[pd.node])
+        lit = "(unsigned short)0x%04x" % pd.bits
+    L = ["long long kp_q = (long long)p, kp_in = 1;", "unsigned long long i = 0;"]
+    inner = 1
+    for d in range(len(P) - 1, -1, -1):
+        L.append("{ const long long c = kp_q %% %dll - %dll; kp_q /= %dll; "
+                 "kp_in &= (c >= 0) & (c < %dll); i += (unsigned long long)c * %dull; }"
+                 % (P[d], pd.lo[d], P[d], ch.shape[d], inner))
+        inner *= ch.shape[d]
+    L.append("if (kp_in) {")
+    L += ["\t" + line for line in body]
+    L.append("\typ[p] = %s;" % val)
+    L.append("} else {")
+    L.append("\typ[p] = %s;" % lit)
+    L.append("}")
+    return ("\tfor (unsigned long long p = blockIdx.x * %dull + threadIdx.x; p < %dull; "
+            "p += gridDim.x * %dull) {\n" % (BLOCK, total, BLOCK) +
+            "".join("\t\t%s\n" % line for line in L) + "\t}\n")
 
 
 def launch_dims(numel):

@@ -165,7 +165,7 @@ def traffic(nodes, exts, shape, outs):
 
 
 def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strides=None,
-             norm=None):
+             norm=None, pad=None):
     """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor",
     then the norm's when there is one), nodes (aten_ops.Node), exts
     (aten_gen.Ext), each external tensor's shape and strides, the iteration
@@ -175,7 +175,8 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
     was before); norm: the aten_norm.Norm ending the chain (a LayerNorm over
     the last dim), or None. A chain with a norm names it on a line of its own
     ("norm layer_norm n<k> N=.. eps=.. gamma=x<j> beta=x<j> <dtype> outs=<out
-    mean rstd written>"), so its key differs from the chain's without."""
+    mean rstd written>"), so its key differs from the chain's without; pad:
+    the aten_gen.Pad ending it ("pad n<k> lo=.. hi=.. value=0x.."), or None."""
     shp = "x".join(str(int(s)) for s in shape) or "scalar"
     ins = []
     for x, xs, st in zip(exts, ext_shapes, ext_strides):
@@ -210,6 +211,15 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
         for d in shape:
             numel *= int(d)
         sb += numel * _DT_BYTES.get(norm.dtype, 4)
+    if pad is not None:
+        lines.append(pad.text())
+        nout += 1
+        # eagerly a fill and a copy: two kernels, the padded tensor written twice
+        sk += 2
+        pn = 1
+        for d in pad.shape(shape):
+            pn *= int(d)
+        sb += pn * _DT_BYTES.get(nodes[pad.node].dtype, 4)
     text = "\n".join(lines) + "\n"
     return Desc(hash64(text.encode("utf-8")), text, " -> ".join(names), shp,
                 "; ".join(ins), nout, sk, sb)

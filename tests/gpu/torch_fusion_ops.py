@@ -154,6 +154,12 @@ def chains():
          + _st(65504.0, x) * torch.where(y > 1, _st(float("inf"), x), _st(float("nan"), x))),
         # a value read by a view first: filled, then read as a one-element tensor
         ("const_viewed", lambda x, y: x * _st(3.0, x).reshape(1) + y),
+        # constant_pad_nd ending the chain: SDPA's padded mask bias, a padded
+        # chain on every side with a value that rounds
+        ("sdpa_mask_pad", lambda x, y: torch.nn.functional.pad(
+            torch.where(y > 0, _st(0.0, x), _st(float("-inf"), x)), (0, 5, 1, 0))),
+        ("pad_of_chain", lambda x, y: torch.nn.functional.pad(torch.tanh(x) * 2 + y,
+                                                              (3, 1, 0, 2), value=-0.1)),
     ]
 
 
@@ -391,12 +397,14 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--layer-norm", action="store_true",
                     help="only the chains ending in a LayerNorm (kplan.aten_norm)")
+    ap.add_argument("--no-layer-norm", action="store_true",
+                    help="leave out the chains ending in a LayerNorm")
     a = ap.parse_args()
     crt = _rt.Runtime.open(None, flags=_rt.KP_RT_CUDA, lib=a.lib)
     print("device: %s, torch %s, cuda %s" % (torch.cuda.get_device_name(), torch.__version__,
                                              torch.version.cuda))
     t0 = time.time()
-    ln = layer_norm_cases(crt)
+    ln = layer_norm_cases(crt) if not a.no_layer_norm else []
     ln_bad = [r for r in ln if r[2] != 0]
     for r in ln:
         if r[2] != 0 and not a.quiet:

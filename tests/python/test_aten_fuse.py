@@ -256,7 +256,15 @@ def ops(T):
     O.layer_norm = Op(T, "aten::native_layer_norm", [
         Arg("input", ts), Arg("normalized_shape", "SymInt[]"), Arg("weight", "Tensor?"),
         Arg("bias", "Tensor?"), Arg("eps", "float")], layer_norm)
-    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm):
+
+    def pad(x, p, value=0.0):
+        shape = list(x.shape)
+        for j in range(len(p) // 2):
+            shape[len(shape) - 1 - j] += p[2 * j] + p[2 * j + 1]
+        return T.Tensor(tuple(shape), x.dtype, dev=x.device.type)
+    O.pad = Op(T, "aten::constant_pad_nd", [Arg("self", ts), Arg("pad", "SymInt[]"),
+                                            Arg("value", "Scalar")], pad)
+    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -627,6 +635,74 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(names, ["fill_", "fill_", "aten::where.self_out"])
         self.assertIs(dict(T.log[-1][4:])["out"], w)
         del lo, zero
+
+    # -- constant_pad_nd ending a chain ----------------------------------
+    def sdpa_bias(self, m=None):
+        """SDPA's mask as a bias, padded to 8 elements: where between two
+        scalar_tensors, then constant_pad_nd."""
+        T, O = self.T, self.O
+        mask = self.x(1, 1, 1, 1, dtype=T.bool)
+        lo, zero = self.consts(m)
+        run = (lambda op, *a: m.__torch_dispatch__(op, (), a, {})) if m is not None \
+            else self.run_op
+        w = run(O.where, mask, zero, lo)
+        del lo, zero
+        if m is None:
+            p = self.fz.defer_pad(O.pad, (w, [0, 7], 0.0), {})
+        else:
+            p = run(O.pad, w, [0, 7], 0.0)
+        del w
+        gc.collect()
+        return mask, p
+
+    def test_where_then_pad_is_one_kernel(self):
+        mask, p = self.sdpa_bias()
+        self.assertEqual(tuple(p.shape), (1, 1, 1, 8))
+        self.assertEqual(self.crt.launches, [])
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 1)
+        fn, grid, block, stream, ptrs = self.crt.launches[0]
+        self.assertEqual(ptrs, [mask.data_ptr(), p.data_ptr()])   # the where's value: dead
+        src = self.crt.loads[0][1]
+        self.assertIn("kp_in &= (c >= 0) & (c < 1ll)", src)
+        self.assertIn("yp[p] = (unsigned short)0x0000;", src)       # the pad value
+        st = self.fz.stats.as_dict()
+        self.assertEqual((st["pads"], st["chains"], st["ops_fused"], st["consts_filled"]),
+                         (1, 1, 2, 0))
+        self.assertNotIn("fill_", [e[0] for e in self.T.log])
+
+    def test_pad_through_the_mode_and_its_reader(self):
+        m = aten_fuse.mode(self.fz, oplog=aten_fuse.OpLog())
+        with m:
+            mask, p = self.sdpa_bias(m)
+            self.assertEqual(self.crt.launches, [])
+            m.__torch_dispatch__(self.O.sum, (), (p,), {})    # SDPA reads the bias
+            self.assertEqual(len(self.crt.launches), 1)
+
+    def test_pad_refusals(self):
+        T, O = self.T, self.O
+        x = self.x(2, 6)
+        self.assertIsNone(self.fz.defer_pad(O.pad, (x, [0, 2], 0.0), {}))    # no chain
+        t = self.run_op(O.tanh, x)
+        self.assertIsNone(self.fz.defer_pad(O.pad, (t, [0, -2], 0.0), {}))   # a crop
+        self.assertIsNone(self.fz.defer_pad(O.pad, (t, [0, 2], 1e6), {}))    # beyond f16
+        self.assertEqual(self.fz.stats.refused, {"pad-input": 1, "pad-args": 2})
+        p = self.fz.defer_pad(O.pad, (t, [1, 2, 0, 1], -1.0), {})
+        self.assertEqual(tuple(p.shape), (3, 9))
+        u = self.run_op(O.tanh, t)                     # sealed: launched, a new chain
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertIn("yp[p] = (unsigned short)0xbc00;", self.crt.loads[0][1])   # -1.0
+        self.assertEqual(self.crt.launches[0][4][-1], p.data_ptr())
+        del u
+
+    def test_pad_op_by_op(self):
+        self.crt.can_fuse = False
+        mask, p = self.sdpa_bias()
+        self.fz.flush()
+        names = [e[0] for e in self.T.log]
+        self.assertEqual(names, ["fill_", "fill_", "aten::where.self_out",
+                                 "aten::constant_pad_nd", "copy_"])
+        self.assertIs(self.T.log[-1][1], p)
 
     def test_data_ptr_of_a_chain_output_launches_the_chain(self):
         O, x = self.O, self.x()

@@ -318,6 +318,56 @@ class TestGenerate(unittest.TestCase):
         with self.assertRaises(G.GenError):
             G.generate(G.Chain(nodes, [G.Ext("b8"), G.Ext("f16", "const"), exts[2]], 8, [0]))
 
+    def test_pad_index_math(self):
+        # the generated lines, run in Python: every padded element maps to
+        # the chain's element or to the pad value, as constant_pad_nd does
+        import re
+        N = A.Node
+        shape, lo, hi = (2, 3, 4), (0, 1, 2), (1, 0, 3)
+        ch = G.Chain([N("tanh", [("x", 0)], "f32")], [G.Ext("f32")], 24, [], shape=shape,
+                     pad=G.Pad(0, lo, hi, G.const_bits(-1.0, "f32")))
+        src = G.generate(ch)[1]
+        steps = re.findall(r"const long long c = kp_q % (\d+)ll - (\d+)ll; kp_q /= \d+ll; "
+                           r"kp_in &= \(c >= 0\) & \(c < (\d+)ll\); i \+= "
+                           r"\(unsigned long long\)c \* (\d+)ull;", src)
+        self.assertEqual(len(steps), 3)
+        P = tuple(s + a + b for s, a, b in zip(shape, lo, hi))
+        total = P[0] * P[1] * P[2]
+        self.assertIn("p < %dull" % total, src)
+        import itertools
+        for p, (a, b, c) in enumerate(itertools.product(*[range(d) for d in P])):
+            q, inside, i = p, 1, 0
+            for dim, low, size, stride in steps:
+                cc = q % int(dim) - int(low)
+                q //= int(dim)
+                inside &= 0 <= cc < int(size)
+                i += cc * int(stride)
+            want = all(0 <= v - l < s for v, l, s in zip((a, b, c), lo, shape))
+            self.assertEqual(bool(inside), want)
+            if want:
+                self.assertEqual(i, ((a - lo[0]) * 3 + (b - lo[1])) * 4 + (c - lo[2]))
+        self.assertIn("yp[p] = __int_as_float(0xbf800000);", src)
+        with self.assertRaises(G.GenError):
+            G.generate(G.Chain(ch.nodes, ch.exts, 24, [], shape=shape,
+                               pad=G.Pad(0, (0, -1, 0), hi, 0)))
+
+    @unittest.skipUnless(NVCC, "no nvcc")
+    def test_pad_sources_compile(self):
+        N = A.Node
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in ("f32", "f16", "bf16"):
+                nodes = [N("where", [("x", 0), ("x", 1), ("x", 2)], d)]
+                exts = [G.Ext("b8"), G.Ext(d, "const", bits=0),
+                        G.Ext(d, "strided", strides=(0, 0, 1, 0))]
+                ch = G.Chain(nodes, exts, 16, [0], shape=(1, 1, 16, 1),
+                             pad=G.Pad(0, (0, 0, 0, 0), (0, 0, 0, 7), 0))
+                p = os.path.join(tmp, "p%s.cu" % d)
+                with open(p, "w") as f:
+                    f.write(G.generate(ch)[1])
+                r = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", p + ".cubin", p],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_strided_sources_compile(self):
         N = A.Node
