@@ -184,7 +184,8 @@ class Fuser(object):
     (aten_plan.Group, source) for each chain fused (kt.save_fusion)."""
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
-                 log=None, region=None, shipped=None, found=None):
+                 log=None, region=None, shipped=None, found=None, pads=None):
+        import os
         import torch
         self.T = torch
         self.crt = crt
@@ -206,6 +207,10 @@ class Fuser(object):
         self.uses = {}            # (region, key) -> chains fused with it in this capture
         self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
         self.consts = {}          # id -> (weakref, value, bits, stream): scalar_tensors not filled
+        # constant_pad_nd ending a chain: not yet run on a GPU, so off unless
+        # asked for (pads=True, or KPLAN_TORCH_FUSE_PAD=1)
+        self.pads_on = bool(pads) if pads is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_PAD", "") not in ("", "0")
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -1164,7 +1169,7 @@ def mode(fuser, oplog=None, oplog_path=None):
             fuser.last_reason = None
             if fuser.is_norm(func):
                 out = fuser.defer_norm(func, args, kwargs)
-            elif fuser.is_pad(func):
+            elif fuser.pads_on and fuser.is_pad(func):
                 out = fuser.defer_pad(func, args, kwargs)
             else:
                 out = fuser.defer_const(func, args, kwargs)

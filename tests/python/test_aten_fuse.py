@@ -672,12 +672,22 @@ class TestFuser(unittest.TestCase):
         self.assertNotIn("fill_", [e[0] for e in self.T.log])
 
     def test_pad_through_the_mode_and_its_reader(self):
+        self.fz = aten_fuse.Fuser(self.crt, pads=True)
         m = aten_fuse.mode(self.fz, oplog=aten_fuse.OpLog())
         with m:
             mask, p = self.sdpa_bias(m)
             self.assertEqual(self.crt.launches, [])
             m.__torch_dispatch__(self.O.sum, (), (p,), {})    # SDPA reads the bias
             self.assertEqual(len(self.crt.launches), 1)
+
+    def test_pad_is_off_unless_asked(self):
+        # not yet run on a GPU: the mode leaves constant_pad_nd to ATen
+        m = aten_fuse.mode(self.fz)
+        with m:
+            mask, p = self.sdpa_bias(m)
+        self.assertEqual(self.fz.stats.pads, 0)
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_PAD": "1"}):
+            self.assertTrue(aten_fuse.Fuser(self.crt).pads_on)
 
     def test_pad_refusals(self):
         T, O = self.T, self.O
