@@ -22,6 +22,15 @@ NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
 
 
+def nvcc_ok(test, path, src):
+    """Write src to path and assert nvcc compiles it (sm_90, to a cubin)."""
+    with open(path, "w") as f:
+        f.write(src)
+    r = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", path + ".cubin", path],
+                       capture_output=True, text=True)
+    test.assertEqual(r.returncode, 0, r.stderr[-2000:])
+
+
 class T(object):
     """A stand-in tensor: recognize() only asks whether an argument is one."""
 
@@ -361,12 +370,7 @@ class TestGenerate(unittest.TestCase):
                         G.Ext(d, "strided", strides=(0, 0, 1, 0))]
                 ch = G.Chain(nodes, exts, 16, [0], shape=(1, 1, 16, 1),
                              pad=G.Pad(0, (0, 0, 0, 0), (0, 0, 0, 7), 0))
-                p = os.path.join(tmp, "p%s.cu" % d)
-                with open(p, "w") as f:
-                    f.write(G.generate(ch)[1])
-                r = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", p + ".cubin", p],
-                                   capture_output=True, text=True)
-                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                nvcc_ok(self, os.path.join(tmp, "p%s.cu" % d), G.generate(ch)[1])
 
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_strided_sources_compile(self):
@@ -389,12 +393,7 @@ class TestGenerate(unittest.TestCase):
                                  out_strides=[(5 * 16 * 64, 64, 16 * 64, 1), None])
                     src = G.generate(ch)[1]
                     self.assertIn("unsigned long long" if wide else "unsigned int i", src)
-                    p = os.path.join(tmp, "s%s%d.cu" % (d, wide))
-                    with open(p, "w") as f:
-                        f.write(src)
-                    r = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", p + ".cubin", p],
-                                       capture_output=True, text=True)
-                    self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                    nvcc_ok(self, os.path.join(tmp, "s%s%d.cu" % (d, wide)), src)
 
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_sources_compile(self):
@@ -424,12 +423,7 @@ class TestGenerate(unittest.TestCase):
                 srcs.append(G.generate(ch)[1])
             srcs.append(G.generate(gelu_new_chain(exact=False))[1])
             for i, s in enumerate(srcs):
-                p = os.path.join(tmp, "k%d.cu" % i)
-                with open(p, "w") as f:
-                    f.write(s)
-                r = subprocess.run([NVCC, "-arch=sm_90", "-c", "-o", p + ".o", p],
-                                   capture_output=True, text=True)
-                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                nvcc_ok(self, os.path.join(tmp, "k%d.cu" % i), s)
 
 
 if __name__ == "__main__":
