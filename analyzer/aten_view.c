@@ -7,12 +7,15 @@
  * kplan.torch fuses that chain at capture.
  *
  * The verdict follows what kplan.torch defers (python/kplan/aten_fuse.py,
- * FuseMode._ext_mode and aten_ops.recognize): every op pointwise and in
- * kplan.torch's catalog (python/kplan/aten_ops.py OPS; the table below is
- * pinned to it by a unit test), out of place, on one floating dtype, and
- * every tensor input read over the chain's iteration space as a whole
- * contiguous tensor, one value, or a contiguous broadcast along a range of
- * dims. The first op or input that breaks a rule is named instead.
+ * Fuser.defer, defer_norm, defer_const and aten_ops.recognize): every op
+ * pointwise and in kplan.torch's catalog (python/kplan/aten_ops.py OPS; the
+ * table below is pinned to it by a unit test), out of place, on one
+ * floating dtype, every tensor input broadcasting to the chain's iteration
+ * space (any layout: a strided input is read at its strides); a
+ * scalar_tensor is a value, not an op; the last op may be a LayerNorm over
+ * the last dim of a multiple of 4 elements (with a weight wherever it has a
+ * bias, no input strided), which ends the chain in its own kernel. The
+ * first op or input that breaks a rule is named instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,9 +292,7 @@ static const char *reads(const struct tensor *t, const struct tensor *s, char *b
 	if (!same && numel(t) == 1)
 		return NULL;
 	shape_text(t, &sb);
-	if (!contiguous(t)) {
-		snprintf(buf, len, "strided input %s", sb.buf ? sb.buf : "");
-	} else if (same) {
+	if (same) {
 		buf = NULL;
 	} else if (t->nd > s->nd) {
 		snprintf(buf, len, "input %s does not broadcast", sb.buf ? sb.buf : "");
@@ -369,6 +370,47 @@ static const char *stops(const struct op *x, const struct tensor *s, char *buf, 
 	return NULL;
 }
 
+static int is_layer_norm(const char *name)
+{
+	return !strcmp(name, "aten::native_layer_norm") || !strcmp(name, "aten::layer_norm");
+}
+
+/*
+ * Why a LayerNorm, op `last` of n, does not end the chain in its kernel
+ * (aten_fuse.Fuser.defer_norm), or NULL: it must follow the chain, read a
+ * floating tensor whose last dim is a multiple of 4 (ATen's vectorized
+ * kernel, whose order the fused kernel repeats), have a weight wherever it
+ * has a bias, and no op before it may read a strided input.
+ */
+static const char *norm_stops(const struct op *ops, int last, int n, char *buf, size_t len)
+{
+	const struct op *x = &ops[last];
+	const struct tensor *in = x->n_in > 0 ? &x->in[0] : NULL;
+
+	if (last != n - 1 || !last) {
+		snprintf(buf, len, "%.80s ends a chain (kplan.torch fuses the ops before it into "
+			 "its kernel; the ops after it start another)", x->name);
+		return buf;
+	}
+	if (!in || !in->dtype || !is_float(in->dtype) || in->nd < 1 || in->dims[in->nd - 1] % 4) {
+		snprintf(buf, len, "%.80s: not ATen's vectorized LayerNorm (a floating input whose "
+			 "last dim is a multiple of 4)", x->name);
+		return buf;
+	}
+	if (x->n_in > 3 && x->in[3].dtype && !(x->in[2].dtype)) {
+		snprintf(buf, len, "%.80s with a bias but no weight", x->name);
+		return buf;
+	}
+	for (int i = 0; i < last; i++)
+		for (int j = 0; j < ops[i].n_in; j++)
+			if (ops[i].in[j].dtype && !contiguous(&ops[i].in[j])) {
+				snprintf(buf, len, "%.80s: a chain over strided tensors does not end in "
+					 "a LayerNorm", x->name);
+				return buf;
+			}
+	return NULL;
+}
+
 int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand *c)
 {
 	struct op *ops = NULL;
@@ -378,6 +420,7 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 	int64_t last_tid = -1, last_start = -1;
 	char why[320];
 	const char *verdict = NULL;
+	int normed = 0;
 
 	if (a->aten_state < 0)
 		return 0;
@@ -424,6 +467,13 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 				space = t;
 		}
 	for (int i = 0; i < n && !verdict; i++) {
+		if (!strcmp(ops[i].name, "aten::scalar_tensor"))
+			continue;   /* a value baked into the kernel (defer_const) */
+		if (is_layer_norm(ops[i].name)) {
+			verdict = norm_stops(ops, i, n, why, sizeof(why));
+			normed = !verdict;
+			continue;
+		}
 		if (!space)
 			snprintf(why, sizeof(why), "%.80s: no tensor input recorded", ops[i].name);
 		verdict = space ? stops(&ops[i], space, why, sizeof(why)) : why;
@@ -444,6 +494,8 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 	}
 	c->aten_chain = kp_arena_strdup(&a->arena, chain.buf);
 	c->torch_verdict = verdict ? kp_arena_strdup(&a->arena, verdict) :
+		normed ? "kplan.torch fuses this chain at capture, ending in the LayerNorm's "
+			 "kernel (kt.open(fuse=\"exact\"), bit-identical)" :
 		"kplan.torch fuses this chain at capture (kt.open(fuse=\"exact\"), bit-identical)";
 	if (!c->aten_chain || !c->torch_verdict)
 		rc = KP_ENOMEM;

@@ -126,7 +126,7 @@ static void test_import_keeps_inputs(void)
 	CU_ASSERT_EQUAL_FATAL(kp_import(kp_test_src(FIXTURE), kp_test_path("shapes_i.db"), NULL,
 					&st, &err), 0);
 	/* every CPU op but the four aten::softmax around _softmax carries its inputs */
-	CU_ASSERT_EQUAL(st.rows[KP_T_CPU_OP_ARGS], 17 * STEPS);
+	CU_ASSERT_EQUAL(st.rows[KP_T_CPU_OP_ARGS], 22 * STEPS);
 	CU_ASSERT_EQUAL(st.bad_shape_args, 0);
 	db = kp_db_open(kp_test_path("shapes_i.db"), 0, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
@@ -145,7 +145,7 @@ static void test_candidates_in_aten_terms(void)
 {
 	struct kp_db *db = kj_analyzed_from(kp_test_src(FIXTURE), "shapes_a");
 
-	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 3);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 4);
 	/* GELU: eight catalog ops on f16[1,1,3072], one kernel each */
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT occurrences FROM kp_fusion_candidates"
 			       " WHERE n_kernels = 8"), STEPS);
@@ -157,11 +157,17 @@ static void test_candidates_in_aten_terms(void)
 			       "aten::add(f16[1,12,64,64], f16[1,1,1,64], 1) > "
 			       "aten::_softmax(f16[1,12,64,64], -1, False)");
 	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 3), "aten::_softmax is a reduction");
-	/* a transposed input: catalog ops, but not a contiguous read */
+	/* a transposed input: read at its strides */
 	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", 2),
 			       "aten::mul(f16[64,64], 2.) > aten::exp(f16[64,64])");
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 2),
-			       "aten::mul: strided input f16[64,64]");
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 2), fuses);
+	/* a residual and a bias add ending in a LayerNorm: one kernel */
+	CU_ASSERT_PTR_NOT_NULL(strstr(cand_text(db, "aten_chain", 4),
+				      "aten::add(f16[4,768], f16[768], 1) > aten::native_layer_norm("
+				      "f16[4,768], "));
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 4),
+			       "kplan.torch fuses this chain at capture, ending in the LayerNorm's "
+			       "kernel (kt.open(fuse=\"exact\"), bit-identical)");
 	kp_db_close(db);
 }
 
@@ -177,7 +183,7 @@ static void test_cli_says_it(void)
 					 db, out), 0);
 	text = kp_test_read(out, &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-	CU_ASSERT_PTR_NOT_NULL(strstr(text, "; 68 CPU ops with input shapes\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "; 88 CPU ops with input shapes\n"));
 	free(text);
 	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s analyze '%s' --csv '%s' > '%s'", k, db, csv, out), 0);
 	text = kp_test_read(out, &len);
@@ -222,7 +228,7 @@ static void test_no_shapes_as_before(void)
 	CU_ASSERT_EQUAL_FATAL(kp_test_sh("python3 '%s' --no-shapes > '%s'", kp_test_src(GEN), ns), 0);
 	db = kj_analyzed_from(ns, "noshapes");
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_cpu_op_args"), 0);
-	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 3);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 4);
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"
 			       " WHERE aten_chain IS NOT NULL OR torch_verdict IS NOT NULL"), 0);
 	kp_db_close(db);
