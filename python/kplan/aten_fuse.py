@@ -430,10 +430,7 @@ class Fuser(object):
     @staticmethod
     def is_norm(func):
         """Whether func is an op defer_norm reads (native_layer_norm)."""
-        try:
-            return func.name() in _NORM_OPS
-        except Exception:
-            return False
+        return _named(func, _NORM_OPS)
 
     def defer_norm(self, func, args, kwargs):
         """native_layer_norm(input, normalized_shape, weight, bias, eps) on
@@ -548,10 +545,7 @@ class Fuser(object):
     @staticmethod
     def is_pad(func):
         """Whether func is an op defer_pad reads (constant_pad_nd)."""
-        try:
-            return func.name() in _PAD_OPS
-        except Exception:
-            return False
+        return _named(func, _PAD_OPS)
 
     def defer_pad(self, func, args, kwargs):
         """constant_pad_nd(input, pad, value) of an output of the pending
@@ -586,7 +580,7 @@ class Fuser(object):
             self._refuse("pad-args")                # a crop, or an odd value
             return None
         dname = ch.nodes[k].dtype
-        if dt_ok(T, x, dname) is False or not G.const_fits(value, dname) or \
+        if _dtypes(T).get(x.dtype) != dname or not G.const_fits(value, dname) or \
                 ch.ostr[k] is not None:
             self._refuse("pad-args")
             return None
@@ -740,13 +734,13 @@ class Fuser(object):
                 kwargs.get("layout") not in (None, T.strided):
             return None
         dev = T.device(dev)
-        if dev.type != "cuda" or _dtypes(T).get(dtype) not in A.FLOAT_DTYPES or \
-                not G.const_fits(v, _dtypes(T)[dtype]):
+        d = _dtypes(T).get(dtype)
+        if dev.type != "cuda" or d not in A.FLOAT_DTYPES or not G.const_fits(v, d):
             return None         # eager's op raises (overflow) or is not ours
         if dev.index is None:
             dev = T.device("cuda", T.cuda.current_device())
         t = T.empty((), dtype=dtype, device=dev)
-        self.consts[id(t)] = (weakref.ref(t), v, G.const_bits(v, _dtypes(T)[dtype]),
+        self.consts[id(t)] = (weakref.ref(t), v, G.const_bits(v, d),
                               T.cuda.current_stream(dev))
         self.stats.consts += 1
         return t
@@ -967,9 +961,12 @@ _NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm.default")
 _PAD_OPS = ("aten::constant_pad_nd", "aten::constant_pad_nd.default")
 
 
-def dt_ok(T, x, dname):
-    """Whether tensor x's dtype is the aten_gen dtype dname."""
-    return _dtypes(T).get(x.dtype) == dname
+def _named(func, names):
+    """Whether op func's name is one of names (False for a callable without one)."""
+    try:
+        return func.name() in names
+    except Exception:
+        return False
 
 
 class _PadRec(object):
