@@ -207,10 +207,10 @@ class Fuser(object):
         self.uses = {}            # (region, key) -> chains fused with it in this capture
         self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
         self.consts = {}          # id -> (weakref, value, bits, stream): scalar_tensors not filled
-        # constant_pad_nd ending a chain: not yet run on a GPU, so off unless
-        # asked for (pads=True, or KPLAN_TORCH_FUSE_PAD=1)
+        # constant_pad_nd ending a chain: on unless pads=False or
+        # KPLAN_TORCH_FUSE_PAD=0 (a switch to compare with and without)
         self.pads_on = bool(pads) if pads is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_PAD", "") not in ("", "0")
+            os.environ.get("KPLAN_TORCH_FUSE_PAD", "1") != "0"
 
     def _refuse(self, reason):
         self.last_reason = reason

@@ -37,9 +37,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-# constant_pad_nd ending a chain is off by default until this test has run it
-os.environ.setdefault("KPLAN_TORCH_FUSE_PAD", "1")
-
 import torch  # noqa: E402
 
 from kplan import _rt, aten_fuse, aten_ops  # noqa: E402

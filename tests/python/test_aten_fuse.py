@@ -680,14 +680,17 @@ class TestFuser(unittest.TestCase):
             m.__torch_dispatch__(self.O.sum, (), (p,), {})    # SDPA reads the bias
             self.assertEqual(len(self.crt.launches), 1)
 
-    def test_pad_is_off_unless_asked(self):
-        # not yet run on a GPU: the mode leaves constant_pad_nd to ATen
+    def test_pad_is_on_unless_turned_off(self):
+        self.assertTrue(aten_fuse.Fuser(self.crt).pads_on)
+        # KPLAN_TORCH_FUSE_PAD=0 (or pads=False) leaves constant_pad_nd to ATen
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_PAD": "0"}):
+            self.fz = aten_fuse.Fuser(self.crt)
+        self.assertFalse(self.fz.pads_on)
         m = aten_fuse.mode(self.fz)
         with m:
             mask, p = self.sdpa_bias(m)
         self.assertEqual(self.fz.stats.pads, 0)
-        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_PAD": "1"}):
-            self.assertTrue(aten_fuse.Fuser(self.crt).pads_on)
+        self.assertFalse(aten_fuse.Fuser(self.crt, pads=False).pads_on)
 
     def test_pad_refusals(self):
         T, O = self.T, self.O
