@@ -7,6 +7,9 @@ downloaded; fp16, batch 1, torch.no_grad):
   gpt2   GPT-2 small (GPT2Config(), 12 layers), one token, logits
   mlp    GPT-2's MLP block: c_fc, gelu_new (8 ATen ops), c_proj, residual; 128 tokens
   bert   BERT-base (BertConfig()), 128 tokens, last hidden state
+  llama  Llama-style decoder (12 layers, d 1024, GQA), StaticCache decode, ms/token
+  train  GPT-2 (4 layers) training step, batch 4 x 128, AdamW(capturable=True):
+         fp32, a fresh model per variant, losses of 40 steps compared with eager's
 
 Variants: eager; kplan (policy "graph", no fusion); kplan-fuse (fusion
 "exact"); for the workloads named by --compile also
@@ -171,6 +174,77 @@ def bench_llama(a, n=64):
     return res
 
 
+def build_train():
+    """GPT-2 (4 layers, vocab 8192) training step with AdamW(capturable=True),
+    batch 4 x 128, dropout 0: (step, args) on a model made from seed 0, so
+    every call gives the same initial weights."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=4, n_embd=768, n_head=12, n_positions=256, vocab_size=8192,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=True)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (4, 128), device="cuda", generator=g)
+
+    def step(x):
+        loss = model(x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+    return step, (ids,)
+
+
+def bench_train(a, n_loss=40):
+    """ms per training step (median of --reps blocks of --iters steps, after
+    the 40 steps whose losses are compared with eager's bit for bit)."""
+    res = []
+    variants = [("eager", None), ("kplan", "off"), ("kplan-fuse", "exact")]
+    if "train" in a.compile.split(","):
+        variants.append(("reduce-overhead", "compile"))
+    losses, times, stats = {}, {}, None
+    for v, fuse in variants:
+        step, args = build_train()
+        rt = None
+        if fuse in ("off", "exact"):
+            rt = runtime(fuse)
+            reg = kt.Region(step, "train-" + v)
+            f = (lambda rt=rt, reg=reg: rt._call(reg, args, {}))
+        elif fuse == "compile":
+            cf = torch.compile(step, mode="reduce-overhead")
+
+            def f(cf=cf):
+                torch.compiler.cudagraph_mark_step_begin()
+                return cf(*args)
+        else:
+            f = (lambda: step(*args))
+        t0 = time.perf_counter()
+        losses[v] = torch.stack([f().clone() for _ in range(n_loss)])
+        torch.cuda.synchronize()
+        if fuse == "compile":
+            print("train: reduce-overhead's first %d steps (compile) %.1f s" % (
+                n_loss, time.perf_counter() - t0))
+        times[v] = []
+        for _ in range(a.reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(a.iters):
+                f()
+            torch.cuda.synchronize()
+            times[v].append((time.perf_counter() - t0) / a.iters * 1e3)
+        if rt is not None:
+            if fuse == "exact":
+                stats = rt.stats()
+            rt.close()
+    print("train fusion: %s" % (stats or {}).get("fusion"))
+    ref = losses["eager"]
+    for v, _ in variants:
+        res.append(("gpt2 train step (4 layers)", v, statistics.median(times[v]), min(times[v]),
+                    max(times[v]), bits_equal(ref, losses[v])))
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default="gpt2,mlp")
@@ -186,11 +260,11 @@ def main():
                                                                time.gmtime())))
     table = []
     for w in a.workloads.split(","):
-        if w == "llama":
+        if w in ("llama", "train"):
             try:
-                table += bench_llama(a)
+                table += (bench_llama if w == "llama" else bench_train)(a)
             except Exception as e:  # noqa: BLE001
-                print("llama: %s: %s" % (type(e).__name__, e))
+                print("%s: %s: %s" % (w, type(e).__name__, e))
             continue
         fn, args = build(w, a.seq)
         with torch.no_grad():

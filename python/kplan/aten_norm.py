@@ -59,6 +59,16 @@ result does not depend on how NVRTC would contract our own expressions, and
 no FMA forms between the chain's last op and the statistics (ATen reads the
 chain's value from memory, rounded to T).
 
+What differs from ATen's kernel is only when values are computed, never
+which: the counts do not depend on the data, so the reciprocal of each
+Welford update's count (count = the element's place in the thread's unrolled
+loop + 1) is a constant, the intra-warp combines' counts and coefficients
+are shuffled and computed before the data arrive, and the inter-warp ones
+(each warp's lane 0 holds the warp's whole count) are constants; gamma and
+beta are read with the chain's inputs, before the statistics, for rows of up
+to 2048 elements. The critical path of a row is then the loads, the Welford
+updates and the data's shuffles.
+
 ATen takes this kernel only when (LayerNormKernelImplInternal) T is float,
 Half or BFloat16, N <= 2^24, N % 4 == 0, and X, Y, gamma, beta (when given)
 are aligned to 4 * sizeof(T) bytes; otherwise RowwiseMomentsCUDAKernel +
@@ -78,7 +88,9 @@ bit-identical on an H200, the 570 fusable ones fused).
 Torch-free, like aten_gen.
 """
 
+import fractions
 import hashlib
+import struct
 
 from . import aten_gen as G
 from . import aten_ops as A
@@ -88,6 +100,7 @@ VEC = 4                # ATen's vec_size
 MAX_N = 1 << 24        # N <= 2^24: the count is a float
 MAX_ROWS = (1 << 31) - 1
 CACHE_VECS = 16        # rows of up to 16 * 4 * 128 = 8192 elements keep x in registers
+PREFETCH_VECS = 4      # rows of up to 2048 read gamma and beta before the statistics
 
 
 class Norm(object):
@@ -157,26 +170,29 @@ static __device__ __forceinline__ void kp_won(float x, float &m, float &s, float
 	m = __fmaf_rn(d, __frcp_rn(c), m);
 	s = __fmaf_rn(d, __fsub_rn(x, m), s);
 }
-// cuWelfordCombine(dataB = (m, s, c), dataA = (am, as, ac))
-static __device__ __forceinline__ void kp_wcomb(float &m, float &s, float &c,
-                                                float am, float as, float ac)
+// cuWelfordOnlineSum with the count's reciprocal known (rcp.rn of the count
+// the element has in ATen's loop: a constant of the unrolled loop)
+static __device__ __forceinline__ void kp_wonk(float x, float &m, float &s, float r)
+{
+	const float d = __fsub_rn(x, m);
+	m = __fmaf_rn(d, r, m);
+	s = __fmaf_rn(d, __fsub_rn(x, m), s);
+}
+// cuWelfordCombine with the counts' part computed before the data (the
+// counts do not depend on it): ac = A.count, nA = A.count * coef, nB =
+// B.count * coef, pos = count > 0, the same operations kp_wcomb does
+static __device__ __forceinline__ void kp_wcombk(float &m, float &s, float am, float as,
+                                                 float ac, float nA, float nB, bool pos)
 {
 	const float delta = __fsub_rn(m, am);
-	const float count = __fadd_rn(ac, c);
-	float mean, sigma2;
-	if (count > 0.0f) {
-		const float coef = __frcp_rn(count);
-		const float nA = __fmul_rn(ac, coef);
-		const float nB = __fmul_rn(c, coef);
-		mean = __fmaf_rn(nA, am, __fmul_rn(nB, m));
-		sigma2 = __fmaf_rn(__fmul_rn(__fmul_rn(delta, delta), ac), nB, __fadd_rn(as, s));
+	if (pos) {
+		const float mean = __fmaf_rn(nA, am, __fmul_rn(nB, m));
+		s = __fmaf_rn(__fmul_rn(__fmul_rn(delta, delta), ac), nB, __fadd_rn(as, s));
+		m = mean;
 	} else {
-		mean = 0.0f;
-		sigma2 = 0.0f;
+		m = 0.0f;
+		s = 0.0f;
 	}
-	m = mean;
-	s = sigma2;
-	c = count;
 }
 """
 
@@ -215,6 +231,44 @@ def _element(ch, sfx, params):
         G.load_lines(j, x, _ext_at(x, ch.numel, sfx), body, xf, xb)
     nf, nb = G._node_lines(ch, xf, xb, body)
     return body, nf, nb
+
+
+def rcp_rn(c):
+    """1 / c rounded to the nearest float32 (ties to even): __frcp_rn(c)
+    for a positive integer-valued c, as a Python float."""
+    q = fractions.Fraction(1) / fractions.Fraction(c)
+    a = A.f32(float(q))
+    bits = struct.unpack("<I", struct.pack("<f", a))[0]
+    cands = [struct.unpack("<f", struct.pack("<I", b))[0] for b in (bits - 1, bits, bits + 1)]
+    return min(cands, key=lambda f: (abs(fractions.Fraction(f) - q),
+                                      struct.unpack("<I", struct.pack("<f", f))[0] & 1))
+
+
+def thread_count(t, nv):
+    """Elements thread t folds in compute_stats (4 per vector it reads)."""
+    return 0 if t >= nv else ((nv - 1 - t) // THREADS + 1) * VEC
+
+
+def inter_warp(nv):
+    """The inter-warp combines' counts, known before the data: for offsets
+    2 and 1, per receiving warp w, (A.count, nA, nB, count > 0) where dataB
+    is warp w's lane 0 (the warp's whole count, exact in float below 2^24)
+    and dataA the warp w + offset's."""
+    cw = [sum(thread_count(w * 32 + l, nv) for l in range(32)) for w in range(THREADS // 32)]
+    stages = []
+    for offset in (2, 1):
+        st = []
+        for w in range(offset):
+            c, ac = float(cw[w]), float(cw[w + offset])
+            count = c + ac
+            if count > 0:
+                coef = rcp_rn(count)
+                st.append((ac, A.f32(ac * coef), A.f32(c * coef), True))
+            else:
+                st.append((ac, 0.0, 0.0, False))
+            cw[w] = count
+        stages.append((offset, st))
+    return stages
 
 
 def generate(chain, norm):
@@ -278,12 +332,36 @@ def generate(chain, norm):
     nv = N // VEC
     vpt = (nv + THREADS - 1) // THREADS
     cache = vpt <= CACHE_VECS
+    # gamma and beta read with the chain's inputs, before the statistics
+    # (the order of loads changes no bit), where the row fits in registers
+    pre = cache and vpt <= PREFETCH_VECS and nm.outs[0]
     L = []
-    L.append("\t__shared__ float kp_buf[6];   // ATen's s_data: meansigmabuf[0..3], countbuf = +4")
+    L.append("\t__shared__ float kp_buf[4];   // ATen's s_data: meansigmabuf (counts: below)")
     L.append("\tconst int thrx = (int)threadIdx.x;")
     L.append("\tconst int lane = thrx & 31, warp = thrx >> 5;")
     L.append("\tconst %s row0 = (%s)blockIdx.x * %d%s;" % (idx_t, idx_t, N, sfx))
-    L.append("\tfloat kp_m = 0.0f, kp_s = 0.0f, kp_c = 0.0f;")
+    L.append("\tfloat kp_m = 0.0f, kp_s = 0.0f;" if cache else
+             "\tfloat kp_m = 0.0f, kp_s = 0.0f, kp_c = 0.0f;")
+    # ATen's combines compute coefficients from the counts, which do not
+    # depend on the data: computed here, off the statistics' critical path
+    L += ["\t// the intra-warp combines' counts, ahead of the data",
+          "\tfloat kp_ac[5], kp_na[5], kp_nb[5];",
+          "\tbool kp_pos[5];",
+          "\t{",
+          "\t	float c = thrx < %d ? (float)(((%d - 1 - thrx) / %d + 1) * %d) : 0.0f;"
+          % (nv, nv, THREADS, VEC),
+          "\t	#pragma unroll",
+          "\t	for (int k = 0; k < 5; k++) {",
+          "\t		const float ac = __shfl_down_sync(0xffffffffu, c, 16 >> k, 32);",
+          "\t		const float count = __fadd_rn(ac, c);",
+          "\t		const float coef = __frcp_rn(count);",
+          "\t		kp_ac[k] = ac;",
+          "\t		kp_na[k] = __fmul_rn(ac, coef);",
+          "\t		kp_nb[k] = __fmul_rn(c, coef);",
+          "\t		kp_pos[k] = count > 0.0f;",
+          "\t		c = count;",
+          "\t	}",
+          "\t}"]
 
     def loop_head(ind):
         if cache:
@@ -304,8 +382,20 @@ def generate(chain, norm):
     def loop_tail(ind):
         return [ind + "\t\t}", ind + "\t}"] + ([ind + "}"] if cache else [])
 
+    def wload(j):
+        if dt == "f32":
+            return "x%d[col]" % j
+        return "%s(x%d[col])" % (G._from_bits(dt), j)
+    g, b = nm.gamma, nm.beta
     if cache:
         L.append("\tfloat kp_x[%d];" % (vpt * VEC))
+        # 1 / count of each element's Welford update, count = its place + 1
+        L.append("\tconst float kp_rcp[%d] = {%s};" % (vpt * VEC, ", ".join(
+            A.flit(rcp_rn(k + 1)) for k in range(vpt * VEC))))
+    if pre:
+        for w, nmw in ((g, "kp_g"), (b, "kp_b")):
+            if w is not None:
+                L.append("\tfloat %s[%d];" % (nmw, vpt * VEC))
     # pass 1: the chain, its stores, the per-thread Welford sums
     L.append("\t// compute_stats: the chain's elements in ATen's read order")
     head, ind = loop_head("\t")
@@ -313,29 +403,35 @@ def generate(chain, norm):
     L += [ind + line for line in elem + stores]
     if cache:
         L.append(ind + "kp_x[v * %d + ii] = %s;" % (VEC, xv))
-    L.append(ind + "kp_won(%s, kp_m, kp_s, kp_c);" % xv)
+        L.append(ind + "kp_wonk(kp_x[v * %d + ii], kp_m, kp_s, kp_rcp[v * %d + ii]);"
+                 % (VEC, VEC))
+    else:
+        L.append(ind + "kp_won(%s, kp_m, kp_s, kp_c);" % xv)
+    if pre:
+        for w, nmw in ((g, "kp_g"), (b, "kp_b")):
+            if w is not None:
+                L.append(ind + "%s[v * %d + ii] = %s;" % (nmw, VEC, wload(w)))
     L += loop_tail("\t")
-    # intra-warp, inter-warp
+    # intra-warp (the counts' part above), inter-warp (counts: constants)
     L += ["\t#pragma unroll",
-          "\tfor (int offset = 16; offset > 0; offset >>= 1) {",
-          "\t\tconst float bm = __shfl_down_sync(0xffffffffu, kp_m, offset, 32);",
-          "\t\tconst float bs = __shfl_down_sync(0xffffffffu, kp_s, offset, 32);",
-          "\t\tconst float bc = __shfl_down_sync(0xffffffffu, kp_c, offset, 32);",
-          "\t\tkp_wcomb(kp_m, kp_s, kp_c, bm, bs, bc);",
-          "\t}",
-          "\tfor (int offset = 2; offset > 0; offset /= 2) {",
-          "\t\tif (lane == 0 && warp >= offset && warp < 2 * offset) {",
-          "\t\t\tconst int w = warp - offset;",
-          "\t\t\tkp_buf[2 * w] = kp_m;",
-          "\t\t\tkp_buf[2 * w + 1] = kp_s;",
-          "\t\t\tkp_buf[4 + w] = kp_c;",
-          "\t\t}",
-          "\t\t__syncthreads();",
-          "\t\tif (lane == 0 && warp < offset)",
-          "\t\t\tkp_wcomb(kp_m, kp_s, kp_c, kp_buf[2 * warp], kp_buf[2 * warp + 1], "
-          "kp_buf[4 + warp]);",
-          "\t\t__syncthreads();",
-          "\t}",
+          "\tfor (int k = 0; k < 5; k++) {",
+          "\t\tconst float bm = __shfl_down_sync(0xffffffffu, kp_m, 16 >> k, 32);",
+          "\t\tconst float bs = __shfl_down_sync(0xffffffffu, kp_s, 16 >> k, 32);",
+          "\t\tkp_wcombk(kp_m, kp_s, bm, bs, kp_ac[k], kp_na[k], kp_nb[k], kp_pos[k]);",
+          "\t}"]
+    for offset, st in inter_warp(nv):
+        L += ["\tif (lane == 0 && warp >= %d && warp < %d) {" % (offset, 2 * offset),
+              "\t\tkp_buf[2 * (warp - %d)] = kp_m;" % offset,
+              "\t\tkp_buf[2 * (warp - %d) + 1] = kp_s;" % offset,
+              "\t}",
+              "\t__syncthreads();"]
+        for w, (ac, na, nb, pos) in enumerate(st):
+            L += ["\tif (lane == 0 && warp == %d)" % w,
+                  "\t\tkp_wcombk(kp_m, kp_s, kp_buf[%d], kp_buf[%d], %s, %s, %s, %s);"
+                  % (2 * w, 2 * w + 1, A.flit(ac), A.flit(na), A.flit(nb),
+                     "true" if pos else "false")]
+        L.append("\t__syncthreads();")
+    L += [
           "\tif (lane == 0 && warp == 0) {",
           "\t\tkp_buf[0] = kp_m;",
           "\t\tkp_buf[1] = __fdiv_rn(kp_s, %s);   // sigma2 / float(N)" % A.flit(float(N)),
@@ -362,16 +458,14 @@ def generate(chain, norm):
             L += [ind + line for line in elem]
             L.append(ind + "const float x = %s;" % xv)
         L.append(ind + "const float xm = __fsub_rn(x, mean);")
-
-        def wload(j):
-            if dt == "f32":
-                return "x%d[col]" % j
-            return "%s(x%d[col])" % (G._from_bits(dt), j)
-        g, b = nm.gamma, nm.beta
+        if pre:
+            gv, bv = "kp_g[v * %d + ii]" % VEC, "kp_b[v * %d + ii]" % VEC
+        else:
+            gv, bv = (None if g is None else wload(g)), (None if b is None else wload(b))
         if g is not None and b is not None:
-            e = "__fmaf_rn(%s, __fmul_rn(rstd, xm), %s)" % (wload(g), wload(b))
+            e = "__fmaf_rn(%s, __fmul_rn(rstd, xm), %s)" % (gv, bv)
         elif g is not None:
-            e = "__fmul_rn(%s, __fmul_rn(rstd, xm))" % wload(g)
+            e = "__fmul_rn(%s, __fmul_rn(rstd, xm))" % gv
         else:
             e = "__fmul_rn(rstd, xm)"
         if dt == "f32":
