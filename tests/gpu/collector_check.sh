@@ -177,10 +177,19 @@ rc=$?
 sk=$(q "$D/e_sig.db" "SELECT count(*) FROM $KT")
 echo "  (sig) rc=$rc kernels=$sk run=$(q "$D/e_sig.db" "SELECT status || ' t_end=' || coalesce(t_end_ns,'NULL') || ' dropped=' || dropped_records || ' note=' || coalesce(note, '') FROM kp_runs")"
 check "sigterm: exit 143, database valid and finished" "[ $rc = 143 ] && [ $sk -gt 0 ] && [ -n \"\$(q $D/e_sig.db 'SELECT 1 FROM kp_runs WHERE t_end_ns IS NOT NULL')\" ]"
+# kplan record opens the database before it starts the command: an
+# unwritable output is an error at once, and the program does not run
 "$K" record -o /proc/kplan-nowrite.db -- "$G/collector_launch" 1000 >"$O/e_nowrite.log" 2>&1
 rc=$?
 sed 's/^/  [nowrite] /' "$O/e_nowrite.log" | head -4
-check "unwritable output: program runs, its exit code, one warning" "[ $rc = 0 ] && grep -q 'launched 1000' $O/e_nowrite.log && grep -q '^kplan: warning' $O/e_nowrite.log"
+check "unwritable output: kplan record refuses before running, naming the file" "[ $rc = 2 ] && ! grep -q 'launched 1000' $O/e_nowrite.log && grep -q '^kplan: error: .*/proc/kplan-nowrite.db' $O/e_nowrite.log"
+# the collector injected by hand (as a launcher's ranks get it) cannot
+# refuse: the program runs, keeps its exit code, and one warning says why
+CUDA_INJECTION64_PATH=$(cd "$B/lib" && pwd)/libkplan_collect.so KPLAN_OUT=/proc/kplan-nowrite.db \
+	"$G/collector_launch" 1000 >"$O/e_nowrite2.log" 2>&1
+rc=$?
+sed 's/^/  [nowrite injected] /' "$O/e_nowrite2.log" | head -4
+check "unwritable output, injected: program runs, its exit code, one warning" "[ $rc = 0 ] && grep -q 'launched 1000' $O/e_nowrite2.log && grep -q '^kplan: warning' $O/e_nowrite2.log"
 rec e_mem --mem-mb 1 -- "$G/collector_launch" 300000
 mk=$(q "$D/e_mem.db" "SELECT count(*) FROM $KT")
 md=$(q "$D/e_mem.db" "SELECT dropped_records FROM kp_runs")
