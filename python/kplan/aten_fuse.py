@@ -87,6 +87,7 @@ class Stats(object):
         self.strided = 0          # ops deferred with a strided input or non-row-major output
         self.consts = 0           # scalar_tensors handed out unfilled
         self.pads = 0             # constant_pad_nd deferred (ending a chain)
+        self.cats = 0             # cat deferred (ending a chain)
         self.consts_filled = 0    # ... of them filled after all (read outside a chain)
         self.norms = 0            # of the chains fused: ending in a LayerNorm (aten_norm)
         self.refused = {}
@@ -104,6 +105,7 @@ class Stats(object):
                 "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
                 "strided": self.strided,
                 "consts": self.consts, "consts_filled": self.consts_filled, "pads": self.pads,
+                "cats": self.cats,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
                 "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
@@ -184,7 +186,8 @@ class Fuser(object):
     (aten_plan.Group, source) for each chain fused (kt.save_fusion)."""
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
-                 log=None, region=None, shipped=None, found=None, pads=None):
+                 log=None, region=None, shipped=None, found=None, pads=None,
+                 cats=None):
         import os
         import torch
         self.T = torch
@@ -211,6 +214,9 @@ class Fuser(object):
         # KPLAN_TORCH_FUSE_PAD=0 (a switch to compare with and without)
         self.pads_on = bool(pads) if pads is not None else \
             os.environ.get("KPLAN_TORCH_FUSE_PAD", "1") != "0"
+        # cat ending a chain: on unless cats=False or KPLAN_TORCH_FUSE_CAT=0
+        self.cats_on = bool(cats) if cats is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_CAT", "1") != "0"
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -600,6 +606,83 @@ class Fuser(object):
         self.stats.pads += 1
         return out
 
+    @staticmethod
+    def is_cat(func):
+        """Whether func is an op defer_cat reads (cat)."""
+        return _named(func, _CAT_OPS)
+
+    def defer_cat(self, func, args, kwargs):
+        """cat(tensors, dim) where one tensor is an output of the pending
+        chain and the others are not pending (Llama's rotate_half:
+        cat(-x2, x1) of two halves of q): the chain ends in it like in a pad,
+        one kernel over the cat's shape writes the chain's value in its part
+        and copies the other tensors' elements into theirs. Same dtype and
+        device, the chain's value row-major, the cat's output row-major (as
+        eager lays it out). The cat's tensor is returned, nothing launched;
+        else None with the reason counted."""
+        T = self.T
+        a = list(args)
+        kw = dict(kwargs or {})
+        ts = a[0] if a else kw.pop("tensors", None)
+        dim = a[1] if len(a) > 1 else kw.pop("dim", 0)
+        ch = self.chain
+        if ch is None or kw or len(a) > 2 or not isinstance(ts, (list, tuple)) or \
+                not all(isinstance(t, T.Tensor) for t in ts):
+            self._refuse("cat-input")
+            return None
+        mine = [j for j, t in enumerate(ts)
+                if ch.ids.get(id(t)) is not None and ch.outs[ch.ids[id(t)]]() is t]
+        if len(mine) != 1 or self._touches(ch, [t for j, t in enumerate(ts) if j != mine[0]]):
+            self._refuse("cat-input")               # one pending value, the rest not pending
+            return None
+        if ch.norm is not None or ch.pad is not None:
+            self._refuse("cat-sealed")
+            return None
+        x = ts[mine[0]]
+        k = ch.ids[id(x)]
+        shape = ch.shape
+        nd = len(shape)
+        try:
+            dim = int(dim)
+        except Exception:
+            self._refuse("cat-args")
+            return None
+        dim = dim + nd if dim < 0 else dim
+        dname = ch.nodes[k].dtype
+        if not 0 <= dim < nd or tuple(x.shape) != shape or ch.ostr[k] is not None or \
+                _dtypes(T).get(x.dtype) != dname:
+            self._refuse("cat-args")
+            return None
+        parts, at = [], 0
+        for j, t in enumerate(ts):
+            if j == mine[0]:
+                lo = at
+                at += shape[dim]
+                continue
+            if t.dtype != x.dtype or t.device != ch.device or len(t.shape) != nd or \
+                    any(t.shape[d] != shape[d] for d in range(nd) if d != dim) or \
+                    t.shape[dim] == 0 or self._const(t):
+                self._refuse("cat-args")
+                return None
+            parts.append((at, int(t.shape[dim]), tuple(int(v) for v in t.stride()), t))
+            at += int(t.shape[dim])
+        if len(ch.exts) + len(parts) > self.max_exts:
+            self._refuse("cat-exts")
+            return None
+        lo_v, hi_v = [0] * nd, [0] * nd
+        lo_v[dim], hi_v[dim] = lo, at - lo - shape[dim]
+        spec = G.Pad(k, lo_v, hi_v, 0, dim=dim, parts=[p[:3] for p in parts])
+        out_shape = spec.shape(shape)
+        st = self._out_layout(func, args, kwargs, list(ts), out_shape, x.dtype, x.device)
+        if st is None or not G.same_layout(out_shape, st, G.contiguous_strides(out_shape)):
+            self._refuse("cat-layout")
+            return None
+        out = T.empty_strided(out_shape, st, dtype=x.dtype, device=x.device)
+        ch.pad = _PadRec(spec, out, (func,) + self._refs(ch, args, kwargs),
+                         parts=[p[3] for p in parts])
+        self.stats.cats += 1
+        return out
+
     def _refs(self, ch, args, kwargs):
         # the call as recorded for the op-by-op path: chain outputs become
         # _Ref(k), so that the record does not keep them alive
@@ -836,6 +919,7 @@ class Fuser(object):
                 ptrs += [t.data_ptr() for t in ch.norm.held if t is not None]
             if ch.pad is not None:
                 ptrs.append(ch.pad.held.data_ptr())
+                ptrs += [t.data_ptr() for t in ch.pad.parts]
         finally:
             self.quiet = False
         if ch.norm is not None:
@@ -959,6 +1043,7 @@ class _Ref(object):
 
 _NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm.default")
 _PAD_OPS = ("aten::constant_pad_nd", "aten::constant_pad_nd.default")
+_CAT_OPS = ("aten::cat", "aten::cat.default")
 
 
 def _named(func, names):
@@ -970,14 +1055,15 @@ def _named(func, names):
 
 
 class _PadRec(object):
-    """constant_pad_nd ending a chain: spec (aten_gen.Pad), the padded
-    tensor (a weakref), the call as recorded for the op-by-op path; held:
-    a strong reference during a flush."""
+    """constant_pad_nd or cat ending a chain: spec (aten_gen.Pad), the
+    padded tensor (a weakref), the call as recorded for the op-by-op path,
+    a cat's other tensors; held: a strong reference during a flush."""
 
-    def __init__(self, spec, out, call):
+    def __init__(self, spec, out, call, parts=()):
         self.spec = spec
         self.out = weakref.ref(out)
         self.call = call
+        self.parts = list(parts)  # a cat's other tensors (held, as externals are)
         self.held = None
 
     def holds(self, t):
@@ -1168,6 +1254,8 @@ def mode(fuser, oplog=None, oplog_path=None):
                 out = fuser.defer_norm(func, args, kwargs)
             elif fuser.pads_on and fuser.is_pad(func):
                 out = fuser.defer_pad(func, args, kwargs)
+            elif fuser.cats_on and fuser.is_cat(func):
+                out = fuser.defer_cat(func, args, kwargs)
             else:
                 out = fuser.defer_const(func, args, kwargs)
                 if out is None:

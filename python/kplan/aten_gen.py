@@ -126,23 +126,32 @@ class Pad(object):
     """constant_pad_nd of chain node `node` (over the chain's shape): lo and
     hi, the elements added before and after on each dim of the chain's
     shape (none negative), bits: the pad value's storage bits (const_bits).
-    The padded tensor is row-major."""
+    The padded tensor is row-major. A cat along dim `dim` is the same with
+    parts: (start, size, strides) per other tensor of the cat, in order, the
+    elements [start, start + size) of that dim read from it (its strides in
+    elements), bit for bit; the chain's value is the part at lo[dim]."""
 
-    __slots__ = ("node", "lo", "hi", "bits")
+    __slots__ = ("node", "lo", "hi", "bits", "dim", "parts")
 
-    def __init__(self, node, lo, hi, bits):
+    def __init__(self, node, lo, hi, bits, dim=None, parts=()):
         self.node = int(node)
         self.lo = tuple(int(v) for v in lo)
         self.hi = tuple(int(v) for v in hi)
         self.bits = int(bits)
+        self.dim = None if dim is None else int(dim)
+        self.parts = tuple((int(a), int(n), tuple(int(x) for x in st)) for a, n, st in parts)
 
     def shape(self, inner):
         return tuple(int(s) + a + b for s, a, b in zip(inner, self.lo, self.hi))
 
     def text(self):
         """The pad as aten_plan.describe names it."""
-        return "pad n%d lo=%s hi=%s value=0x%x" % (
+        t = "pad n%d lo=%s hi=%s value=0x%x" % (
             self.node, ",".join(map(str, self.lo)), ",".join(map(str, self.hi)), self.bits)
+        if self.parts:
+            t += " cat dim=%d parts=%s" % (self.dim, ";".join(
+                "%d+%d@%s" % (a, n, ",".join(map(str, st))) for a, n, st in self.parts))
+        return t
 
 
 class GenError(Exception):
@@ -487,6 +496,8 @@ def _pad_loop(ch, body, nf, nb, params):
     else:
         val = nb[pd.node] if nb[pd.node] is not None else "%s(%s)" % (_to_bits(dt), nf[pd.node])
         lit = "(unsigned short)0x%04x" % pd.bits
+    if pd.parts:
+        return _cat_loop(ch, body, val, dt, P, total, params)
     L = ["long long kp_q = (long long)p, kp_in = 1;", "unsigned long long i = 0;"]
     inner = 1
     for d in range(len(P) - 1, -1, -1):
@@ -500,9 +511,55 @@ def _pad_loop(ch, body, nf, nb, params):
     L.append("} else {")
     L.append("\typ[p] = %s;" % lit)
     L.append("}")
+    return _p_loop(total, L)
+
+
+def _p_loop(total, L):
     return ("\tfor (unsigned long long p = blockIdx.x * %dull + threadIdx.x; p < %dull; "
             "p += gridDim.x * %dull) {\n" % (BLOCK, total, BLOCK) +
             "".join("\t\t%s\n" % line for line in L) + "\t}\n")
+
+
+def _cat_loop(ch, body, val, dt, P, total, params):
+    """The loop of a chain ending in a cat along dim pad.dim: over the
+    cat's elements p (row-major, coordinates o0..), the chain's element
+    where p falls in its part, else the element of the other part that
+    holds it, copied as stored."""
+    pd = ch.pad
+    nd = len(P)
+    d0 = pd.dim
+    if d0 is None or not 0 <= d0 < nd or any(pd.lo[d] or pd.hi[d] for d in range(nd) if d != d0):
+        raise GenError("cat along %r" % (d0,))
+    spans = sorted([(pd.lo[d0], ch.shape[d0])] + [(a, n) for a, n, _ in pd.parts])
+    at = 0
+    for a, n in spans:
+        if a != at or n <= 0:
+            raise GenError("cat parts do not tile dim %d" % d0)
+        at += n
+    if at != P[d0] or any(len(st) != nd for _, _, st in pd.parts):
+        raise GenError("cat parts do not tile dim %d" % d0)
+    ct = _CTYPE[dt]
+    L = ["long long kp_q = (long long)p;"]
+    for d in range(nd - 1, -1, -1):
+        L.append("const long long o%d = kp_q %% %dll; kp_q /= %dll;" % (d, P[d], P[d]))
+    a0 = pd.lo[d0]
+    L.append("if (o%d >= %dll && o%d < %dll) {" % (d0, a0, d0, a0 + ch.shape[d0]))
+    inner, terms = 1, []
+    for d in range(nd - 1, -1, -1):
+        c = "(o%d - %dll)" % (d, a0) if d == d0 else "o%d" % d
+        terms.append("(unsigned long long)%s * %dull" % (c, inner))
+        inner *= ch.shape[d]
+    L.append("\tconst unsigned long long i = %s;" % " + ".join(terms))
+    L += ["\t" + line for line in body]
+    L.append("\typ[p] = %s;" % val)
+    for m, (a, n, st) in enumerate(pd.parts):
+        params.append("const %s *xq%d" % (ct, m))
+        off = " + ".join("(%s) * %dll" % ("o%d - %dll" % (d, a) if d == d0 else "o%d" % d, st[d])
+                         for d in range(nd))
+        L.append("} else if (o%d >= %dll && o%d < %dll) {" % (d0, a, d0, a + n))
+        L.append("\typ[p] = xq%d[%s];" % (m, off))
+    L.append("}")
+    return _p_loop(total, L)
 
 
 def launch_dims(numel):

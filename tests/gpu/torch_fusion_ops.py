@@ -160,6 +160,13 @@ def chains():
             torch.where(y > 0, _st(0.0, x), _st(float("-inf"), x)), (0, 5, 1, 0))),
         ("pad_of_chain", lambda x, y: torch.nn.functional.pad(torch.tanh(x) * 2 + y,
                                                               (3, 1, 0, 2), value=-0.1)),
+        # cat ending the chain: the chain's value with other tensors (strided
+        # views among them), first, in the middle, along either dim
+        ("cat_of_chain", lambda x, y: torch.cat((torch.tanh(x) * 2, y), dim=-1)),
+        ("cat_chain_middle", lambda x, y: torch.cat((y[:, :7], -(x + y), y.t().t()[:, 3:5]),
+                                                    dim=1)),
+        ("cat_dim0", lambda x, y: torch.cat((y[1:3], torch.exp(x) - 1.0), dim=0)),
+        ("rotate_half_chain", lambda x, y: rotate_half(x * 0.5) * y),
     ]
 
 

@@ -264,7 +264,13 @@ def ops(T):
         return T.Tensor(tuple(shape), x.dtype, dev=x.device.type)
     O.pad = Op(T, "aten::constant_pad_nd", [Arg("self", ts), Arg("pad", "SymInt[]"),
                                             Arg("value", "Scalar")], pad)
-    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad):
+
+    def cat(ts, dim=0):
+        shape = list(ts[0].shape)
+        shape[dim] = sum(t.shape[dim] for t in ts)
+        return T.Tensor(tuple(shape), ts[0].dtype, dev=ts[0].device.type)
+    O.cat = Op(T, "aten::cat", [Arg("tensors", "Tensor[]"), Arg("dim", "int")], cat)
+    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad, O.cat):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -716,6 +722,63 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(names, ["fill_", "fill_", "aten::where.self_out",
                                  "aten::constant_pad_nd", "copy_"])
         self.assertIs(self.T.log[-1][1], p)
+
+    # -- cat ending a chain -------------------------------------------------
+    def test_cat_of_a_chain_value_is_one_kernel(self):
+        """rotate_half's cat(-x2, x1): the chain's value and another tensor."""
+        O = self.O
+        x, x1 = self.x(1, 4, 1, 4), self.x(1, 4, 1, 4, strides=(32, 8, 8, 1))
+        t = self.run_op(O.tanh, x)
+        c = self.fz.defer_cat(O.cat, ([t, x1], -1), {})
+        self.assertEqual(tuple(c.shape), (1, 4, 1, 8))
+        del t
+        gc.collect()
+        self.assertEqual(self.crt.launches, [])
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [x.data_ptr(), c.data_ptr(), x1.data_ptr()])
+        src = self.crt.loads[0][1]
+        self.assertIn("if (o3 >= 0ll && o3 < 4ll) {", src)             # the chain's part
+        self.assertIn("const unsigned long long i = (unsigned long long)(o3 - 0ll) * 1ull + "
+                      "(unsigned long long)o2 * 4ull + (unsigned long long)o1 * 4ull + "
+                      "(unsigned long long)o0 * 16ull;", src)
+        self.assertIn("} else if (o3 >= 4ll && o3 < 8ll) {", src)      # x1's, at its strides
+        self.assertIn("yp[p] = xq0[(o0) * 32ll + (o1) * 8ll + (o2) * 8ll + (o3 - 4ll) * 1ll];",
+                      src)
+        st = self.fz.stats.as_dict()
+        self.assertEqual((st["cats"], st["chains"], st["ops_fused"]), (1, 1, 2))
+
+    def test_cat_refusals(self):
+        O, T = self.O, self.T
+        x, y = self.x(2, 4), self.x(2, 4)
+        self.assertIsNone(self.fz.defer_cat(O.cat, ([x, y], 1), {}))          # no chain
+        t = self.run_op(O.tanh, x)
+        u = self.run_op(O.add, t, 1.0)
+        self.assertIsNone(self.fz.defer_cat(O.cat, ([t, u], 1), {}))          # two pending
+        self.assertIsNone(self.fz.defer_cat(O.cat, ([u, self.x(2, 4, dtype=T.float32)], 1),
+                                            {}))                              # another dtype
+        self.assertIsNone(self.fz.defer_cat(O.cat, ([u, self.x(3, 4)], 1), {}))   # a shape
+        self.assertEqual(self.fz.stats.refused, {"cat-input": 2, "cat-args": 2})
+        c = self.fz.defer_cat(O.cat, ([y, u], 0), {})                         # the chain second
+        self.assertEqual(tuple(c.shape), (4, 4))
+        self.fz.flush()
+        src = self.crt.loads[0][1]
+        self.assertIn("if (o0 >= 2ll && o0 < 4ll) {", src)
+        self.assertIn("} else if (o0 >= 0ll && o0 < 2ll) {", src)
+        del t
+
+    def test_cat_op_by_op_and_off(self):
+        self.crt.can_fuse = False
+        O = self.O
+        x, x1 = self.x(2, 4), self.x(2, 4)
+        c = self.fz.defer_cat(O.cat, ([self.run_op(O.tanh, x), x1], 1), {})
+        self.fz.flush()
+        names = [e[0] for e in self.T.log]
+        self.assertEqual(names[-2:], ["aten::cat", "copy_"])
+        self.assertIs(self.T.log[-1][1], c)
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_CAT": "0"}):
+            self.assertFalse(aten_fuse.Fuser(self.crt).cats_on)
+        self.assertTrue(aten_fuse.Fuser(self.crt).cats_on)
 
     def test_data_ptr_of_a_chain_output_launches_the_chain(self):
         O, x = self.O, self.x()

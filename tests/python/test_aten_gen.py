@@ -360,6 +360,42 @@ class TestGenerate(unittest.TestCase):
             G.generate(G.Chain(ch.nodes, ch.exts, 24, [], shape=shape,
                                pad=G.Pad(0, (0, -1, 0), hi, 0)))
 
+    def test_cat_index_math(self):
+        # the generated lines, run in Python: every element of the cat maps
+        # to the chain's element or to its element of the part that holds it
+        import itertools
+        import re
+        N = A.Node
+        shape = (2, 3, 2)                          # the chain's value, the middle part
+        parts = [(0, 2, (40, 10, 1)), (5, 4, (1, 2, 8))]     # strided views
+        ch = G.Chain([N("neg", [("x", 0)], "f16")], [G.Ext("f16")], 12, [], shape=shape,
+                     pad=G.Pad(0, (0, 2, 0), (0, 4, 0), 0, dim=1, parts=parts))
+        src = G.generate(ch)[1]
+        self.assertIn("const unsigned short *xq0, const unsigned short *xq1", src)
+        P = (2, 9, 2)
+        self.assertIn("p < 36ull", src)
+        head = re.search(r"if \(o1 >= 2ll && o1 < 5ll\) \{\n\t*const unsigned long long i = "
+                         r"([^;]*);", src)
+        reads = re.findall(r"else if \(o1 >= (\d+)ll && o1 < (\d+)ll\) \{\n\t*yp\[p\] = "
+                           r"xq(\d)\[([^;]*)\];", src)
+        self.assertIsNotNone(head)
+        self.assertEqual([(a, b, m) for a, b, m, _ in reads], [("0", "2", "0"), ("5", "9", "1")])
+
+        def ev(expr, o):
+            e = expr.replace("(unsigned long long)", "").replace("ull", "").replace("ll", "")
+            return eval(e, {}, {"o0": o[0], "o1": o[1], "o2": o[2]})
+        for o in itertools.product(*[range(d) for d in P]):
+            if 2 <= o[1] < 5:
+                self.assertEqual(ev(head.group(1), o), (o[0] * 3 + o[1] - 2) * 2 + o[2])
+                continue
+            (a, n, st), expr = [(pt, r[3]) for pt, r in zip(parts, reads)
+                                if pt[0] <= o[1] < pt[0] + pt[1]][0]
+            self.assertEqual(ev(expr, o), o[0] * st[0] + (o[1] - a) * st[1] + o[2] * st[2])
+        with self.assertRaises(G.GenError):              # parts that leave a gap
+            G.generate(G.Chain(ch.nodes, ch.exts, 12, [], shape=shape,
+                               pad=G.Pad(0, (0, 2, 0), (0, 4, 0), 0, dim=1,
+                                         parts=parts[:1])))
+
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_pad_sources_compile(self):
         N = A.Node
@@ -371,6 +407,13 @@ class TestGenerate(unittest.TestCase):
                 ch = G.Chain(nodes, exts, 16, [0], shape=(1, 1, 16, 1),
                              pad=G.Pad(0, (0, 0, 0, 0), (0, 0, 0, 7), 0))
                 nvcc_ok(self, os.path.join(tmp, "p%s.cu" % d), G.generate(ch)[1])
+                # rotate_half's cat(-x2, x1), x2 a strided half of q
+                nodes = [N("neg", [("x", 0)], d)]
+                exts = [G.Ext(d, "strided", strides=(128, 64, 64, 1))]
+                ch = G.Chain(nodes, exts, 64, [], shape=(1, 2, 1, 32),
+                             pad=G.Pad(0, (0, 0, 0, 0), (0, 0, 0, 32), 0, dim=3,
+                                       parts=[(32, 32, (128, 64, 64, 1))]))
+                nvcc_ok(self, os.path.join(tmp, "c%s.cu" % d), G.generate(ch)[1])
 
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_strided_sources_compile(self):
