@@ -1,7 +1,10 @@
 """Where a step's GPU time goes: kplan.torch (with and without fusion) against
 torch.compile(mode="reduce-overhead"), kernel by kernel.
 
-    PYTHONPATH=python python3 bench/torch_kernels.py [--workloads gpt2,llama] [--out DIR]
+    PYTHONPATH=python python3 bench/torch_kernels.py [--workloads gpt2,llama,train] [--out DIR]
+
+(train: bench/torch_fusion.py's GPT-2 (4 layers) training step with
+AdamW(capturable=True), one model stepped by every variant.)
 
 Each variant is warmed up (captured, compiled), then STEPS steps run under
 torch.profiler (CUDA activity: kernels inside graph replays included). For
@@ -13,6 +16,7 @@ inside the graph. --out writes one JSON per workload with every group.
 """
 import argparse
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -31,9 +35,9 @@ def short(name, n=90):
     return name if len(name) <= n else name[:n - 3] + "..."
 
 
-def profile(f, steps):
+def profile(f, steps, grad=False):
     from torch.profiler import ProfilerActivity, profile as prof
-    with torch.no_grad():
+    with (contextlib.nullcontext() if grad else torch.no_grad()):
         for _ in range(3):
             f()
         torch.cuda.synchronize()
@@ -79,8 +83,11 @@ def main():
             ids = torch.ones(1, 1, dtype=torch.long, device="cuda")
             pos = torch.tensor([16], device="cuda")
             fn, args = step, (ids, pos)     # one token at position 16, every step
+        elif w == "train":
+            fn, args = tf.build_train()     # one model: every variant steps it on
         else:
             fn, args = tf.build(w, 128)
+        grad = w == "train"
         variants = {"eager": lambda fn=fn: fn(*args)}
         for v, fuse in (("kplan", "off"), ("kplan-fuse", "exact")):
             rt = tf.runtime(fuse)
@@ -91,13 +98,13 @@ def main():
         def ro(cf=cf):
             torch.compiler.cudagraph_mark_step_begin()
             return cf(*args)
-        with torch.no_grad():
+        with (contextlib.nullcontext() if grad else torch.no_grad()):
             for _ in range(3):
                 ro()
         variants["reduce-overhead"] = ro
         res = {}
         for v, f in variants.items():
-            r = res[v] = profile(f, a.steps)
+            r = res[v] = profile(f, a.steps, grad)
             print("\n== %s %s: %.1f kernels/step, kernels %.1f us, span %.1f us" % (
                 w, v, r["kernels_per_step"], r["busy_us_per_step"], r["span_us_per_step"]))
             for name, c, d in r["groups"][:a.top]:
