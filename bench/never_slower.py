@@ -34,6 +34,8 @@ Variants:
   graph-curwatch  the same with the watched warm-up call on the caller's
                   stream instead of the capture stream
                   (KPLAN_TORCH_WATCH_STREAM=current)
+  graph-fuse      policy "graph" with fusion of ATen chains
+                  (KPLAN_TORCH_FUSE=exact)
 """
 import argparse
 import hashlib
@@ -53,6 +55,7 @@ VARIANT_ENV = {
     "graph-nowatch": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_RT_WATCH": "0"},
     "graph-attached": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_RT_WATCH_DETACH": "0"},
     "graph-curwatch": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_TORCH_WATCH_STREAM": "current"},
+    "graph-fuse": {"KPLAN_TORCH_POLICY": "graph", "KPLAN_TORCH_FUSE": "exact"},
 }
 
 

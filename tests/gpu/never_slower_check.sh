@@ -8,10 +8,11 @@
 # Per workload: eager (no kplan), forced-eager (kplan.torch, every region
 # eager) and graph (policy graph: watch, capture, replay), plus graph-nowatch
 # (the watch off) where NS_NOWATCH=1 and graph-attached (CUPTI kept attached
-# after the watch, KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1. Every run is
+# after the watch, KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1, graph-fuse (fusion of ATen chains, KPLAN_TORCH_FUSE=exact)
+# where NS_FUSE=1. Every run is
 # pinned to the same cores near GPU 0. The ratio is eager's whole run over the
 # variant's (best of NS_ROUNDS rounds each, default 2). Fails (exit 1) when
-# forced-eager or graph falls below NS_MIN (0.99) of eager beyond the eager
+# forced-eager, graph or graph-fuse falls below NS_MIN (0.99) of eager beyond the eager
 # runs' own spread (slowest / fastest: these machines vary 5-10 % between
 # processes), when graph is more than 1 % slower than graph-nowatch where both
 # graph the region, or when a kplan variant's losses differ from eager's. No
@@ -43,6 +44,7 @@ WORKLOADS=${NS_WORKLOADS:-"ddp ddp_side gpt2_adamw gpt2_adamw_cap mlp_sync"}
 VARIANTS=${NS_VARIANTS:-"eager forced-eager graph"}
 [ "${NS_NOWATCH:-0}" = 1 ] && VARIANTS="$VARIANTS graph-nowatch"
 [ "${NS_ATTACHED:-0}" = 1 ] && VARIANTS="$VARIANTS graph-attached"
+[ "${NS_FUSE:-0}" = 1 ] && VARIANTS="$VARIANTS graph-fuse"
 # Every run on the same CPUs, near GPU 0 (its NUMA node's first cores): a
 # launch-bound run's time depends on the core it lands on, and unpinned runs
 # of the same program differ by 10-20 % between processes here.
@@ -119,7 +121,8 @@ for w in dict.fromkeys(k[0] for k in best):
     # beyond the noise: the limit shrinks by the eager runs' own spread
     er = eager_runs.get(w) or [1.0]
     wlim = lim * min(er) / max(er)
-    for v in ("eager", "forced-eager", "graph", "graph-nowatch", "graph-attached", "graph-curwatch"):
+    for v in ("eager", "forced-eager", "graph", "graph-fuse", "graph-nowatch", "graph-attached",
+              "graph-curwatch"):
         r = best.get((w, v))
         if r is None:
             continue
@@ -135,7 +138,7 @@ for w in dict.fromkeys(k[0] for k in best):
                                                                 r["step_ms"], same, what))
         if v != "eager" and same != "same":
             bad.append("%s %s: losses differ from eager" % (w, v))
-        if v in ("forced-eager", "graph") and ratio < wlim:
+        if v in ("forced-eager", "graph", "graph-fuse") and ratio < wlim:
             bad.append("%s %s: %.3f of eager's speed (limit %.3f: %.2f within the eager runs' "
                        "spread)" % (w, v, ratio, wlim, lim))
     g, n = best.get((w, "graph")), best.get((w, "graph-nowatch"))
