@@ -8,8 +8,8 @@
 # Per workload: eager (no kplan), forced-eager (kplan.torch, every region
 # eager) and graph (policy graph: watch, capture, replay), plus graph-nowatch
 # (the watch off) where NS_NOWATCH=1 and graph-attached (CUPTI kept attached
-# after the watch, KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1, graph-fuse (fusion of ATen chains, KPLAN_TORCH_FUSE=exact)
-# where NS_FUSE=1. Every run is
+# after the watch, KPLAN_RT_WATCH_DETACH=0) where NS_ATTACHED=1 and graph-fuse
+# (fusion of ATen chains, KPLAN_TORCH_FUSE=exact) where NS_FUSE=1. Every run is
 # pinned to the same cores near GPU 0. The ratio is eager's whole run over the
 # variant's (best of NS_ROUNDS rounds each, default 2). Fails (exit 1) when
 # forced-eager, graph or graph-fuse falls below NS_MIN (0.99) of eager beyond the eager
