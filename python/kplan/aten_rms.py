@@ -22,8 +22,9 @@ none carries the commit of torch 2.11, see VARIANTS):
   static_cast<float>(iter.num_output_elements()) / iter.numel() (a float
   division on the host: rows / (rows * N)), gpu_reduce_kernel<float,
   float>(iter, MeanOps{factor}) with the default vt0 = 4 and
-  input_vec_size = vt0 (only 16-bit inputs take input_vec_size 8; one fork
-  read takes vt0 = 8 for float when N % 1024 == 0: upstream does not).
+  input_vec_size = vt0 (only 16-bit inputs take input_vec_size 8; a vendor
+  fork read, Biren's torch_supa, takes vt0 = 8 for float when N % 1024 ==
+  0: no upstream copy read does).
 - SharedReduceOps.h, MeanOps: reduce(acc, x) = acc + x, combine(a, b) =
   a + b, project(acc) = acc * factor, ident 0 (so a thread's first add is
   0 + x). No product precedes a sum: nvcc has nothing to contract, and we
