@@ -202,7 +202,7 @@ class Fuser(object):
     (aten_plan.Group, source) for each chain fused (kt.save_fusion)."""
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
-                 log=None, region=None, shipped=None, found=None, pads=None):
+                 log=None, region=None, shipped=None, found=None, pads=None, means=None):
         import os
         import torch
         self.T = torch
@@ -229,6 +229,10 @@ class Fuser(object):
         # KPLAN_TORCH_FUSE_PAD=0 (a switch to compare with and without)
         self.pads_on = bool(pads) if pads is not None else \
             os.environ.get("KPLAN_TORCH_FUSE_PAD", "1") != "0"
+        # a mean over the last dim inside the chain (RMSNorm): on unless
+        # means=False or KPLAN_TORCH_FUSE_MEAN=0
+        self.means_on = bool(means) if means is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_MEAN", "1") != "0"
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -1304,7 +1308,7 @@ def mode(fuser, oplog=None, oplog_path=None):
             fuser.last_reason = None
             if fuser.is_norm(func):
                 out = fuser.defer_norm(func, args, kwargs)
-            elif fuser.is_mean(func):
+            elif fuser.means_on and fuser.is_mean(func):
                 out = fuser.defer_mean(func, args, kwargs)
             elif fuser.pads_on and fuser.is_pad(func):
                 out = fuser.defer_pad(func, args, kwargs)

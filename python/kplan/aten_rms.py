@@ -261,6 +261,8 @@ def generate(chain, red):
     why = refusal(M, N)
     if why:
         raise G.GenError(why)
+    if any(x.dtype not in G._CTYPE for x in ch.exts):
+        raise G.GenError("external dtypes %r" % ([x.dtype for x in ch.exts],))
     if any(x.mode == "strided" for x in ch.exts) or \
             any(st is not None for st in (ch.out_strides or ())) or ch.pad is not None:
         raise G.GenError("the row kernel reads and writes row-major")
@@ -285,8 +287,13 @@ def generate(chain, red):
         n = ch.nodes[k]
         params.append("%s *y%d" % (G._CTYPE[n.dtype], o))
         stores["pre" if k in pre else "row" if k in rows else "post"].append((o, k))
-    # the pass-1 values pass 2 reads: in registers when they fit
+    # the pass-1 values pass 2 reads: in registers when they fit, else
+    # computed again (with the nodes they read)
     kept = sorted({v for k in post for c, v in ch.nodes[k].ins if c == "n" and v in pre})
+    again = set(kept)
+    for k in range(k0 - 1, -1, -1):
+        if k in again:
+            again |= {v for c, v in ch.nodes[k].ins if c == "n"}
     shifted = cfg.vec and N % VEC != 0
     if cfg.vec:
         vpt = _div_up(N // VEC, cfg.step)
@@ -294,7 +301,7 @@ def generate(chain, red):
     else:
         vpt = _div_up(_div_up(N, cfg.step), VEC)
         slots = vpt * VEC
-    cache = bool(post) and len(kept) * slots <= CACHE_SLOTS
+    cache = bool(kept) and len(kept) * slots <= CACHE_SLOTS
     rt = "ty == 0" if cfg.split else ""           # should_reduce_tail
 
     def kept_type(k):
@@ -335,8 +342,8 @@ def generate(chain, red):
                     ("%s(%s)" % (G._from_bits(ch.nodes[k].dtype), e), e)
             js = _used_exts(ch, post)
         else:
-            todo |= pre
-            js = _used_exts(ch, pre | post)
+            todo |= again
+            js = _used_exts(ch, again | post)
         xf2, xb2 = _loads(ch, js, None, sfx, lines)
         nf2, nb2 = G._node_lines(ch, xf2, xb2, lines, todo=todo, known=kn)
         lines += [_store(ch, o, k, nf2, nb2, "i") for o, k in stores["post"]]
@@ -399,7 +406,8 @@ def generate(chain, red):
          % (cfg.step_out, 0 if cfg.split else 1),
          "\tconst bool kp_in = row < %du;" % M,
          "\tconst unsigned int row0 = row * %du;" % N,
-         "\tconst int kp_i0 = tx + ty * %d;   // input_idx" % cfg.mult1,
+         "\tconst int kp_i0 = %s;   // input_idx" % (
+             "tx + ty * %d" % cfg.mult1 if cfg.mult1 else "tx"),
          "\tfloat kp_a[%d] = {0.0f, 0.0f, 0.0f, 0.0f};   // value_list, ident 0" % VEC]
     if cfg.bw > WARP or (cfg.split and cfg.bh > 1):
         L.append("\t__shared__ float kp_sh[%d];" % T)

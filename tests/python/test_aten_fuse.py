@@ -300,7 +300,8 @@ class FakeCRT(object):
 def run_op(fz, op, *args, **kw):
     """What FuseMode.__torch_dispatch__ does."""
     out = fz.defer_norm(op, args, kw) if fz.is_norm(op) else \
-        fz.defer_mean(op, args, kw) if fz.is_mean(op) else fz.defer(op, args, kw)
+        fz.defer_mean(op, args, kw) if fz.means_on and fz.is_mean(op) else \
+        fz.defer(op, args, kw)
     if out is not None:
         return out
     if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
@@ -1008,6 +1009,19 @@ class TestRowMean(TestFuser):
                 self.assertIsNone(self.fz.chain)       # it read the chain: flushed first
             self.assertEqual(out.shape[-1], 1)
         self.assertEqual(self.fz.stats.reductions, 0)
+
+    def test_mean_is_on_unless_turned_off(self):
+        self.assertTrue(self.fz.means_on)
+        # KPLAN_TORCH_FUSE_MEAN=0 (or means=False) leaves the mean to ATen
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_MEAN": "0"}):
+            self.fz = aten_fuse.Fuser(self.crt)
+        self.assertFalse(self.fz.means_on)
+        _s, y = self.rms(self.x(2, 1024), self.x(1024))
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.reductions, 0)
+        self.assertIn("aten::mean.dim", [e[0] for e in self.T.log])
+        self.assertFalse(aten_fuse.Fuser(self.crt, means=False).means_on)
+        del y
 
     def test_autograd_is_refused(self):
         h = self.chain_f32()
