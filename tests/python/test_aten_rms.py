@@ -257,5 +257,214 @@ class TestSource(unittest.TestCase):
                 # the values kept for pass 2 stay in registers
                 self.assertNotIn("st.local", ptx, i)
 
+# The generated kernel run on the host: a block is blockDim host threads, a
+# std::barrier is __syncthreads, shuffles go through a buffer between two
+# barriers, the _rn intrinsics are plain float operations (x86-64 SSE: round
+# to nearest, no FMA contraction with -ffp-contract=off, no FTZ).
+HOST = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+struct kp_dim3 { unsigned x, y, z; };
+static thread_local kp_dim3 threadIdx, blockIdx;
+static std::barrier<> *kp_bar;
+static void __syncthreads() { kp_bar->arrive_and_wait(); }
+static float __int_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static float __fadd_rn(float a, float b) { return a + b; }
+static float __fmul_rn(float a, float b) { return a * b; }
+static float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static float kp_buf[512];
+static float __shfl_down_sync(unsigned, float v, int off, int)
+{
+	const int t = (int)threadIdx.x;
+	kp_buf[t] = v;
+	__syncthreads();
+	const float r = (t % 32) + off < 32 ? kp_buf[t + off] : v;
+	__syncthreads();
+	return r;
+}
+#define __global__
+#define __launch_bounds__(n)
+#define __shared__ static
+"""
+
+DRIVER = r"""
+int main(int argc, char **argv)
+{
+	std::vector<float> x0(NUMEL), x1(NUMEL), y0(NUMEL), y1(ROWS), y2(NUMEL);
+	FILE *f = fopen(argv[1], "rb");
+	if (!f || fread(x0.data(), 4, NUMEL, f) != NUMEL || fread(x1.data(), 4, NUMEL, f) != NUMEL)
+		return 2;
+	fclose(f);
+	for (unsigned b = 0; b < GRID; b++) {
+		std::barrier<> bar(BLOCK);
+		kp_bar = &bar;
+		std::vector<std::thread> ts;
+		for (unsigned t = 0; t < BLOCK; t++)
+			ts.emplace_back([&, t, b] {
+				threadIdx = {t, 0, 0};
+				blockIdx = {b, 0, 0};
+				KERNEL(x0.data(), x1.data(), y0.data(), y1.data(), y2.data());
+			});
+		for (auto &t : ts)
+			t.join();
+	}
+	f = fopen(argv[2], "wb");
+	fwrite(y0.data(), 4, NUMEL, f);
+	fwrite(y1.data(), 4, ROWS, f);
+	fwrite(y2.data(), 4, NUMEL, f);
+	fclose(f);
+	return 0;
+}
+"""
+GXX = shutil.which("g++")
+
+
+def f32s(vals):
+    return [A.f32(v) for v in vals]
+
+
+def aten_mean(X, rows, n):
+    """ATen's mean of each row of X (floats of float32 values), as
+    Reduce.cuh computes it for aten_rms's config and variant flags: an
+    independent transcription of run(), input_vectorized_thread_reduce_impl,
+    thread_reduce_impl, block_x_reduce and block_y_reduce as loops over
+    threads, every add rounded to float."""
+    c = R.config(rows, n)
+    bw, bh = c.bw, c.bh
+    add = lambda a, b: A.f32(a + b)
+    out = [None] * rows
+    for blk in range(c.grid):
+        vals = []
+        for tid in range(bw * bh):
+            tx, ty = tid % bw, tid // bw
+            row = blk * c.step_out + (0 if c.split else ty)
+            idx = tx + ty * c.mult1
+            rt = not c.split or ty == 0
+            if row >= rows or idx >= n:
+                vals.append(0.0)
+                continue
+            acc = [0.0] * 4
+            if c.vec:
+                base, end, shift = row * n, n, (row * n) % 4     # 16-byte aligned tensor
+                if shift > 0:
+                    base -= shift
+                    end += shift
+                    if shift <= tx < 4 and rt:
+                        acc[0] = add(acc[0], X[base + tx])
+                    end -= 4
+                    base += 4
+                while idx * 4 + 3 < end:
+                    for i in range(4):
+                        acc[i] = add(acc[i], X[base + idx * 4 + i])
+                    idx += c.step
+                j = end - end % 4 + tx
+                if rt and j < end:
+                    acc[0] = add(acc[0], X[base + j])
+            else:
+                while idx + 3 * c.step < n:
+                    for i in range(4):
+                        acc[i] = add(acc[i], X[row * n + idx + i * c.step])
+                    idx += 4 * c.step
+                for i in range(4):
+                    if idx >= n:
+                        break
+                    acc[i] = add(acc[i], X[row * n + idx])
+                    idx += c.step
+            vals.append(add(add(add(acc[0], acc[1]), acc[2]), acc[3]))
+
+        def block_x(v):
+            dim_x = bw
+            if dim_x > 32:
+                off = dim_x // 2
+                while off >= 32:
+                    v = [add(v[t], v[t + off]) if t % bw < off else v[t] for t in range(len(v))]
+                    off //= 2
+                dim_x = 32
+            offs = [1 << k for k in range(dim_x.bit_length() - 1)]
+            for off in (reversed(offs) if R.SHUFFLE_DESCENDING else offs):
+                v = [add(v[t], v[t + off] if t % 32 + off < 32 else v[t]) for t in range(len(v))]
+            return v
+
+        def block_y(v):
+            off = bh // 2
+            while off > 0:
+                v = [add(v[t], v[t + off * bw]) if t // bw < off else v[t] for t in range(len(v))]
+                off //= 2
+            return v
+        if R.X_BEFORE_Y:
+            vals = block_x(vals)
+            vals = block_y(vals) if c.split else vals
+        else:
+            vals = block_x(block_y(vals) if c.split else vals)
+        for ty in range(1 if c.split else bh):
+            row = blk * c.step_out + ty
+            if row < rows:
+                out[row] = A.f32(vals[ty * bw] * R.factor(rows, n))
+    return out
+
+
+@unittest.skipUnless(GXX, "no g++")
+class TestHostRun(unittest.TestCase):
+    """s = x0 + x1 (kept), mean(s * s) (kept), v = s * (mean + 1e-6) (f32):
+    the generated kernel run on the host against aten_mean and the
+    elementwise values, bit for bit: every element summed once into the
+    accumulator ATen uses, in its order, and written once."""
+
+    # one vec4 a thread; unaligned rows; a warp a row; warps splitting a row;
+    # two rows a warp; no vec4; pass 2 computing again
+    CASES = ((1, 1024), (3, 1001), (16, 1024), (3, 8192), (4, 16), (2, 64), (2, 5120))
+
+    def chain(self, rows, n):
+        N = A.Node
+        nodes = [N("add", [("x", 0), ("x", 1)], "f32", {"alpha": 1.0}),
+                 N("mul", [("n", 0), ("n", 0)], "f32", {}),
+                 N("mean", [("n", 1)], "f32", {}),
+                 N("add", [("n", 2), ("s", 1e-6)], "f32", {"alpha": 1.0}),
+                 N("mul", [("n", 0), ("n", 3)], "f32", {})]
+        return (G.Chain(nodes, [G.Ext("f32"), G.Ext("f32")], rows * n, [0, 2, 4]),
+                R.Red(2, n, [2, 3]))
+
+    def test_host_run(self):
+        import random
+        import struct
+        rng = random.Random(5)
+
+        def build(case):
+            rows, n = case
+            name, src = R.generate(*self.chain(rows, n))
+            grid, block = R.launch_dims(rows, n)
+            p = os.path.join(tmp, "h%d_%d" % (rows, n))
+            with open(p + ".cc", "w") as f:
+                f.write(HOST + src.replace(G._PRELUDE, "") + DRIVER.replace(
+                    "NUMEL", str(rows * n)).replace("ROWS", str(rows)).replace(
+                    "GRID", str(grid)).replace("BLOCK", str(block)).replace("KERNEL", name))
+            r = subprocess.run([GXX, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
+                                "-w", "-o", p, p + ".cc"], capture_output=True, text=True)
+            return r, p
+        with tempfile.TemporaryDirectory() as tmp:
+            with ThreadPoolExecutor(8) as ex:
+                built = list(ex.map(build, self.CASES))
+            for (rows, n), (r, exe) in zip(self.CASES, built):
+                self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+                x0 = f32s(rng.gauss(0, 2) * (100 if i % 7 == 0 else 1) for i in range(rows * n))
+                x1 = f32s(rng.gauss(0, 1) for i in range(rows * n))
+                with open(exe + ".in", "wb") as f:
+                    f.write(struct.pack("<%df" % (2 * rows * n), *(x0 + x1)))
+                r = subprocess.run([exe, exe + ".in", exe + ".out"], capture_output=True)
+                self.assertEqual(r.returncode, 0, (rows, n))
+                with open(exe + ".out", "rb") as f:
+                    out = struct.unpack("<%df" % (2 * rows * n + rows), f.read())
+                s = [A.f32(a + b) for a, b in zip(x0, x1)]
+                mean = aten_mean([A.f32(v * v) for v in s], rows, n)
+                v = [A.f32(s[i] * A.f32(mean[i // n] + A.f32(1e-6))) for i in range(rows * n)]
+                self.assertEqual(list(out[:rows * n]), s, (rows, n))
+                self.assertEqual(list(out[rows * n:rows * n + rows]), mean, (rows, n))
+                self.assertEqual(list(out[rows * n + rows:]), v, (rows, n))
+
+
 if __name__ == "__main__":
     unittest.main()
