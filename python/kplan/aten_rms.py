@@ -70,13 +70,19 @@ tests/gpu/aten_rms_kernels.py measures each against eager ATen:
   in Apr 2026: `#if USE_ROCM || FBCODE_CAFFE2` ascending, else descending)
   or 1, 2, .., 16 (earlier versions).
 - X_BEFORE_Y: run() reduces over x (lanes) then y (warps) in the newest
-  copy, y then x in the older ones (matters when the warps split a row and
-  bh > 1, e.g. 3 rows of 8192).
+  copy, y then x in the older ones, also in a 2025 port (PaddlePaddle's)
+  that already carries #164790's comment (matters when the warps split a
+  row and bh > 1, e.g. 3 rows of 8192).
 - VECTORIZE_AT_128: `dim0 >= 128` in the newest copy, `dim0 > 128` (and
   vt0 >= input_vec_size) before (matters for N = 128 only).
 The defaults are the newest copy read (a line-numbered Reduce.cuh with
-block_x_reduce at line 634 and setReduceConfig at line 1039). Exact only
-where the GPU test passed.
+block_x_reduce at line 634 and setReduceConfig at line 1039).
+
+Checked on the CPU only: tests/python/test_aten_rms.py runs the generated
+kernel on the host (a thread per CUDA thread, a barrier for
+__syncthreads) against an independent transcription of the loops above,
+bit for bit; eager ATen on a GPU decides (tests/gpu/aten_rms_kernels.py,
+tests/gpu/torch_fusion_ops.py --rms-norm). Exact only where those passed.
 
 Torch-free, like aten_gen and aten_norm.
 """
