@@ -86,13 +86,14 @@ def chain(dt, m, n, res):
 
 
 def build(job):
-    """(kernel name, cubin path) of a configuration under flag values."""
+    """(kernel name, cubin path, (grid, block)) of a configuration under flag values."""
     c, flags = job
     saved = {f: getattr(R, f) for f in FLAGS}
     try:
         for f, v in flags.items():
             setattr(R, f, v)
         name, src = R.generate(*chain(*c))
+        dims = R.launch_dims(c[1], c[2])
     finally:
         for f, v in saved.items():
             setattr(R, f, v)
@@ -103,7 +104,7 @@ def build(job):
         r = subprocess.run([ARGS.nvcc, "-arch=" + ARGS.arch, "-cubin", "-o", p + ".cubin",
                             p + ".cu"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-    return name, p + ".cubin"
+    return name, p + ".cubin", dims
 
 
 def inputs(dt, m, n, seed):
@@ -138,7 +139,7 @@ def bits(t):
     return t.contiguous().view(torch.int32 if t.element_size() == 4 else torch.int16)
 
 
-def launch(name, cubin, c, x, r, w):
+def launch(name, cubin, dims, c, x, r, w):
     dt, m, n, res = c
     outs = ([torch.empty_like(x)] if res else []) + \
         [torch.empty(m, 1, device="cuda"), torch.empty(m, 1, device="cuda"), torch.empty_like(x)]
@@ -150,7 +151,7 @@ def launch(name, cubin, c, x, r, w):
     ptrs = [x] + ([r] if res else []) + [w] + outs
     vals = [ctypes.c_void_p(t.data_ptr()) for t in ptrs]
     args = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-    grid, block = R.launch_dims(m, n)
+    grid, block = dims
     rc = cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0,
                            ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), args, None)
     assert rc == 0, rc
@@ -169,10 +170,10 @@ with ThreadPoolExecutor(16) as ex:
     built = list(ex.map(build, [(c, {}) for c in cfgs]))
 bad = []
 data = {}
-for c, (name, cub) in zip(cfgs, built):
+for c, (name, cub, dims) in zip(cfgs, built):
     d, m, n, res = c
     x, r, w = inputs(DT[d], m, n, (m * 131 + n * 7 + res) % 1000)
-    mis = mismatches(eager(x, r, w, res), launch(name, cub, c, x, r, w))
+    mis = mismatches(eager(x, r, w, res), launch(name, cub, dims, c, x, r, w))
     if any(mis):
         bad.append((c, mis))
         data[c] = (x, r, w)
@@ -186,18 +187,19 @@ for c, _mis in bad:
     if (m, n) in found:
         continue
     default = R.generate(*chain(*c))[0]
-    tried = []
+    tried, matching = 0, []
     for vals in itertools.product((True, False), repeat=len(FLAGS)):
         flags = dict(zip(FLAGS, vals))
-        name, cub = build((c, flags))
+        name, cub, dims = build((c, flags))
         if name == default:
             continue                  # the same kernel (names hash the code)
+        tried += 1
         x, r, w = data[c]
-        if not any(mismatches(eager(x, r, w, res), launch(name, cub, c, x, r, w))):
-            tried.append(", ".join("%s=%s" % kv for kv in flags.items()))
-    found[(m, n)] = tried
-    print("  M=%d N=%d (%s): eager's bits with %s" % (
-        m, n, R.config(m, n), "; ".join(tried) if tried else "no variant tried"))
+        if not any(mismatches(eager(x, r, w, res), launch(name, cub, dims, c, x, r, w))):
+            matching.append(", ".join("%s=%s" % kv for kv in flags.items()))
+    found[(m, n)] = matching
+    print("  M=%d N=%d (%s): of %d other variants, eager's bits with %s" % (
+        m, n, R.config(m, n), tried, "; ".join(matching) if matching else "none"))
 print("\n| M | N | ATen's launch (aten_rms.config) | configurations | mismatching |")
 print("| --- | --- | --- | --- | --- |")
 for m in ROWS:
