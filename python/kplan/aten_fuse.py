@@ -30,7 +30,7 @@ of the body passes through it:
   such node per chain; otherwise the mean runs as usual, its reason counted
   ("mean-input", "-args", "-dtype", "-layout", "-config", "-sealed"; an op
   over row values that reads anything but row values and scalars:
-  "mean-row-input");
+  "mean-row-input"); KPLAN_TORCH_FUSE_MEAN=0 leaves every mean to ATen;
 - any other op runs as usual, after *flushing* the chain when it reads a
   chain output or may write to one of its arguments (an in-place or out=
   op: it could change what the chain reads). An op that writes only fresh
