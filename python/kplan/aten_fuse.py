@@ -21,6 +21,16 @@ of the body passes through it:
   pointwise op flushes it and begins another. Otherwise the op runs as
   usual, with its reason counted ("layer-norm-input", "-shape", "-params",
   "-dtype", "-path", "-bias-only", "-sealed", "-exts", "-args");
+- `aten::mean.dim` over the last dim (keepdim, no dtype) of an f32 output of
+  the chain (RMSNorm written as ops: Llama's variance), when ATen reduces each
+  row in one block, gives the chain a *row-reduce node* (Fuser.defer_mean):
+  the [..., 1] mean is returned, nothing launched, and the chain goes on: ops
+  over row values and scalars (the add of eps, the rsqrt) are row nodes, ops
+  over the full shape may read row values broadcast (the mul by rstd). One
+  such node per chain; otherwise the mean runs as usual, its reason counted
+  ("mean-input", "-args", "-dtype", "-layout", "-config", "-sealed"; an op
+  over row values that reads anything but row values and scalars:
+  "mean-row-input"); KPLAN_TORCH_FUSE_MEAN=0 leaves every mean to ATen;
 - any other op runs as usual, after *flushing* the chain when it reads a
   chain output or may write to one of its arguments (an in-place or out=
   op: it could change what the chain reads). An op that writes only fresh
@@ -42,16 +52,20 @@ outputs still held (the residual sum the next add reads), and normalizes
 the row in the order of ATen's vectorized_layer_norm_kernel, bit for bit,
 writing out, mean and rstd where they are held (F.layer_norm drops mean and
 rstd: not written); op by op, the norm runs as the functional op and its
-results are copied into the tensors handed out. Under capture the fused
-kernel becomes one node of the graph in place of the chain's nodes; outside
-a capture (tests) it simply runs.
+results are copied into the tensors handed out. A chain with a row mean is
+one kernel of ATen's reduction blocks (kplan.aten_rms): the chain up to the
+mean per element, the sum in ATen's order, the row nodes, then the rest of
+the chain per element; op by op, the mean runs through mean.out like the
+other ops. Under capture the fused kernel becomes one node of the graph in
+place of the chain's nodes; outside a capture (tests) it simply runs.
 
 Counters per Fuser (kt.stats()["fusion"]): chains fused (of which ending in
-a norm), ops fused, ops run alone, outputs not written, kernels compiled and
-their compile time, ops deferred with a strided input or a non-row-major
-output ("strided"), scalar_tensors handed out unfilled and those filled
-after all, and ops not deferred by reason ("layout": eager would give the
-output an overlapping or non-dense layout, or its layout could not be found).
+a norm, and with a row mean: "reductions"), ops fused, ops run alone,
+outputs not written, kernels compiled and their compile time, ops deferred
+with a strided input or a non-row-major output ("strided"), scalar_tensors
+handed out unfilled and those filled after all, and ops not deferred by
+reason ("layout": eager would give the output an overlapping or non-dense
+layout, or its layout could not be found).
 """
 
 import time
@@ -60,6 +74,7 @@ import weakref
 from . import aten_gen as G
 from . import aten_norm as NORM
 from . import aten_ops as A
+from . import aten_rms as RMS
 
 _DT = {}          # torch dtype -> aten_gen dtype name (filled on first use)
 _kernels = {}     # (device index, source) -> loaded function handle (for the process)
@@ -90,6 +105,7 @@ class Stats(object):
         self.cats = 0             # cat deferred (ending a chain)
         self.consts_filled = 0    # ... of them filled after all (read outside a chain)
         self.norms = 0            # of the chains fused: ending in a LayerNorm (aten_norm)
+        self.reductions = 0       # ... with a row mean (aten_rms)
         self.refused = {}
         self.fallbacks = {}
         self.alone = {}           # op name -> ops run alone through out=
@@ -101,7 +117,8 @@ class Stats(object):
     def as_dict(self):
         return {"chains": self.chains, "ops_fused": self.ops_fused,
                 "ops_alone": self.ops_alone, "dead_outputs": self.dead_outputs,
-                "norms": self.norms, "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
+                "norms": self.norms, "reductions": self.reductions,
+                "compiled": self.compiled, "compile_ms": round(self.compile_s * 1e3, 1),
                 "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
                 "strided": self.strided,
                 "consts": self.consts, "consts_filled": self.consts_filled, "pads": self.pads,
@@ -173,6 +190,7 @@ class _Chain(object):
         self.calls = []       # (func, args, kwargs) per node, for the op-by-op path
         self.norm = None      # a _NormRec: the chain ends in a row norm (sealed)
         self.pad = None       # a _PadRec: the chain ends in constant_pad_nd (sealed)
+        self.red = None       # a _RedRec: a row mean inside the chain (aten_rms)
 
 
 class Fuser(object):
@@ -187,7 +205,7 @@ class Fuser(object):
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
                  log=None, region=None, shipped=None, found=None, pads=None,
-                 cats=None):
+                 cats=None, means=None):
         import os
         import torch
         self.T = torch
@@ -217,6 +235,10 @@ class Fuser(object):
         # cat ending a chain: on unless cats=False or KPLAN_TORCH_FUSE_CAT=0
         self.cats_on = bool(cats) if cats is not None else \
             os.environ.get("KPLAN_TORCH_FUSE_CAT", "1") != "0"
+        # a mean over the last dim inside the chain (RMSNorm): on unless
+        # means=False or KPLAN_TORCH_FUSE_MEAN=0
+        self.means_on = bool(means) if means is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_MEAN", "1") != "0"
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -365,24 +387,42 @@ class Fuser(object):
             return None
         stream = T.cuda.current_stream(dev)
         ch = self.chain
-        if ch is not None and (ch.shape != shape or ch.device != dev or ch.stream != stream or
-                               len(ch.nodes) >= self.max_ops or ch.norm is not None or
-                               ch.pad is not None):
+        # an op over row values of the chain's mean (its [..., 1] shape): a row node
+        row = ch is not None and ch.red is not None and shape == ch.red.rshape and \
+            shape != ch.shape and any(self._row_node(ch, t) is not None for t in targs)
+        if ch is not None and ((ch.shape != shape and not row) or ch.device != dev or
+                               ch.stream != stream or len(ch.nodes) >= self.max_ops or
+                               ch.norm is not None or ch.pad is not None):
             self.flush()
             ch = None
+            row = False
         # inputs: earlier nodes of the chain or external tensors
         refs = []
         new_ext = []
         for t in targs:
             k = ch.ids.get(id(t)) if ch is not None else None
             if k is not None and ch.outs[k]() is t:
+                if row and k not in ch.red.rows:
+                    self._refuse("mean-row-input")
+                    self.flush()
+                    return None
                 refs.append(("n", k))
                 continue
             if ch is not None and id(t) in ch.ext_ids and ch.ext_t[ch.ext_ids[id(t)]] is t:
+                if row and ch.exts[ch.ext_ids[id(t)]].mode not in ("scalar", "const"):
+                    self._refuse("mean-row-input")
+                    self.flush()
+                    return None
                 refs.append(("x", ch.ext_ids[id(t)]))
                 continue
             c = self._const(t)
-            m = ("const", 0, 1, None) if c is not None else self._ext_mode(t, shape)
+            m = ("const", 0, 1, None) if c is not None else \
+                ("scalar", 1, 1, None) if row and t.numel() == 1 else self._ext_mode(t, shape)
+            if row and m is not None and m[0] not in ("scalar", "const"):
+                # a row node reads row values and scalars only (aten_rms)
+                self._refuse("mean-row-input")
+                self.flush()
+                return None
             if m is None:
                 self._refuse("broadcast")
                 if ch is not None and self._touches(ch, targs):
@@ -397,7 +437,11 @@ class Fuser(object):
             if ch is not None and self._touches(ch, targs):
                 self.flush()
             return None
-        if ch is not None and len(ch.exts) + len(new_ext) > self.max_exts:
+        row_major = G.same_layout(shape, ost, G.contiguous_strides(shape))
+        if ch is not None and (len(ch.exts) + len(new_ext) > self.max_exts or (
+                ch.red is not None and (not row_major or
+                                        any(m[0] == "strided" for _t, m in new_ext)))):
+            # too many inputs, or a layout the row kernel does not write: a new chain
             self.flush()
             return self.defer(func, args, kwargs)
         if ch is None:
@@ -421,7 +465,6 @@ class Fuser(object):
             out = T.empty(shape, dtype=out_dtype, device=dev)
         else:
             out = T.empty_strided(shape, ost, dtype=out_dtype, device=dev)
-        row_major = G.same_layout(shape, ost, G.contiguous_strides(shape))
         if not row_major or any(m[0] == "strided" for _t, m in new_ext) or \
                 any(r[0] == "x" and ch.exts[r[1]].mode == "strided" for r in refs):
             self.stats.strided += 1
@@ -430,7 +473,15 @@ class Fuser(object):
         ch.outs.append(weakref.ref(out))
         ch.ids[id(out)] = len(ch.nodes) - 1
         ch.calls.append((func,) + self._refs(ch, args, kwargs))
+        if row:
+            ch.red.rows.add(len(ch.nodes) - 1)
         return out
+
+    @staticmethod
+    def _row_node(ch, t):
+        """The index of t among the chain's row nodes, or None."""
+        k = ch.ids.get(id(t))
+        return k if k is not None and k in ch.red.rows and ch.outs[k]() is t else None
 
     # -- a LayerNorm ending the chain -------------------------------------
     @staticmethod
@@ -469,8 +520,8 @@ class Fuser(object):
         if k is None or ch.outs[k]() is not x:
             self._refuse("layer-norm-input")        # not an output of the pending chain
             return None
-        if ch.norm is not None or ch.pad is not None:
-            self._refuse("layer-norm-sealed")       # the chain already ends in a norm
+        if ch.norm is not None or ch.pad is not None or ch.red is not None:
+            self._refuse("layer-norm-sealed")       # a norm, a pad or a mean already
             return None
         if any(e.mode == "strided" for e in ch.exts) or any(st is not None for st in ch.ostr):
             self._refuse("layer-norm-layout")       # the row kernel reads and writes row-major
@@ -548,6 +599,72 @@ class Fuser(object):
                            (func,) + self._refs(ch, args, kwargs))
         return outs
 
+    # -- a row mean inside the chain ------------------------------------
+    @staticmethod
+    def is_mean(func):
+        """Whether func is an op defer_mean reads (mean.dim)."""
+        return _named(func, _MEAN_OPS)
+
+    def defer_mean(self, func, args, kwargs):
+        """mean.dim(x, [-1], keepdim=True) of an f32 output of the pending
+        chain (RMSNorm's variance), when ATen reduces each row within one
+        block (kplan.aten_rms): the chain gets a row-reduce node and the
+        [..., 1] mean is returned, nothing launched; the ops over it join the
+        chain (defer). Else None, with the reason counted (the op then runs
+        as usual, after a flush: it reads a chain output)."""
+        T = self.T
+        a = list(args)
+        kw = dict(kwargs or {})
+        x = a[0] if a else kw.pop("self", None)
+        dim = a[1] if len(a) > 1 else kw.pop("dim", None)
+        keep = a[2] if len(a) > 2 else kw.pop("keepdim", False)
+        dtype = kw.pop("dtype", None)
+        ch = self.chain
+        k = ch.ids.get(id(x)) if ch is not None and isinstance(x, T.Tensor) else None
+        if k is None or ch.outs[k]() is not x or (ch.red is not None and k in ch.red.rows):
+            self._refuse("mean-input")              # not a full value of the pending chain
+            return None
+        if ch.norm is not None or ch.pad is not None or ch.red is not None:
+            self._refuse("mean-sealed")             # one mean per chain
+            return None
+        nd = len(ch.shape)
+        try:
+            dims = [int(dim)] if isinstance(dim, int) else [int(d) for d in dim]
+        except Exception:
+            dims = None
+        if kw or len(a) > 3 or keep is not True or dtype is not None or \
+                dims not in ([-1], [nd - 1]) or nd == 0:
+            self._refuse("mean-args")               # another dim, no keepdim, a dtype
+            return None
+        if T.is_grad_enabled() and x.requires_grad:
+            self._refuse("autograd")
+            return None
+        if ch.nodes[k].dtype != "f32" or x.dtype != T.float32:
+            self._refuse("mean-dtype")              # 16-bit inputs: another ATen config
+            return None
+        self.quiet = True
+        try:
+            aligned = x.data_ptr() % 16 == 0
+        finally:
+            self.quiet = False
+        if any(e.mode == "strided" for e in ch.exts) or \
+                any(st is not None for st in ch.ostr) or not aligned:
+            self._refuse("mean-layout")             # the row kernel reads and writes row-major
+            return None
+        N = ch.shape[-1]
+        if RMS.refusal(ch.numel // N, N) is not None:
+            self._refuse("mean-config")             # e.g. ATen reducing across blocks
+            return None
+        rshape = tuple(ch.shape[:-1]) + (1,)
+        out = T.empty(rshape, dtype=T.float32, device=ch.device)
+        ch.nodes.append(A.Node("mean", [("n", k)], "f32", {}))
+        ch.ostr.append(None)
+        ch.outs.append(weakref.ref(out))
+        ch.ids[id(out)] = len(ch.nodes) - 1
+        ch.calls.append((func,) + self._refs(ch, args, kwargs))
+        ch.red = _RedRec(len(ch.nodes) - 1, N, rshape)
+        return out
+
     @staticmethod
     def is_pad(func):
         """Whether func is an op defer_pad reads (constant_pad_nd)."""
@@ -572,7 +689,7 @@ class Fuser(object):
         if k is None or ch.outs[k]() is not x or kw or len(a) > 3:
             self._refuse("pad-input")               # not an output of the pending chain
             return None
-        if ch.norm is not None or ch.pad is not None:
+        if ch.norm is not None or ch.pad is not None or ch.red is not None:
             self._refuse("pad-sealed")
             return None
         try:
@@ -635,7 +752,7 @@ class Fuser(object):
         if len(mine) != 1 or self._touches(ch, [t for j, t in enumerate(ts) if j != mine[0]]):
             self._refuse("cat-input")               # one pending value, the rest not pending
             return None
-        if ch.norm is not None or ch.pad is not None:
+        if ch.norm is not None or ch.pad is not None or ch.red is not None:
             self._refuse("cat-sealed")
             return None
         x = ts[mine[0]]
@@ -764,6 +881,8 @@ class Fuser(object):
             if nm is not None:
                 self.stats.norms += 1
                 self.stats.dead_outputs += sum(1 for t in nm.held if t is None)
+            if ch.red is not None:
+                self.stats.reductions += 1
         finally:
             if nm is not None:
                 nm.held = None
@@ -874,7 +993,8 @@ class Fuser(object):
                                       [tuple(t.shape) for t in ch.ext_t],
                                       [tuple(t.stride()) for t in ch.ext_t], ch.shape, live,
                                       [ch.ostr[k] for k in live], norm=norm,
-                                      pad=None if ch.pad is None else ch.pad.spec)
+                                      pad=None if ch.pad is None else ch.pad.spec,
+                                      red=None if ch.red is None else ch.red.spec())
         finally:
             self.quiet = False
 
@@ -902,6 +1022,8 @@ class Fuser(object):
         try:
             if ch.norm is not None:
                 name, src = NORM.generate(chain, ch.norm.spec())
+            elif ch.red is not None:
+                name, src = RMS.generate(chain, ch.red.spec())
             else:
                 name, src = G.generate(chain)
         except G.GenError as e:
@@ -926,6 +1048,8 @@ class Fuser(object):
             grid, block = NORM.launch_dims(ch.numel // ch.norm.n)
         elif ch.pad is not None:
             grid, block = G.launch_dims(ch.pad.held.numel())
+        elif ch.red is not None:
+            grid, block = RMS.launch_dims(ch.numel // ch.red.n, ch.red.n)
         else:
             grid, block = G.launch_dims(ch.numel)
         rc = self.crt.kernel_launch(fn, grid, block, ch.stream.cuda_stream, ptrs)
@@ -953,8 +1077,9 @@ class Fuser(object):
         for k, (func, args, kwargs) in enumerate(ch.calls):
             o = ch.outs[k]()
             if o is None:
-                o = T.empty(ch.shape, dtype=_torch_dtype(T, ch.nodes[k].dtype),
-                            device=ch.device)
+                rows = ch.red is not None and k in ch.red.rows
+                o = T.empty(ch.red.rshape if rows else ch.shape,
+                            dtype=_torch_dtype(T, ch.nodes[k].dtype), device=ch.device)
             outs.append(o)
 
             def sub(x):
@@ -1044,6 +1169,7 @@ class _Ref(object):
 _NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm.default")
 _PAD_OPS = ("aten::constant_pad_nd", "aten::constant_pad_nd.default")
 _CAT_OPS = ("aten::cat", "aten::cat.default")
+_MEAN_OPS = ("aten::mean.dim",)
 
 
 def _named(func, names):
@@ -1099,6 +1225,22 @@ class _NormRec(object):
         else:
             live = [w() is not None for w in self.outs]
         return NORM.Norm(self.node, self.n, self.eps, self.gamma, self.beta, self.dtype, live)
+
+
+class _RedRec(object):
+    """The row mean inside a chain: node (its index), n (the row length),
+    rshape (the mean's [..., 1] shape), rows (the indices of the row nodes:
+    the mean and the ops over row values and scalars)."""
+
+    def __init__(self, node, n, rshape):
+        self.node = node
+        self.n = n
+        self.rshape = rshape
+        self.rows = {node}
+
+    def spec(self):
+        """The aten_rms.Red."""
+        return RMS.Red(self.node, self.n, self.rows)
 
 
 class _NoFuse(Exception):
@@ -1252,6 +1394,8 @@ def mode(fuser, oplog=None, oplog_path=None):
             fuser.last_reason = None
             if fuser.is_norm(func):
                 out = fuser.defer_norm(func, args, kwargs)
+            elif fuser.means_on and fuser.is_mean(func):
+                out = fuser.defer_mean(func, args, kwargs)
             elif fuser.pads_on and fuser.is_pad(func):
                 out = fuser.defer_pad(func, args, kwargs)
             elif fuser.cats_on and fuser.is_cat(func):

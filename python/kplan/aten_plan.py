@@ -123,15 +123,17 @@ class Desc(object):
         self.saved_bytes = saved_bytes
 
 
-def traffic(nodes, exts, shape, outs):
+def traffic(nodes, exts, shape, outs, rows=()):
     """(kernels saved, DRAM bytes saved) by running nodes as one kernel over
     the iteration space shape: eagerly each op is a kernel that reads its
     inputs (an external one as it is read: full, one element, a row) and
     writes its whole output; fused, each external input is read once and
-    only the outputs in outs (node indices) are written."""
+    only the outputs in outs (node indices) are written. rows: the nodes of
+    one value per row of the last dim (a row mean and the ops over it)."""
     numel = 1
     for d in shape:
         numel *= int(d)
+    per_row = numel // int(shape[-1]) if shape and int(shape[-1]) else numel
 
     def ext_bytes(x):
         size = _DT_BYTES.get(x.dtype, 4)
@@ -151,7 +153,7 @@ def traffic(nodes, exts, shape, outs):
         return int(x.n) * size          # row or bcast: n values, each reused
 
     def out_bytes(k):
-        return numel * _DT_BYTES.get(nodes[k].dtype, 4)
+        return (per_row if k in rows else numel) * _DT_BYTES.get(nodes[k].dtype, 4)
     eager = 0
     for k, n in enumerate(nodes):
         for c, v in n.ins:
@@ -165,7 +167,7 @@ def traffic(nodes, exts, shape, outs):
 
 
 def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strides=None,
-             norm=None, pad=None):
+             norm=None, pad=None, red=None):
     """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor",
     then the norm's when there is one), nodes (aten_ops.Node), exts
     (aten_gen.Ext), each external tensor's shape and strides, the iteration
@@ -176,7 +178,9 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
     the last dim), or None. A chain with a norm names it on a line of its own
     ("norm layer_norm n<k> N=.. eps=.. gamma=x<j> beta=x<j> <dtype> outs=<out
     mean rstd written>"), so its key differs from the chain's without; pad:
-    the aten_gen.Pad ending it ("pad n<k> lo=.. hi=.. value=0x.."), or None."""
+    the aten_gen.Pad ending it ("pad n<k> lo=.. hi=.. value=0x.."), or None;
+    red: the aten_rms.Red of a row mean inside the chain ("red mean n<k> N=..
+    rows=<row nodes> aten=<the ATen order followed>"), or None."""
     shp = "x".join(str(int(s)) for s in shape) or "scalar"
     ins = []
     for x, xs, st in zip(exts, ext_shapes, ext_strides):
@@ -201,7 +205,9 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
             "-" if st is None else ",".join(str(int(v)) for v in st) for st in out_strides)
     lines.append(line)
     nout = len(outs)
-    sk, sb = traffic(nodes, exts, shape, outs)
+    sk, sb = traffic(nodes, exts, shape, outs, set(red.rows) if red is not None else ())
+    if red is not None:
+        lines.append(red.text())
     if norm is not None:
         lines.append(norm.text())
         nout += sum(1 for o in norm.outs if o)

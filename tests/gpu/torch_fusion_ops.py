@@ -26,6 +26,18 @@ a large offset and of constants: out, mean, rstd and the kept sum against
 eager ATen bit for bit; an unaligned weight and N % 4 != 0 must run unfused
 (ATen's other kernels). Only these: --layer-norm (last line
 "torch_fusion_ops layer_norm: ...").
+
+RMSNorm written as ops (kplan.aten_rms: the mean over the last dim and the
+ops after it join the chain): Hugging Face's LlamaRMSNorm on [1, M, N] after
+nothing and after a residual add, its variance and rstd kept too, and
+Gemma's (1 + w.float()) form, M in {1, 3, 16, 128}, N in {64, 1001, 1024,
+4096, 5120, 8192}, f32/f16/bf16, with rows of large values, of a constant
+and of tiny values (the last two forms for N in {1001, 1024, 8192}): every
+output against eager ATen bit for bit, and each case must fuse its mean
+(kt.stats()["fusion"]["reductions"]); a mean of f16, one without keepdim
+and one ATen reduces across blocks must not. Only these: --rms-norm (last
+line "torch_fusion_ops rms_norm: ..."). The chain "rms_norm" above (inputs
+with NaN and inf) fuses its mean too.
 """
 import argparse
 import os
@@ -397,6 +409,131 @@ def _ln_row(crt, dn, name, fn, args, want_norms):
         return (dn, name, -2, 0, "error: %s: %s" % (type(e).__name__, e))
 
 
+# -- RMSNorm written as ops: a row mean inside the chain (kplan.aten_rms) --
+
+RMS_ROWS = (1, 3, 16, 128)
+RMS_COLS = (64, 1001, 1024, 4096, 5120, 8192)
+
+
+def rms_inputs(dt, m, n, seed):
+    """x, r: [1, m, n] with rows of large values, a constant and tiny values
+    (squares below float's normal range; f16: its subnormals); w: [n]."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, n, generator=g, device="cuda", dtype=torch.float32) * 2.0
+    r = torch.randn(m, n, generator=g, device="cuda", dtype=torch.float32)
+    if m > 1:
+        x[1] *= 100.0
+        x[-1] = 3.0
+        r[-1] = 0.25
+    if m > 2:
+        x[2] = x[2] * (1e-5 if dt == torch.float16 else 1e-21)
+        r[2] = 0.0
+    if m == 1:
+        x[0, ::3] *= 100.0
+    w = (torch.randn(n, generator=g, device="cuda") * 0.5 + 1.0).to(dt)
+    return x.to(dt).unsqueeze(0), r.to(dt).unsqueeze(0), w
+
+
+def _llama_rms(x, w, eps):
+    # transformers' LlamaRMSNorm.forward
+    input_dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + eps)
+    return w * h.to(input_dtype)
+
+
+def _rms_alone(x, r, w, eps):
+    return _llama_rms(x, w, eps)
+
+
+def _rms_residual(x, r, w, eps):
+    # a decoder layer's residual add, kept for the next one, then the norm
+    s = x + r
+    return s, _llama_rms(s, w, eps)
+
+
+def _rms_stats(x, r, w, eps):
+    # the variance and rstd held as well: written once a row
+    h = (x + r).to(torch.float32)
+    var = h.pow(2).mean(-1, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    return var, rstd, w * (h * rstd).to(x.dtype)
+
+
+def _rms_gemma(x, r, w, eps):
+    # Gemma's form: the weight's own ops (another shape) end the chain after the mul
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (h * (1.0 + w.float())).type_as(x)
+
+
+def _rms_f16_mean(x, r, w, eps):
+    # the mean of a 16-bit value: ATen's other config (vec 8), not fused
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _rms_no_keepdim(x, r, w, eps):
+    h = x.float()
+    return (h * torch.rsqrt(h.pow(2).mean(-1) + eps).unsqueeze(-1)).to(x.dtype)
+
+
+def rms_norm_cases(crt):
+    """(dtype, case, mismatching elements, fused reductions, detail) rows."""
+    rows = []
+    seed = 500
+    for dn, dt in DTYPES.items():
+        for m in RMS_ROWS:
+            for n in RMS_COLS:
+                seed += 1
+                x, r, w = rms_inputs(dt, m, n, seed)
+                for cname, fn in (("rms_alone", _rms_alone), ("rms_residual", _rms_residual),
+                                  ("rms_stats", _rms_stats), ("rms_gemma", _rms_gemma)):
+                    if cname in ("rms_stats", "rms_gemma") and n not in (1001, 1024, 8192):
+                        continue
+                    rows.append(_rms_row(crt, dn, "%s %dx%d" % (cname, m, n), fn,
+                                         (x, r, w, 1e-6), 1))
+        x, r, w = rms_inputs(dt, 3, 1024, 7)
+        rows.append(_rms_row(crt, dn, "rms_alone eps=1e-5", _rms_alone, (x, r, w, 1e-5), 1))
+        if dt != torch.float32:
+            rows.append(_rms_row(crt, dn, "f16/bf16 mean (not fused)", _rms_f16_mean,
+                                 (x, r, w, 1e-6), 0))
+        rows.append(_rms_row(crt, dn, "mean without keepdim (not fused)", _rms_no_keepdim,
+                             (x, r, w, 1e-6), 0))
+        # 65536 values a row in one block: ATen may reduce across blocks, not fused
+        x, r, w = rms_inputs(dt, 1, 1 << 17, 8)
+        rows.append(_rms_row(crt, dn, "rms_alone 1x131072 (not fused)", _rms_alone,
+                             (x, r, w, 1e-6), 0))
+    return rows
+
+
+def _rms_row(crt, dn, name, fn, args, want):
+    try:
+        with torch.no_grad():
+            ref = fn(*args)
+            st = aten_fuse.Stats()
+            fz = aten_fuse.Fuser(crt, mode="exact", min_ops=2, stats=st)
+            with aten_fuse.mode(fz):
+                out = fn(*args)
+            torch.cuda.synchronize()
+        if not isinstance(ref, tuple):
+            ref, out = (ref,), (out,)
+        n, det = 0, ""
+        for i, (a, b) in enumerate(zip(ref, out)):
+            k, d = mismatches(a, b)
+            if k:
+                n += k if k > 0 else 1
+                det += "[output %d] %s " % (i, d)
+        if st.reductions != want:
+            det = ("%s: refused %s fallbacks %s " % (
+                "not fused" if want else "fused unexpectedly", st.refused, st.fallbacks) + det)
+            if n == 0:
+                n = -3
+        return (dn, name, n, st.reductions, det)
+    except Exception as e:  # noqa: BLE001
+        return (dn, name, -2, 0, "error: %s: %s" % (type(e).__name__, e))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=None)
@@ -406,10 +543,26 @@ def main():
                     help="only the chains ending in a LayerNorm (kplan.aten_norm)")
     ap.add_argument("--no-layer-norm", action="store_true",
                     help="leave out the chains ending in a LayerNorm")
+    ap.add_argument("--rms-norm", action="store_true",
+                    help="only RMSNorm written as ops (kplan.aten_rms)")
+    ap.add_argument("--no-rms-norm", action="store_true",
+                    help="leave out RMSNorm written as ops")
     a = ap.parse_args()
     crt = _rt.Runtime.open(None, flags=_rt.KP_RT_CUDA, lib=a.lib)
     print("device: %s, torch %s, cuda %s" % (torch.cuda.get_device_name(), torch.__version__,
                                              torch.version.cuda))
+    t0 = time.time()
+    rms = rms_norm_cases(crt) if not a.no_rms_norm and not a.layer_norm else []
+    rms_bad = [r for r in rms if r[2] != 0]
+    for r in rms:
+        if r[2] != 0:
+            print("%-5s %-44.44s mismatches %6d fused-means %d %s" % r)
+    rms_line = ("torch_fusion_ops rms_norm: %d cases, %d mismatching or not fused as "
+                "expected, %d fused, %.1f s" % (len(rms), len(rms_bad),
+                                               sum(1 for r in rms if r[3] > 0), time.time() - t0))
+    if a.rms_norm:
+        print(rms_line)
+        return 1 if rms_bad else 0
     t0 = time.time()
     ln = layer_norm_cases(crt) if not a.no_layer_norm else []
     ln_bad = [r for r in ln if r[2] != 0]
@@ -560,7 +713,8 @@ def main():
     print("torch_fusion_ops: %d cases, %d mismatching, %d not fused, %.1f s"
           % (len(rows), len(bad), len(nf), el))
     print(ln_line)
-    return 1 if bad or ln_bad or any(r[2] != 0 for r in graph) else 0
+    print(rms_line)
+    return 1 if bad or ln_bad or rms_bad or any(r[2] != 0 for r in graph) else 0
 
 
 if __name__ == "__main__":

@@ -264,13 +264,26 @@ def ops(T):
         return T.Tensor(tuple(shape), x.dtype, dev=x.device.type)
     O.pad = Op(T, "aten::constant_pad_nd", [Arg("self", ts), Arg("pad", "SymInt[]"),
                                             Arg("value", "Scalar")], pad)
+    # RMSNorm written as ops: x.float(), pow(2), mean(-1, keepdim=True), rsqrt
+    O.pow = Op(T, "aten::pow.Tensor_Scalar", [Arg("self", ts), Arg("exponent", "Scalar")], fresh)
+    O.rsqrt = Op(T, "aten::rsqrt", [Arg("self", ts)], fresh)
+    O.to_copy = Op(T, "aten::_to_copy", [Arg("self", ts), Arg("dtype", "ScalarType?")],
+                   lambda x, dtype=None: T.Tensor(x.shape, dtype or x.dtype, dev=x.device.type))
+    mean_args = [Arg("self", ts), Arg("dim", "int[1]?"), Arg("keepdim", "bool"),
+                 Arg("dtype", "ScalarType?")]
+    O.mean = Op(T, "aten::mean.dim", mean_args, lambda x, dim, keepdim=False, dtype=None:
+                T.Tensor(tuple(x.shape[:-1]) + (1,), x.dtype, dev=x.device.type))
+    O.mean_out = Op(T, "aten::mean.out", mean_args + [Arg("out", ts, True)],
+                    lambda *a, **k: k["out"])
+    O.mean.overloadpacket = Packet(dim=O.mean, out=O.mean_out)
 
     def cat(ts, dim=0):
         shape = list(ts[0].shape)
         shape[dim] = sum(t.shape[dim] for t in ts)
         return T.Tensor(tuple(shape), ts[0].dtype, dev=ts[0].device.type)
     O.cat = Op(T, "aten::cat", [Arg("tensors", "Tensor[]"), Arg("dim", "int")], cat)
-    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad, O.cat):
+    for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad, O.pow,
+              O.rsqrt, O.to_copy, O.cat):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -292,7 +305,9 @@ class FakeCRT(object):
 
 def run_op(fz, op, *args, **kw):
     """What FuseMode.__torch_dispatch__ does."""
-    out = fz.defer_norm(op, args, kw) if fz.is_norm(op) else fz.defer(op, args, kw)
+    out = fz.defer_norm(op, args, kw) if fz.is_norm(op) else \
+        fz.defer_mean(op, args, kw) if fz.means_on and fz.is_mean(op) else \
+        fz.defer(op, args, kw)
     if out is not None:
         return out
     if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
@@ -959,6 +974,203 @@ class TestLayerNorm(TestFuser):
             [(768, 1), (768, 1)], (4, 768), [0])
         self.assertNotEqual(ch_desc.key, g.key)
         del s, y
+
+
+class TestRowMean(TestFuser):
+    """RMSNorm written as ops (Hugging Face's LlamaRMSNorm): the mean over
+    the last dim and the ops after it join the chain: one kernel
+    (kplan.aten_rms)."""
+
+    def rms(self, x, w, r=None, eps=1e-6, run=None):
+        """LlamaRMSNorm of x (+ r first): (the residual sum or None, the output)."""
+        O, T = self.O, self.T
+        run = run or self.run_op
+        s = run(O.add, x, r) if r is not None else x
+        h = run(O.to_copy, s, dtype=T.float32)
+        v = run(O.mean, run(O.pow, h, 2), [-1], True)
+        h = run(O.mul, h, run(O.rsqrt, run(O.add, v, eps)))
+        return (s if r is not None else None), run(O.mul, w, run(O.to_copy, h, dtype=x.dtype))
+
+    def chain_f32(self, *shape, **kw):
+        """A chain value of f32: x.float() of a fresh f16 tensor."""
+        return self.run_op(self.O.to_copy, self.x(*shape, **kw), dtype=self.T.float32)
+
+    def test_decode_rms_norm_is_one_kernel(self):
+        O, T = self.O, self.T
+        x, r, w = self.x(1, 1, 1024), self.x(1, 1, 1024), self.x(1024)
+        s, y = self.rms(x, w, r)
+        self.assertEqual(self.crt.launches, [])        # deferred: nothing launched
+        self.assertEqual((y.shape, y.dtype), ((1, 1, 1024), T.float16))
+        self.run_op(O.mm, y, w)                        # reads y: flush first
+        self.assertEqual(len(self.crt.launches), 1)
+        fn, grid, block, stream, ptrs = self.crt.launches[0]
+        self.assertEqual((grid, block), (1, 256))      # ATen's block of 256 for one row of 1024
+        self.assertEqual(ptrs, [p.data_ptr() for p in (x, r, w, s, y)])
+        name, src = self.crt.loads[0]
+        self.assertTrue(name.startswith("kp_atenrms_"))
+        self.assertIn("kp_a[ii] = __fadd_rn(kp_a[ii], v2);", src)   # the pow, summed
+        self.assertIn("const float v5 = rsqrtf(v4);", src)           # a row node
+        self.assertIn("y0[i] = h0;", src)                            # the residual sum
+        self.assertIn("y1[i] = h8;", src)
+        st = self.fz.stats
+        self.assertEqual((st.chains, st.ops_fused, st.reductions, st.ops_alone, st.dead_outputs),
+                         (1, 9, 1, 0, 7))
+        self.assertEqual(self.T.log, [("aten::mm", y, w)])
+        del s
+
+    def test_prefill_rows(self):
+        x, w = self.x(16, 1024), self.x(1024)
+        _s, y = self.rms(x, w)
+        self.fz.flush()
+        fn, grid, block, stream, ptrs = self.crt.launches[0]
+        self.assertEqual((grid, block), (1, 512))      # a warp per row, 16 rows in a block
+        self.assertEqual(ptrs, [p.data_ptr() for p in (x, w, y)])
+        src = self.crt.loads[0][1]
+        self.assertIn("kp_row[ty] = __fmul_rn(kp_v, __int_as_float(0x3a800000));", src)
+        self.assertNotIn("kp_sh", src)                 # 32 lanes a row: shuffles only
+
+    def test_through_the_mode(self):
+        import json
+        import tempfile
+        O, x, w = self.O, self.x(2, 1024), self.x(1024)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "aten.jsonl")
+            m = aten_fuse.mode(self.fz, oplog=aten_fuse.OpLog(), oplog_path=path)
+            with m:
+                _s, y = self.rms(x, w, run=lambda op, *a, **k: m.__torch_dispatch__(op, (), a, k))
+            with open(path) as f:
+                recs = [json.loads(line) for line in f]
+        self.assertEqual([r["op"] for r in recs][:3],
+                         ["aten::_to_copy", "aten::pow.Tensor_Scalar", "aten::mean.dim"])
+        self.assertEqual([(r.get("chain"), r.get("node"), r.get("fate")) for r in recs],
+                         [(0, k, "fused") for k in range(8)])
+        self.assertEqual(self.fz.stats.reductions, 1)
+        del y
+
+    def test_refusals_run_the_mean(self):
+        O, T = self.O, self.T
+        cases = [
+            (lambda: (self.chain_f32() and self.x(4, 768, dtype=T.float32), [-1], True), {},
+             "mean-input"),
+            (lambda: (self.chain_f32(), [0], True), {}, "mean-args"),
+            (lambda: (self.chain_f32(), [-1]), {}, "mean-args"),          # keepdim=False
+            (lambda: (self.chain_f32(), [-1], True), {"dtype": T.float32}, "mean-args"),
+            (lambda: (self.run_op(O.mul, self.x(), 2.0), [-1], True), {}, "mean-dtype"),
+            (lambda: (self.chain_f32(1, 200000), [-1], True), {}, "mean-config"),
+            (lambda: (self.chain_f32(768, 4, strides=(1, 768)), [-1], True), {}, "mean-layout"),
+        ]
+        for make, kw, reason in cases:
+            self.T.log.clear()
+            args = make()
+            out = self.run_op(O.mean, *args, **kw)
+            self.assertEqual(self.fz.last_reason, reason)
+            self.assertGreater(self.fz.stats.refused.get(reason, 0), 0, reason)
+            self.assertEqual(self.T.log[-1][0], "aten::mean.dim", reason)
+            if reason == "mean-input":
+                self.assertIsNotNone(self.fz.chain)    # it did not read the chain: it goes on
+            else:
+                self.assertIsNone(self.fz.chain)       # it read the chain: flushed first
+            self.assertEqual(out.shape[-1], 1)
+        self.assertEqual(self.fz.stats.reductions, 0)
+
+    def test_mean_is_on_unless_turned_off(self):
+        self.assertTrue(self.fz.means_on)
+        # KPLAN_TORCH_FUSE_MEAN=0 (or means=False) leaves the mean to ATen
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_MEAN": "0"}):
+            self.fz = aten_fuse.Fuser(self.crt)
+        self.assertFalse(self.fz.means_on)
+        _s, y = self.rms(self.x(2, 1024), self.x(1024))
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.reductions, 0)
+        self.assertIn("aten::mean.dim", [e[0] for e in self.T.log])
+        self.assertFalse(aten_fuse.Fuser(self.crt, means=False).means_on)
+        del y
+
+    def test_autograd_is_refused(self):
+        h = self.chain_f32()
+        h.requires_grad = True
+        self.T.is_grad_enabled = lambda: True
+        self.run_op(self.O.mean, h, [-1], True)
+        self.assertEqual(self.fz.last_reason, "autograd")
+
+    def test_one_mean_per_chain(self):
+        O = self.O
+        h = self.chain_f32()
+        v = self.run_op(O.mean, h, [-1], True)
+        t = self.run_op(O.mul, h, v)                   # after the mean, reading it
+        self.run_op(O.mean, t, [-1], True)
+        self.assertEqual(self.fz.last_reason, "mean-sealed")
+        self.assertEqual(len(self.crt.launches), 1)    # the first chain, flushed
+        self.assertEqual(self.T.log[-1][0], "aten::mean.dim")
+        del v
+
+    def test_row_op_reads_row_values_and_scalars_only(self):
+        O, T = self.O, self.T
+        h = self.chain_f32()
+        v = self.run_op(O.mean, h, [-1], True)
+        self.run_op(O.add, v, self.x(4, 1, dtype=T.float32))   # a per-row tensor
+        self.assertEqual(self.fz.last_reason, "mean-row-input")
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.T.log[-1][0], "aten::add.Tensor")
+        # a one-element tensor is a scalar
+        h = self.chain_f32()
+        v = self.run_op(O.mean, h, [-1], True)
+        u = self.run_op(O.add, v, self.x(1, dtype=T.float32))
+        self.assertIn(id(u), self.fz.chain.ids)
+        self.assertEqual(sorted(self.fz.chain.red.rows), [1, 2])
+        del u
+
+    def test_chain_after_the_mean_is_sealed_for_norm_and_pad(self):
+        O = self.O
+        h = self.chain_f32()
+        v = self.run_op(O.mean, h, [-1], True)
+        t = self.run_op(O.mul, h, v)
+        self.run_op(O.layer_norm, t, [768], None, None, 1e-5)
+        self.assertEqual(self.fz.last_reason, "layer-norm-sealed")
+        self.assertEqual(self.fz.stats.reductions, 1)
+        del v
+
+    def test_strided_op_after_the_mean_begins_a_new_chain(self):
+        O, T = self.O, self.T
+        h = self.chain_f32(768, 4)
+        v = self.run_op(O.mean, h, [-1], True)
+        t = self.run_op(O.mul, h, v)
+        u = self.run_op(O.mul, t, self.x(768, 4, dtype=T.float32, strides=(1, 768)))
+        self.assertEqual(len(self.crt.launches), 1)    # the chain with the mean, flushed
+        self.assertIsNone(self.fz.chain.red)           # u begins the next one
+        self.assertIn(id(u), self.fz.chain.ids)
+        del v
+
+    def test_op_by_op_path(self):
+        self.crt.can_fuse = False
+        x, w = self.x(4, 768), self.x(768)
+        _s, y = self.rms(x, w)
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.fallbacks, {"no-compiler": 1})
+        # the copies are copy_; the fake pow, add and rsqrt have no out= (op + copy_)
+        names = [e[0] for e in self.T.log if e[0].startswith("aten::")]
+        self.assertEqual(names, ["aten::pow.Tensor_Scalar", "aten::mean.out", "aten::add.Tensor",
+                                 "aten::rsqrt", "aten::mul.out", "aten::mul.out"])
+        mean = next(e for e in self.T.log if e[0] == "aten::mean.out")
+        self.assertEqual(mean[2:4], ([-1], True))
+        self.assertEqual(dict(mean[4:])["out"].shape, (4, 1))     # the row's shape
+        self.assertEqual(self.fz.stats.ops_alone, 8)
+        del y
+
+    def test_describe_names_the_mean(self):
+        found = {}
+        self.fz = aten_fuse.Fuser(self.crt, region="blk", found=found)
+        x, w = self.x(1, 1024), self.x(1024)
+        _s, y = self.rms(x, w)
+        self.fz.flush()
+        (g, src), = found.values()
+        self.assertEqual(g.ops, " -> ".join(["aten::_to_copy", "aten::pow.Tensor_Scalar",
+                                             "aten::mean.dim", "aten::add.Tensor",
+                                             "aten::rsqrt", "aten::mul.Tensor",
+                                             "aten::_to_copy", "aten::mul.Tensor"]))
+        self.assertEqual((g.outputs, g.saved_kernels), (1, 7))
+        self.assertIn("kp_atenrms_", src)
+        del y
 
 
 if __name__ == "__main__":
