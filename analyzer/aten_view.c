@@ -7,15 +7,34 @@
  * kplan.torch fuses that chain at capture.
  *
  * The verdict follows what kplan.torch defers (python/kplan/aten_fuse.py,
- * Fuser.defer, defer_norm, defer_const and aten_ops.recognize): every op
- * pointwise and in kplan.torch's catalog (python/kplan/aten_ops.py OPS; the
- * table below is pinned to it by a unit test), out of place, on one
- * floating dtype, every tensor input broadcasting to the chain's iteration
- * space (any layout: a strided input is read at its strides); a
- * scalar_tensor is a value, not an op; the last op may be a LayerNorm over
- * the last dim of a multiple of 4 elements (with a weight wherever it has a
- * bias, no input strided), which ends the chain in its own kernel. The
- * first op or input that breaks a rule is named instead.
+ * Fuser.defer, defer_norm, defer_mean, defer_pad, defer_cat, defer_const
+ * and aten_ops.recognize):
+ * - every op pointwise and in kplan.torch's catalog (python/kplan/aten_ops.py
+ *   OPS; the table below is pinned to it by a unit test), out of place, on
+ *   one floating dtype, every tensor input broadcasting to the chain's
+ *   iteration space (any layout: a strided input is read at its strides); a
+ *   scalar_tensor is a value, not an op; a 0-dim double or long tensor is a
+ *   Python number (the profiler records the wrapped tensor ATen makes of it,
+ *   kplan.torch's dispatch mode sees the number);
+ * - one aten::mean over the last dim (dim [-1] or [ndim-1], keepdim, no
+ *   dtype) of the chain's f32 value may sit inside the chain (RMSNorm
+ *   written as ops), when no op before it reads a strided input, none after
+ *   it either (the row kernel reads and writes row-major), and ATen reduces
+ *   each row in one block (aten_rms.refusal, ported below); the ops after it
+ *   may read its [..., 1] value broadcast;
+ * - the last op may instead end the chain in its own kernel: a LayerNorm
+ *   over the last dim of a multiple of 4 elements (with a weight wherever it
+ *   has a bias, no input strided); a constant_pad_nd of the chain's
+ *   row-major value by non-negative pads; a cat along one dim of the chain's
+ *   row-major value and tensors of its rank and sizes off that dim. None of
+ *   them after a row mean (one row kernel per chain).
+ * The first op or input that breaks a rule is named instead.
+ *
+ * A CPU op runs other ops inside it, and the innermost one around a launch
+ * is not always the one kplan.torch's dispatch mode sees: x.to(f32)
+ * launches in the aten::copy_ of aten::_to_copy, a constant_pad_nd in its
+ * aten::fill_ and aten::copy_. Those inner in-place ops are read as the op
+ * around them (lifts[]).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +44,7 @@
 #include "internal.h"
 
 #define MAX_IN 16           /* inputs of one op looked at */
+#define MAX_LIST 16         /* tensors of a TensorList input (a cat's) looked at */
 #define MAX_DIMS 12
 #define CHAIN_MAX 2000      /* bytes of aten_chain */
 
@@ -72,17 +92,17 @@ const char *kp__aten_catalog_op(const char *aten)
 /* One element of a top-level JSON array: text [b, e). */
 struct elem { const char *b, *e; };
 
-/* Split "[x,y,...]" into its top-level elements (at most max). Returns the
- * count, or -1 when s is not an array the importer wrote. */
-static int split_array(const char *s, struct elem *out, int max)
+/* Split "[x,y,...]" in [s, end) into its top-level elements (at most max).
+ * Returns the count, or -1 when it is not an array the importer wrote. */
+static int split_range(const char *s, const char *end, struct elem *out, int max)
 {
 	int depth = 0, n = 0, instr = 0;
 	const char *b;
 
-	if (!s || *s != '[')
+	if (!s || s >= end || *s != '[')
 		return -1;
 	b = s + 1;
-	for (const char *p = s + 1; *p; p++) {
+	for (const char *p = s + 1; p < end; p++) {
 		if (instr) {
 			if (*p == '\\' && p[1])
 				p++;
@@ -98,13 +118,18 @@ static int split_array(const char *s, struct elem *out, int max)
 			if (p > b && n < max)
 				out[n++] = (struct elem){ b, p };
 			if (*p == ']')
-				return p[1] ? -1 : n;
+				return p + 1 == end ? n : -1;
 			b = p + 1;
 		} else if (*p == ']') {
 			depth--;
 		}
 	}
 	return -1;
+}
+
+static int split_array(const char *s, struct elem *out, int max)
+{
+	return s ? split_range(s, s + strlen(s), out, max) : -1;
 }
 
 /* A flat list of integers "[1,1,3072]" into v; count, or -1. */
@@ -128,6 +153,50 @@ static int int_list(struct elem x, int64_t *v, int max)
 			p++;
 	}
 	return p < x.e && *p == ']' ? n : -1;
+}
+
+/*
+ * The integers of a concrete value as the profiler writes a list of them
+ * ("[-1]", "[0, 3]") into v: the count, or -1 when s is no such list.
+ */
+static int value_ints(const char *s, int64_t *v, int max)
+{
+	int n = 0;
+
+	if (*s != '[')
+		return -1;
+	s++;
+	for (;;) {
+		char *end;
+		long long k;
+
+		while (*s == ' ')
+			s++;
+		if (*s == ']')
+			return s[1] ? -1 : n;
+		k = strtoll(s, &end, 10);
+		if (end == s || n >= max)
+			return -1;
+		v[n++] = k;
+		s = end;
+		while (*s == ' ')
+			s++;
+		if (*s == ',')
+			s++;
+		else if (*s != ']')
+			return -1;
+	}
+}
+
+/* One integer as the profiler writes a Scalar ("-1"); 0 when s is none. */
+static int value_int(const char *s, int64_t *v)
+{
+	char *end;
+
+	if (!*s)
+		return 0;
+	*v = strtoll(s, &end, 10);
+	return end != s && !*end;
 }
 
 /* A JSON string element into buf (escapes kept as written); "" otherwise. */
@@ -170,7 +239,12 @@ struct tensor {
 struct op {
 	const char *name;        /* arena */
 	int n_in;                /* -1: no inputs recorded */
+	int conc;                /* the trace recorded its concrete inputs */
 	struct tensor in[MAX_IN];
+	/* its first TensorList input (a cat's tensors): the profiler records
+	 * their shapes and strides, not their dtypes (dtype stays NULL) */
+	int list_at, n_list;     /* the input's position, -1 none; its tensors */
+	struct tensor list[MAX_LIST];
 };
 
 static int64_t numel(const struct tensor *t)
@@ -197,12 +271,56 @@ static int contiguous(const struct tensor *t)
 	return 1;
 }
 
+/*
+ * A Python number in an ATen call on tensors (x + 1e-6, 0.5 * x): the
+ * Python binding wraps it into a 0-dim double (long) tensor, which the
+ * profiler records as a tensor; kplan.torch's dispatch mode gets the number
+ * back and bakes it into the kernel. A real 0-dim double tensor reads the
+ * same offline: taken as a number too.
+ */
+static int wrapped(const struct tensor *t)
+{
+	return t->dtype && t->nd == 0 && (!strcmp(t->dtype, "f64") || !strcmp(t->dtype, "i64"));
+}
+
+static int same_dims(const struct tensor *t, const struct tensor *s)
+{
+	if (t->nd != s->nd)
+		return 0;
+	for (int d = 0; d < t->nd; d++)
+		if (t->dims[d] != s->dims[d])
+			return 0;
+	return 1;
+}
+
 static void shape_text(const struct tensor *t, struct kp_strbuf *sb)
 {
-	kp_strbuf_addf(sb, "%s[", t->dtype);
+	kp_strbuf_addf(sb, "%s[", t->dtype ? t->dtype : "");
 	for (int d = 0; d < t->nd; d++)
 		kp_strbuf_addf(sb, "%s%lld", d ? "," : "", (long long)t->dims[d]);
 	kp_strbuf_addch(sb, ']');
+}
+
+/* The shapes and strides of the TensorList input at of x: "[[2,64],[2,32]]". */
+static void read_list(struct op *x, int at, struct elem dims, const struct elem *strides)
+{
+	struct elem d[MAX_LIST], s[MAX_LIST];
+	int n = split_range(dims.b, dims.e, d, MAX_LIST);
+	int ns = strides ? split_range(strides->b, strides->e, s, MAX_LIST) : -1;
+
+	if (n < 0)
+		return;
+	x->list_at = at;
+	x->n_list = n;
+	for (int j = 0; j < n; j++) {
+		struct tensor *t = &x->list[j];
+
+		memset(t, 0, sizeof(*t));
+		t->nd = int_list(d[j], t->dims, MAX_DIMS);
+		t->ns = j < ns ? int_list(s[j], t->strides, MAX_DIMS) : -1;
+		if (t->nd < 0)
+			x->n_list = -1;   /* a member without its shape: the list unknown */
+	}
 }
 
 /* Read the inputs of the CPU op at (tid, start); x->n_in = -1 when none. */
@@ -226,6 +344,8 @@ static int read_inputs(struct kp__ana *a, int64_t tid, int64_t start, struct op 
 	nt = split_array((const char *)sqlite3_column_text(st, 1), types, MAX_IN);
 	ns = split_array((const char *)sqlite3_column_text(st, 2), strides, MAX_IN);
 	nc = split_array((const char *)sqlite3_column_text(st, 3), conc, MAX_IN);
+	x->conc = nc >= 0;
+	x->list_at = -1;
 	if (nt >= 0) {
 		x->n_in = nt;
 		for (int i = 0; i < nt; i++) {
@@ -243,6 +363,8 @@ static int read_inputs(struct kp__ana *a, int64_t tid, int64_t start, struct op 
 				str_elem(conc[i], t->value, sizeof(t->value));
 			if (!t->dtype && !t->value[0] && *ty && strcmp(ty, "Scalar"))
 				snprintf(t->value, sizeof(t->value), "%.*s", (int)sizeof(t->value) - 1, ty);   /* TensorList, ... */
+			if (!strcmp(ty, "TensorList") && x->list_at < 0 && i < nd)
+				read_list(x, i, dims[i], i < ns ? &strides[i] : NULL);
 		}
 	}
 	/* text from the database is borrowed until the next step: all copied */
@@ -264,7 +386,15 @@ static void op_text(const struct op *x, struct kp_strbuf *sb)
 			continue;   /* None and defaults */
 		kp_strbuf_adds(sb, first ? "" : ", ");
 		first = 0;
-		if (t->dtype)
+		if (i == x->list_at && x->n_list >= 0) {
+			/* "[[1,8,32,64], [1,8,32,64]]": shapes without dtypes */
+			kp_strbuf_addch(sb, '[');
+			for (int j = 0; j < x->n_list; j++) {
+				kp_strbuf_adds(sb, j ? ", " : "");
+				shape_text(&x->list[j], sb);
+			}
+			kp_strbuf_addch(sb, ']');
+		} else if (t->dtype)
 			shape_text(t, sb);
 		else
 			kp_strbuf_adds(sb, t->value);
@@ -354,7 +484,7 @@ static const char *stops(const struct op *x, const struct tensor *s, char *buf, 
 	for (int i = 0; i < x->n_in; i++) {
 		const struct tensor *t = &x->in[i];
 
-		if (!t->dtype || !strcmp(t->dtype, "b8"))
+		if (!t->dtype || !strcmp(t->dtype, "b8") || wrapped(t))
 			continue;   /* scalars; where's and masked_fill's masks */
 		if (!is_float(t->dtype) || (dt && strcmp(dt, t->dtype))) {
 			snprintf(buf, len, "%.80s on %s%s%s (kplan.torch fuses one of f32, f16, bf16 "
@@ -375,14 +505,26 @@ static int is_layer_norm(const char *name)
 	return !strcmp(name, "aten::native_layer_norm") || !strcmp(name, "aten::layer_norm");
 }
 
+/* The first op before `at` that reads a tensor not laid out row-major, or -1. */
+static int strided_before(const struct op *ops, int at)
+{
+	for (int i = 0; i < at; i++)
+		for (int j = 0; j < ops[i].n_in; j++)
+			if (ops[i].in[j].dtype && !contiguous(&ops[i].in[j]))
+				return i;
+	return -1;
+}
+
 /*
  * Why a LayerNorm, op `last` of n, does not end the chain in its kernel
  * (aten_fuse.Fuser.defer_norm), or NULL: it must follow the chain, read a
  * floating tensor whose last dim is a multiple of 4 (ATen's vectorized
  * kernel, whose order the fused kernel repeats), have a weight wherever it
- * has a bias, and no op before it may read a strided input.
+ * has a bias, and no op before it may read a strided input; a chain with a
+ * row mean has its row kernel already ("layer-norm-sealed").
  */
-static const char *norm_stops(const struct op *ops, int last, int n, char *buf, size_t len)
+static const char *norm_stops(const struct op *ops, int last, int n, int mean_at, char *buf,
+			      size_t len)
 {
 	const struct op *x = &ops[last];
 	const struct tensor *in = x->n_in > 0 ? &x->in[0] : NULL;
@@ -390,6 +532,11 @@ static const char *norm_stops(const struct op *ops, int last, int n, char *buf, 
 	if (last != n - 1 || !last) {
 		snprintf(buf, len, "%.80s ends a chain (kplan.torch fuses the ops before it into "
 			 "its kernel; the ops after it start another)", x->name);
+		return buf;
+	}
+	if (mean_at >= 0) {
+		snprintf(buf, len, "%.80s after a row mean (kplan.torch fuses one reduction per "
+			 "chain)", x->name);
 		return buf;
 	}
 	if (!in || !in->dtype || !is_float(in->dtype) || in->nd < 1 || in->dims[in->nd - 1] % 4) {
@@ -401,14 +548,337 @@ static const char *norm_stops(const struct op *ops, int last, int n, char *buf, 
 		snprintf(buf, len, "%.80s with a bias but no weight", x->name);
 		return buf;
 	}
-	for (int i = 0; i < last; i++)
-		for (int j = 0; j < ops[i].n_in; j++)
-			if (ops[i].in[j].dtype && !contiguous(&ops[i].in[j])) {
-				snprintf(buf, len, "%.80s: a chain over strided tensors does not end in "
-					 "a LayerNorm", x->name);
-				return buf;
-			}
+	if (strided_before(ops, last) >= 0) {
+		snprintf(buf, len, "%.80s: a chain over strided tensors does not end in "
+			 "a LayerNorm", x->name);
+		return buf;
+	}
 	return NULL;
+}
+
+/* ---- a row mean inside the chain (Fuser.defer_mean, kplan.aten_rms) ---- */
+
+#define RMS_MAX_ELEMS ((INT64_C(1) << 31) / 4)   /* aten_rms.MAX_ELEMS: 32-bit f32 offsets */
+#define RMS_MAX_THREADS 512
+#define RMS_WARP 32
+
+static int64_t last_pow2(int64_t n)
+{
+	int64_t p = 1;
+
+	while (p * 2 <= n)
+		p *= 2;
+	return p;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * Why kplan.aten_rms does not generate the mean of a contiguous f32
+ * [rows, n] over its last dim (aten_rms.refusal, with config's
+ * setReduceConfig at its default variant, VECTORIZE_AT_128): the fused
+ * kernel repeats ATen's order within a block, so a row ATen may reduce
+ * across blocks (global_reduce) or through sub-iterators is left to ATen.
+ */
+static const char *rms_refusal(int64_t rows, int64_t n, char *buf, size_t len)
+{
+	int64_t dim0 = n, d0, d1, bw, bh, step;
+	int split;
+
+	if (n < 2 || rows < 1) {
+		snprintf(buf, len, "a row of %lld", (long long)n);
+		return buf;
+	}
+	if (rows > RMS_MAX_ELEMS / n) {
+		snprintf(buf, len, "ATen splits the iterator");
+		return buf;
+	}
+	if (dim0 >= 128)
+		dim0 /= 4;   /* vec4 loads */
+	d0 = dim0 < RMS_MAX_THREADS ? last_pow2(dim0) : RMS_MAX_THREADS;
+	d1 = rows < RMS_MAX_THREADS ? last_pow2(rows) : RMS_MAX_THREADS;
+	bw = min64(d0, RMS_WARP);
+	bh = min64(d1, RMS_MAX_THREADS / bw);
+	bw = min64(d0, RMS_MAX_THREADS / bh);
+	step = bw;
+	split = (n + step - 1) / step >= min64(bh * 16, 256);   /* the warps split a row */
+	if (split)
+		step *= bh;
+	if (split && (n + step - 1) / step >= 256) {
+		snprintf(buf, len, "ATen may reduce a row across blocks");
+		return buf;
+	}
+	return NULL;
+}
+
+/*
+ * Why aten::mean, op `at` of the chain over space s, does not join the
+ * chain as its row mean (Fuser.defer_mean), or NULL. begun: an op of the
+ * chain came before it (the mean reads a value of the pending chain);
+ * mean_at: the chain's row mean so far, -1 none. The profiler names
+ * mean.dim (self, dim, keepdim, dtype) and mean (self, dtype) alike; only
+ * mean.dim over the last dim with keepdim and no dtype is deferred.
+ */
+static const char *mean_stops(const struct op *ops, int at, int begun, int mean_at,
+			      const struct tensor *s, char *buf, size_t len)
+{
+	const struct op *x = &ops[at];
+	const struct tensor *in = x->n_in > 0 ? &x->in[0] : NULL;
+	const char *dim = x->n_in > 1 ? x->in[1].value : "", *keep = x->n_in > 2 ? x->in[2].value : "";
+	int64_t dims[MAX_DIMS];
+	char why[96];
+	int nd;
+
+	if (mean_at >= 0) {
+		snprintf(buf, len, "a second %.80s (kplan.torch fuses one row mean per chain)", x->name);
+		return buf;
+	}
+	if (!begun) {
+		snprintf(buf, len, "%.80s does not read a value of the chain (kplan.torch fuses a "
+			 "mean into the chain before it)", x->name);
+		return buf;
+	}
+	if (!in || !in->dtype) {
+		snprintf(buf, len, "%.80s: its input was not recorded", x->name);
+		return buf;
+	}
+	if (x->n_in == 2 || (x->conc && x->n_in > 2 && !dim[0])) {
+		snprintf(buf, len, "%.80s over all elements (kplan.torch fuses a mean over the last "
+			 "dim)", x->name);
+		return buf;
+	}
+	if (!x->conc || x->n_in < 3 || (nd = value_ints(dim, dims, MAX_DIMS)) < 0 ||
+	    (strcmp(keep, "True") && strcmp(keep, "False"))) {
+		snprintf(buf, len, "%.80s: its arguments were not recorded (not fused: kplan.torch "
+			 "fuses a mean over the last dim with keepdim)", x->name);
+		return buf;
+	}
+	if (nd != 1 || in->nd < 1 || (dims[0] != -1 && dims[0] != in->nd - 1)) {
+		snprintf(buf, len, "%.80s over another dim than the last (kplan.torch fuses a mean "
+			 "over the last dim)", x->name);
+		return buf;
+	}
+	if (strcmp(keep, "True")) {
+		snprintf(buf, len, "%.80s without keepdim (kplan.torch fuses a mean that keeps the "
+			 "dim)", x->name);
+		return buf;
+	}
+	if (x->n_in > 3 && (x->in[3].dtype || x->in[3].value[0])) {
+		snprintf(buf, len, "%.80s with a dtype (kplan.torch fuses a mean without one)", x->name);
+		return buf;
+	}
+	if (strcmp(in->dtype, "f32")) {
+		snprintf(buf, len, "%.80s on %s (kplan.torch fuses a mean of f32)", x->name, in->dtype);
+		return buf;
+	}
+	if (!same_dims(in, s)) {
+		snprintf(buf, len, "%.80s of a tensor of other sizes than the chain's (kplan.torch "
+			 "fuses a mean of the chain's value)", x->name);
+		return buf;
+	}
+	if (strided_before(ops, at) >= 0) {
+		snprintf(buf, len, "%.80s: a chain over strided tensors does not take a row mean "
+			 "(kplan.torch's row kernel reads and writes row-major)", x->name);
+		return buf;
+	}
+	if (in->dims[in->nd - 1] < 1 ||
+	    rms_refusal(numel(in) / in->dims[in->nd - 1], in->dims[in->nd - 1], why, sizeof(why))) {
+		struct kp_strbuf sb = KP_STRBUF_INIT;
+
+		shape_text(in, &sb);
+		snprintf(buf, len, "%.80s of %.80s: %s (kplan.torch fuses a mean ATen reduces in "
+			 "one block per row)", x->name, sb.buf ? sb.buf : "",
+			 in->dims[in->nd - 1] < 1 ? "an empty row" : why);
+		kp_strbuf_release(&sb);
+		return buf;
+	}
+	return NULL;
+}
+
+/* ---- the last op ending the chain in its kernel: a pad, a cat ---- */
+
+/* Why op `at` of n, a pad or a cat, is not where the chain ends, or NULL. */
+static const char *ends_stops(const struct op *ops, int at, int n, int begun, int mean_at,
+			      char *buf, size_t len)
+{
+	const struct op *x = &ops[at];
+
+	if (at != n - 1 || !begun) {
+		snprintf(buf, len, "%.80s ends a chain (kplan.torch fuses the ops before it into "
+			 "its kernel; the ops after it start another)", x->name);
+		return buf;
+	}
+	if (mean_at >= 0) {
+		snprintf(buf, len, "%.80s after a row mean (kplan.torch's row kernel does not end "
+			 "in a pad or a cat)", x->name);
+		return buf;
+	}
+	return NULL;
+}
+
+/*
+ * Why constant_pad_nd(input, pad, value), the last op, does not end the
+ * chain over space s in its kernel (Fuser.defer_pad), or NULL: the input is
+ * the chain's value laid out row-major (then ATen's padded tensor is
+ * too: it follows the input's memory format), pads (pairs from the last
+ * dim) not negative, the value a number.
+ */
+static const char *pad_stops(const struct op *ops, int at, int n, int begun, int mean_at,
+			     const struct tensor *s, char *buf, size_t len)
+{
+	const struct op *x = &ops[at];
+	const struct tensor *in = x->n_in > 0 ? &x->in[0] : NULL;
+	int64_t pads[2 * MAX_DIMS];
+	int np = -1;
+	char *end;
+
+	if (ends_stops(ops, at, n, begun, mean_at, buf, len))
+		return buf;
+	if (x->n_in >= 3 && x->conc)
+		np = value_ints(x->in[1].value, pads, 2 * MAX_DIMS);
+	if (!in || !in->dtype || np < 0 || !x->in[2].value[0]) {
+		snprintf(buf, len, "%.80s: its arguments were not recorded", x->name);
+		return buf;
+	}
+	if (np % 2 || np / 2 > in->nd) {
+		snprintf(buf, len, "%.80s: %d pads for %d dims", x->name, np, in->nd);
+		return buf;
+	}
+	for (int i = 0; i < np; i++)
+		if (pads[i] < 0) {
+			snprintf(buf, len, "%.80s with a negative pad (a crop; kplan.torch fuses "
+				 "non-negative pads)", x->name);
+			return buf;
+		}
+	(void)strtod(x->in[2].value, &end);
+	if (end == x->in[2].value || *end) {
+		snprintf(buf, len, "%.80s: a pad value of %s (kplan.torch fuses a number)", x->name,
+			 x->in[2].value);
+		return buf;
+	}
+	if (!same_dims(in, s)) {
+		snprintf(buf, len, "%.80s does not pad the chain's value", x->name);
+		return buf;
+	}
+	if (!contiguous(in)) {
+		snprintf(buf, len, "%.80s: the chain's value is not row-major (kplan.torch ends a "
+			 "chain in a pad of a row-major value)", x->name);
+		return buf;
+	}
+	return NULL;
+}
+
+/*
+ * Why cat(tensors, dim), the last op, does not end the chain over space s
+ * in its kernel (Fuser.defer_cat), or NULL. kplan.torch wants one of the
+ * tensors to be the chain's value, of its shape and row-major, the others
+ * of its dtype and rank, sizes equal off the cat dim, and the cat's output
+ * row-major as eager lays it out. Offline: the profiler records the
+ * tensors' shapes and strides, not which is the chain's nor their dtypes
+ * (taken as the chain's). The closest rule: a tensor of the chain's shape
+ * laid out row-major is the chain's value (the strides the profiler
+ * recorded are those ATen gave the op before); and one row-major tensor
+ * makes ATen's cat output row-major (cat_compute_output_memory_format: an
+ * input whose suggested memory format is contiguous makes the output
+ * contiguous), so the output needs no rule of its own.
+ */
+static const char *cat_stops(const struct op *ops, int at, int n, int begun, int mean_at,
+			     const struct tensor *s, char *buf, size_t len)
+{
+	const struct op *x = &ops[at];
+	int64_t dim;
+	int mine = -1, shaped = 0;
+
+	if (ends_stops(ops, at, n, begun, mean_at, buf, len))
+		return buf;
+	if (x->list_at < 0 || x->n_list < 1) {
+		snprintf(buf, len, "%.80s: its tensors were not recorded", x->name);
+		return buf;
+	}
+	if (x->list_at + 1 >= x->n_in || !value_int(x->in[x->list_at + 1].value, &dim)) {
+		snprintf(buf, len, "%.80s: its dim was not recorded", x->name);
+		return buf;
+	}
+	if (dim < 0)
+		dim += s->nd;
+	if (dim < 0 || dim >= s->nd) {
+		snprintf(buf, len, "%.80s along a dim the chain's value does not have", x->name);
+		return buf;
+	}
+	for (int j = 0; j < x->n_list; j++)
+		if (same_dims(&x->list[j], s)) {
+			shaped = 1;
+			if (mine < 0 && contiguous(&x->list[j]))
+				mine = j;
+		}
+	if (!shaped) {
+		snprintf(buf, len, "%.80s: none of its tensors has the chain's shape", x->name);
+		return buf;
+	}
+	if (mine < 0) {
+		snprintf(buf, len, "%.80s: the chain's value is not row-major (kplan.torch ends a "
+			 "chain in a cat of a row-major value)", x->name);
+		return buf;
+	}
+	for (int j = 0; j < x->n_list; j++) {
+		const struct tensor *t = &x->list[j];
+		int ok = t->nd == s->nd && t->dims[dim] > 0;
+
+		for (int d = 0; ok && d < s->nd; d++)
+			ok = d == dim || t->dims[d] == s->dims[d];
+		if (j != mine && !ok) {
+			snprintf(buf, len, "%.80s: a tensor of other sizes than the chain's off the "
+				 "cat dim", x->name);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/* After the row mean: an op reading a strided input starts another chain
+ * (Fuser.defer: the row kernel reads and writes row-major). */
+static const char *after_mean_stops(const struct op *x, char *buf, size_t len)
+{
+	for (int j = 0; j < x->n_in; j++)
+		if (x->in[j].dtype && !contiguous(&x->in[j])) {
+			snprintf(buf, len, "%.80s reads a strided input after the row mean "
+				 "(kplan.torch's row kernel reads row-major: the chain ends before it)",
+				 x->name);
+			return buf;
+		}
+	return NULL;
+}
+
+/*
+ * Inner ops read as the op around them: the in-place op that launches the
+ * kernel inside an op kplan.torch's dispatch mode sees whole (it does not
+ * see what runs inside an op's implementation).
+ */
+static const struct { const char *inner, *outer; } lifts[] = {
+	{ "aten::copy_", "aten::_to_copy" },         /* x.to(dtype), x.float() */
+	{ "aten::copy_", "aten::clone" },            /* x.clone(), x.contiguous() */
+	{ "aten::copy_", "aten::constant_pad_nd" },  /* the input copied into the padded tensor */
+	{ "aten::fill_", "aten::constant_pad_nd" },  /* the padded tensor filled */
+	{ "aten::copy_", "aten::cat" },              /* a cat copying input by input */
+};
+
+static int ends_chain(const char *name)
+{
+	return is_layer_norm(name) || !strcmp(name, "aten::constant_pad_nd") ||
+		!strcmp(name, "aten::cat");
+}
+
+static int lifted(const struct kp__cpu_op *co)
+{
+	if (!co->outer_name)
+		return 0;
+	for (size_t i = 0; i < sizeof(lifts) / sizeof(*lifts); i++)
+		if (!strcmp(co->name, lifts[i].inner) && !strcmp(co->outer_name, lifts[i].outer))
+			return 1;
+	return 0;
 }
 
 int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand *c)
@@ -419,8 +889,8 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 	int n = 0, rc = 0;
 	int64_t last_tid = -1, last_start = -1;
 	char why[320];
-	const char *verdict = NULL;
-	int normed = 0;
+	const char *verdict = NULL, *ends = NULL;
+	int begun = 0, mean_at = -1;
 
 	if (a->aten_state < 0)
 		return 0;
@@ -445,6 +915,11 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 			break;
 		if (!co.name || !op->has_api)
 			goto none;
+		if (lifted(&co)) {
+			co.tid = co.outer_tid;
+			co.start = co.outer_start;
+			co.name = co.outer_name;
+		}
 		if (co.tid == last_tid && co.start == last_start)
 			continue;   /* one op launched two kernels of the chain */
 		last_tid = co.tid;
@@ -458,8 +933,10 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 	}
 	if (rc)
 		goto out;
-	/* the iteration space: the chain's largest tensor */
-	for (int i = 0; i < n; i++)
+	/* the iteration space: the chain's largest tensor, up to the op that
+	 * ends it (the ops after a LayerNorm, a pad or a cat are another chain,
+	 * over another shape maybe) */
+	for (int i = 0; i < n && (!i || !ends_chain(ops[i - 1].name)); i++)
 		for (int j = 0; j < ops[i].n_in; j++) {
 			const struct tensor *t = &ops[i].in[j];
 
@@ -467,16 +944,31 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 				space = t;
 		}
 	for (int i = 0; i < n && !verdict; i++) {
-		if (!strcmp(ops[i].name, "aten::scalar_tensor"))
+		const char *name = ops[i].name;
+
+		if (!strcmp(name, "aten::scalar_tensor"))
 			continue;   /* a value baked into the kernel (defer_const) */
-		if (is_layer_norm(ops[i].name)) {
-			verdict = norm_stops(ops, i, n, why, sizeof(why));
-			normed = !verdict;
-			continue;
+		if (is_layer_norm(name)) {
+			verdict = norm_stops(ops, i, n, mean_at, why, sizeof(why));
+			ends = "the LayerNorm's";
+		} else if (!space) {
+			snprintf(why, sizeof(why), "%.80s: no tensor input recorded", name);
+			verdict = why;
+		} else if (!strcmp(name, "aten::constant_pad_nd")) {
+			verdict = pad_stops(ops, i, n, begun, mean_at, space, why, sizeof(why));
+			ends = "the pad's";
+		} else if (!strcmp(name, "aten::cat")) {
+			verdict = cat_stops(ops, i, n, begun, mean_at, space, why, sizeof(why));
+			ends = "the cat's";
+		} else if (!strcmp(name, "aten::mean")) {
+			verdict = mean_stops(ops, i, begun, mean_at, space, why, sizeof(why));
+			mean_at = i;
+		} else {
+			verdict = stops(&ops[i], space, why, sizeof(why));
+			if (!verdict && mean_at >= 0)
+				verdict = after_mean_stops(&ops[i], why, sizeof(why));
 		}
-		if (!space)
-			snprintf(why, sizeof(why), "%.80s: no tensor input recorded", ops[i].name);
-		verdict = space ? stops(&ops[i], space, why, sizeof(why)) : why;
+		begun = 1;
 	}
 	for (int i = 0; i < n; i++) {
 		if (i)
@@ -493,10 +985,19 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 		chain.len += 3;
 	}
 	c->aten_chain = kp_arena_strdup(&a->arena, chain.buf);
-	c->torch_verdict = verdict ? kp_arena_strdup(&a->arena, verdict) :
-		normed ? "kplan.torch fuses this chain at capture, ending in the LayerNorm's "
-			 "kernel (kt.open(fuse=\"exact\"), bit-identical)" :
-		"kplan.torch fuses this chain at capture (kt.open(fuse=\"exact\"), bit-identical)";
+	if (verdict)
+		c->torch_verdict = kp_arena_strdup(&a->arena, verdict);
+	else if (ends) {
+		snprintf(why, sizeof(why), "kplan.torch fuses this chain at capture, ending in %s "
+			 "kernel (kt.open(fuse=\"exact\"), bit-identical)", ends);
+		c->torch_verdict = kp_arena_strdup(&a->arena, why);
+	} else if (mean_at >= 0) {
+		c->torch_verdict = "kplan.torch fuses this chain at capture, the row mean (RMSNorm) "
+			"inside its kernel (kt.open(fuse=\"exact\"), bit-identical)";
+	} else {
+		c->torch_verdict = "kplan.torch fuses this chain at capture "
+			"(kt.open(fuse=\"exact\"), bit-identical)";
+	}
 	if (!c->aten_chain || !c->torch_verdict)
 		rc = KP_ENOMEM;
 	goto out;

@@ -412,6 +412,11 @@ int kp__cpu_op_of(struct kp__ana *a, uint32_t corr, int64_t start, struct kp__cp
 		out->tid = sx->op.r[i].tid;
 		out->start = sx->op.r[i].start;
 		out->name = sx->op.r[i].name;
+		if ((i = sx->op.r[i].parent) >= 0) {
+			out->outer_tid = sx->op.r[i].tid;
+			out->outer_start = sx->op.r[i].start;
+			out->outer_name = sx->op.r[i].name;
+		}
 	}
 	return 0;
 }

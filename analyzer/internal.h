@@ -273,6 +273,10 @@ int kp__capturability(struct kp__ana *a, struct kp_err *err);
 struct kp__cpu_op {
 	int64_t tid, start;      /* its NVTX_EVENTS row's globalTid and start */
 	const char *name;        /* arena; NULL: none (no CPU ops in the trace) */
+	/* the CPU op around it (aten::_to_copy around an aten::copy_): the
+	 * same fields, outer_name NULL when none */
+	int64_t outer_tid, outer_start;
+	const char *outer_name;
 };
 /*
  * The CPU op around the launch call with correlation id corr that started

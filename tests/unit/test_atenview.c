@@ -5,8 +5,12 @@
  * keeps each CPU op's inputs (kp_cpu_op_args), the analyzer names the ATen
  * op of each kernel of a candidate with its inputs and says whether
  * kplan.torch fuses the chain (analyzer/aten_view.c), and `kplan analyze`,
- * fusion.csv and `kplan plan` say it. The same trace without shapes gives
- * the output it gave before; malformed shape args are counted and skipped.
+ * fusion.csv and `kplan plan` say it: pointwise chains, one ending in a
+ * LayerNorm, an RMSNorm written as ops (a row mean inside the chain), a
+ * rotate_half ending in a cat, a mask bias ending in a pad. The generator's
+ * --cases trace breaks each rule of the mean, the pad and the cat once. The
+ * same trace without shapes gives the output it gave before; malformed
+ * shape args are counted and skipped.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,22 @@ static const char gelu_chain[] =
 	"aten::add(f16[1,1,3072], 1., 1) > aten::mul(f16[1,1,3072], f16[1,1,3072])";
 static const char fuses[] =
 	"kplan.torch fuses this chain at capture (kt.open(fuse=\"exact\"), bit-identical)";
+/* HF LlamaRMSNorm on f16[1,8,1024]: each .to is the aten::_to_copy around the
+ * aten::copy_ that launched the kernel, the eps a wrapped Python float */
+static const char rms_chain[] =
+	"aten::_to_copy(f16[1,8,1024], 6, False) > aten::pow(f32[1,8,1024], 2) > "
+	"aten::mean(f32[1,8,1024], [-1], True) > aten::add(f32[1,8,1], f64[], 1) > "
+	"aten::rsqrt(f32[1,8,1]) > aten::mul(f32[1,8,1024], f32[1,8,1]) > "
+	"aten::_to_copy(f32[1,8,1024], 5, False) > aten::mul(f16[1024], f16[1,8,1024])";
+static const char fuses_rms[] =
+	"kplan.torch fuses this chain at capture, the row mean (RMSNorm) inside its kernel "
+	"(kt.open(fuse=\"exact\"), bit-identical)";
+static const char fuses_cat[] =
+	"kplan.torch fuses this chain at capture, ending in the cat's kernel "
+	"(kt.open(fuse=\"exact\"), bit-identical)";
+static const char fuses_pad[] =
+	"kplan.torch fuses this chain at capture, ending in the pad's kernel "
+	"(kt.open(fuse=\"exact\"), bit-identical)";
 
 /* The keys of python/kplan/aten_ops.py's OPS, in order, into keys[]. */
 static int python_ops(char keys[][32], int max)
@@ -94,8 +114,9 @@ static void test_catalog_is_python_ops(void)
 	}
 }
 
-/* A candidate's text column (the test's storage), by its n_kernels. */
-static char *cand_text(struct kp_db *db, const char *col, int n_kernels)
+/* A candidate's text column (the test's storage), the one candidate whose
+ * kernel names hold `kernel`; "(none)" when not one. */
+static char *cand_text(struct kp_db *db, const char *col, const char *kernel)
 {
 	static char buf[4][2048];
 	static int k;
@@ -104,15 +125,19 @@ static char *cand_text(struct kp_db *db, const char *col, int n_kernels)
 	char *out = buf[k++ % 4];
 
 	out[0] = 0;
-	snprintf(sql, sizeof(sql), "SELECT %s FROM kp_fusion_candidates WHERE n_kernels = %d",
-		 col, n_kernels);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM kp_fusion_candidates WHERE"
+		 " instr(kernel_names, ?1) > 0", col);
 	if (kp_db_prepare(db, sql, &st, NULL))
 		return out;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(out, 2048, "%s", (const char *)sqlite3_column_text(st, 0));
-	else
-		snprintf(out, 2048, "(null)");
+	sqlite3_bind_text(st, 1, kernel, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(out, 2048, "%s", sqlite3_column_text(st, 0) ?
+			 (const char *)sqlite3_column_text(st, 0) : "(null)");
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(out, 2048, "(not one)");
 	sqlite3_finalize(st);
+	if (!out[0])
+		snprintf(out, 2048, "(none)");
 	return out;
 }
 
@@ -126,7 +151,7 @@ static void test_import_keeps_inputs(void)
 	CU_ASSERT_EQUAL_FATAL(kp_import(kp_test_src(FIXTURE), kp_test_path("shapes_i.db"), NULL,
 					&st, &err), 0);
 	/* every CPU op but the four aten::softmax around _softmax carries its inputs */
-	CU_ASSERT_EQUAL(st.rows[KP_T_CPU_OP_ARGS], 22 * STEPS);
+	CU_ASSERT_EQUAL(st.rows[KP_T_CPU_OP_ARGS], 51 * STEPS);
 	CU_ASSERT_EQUAL(st.bad_shape_args, 0);
 	db = kp_db_open(kp_test_path("shapes_i.db"), 0, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(db);
@@ -138,6 +163,14 @@ static void test_import_keeps_inputs(void)
 			       " AND a.strides = '[[3072,3072,1]]' AND a.concrete = '[\"\"]'"), STEPS);
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_cpu_op_args WHERE concrete ="
 			       " '[\"\",\"-1\",\"False\"]'"), STEPS);
+	/* a dim list as the profiler writes it, spaces kept; a cat's TensorList
+	 * as shapes and strides of its tensors */
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_cpu_op_args WHERE concrete ="
+			       " '[\"\",\"[-1]\",\"True\",\"\"]'"), STEPS);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_cpu_op_args WHERE"
+			       " dims = '[[[1,8,32,64],[1,8,32,64]],[]]' AND types ="
+			       " '[\"TensorList\",\"Scalar\"]' AND strides ="
+			       " '[[[16384,2048,64,1],[32768,4096,128,1]],[]]'"), STEPS);
 	kp_db_close(db);
 }
 
@@ -145,29 +178,133 @@ static void test_candidates_in_aten_terms(void)
 {
 	struct kp_db *db = kj_analyzed_from(kp_test_src(FIXTURE), "shapes_a");
 
-	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 4);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 8);
 	/* GELU: eight catalog ops on f16[1,1,3072], one kernel each */
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT occurrences FROM kp_fusion_candidates"
-			       " WHERE n_kernels = 8"), STEPS);
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", 8), gelu_chain);
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 8), fuses);
+			       " WHERE instr(kernel_names, 'MulScalar2Functor') > 0"), STEPS);
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "MulScalar2Functor"), gelu_chain);
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "MulScalar2Functor"), fuses);
 	/* attention scores: the broadcast mask fits, the softmax stops it */
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", 3),
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "AddMaskFunctor"),
 			       "aten::mul(f16[1,12,64,64], 0.125) > "
 			       "aten::add(f16[1,12,64,64], f16[1,1,1,64], 1) > "
 			       "aten::_softmax(f16[1,12,64,64], -1, False)");
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 3), "aten::_softmax is a reduction");
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "AddMaskFunctor"),
+			       "aten::_softmax is a reduction");
 	/* a transposed input: read at its strides */
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", 2),
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "MulStridedFunctor"),
 			       "aten::mul(f16[64,64], 2.) > aten::exp(f16[64,64])");
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 2), fuses);
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "MulStridedFunctor"), fuses);
 	/* a residual and a bias add ending in a LayerNorm: one kernel */
-	CU_ASSERT_PTR_NOT_NULL(strstr(cand_text(db, "aten_chain", 4),
+	CU_ASSERT_PTR_NOT_NULL(strstr(cand_text(db, "aten_chain", "AddBiasFunctor"),
 				      "aten::add(f16[4,768], f16[768], 1) > aten::native_layer_norm("
 				      "f16[4,768], "));
-	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", 4),
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "AddBiasFunctor"),
 			       "kplan.torch fuses this chain at capture, ending in the LayerNorm's "
 			       "kernel (kt.open(fuse=\"exact\"), bit-identical)");
+	/* RMSNorm written as ops: eight kernels, the mean's reduce_kernel among
+	 * them (the kernel view calls it infeasible: a row reduction feeding a
+	 * larger kernel; kplan.torch's row kernel is a block per row) */
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT n_kernels FROM kp_fusion_candidates"
+			       " WHERE instr(kernel_names, 'rsqrt_kernel_cuda') > 0"), 8);
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "rsqrt_kernel_cuda"), rms_chain);
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "rsqrt_kernel_cuda"), fuses_rms);
+	/* rotate_half: the neg of a half view, the cat of (-x2, x1) */
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "CatArrayBatchedCopy"),
+			       "aten::neg(f16[1,8,32,64]) > "
+			       "aten::cat([[1,8,32,64], [1,8,32,64]], -1)");
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "CatArrayBatchedCopy"), fuses_cat);
+	/* a mean over the tokens: no row mean */
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "lambda(int)#1}>(int) -> void "
+					 "at::native::reduce_kernel"),
+			       "aten::mul(f32[1,8,1024], f32[1,8,1]) > "
+			       "aten::mean(f32[1,8,1024], [1], False)");
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "lambda(int)#1}>(int) -> void "
+					 "at::native::reduce_kernel"),
+			       "aten::mean over another dim than the last (kplan.torch fuses a "
+			       "mean over the last dim)");
+	/* a mask bias padded: the fill_ and the copy_ inside constant_pad_nd are
+	 * the pad, one op */
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "FillFunctor"),
+			       "aten::mul(f16[1,1,8,13], f64[]) > "
+			       "aten::add(f16[1,1,8,13], f16[1,1,1,13], 1) > "
+			       "aten::constant_pad_nd(f16[1,1,8,13], [0, 3], 0.)");
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "torch_verdict", "FillFunctor"), fuses_pad);
+	kp_db_close(db);
+}
+
+/*
+ * The --cases trace: a chain per rule of kplan.torch's row mean, pad and
+ * cat (gen_aten_shapes.py CASES), each found by its first kernel.
+ */
+static void test_mean_pad_cat_rules(void)
+{
+	static const struct { const char *tag, *verdict; } cases[] = {
+		{ "MeanF16", "aten::mean on f16 (kplan.torch fuses a mean of f32)" },
+		{ "NoKeep", "aten::mean without keepdim (kplan.torch fuses a mean that keeps "
+		  "the dim)" },
+		{ "MeanAll", "aten::mean over all elements (kplan.torch fuses a mean over the "
+		  "last dim)" },
+		{ "MeanDtype", "aten::mean with a dtype (kplan.torch fuses a mean without one)" },
+		{ "NoConcrete", "aten::mean: its arguments were not recorded (not fused: "
+		  "kplan.torch fuses a mean over the last dim with keepdim)" },
+		{ "TwoMeans", "a second aten::mean (kplan.torch fuses one row mean per chain)" },
+		{ "MeanFirst", "aten::mean does not read a value of the chain (kplan.torch "
+		  "fuses a mean into the chain before it)" },
+		{ "StridedMean", "aten::mean: a chain over strided tensors does not take a row "
+		  "mean (kplan.torch's row kernel reads and writes row-major)" },
+		/* aten_rms.refusal: the warps split a row of 65536 vectors, 512 each */
+		{ "LongRow", "aten::mean of f32[1,262144]: ATen may reduce a row across "
+		  "blocks (kplan.torch fuses a mean ATen reduces in one block per row)" },
+		{ "StridedAfter", "aten::mul reads a strided input after the row mean "
+		  "(kplan.torch's row kernel reads row-major: the chain ends before it)" },
+		/* dim [ndim-1] is the last dim too */
+		{ "LastDim", "kplan.torch fuses this chain at capture, the row mean (RMSNorm) "
+		  "inside its kernel (kt.open(fuse=\"exact\"), bit-identical)" },
+		{ "NormAfterMean", "aten::native_layer_norm after a row mean (kplan.torch fuses "
+		  "one reduction per chain)" },
+		{ "CatMiddle", "aten::cat ends a chain (kplan.torch fuses the ops before it "
+		  "into its kernel; the ops after it start another)" },
+		{ "CatSizes", "aten::cat: a tensor of other sizes than the chain's off the cat "
+		  "dim" },
+		{ "CatStrided", "aten::cat: the chain's value is not row-major (kplan.torch "
+		  "ends a chain in a cat of a row-major value)" },
+		{ "CatAfterMean", "aten::cat after a row mean (kplan.torch's row kernel does not "
+		  "end in a pad or a cat)" },
+		{ "PadCrop", "aten::constant_pad_nd with a negative pad (a crop; kplan.torch "
+		  "fuses non-negative pads)" },
+		{ "PadStrided", "aten::constant_pad_nd: the chain's value is not row-major "
+		  "(kplan.torch ends a chain in a pad of a row-major value)" },
+		{ "PadOk", "kplan.torch fuses this chain at capture, ending in the pad's kernel "
+		  "(kt.open(fuse=\"exact\"), bit-identical)" },
+		/* a copy_ of the user's own is in place: not read as the op around it */
+		{ "InPlaceCopy", "aten::copy_ is not in kplan.torch's pointwise catalog" },
+	};
+	const char *trace = kp_test_path("aten_cases.json");
+	struct kp_db *db;
+
+	CU_ASSERT_EQUAL_FATAL(kp_test_sh("python3 '%s' --cases > '%s'", kp_test_src(GEN), trace),
+			      0);
+	db = kj_analyzed_from(trace, "aten_cases");
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"),
+			(int64_t)(sizeof(cases) / sizeof(*cases)));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		char first[64];
+		const char *got;
+
+		snprintf(first, sizeof(first), "Case%s0<", cases[i].tag);
+		got = cand_text(db, "torch_verdict", first);
+		if (strcmp(got, cases[i].verdict))
+			fprintf(stderr, "\n%s: %s\n", cases[i].tag, got);
+		CU_ASSERT_STRING_EQUAL(got, cases[i].verdict);
+	}
+	/* a [ndim-1] dim list and a TensorList as the chain shows them */
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "CaseLastDim0<"),
+			       "aten::pow(f32[4,256], 2) > aten::mean(f32[4,256], [1], True) > "
+			       "aten::add(f32[4,1], f64[], 1) > aten::rsqrt(f32[4,1]) > "
+			       "aten::mul(f32[4,256], f32[4,1])");
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "CaseCatSizes0<"),
+			       "aten::neg(f16[2,8,32]) > aten::cat([[2,8,32], [2,4,32]], -1)");
 	kp_db_close(db);
 }
 
@@ -183,7 +320,7 @@ static void test_cli_says_it(void)
 					 db, out), 0);
 	text = kp_test_read(out, &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-	CU_ASSERT_PTR_NOT_NULL(strstr(text, "; 88 CPU ops with input shapes\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "; 204 CPU ops with input shapes\n"));
 	free(text);
 	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s analyze '%s' --csv '%s' > '%s'", k, db, csv, out), 0);
 	text = kp_test_read(out, &len);
@@ -202,6 +339,13 @@ static void test_cli_says_it(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "f16[1,1,3072])\",\"kplan.torch fuses this chain at "
 				      "capture (kt.open(fuse=\"\"exact\"\"), bit-identical)\"\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, ",aten::_softmax is a reduction\n"));
+	/* every candidate is in the csv, the RMSNorm the kernel view calls infeasible too */
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "aten::mul(f16[1024], f16[1,8,1024])\",\"kplan.torch "
+				      "fuses this chain at capture, the row mean (RMSNorm) inside "
+				      "its kernel (kt.open(fuse=\"\"exact\"\"), bit-identical)\"\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "-1)\",\"kplan.torch fuses this chain at capture, "
+				      "ending in the cat's kernel (kt.open(fuse=\"\"exact\"\"), "
+				      "bit-identical)\"\n"));
 	free(text);
 	CU_ASSERT_EQUAL_FATAL(kp_test_sh("%s plan '%s' -o '%s' > '%s' 2>&1", k, db,
 					 kp_test_path("shapes_c.kplan"), out), 0);
@@ -214,6 +358,9 @@ static void test_cli_says_it(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "(region step, 3 kernels) is the ATen chain "
 				      "aten::mul(f16[1,12,64,64], 0.125) > "));
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "-1, False): aten::_softmax is a reduction\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "aten::constant_pad_nd(f16[1,1,8,13], [0, 3], 0.): "
+				      "kplan.torch fuses this chain at capture, ending in the pad's "
+				      "kernel"));
 	free(text);
 }
 
@@ -228,7 +375,7 @@ static void test_no_shapes_as_before(void)
 	CU_ASSERT_EQUAL_FATAL(kp_test_sh("python3 '%s' --no-shapes > '%s'", kp_test_src(GEN), ns), 0);
 	db = kj_analyzed_from(ns, "noshapes");
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_cpu_op_args"), 0);
-	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 4);
+	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"), 8);
 	CU_ASSERT_EQUAL(tl_dbq(db, "SELECT count(*) FROM kp_fusion_candidates"
 			       " WHERE aten_chain IS NOT NULL OR torch_verdict IS NOT NULL"), 0);
 	kp_db_close(db);
@@ -306,6 +453,7 @@ CU_TestInfo kp_tests_atenview[] = {
 	{ "import: a CPU op's inputs kept, keyed as its range", test_import_keeps_inputs },
 	{ "analyze: candidates as ATen chains with kplan.torch's verdict",
 	  test_candidates_in_aten_terms },
+	{ "analyze: the rules of the row mean, the pad and the cat", test_mean_pad_cat_rules },
 	{ "cli: analyze, fusion.csv and plan say it", test_cli_says_it },
 	{ "no shapes: no view, the output as before", test_no_shapes_as_before },
 	{ "malformed shape args: counted and skipped", test_malformed_args },
