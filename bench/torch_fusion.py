@@ -114,6 +114,16 @@ def bits_equal(a, b):
     return bool((a.contiguous().view(v) == b.contiguous().view(v)).all())
 
 
+def ms_per_step(f, iters):
+    """f() iters times in a tight loop, one synchronize at each end: ms per call."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        f()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / iters * 1e3
+
+
 def runtime(fuse, cache=None):
     crt = _rt.Runtime.open(None, flags=_rt.KP_RT_CUDA)
     return kt.Runtime(crt, None, policy="graph", fuse=fuse)
@@ -177,24 +187,12 @@ def bench_llama(a, n=64):
 
 def build_train():
     """GPT-2 (4 layers, vocab 8192) training step with AdamW(capturable=True),
-    batch 4 x 128, dropout 0: (step, args) on a model made from seed 0, so
-    every call gives the same initial weights."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=4, n_embd=768, n_head=12, n_positions=256, vocab_size=8192,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(cfg).cuda().train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=True)
-    g = torch.Generator(device="cuda").manual_seed(1)
-    ids = torch.randint(0, cfg.vocab_size, (4, 128), device="cuda", generator=g)
-
-    def step(x):
-        loss = model(x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss.detach()
-    return step, (ids,)
+    batch 4 x 128, dropout 0 (bench/never_slower.py's gpt2_adamw_cap): (step,
+    args) on a model made from seed 0, so every call gives the same initial
+    weights."""
+    sys.path.insert(0, HERE)
+    import never_slower
+    return never_slower.gpt2_adamw(torch, True)
 
 
 def bench_train(a, n_loss=40):
@@ -226,14 +224,7 @@ def bench_train(a, n_loss=40):
         if fuse == "compile":
             print("train: reduce-overhead's first %d steps (compile) %.1f s" % (
                 n_loss, time.perf_counter() - t0))
-        times[v] = []
-        for _ in range(a.reps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(a.iters):
-                f()
-            torch.cuda.synchronize()
-            times[v].append((time.perf_counter() - t0) / a.iters * 1e3)
+        times[v] = [ms_per_step(f, a.iters) for _ in range(a.reps)]
         if rt is not None:
             if fuse == "exact":
                 stats = rt.stats()
@@ -303,12 +294,7 @@ def main():
         with torch.no_grad():
             for _ in range(a.reps):
                 for v, f in variants.items():
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    for _ in range(a.iters):
-                        f()
-                    torch.cuda.synchronize()
-                    times[v].append((time.perf_counter() - t0) / a.iters * 1e3)
+                    times[v].append(ms_per_step(f, a.iters))
         fus = rts["kplan-fuse"].stats()["fusion"]
         for v in variants:
             med = statistics.median(times[v])

@@ -467,10 +467,7 @@ def generate(chain):
             body.append("y%d[%s] = %s;" % (o, at, nb[k]))
         else:
             body.append("y%d[%s] = %s(%s);" % (o, at, _to_bits(n.dtype), nf[k]))
-    desc = "; ".join("%d %s%s %s <- %s" % (k, n.op, "" if not n.attrs else repr(sorted(
-        (a, v) for a, v in n.attrs.items() if not a.endswith("_raw"))), n.dtype,
-        ",".join("%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))
-        for k, n in enumerate(ch.nodes))
+    desc = nodes_text(ch.nodes)
     if ch.pad is not None:
         loop = _pad_loop(ch, body, nf, nb, params)
     else:
@@ -484,6 +481,16 @@ def generate(chain):
                          desc.replace("\n", " ")))
     name = "kp_aten_" + hashlib.sha256((_PRELUDE + core).encode()).hexdigest()[:16]
     return name, head + _PRELUDE + core.replace("KPNAME", name)
+
+
+def nodes_text(nodes, attrs=True):
+    """The nodes as a generated source's header names them: "k op[attrs]
+    dtype <- inputs; ..." (attrs: with the node's attributes)."""
+    return "; ".join("%d %s%s %s <- %s" % (
+        k, n.op, "" if not (attrs and n.attrs) else repr(sorted(
+            (a, v) for a, v in n.attrs.items() if not a.endswith("_raw"))), n.dtype,
+        ",".join("%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))
+        for k, n in enumerate(nodes))
 
 
 def _pad_loop(ch, body, nf, nb, params):

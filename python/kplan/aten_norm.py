@@ -475,9 +475,7 @@ def generate(chain, norm):
         L += loop_tail("\t")
     core = ("extern \"C\" __global__ void __launch_bounds__(%d) KPNAME(%s)\n{\n%s\n}\n"
             % (THREADS, ", ".join(params), "\n".join(L)))
-    desc = "; ".join("%d %s %s <- %s" % (k, n.op, n.dtype, ",".join(
-        "%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))
-        for k, n in enumerate(ch.nodes))
+    desc = G.nodes_text(ch.nodes, attrs=False)
     head = ("// kplan ATen chain + row norm (python/kplan/aten_norm.py): %d ops, %d rows of %d, "
             "%s, ATen's vectorized_layer_norm_kernel order\n// %s; %s\n"
             % (len(ch.nodes) + 1, rows, N, "exact" if ch.exact else "tolerant",

@@ -480,9 +480,7 @@ def generate(chain, red):
         L.append("\t}")
     core = ("extern \"C\" __global__ void __launch_bounds__(%d) KPNAME(%s)\n{\n%s\n}\n"
             % (T, ", ".join(params), "\n".join(L)))
-    desc = "; ".join("%d %s %s <- %s" % (k, n.op, n.dtype, ",".join(
-        "%s%s" % (c, v if c != "s" else "(%r)" % v) for c, v in n.ins))
-        for k, n in enumerate(ch.nodes))
+    desc = G.nodes_text(ch.nodes, attrs=False)
     head = ("// kplan ATen chain with a row mean (python/kplan/aten_rms.py): %d ops, %d rows of "
             "%d, %s, ATen's gpu_reduce_kernel order (%r, %s)\n// %s; %s\n"
             % (len(ch.nodes), M, N, "exact" if ch.exact else "tolerant", cfg, variant(),

@@ -36,7 +36,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
-from kplan import aten_gen as G, aten_ops as A, aten_rms as R  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+from kplan import aten_rms as R  # noqa: E402
+from test_aten_rms import hf_rms  # noqa: E402  (the chain, as the CPU tests build it)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--arch", default="sm_90")
@@ -56,33 +58,10 @@ cu = ctypes.CDLL("libcuda.so.1")
 
 
 def chain(dt, m, n, res):
-    """The chain the fuser records for the code above (no copies for f32:
-    eager dispatches none) and its row-reduce node; written: s (with the
+    """The chain the fuser records for the code above and its row-reduce
+    node (tests/python/test_aten_rms.hf_rms); written: s (with the
     residual), var, rstd, y. Parameters: x, (r,) w, then those."""
-    N = A.Node
-    nodes, exts = [], [G.Ext(dt)]
-    h = ("x", 0)
-    if res:
-        exts.append(G.Ext(dt))
-        nodes.append(N("add", [("x", 0), ("x", 1)], dt, {"alpha": 1.0}))
-        h = ("n", 0)
-    if dt != "f32":
-        nodes.append(N("copy", [h], "f32", {}))
-        h = ("n", len(nodes) - 1)
-    p = len(nodes)
-    nodes.append(N("pow", [h], "f32", A.finish_attrs("pow", {"exp": 2.0}, "f32")))
-    nodes.append(N("mean", [("n", p)], "f32", {}))
-    nodes.append(N("add", [("n", p + 1), ("s", EPS)], "f32", {"alpha": 1.0}))
-    nodes.append(N("rsqrt", [("n", p + 2)], "f32", {}))
-    nodes.append(N("mul", [h, ("n", p + 3)], "f32", {}))
-    y = ("n", p + 4)
-    if dt != "f32":
-        nodes.append(N("copy", [y], dt, {}))
-        y = ("n", len(nodes) - 1)
-    exts.append(G.Ext(dt, "row", n))
-    nodes.append(N("mul", [("x", len(exts) - 1), y], dt, {}))
-    outs = ([0] if res else []) + [p + 1, p + 3, len(nodes) - 1]
-    return G.Chain(nodes, exts, m * n, outs), R.Red(p + 1, n, [p + 1, p + 2, p + 3])
+    return hf_rms(dt, m, n, res, outs="stats", eps=EPS)
 
 
 def build(job):

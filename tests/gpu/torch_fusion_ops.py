@@ -383,7 +383,10 @@ def layer_norm_cases(crt, quick=False):
     return rows
 
 
-def _ln_row(crt, dn, name, fn, args, want_norms):
+def _fused_row(crt, dn, name, fn, args, want, counter):
+    """One case through the dispatch mode against eager: (dtype, name,
+    mismatching elements (-3: none, but Stats.<counter> is not want; -2: an
+    error), Stats.<counter>, details)."""
     try:
         with torch.no_grad():
             ref = fn(*args)
@@ -392,21 +395,27 @@ def _ln_row(crt, dn, name, fn, args, want_norms):
             with aten_fuse.mode(fz):
                 out = fn(*args)
             torch.cuda.synchronize()
+        if not isinstance(ref, tuple):
+            ref, out = (ref,), (out,)
         n, det = 0, ""
         for i, (a, b) in enumerate(zip(ref, out)):
             k, d = mismatches(a, b)
             if k:
                 n += k if k > 0 else 1
                 det += "[output %d] %s " % (i, d)
-        if st.norms != want_norms:
+        got = getattr(st, counter)
+        if got != want:
             det = ("%s: refused %s fallbacks %s " % (
-                "not fused" if want_norms else "fused unexpectedly", st.refused, st.fallbacks)
-                + det)
+                "not fused" if want else "fused unexpectedly", st.refused, st.fallbacks) + det)
             if n == 0:
                 n = -3
-        return (dn, name, n, st.norms, det)
+        return (dn, name, n, got, det)
     except Exception as e:  # noqa: BLE001
         return (dn, name, -2, 0, "error: %s: %s" % (type(e).__name__, e))
+
+
+def _ln_row(crt, dn, name, fn, args, want_norms):
+    return _fused_row(crt, dn, name, fn, args, want_norms, "norms")
 
 
 # -- RMSNorm written as ops: a row mean inside the chain (kplan.aten_rms) --
@@ -508,30 +517,20 @@ def rms_norm_cases(crt):
 
 
 def _rms_row(crt, dn, name, fn, args, want):
-    try:
-        with torch.no_grad():
-            ref = fn(*args)
-            st = aten_fuse.Stats()
-            fz = aten_fuse.Fuser(crt, mode="exact", min_ops=2, stats=st)
-            with aten_fuse.mode(fz):
-                out = fn(*args)
-            torch.cuda.synchronize()
-        if not isinstance(ref, tuple):
-            ref, out = (ref,), (out,)
-        n, det = 0, ""
-        for i, (a, b) in enumerate(zip(ref, out)):
-            k, d = mismatches(a, b)
-            if k:
-                n += k if k > 0 else 1
-                det += "[output %d] %s " % (i, d)
-        if st.reductions != want:
-            det = ("%s: refused %s fallbacks %s " % (
-                "not fused" if want else "fused unexpectedly", st.refused, st.fallbacks) + det)
-            if n == 0:
-                n = -3
-        return (dn, name, n, st.reductions, det)
-    except Exception as e:  # noqa: BLE001
-        return (dn, name, -2, 0, "error: %s: %s" % (type(e).__name__, e))
+    return _fused_row(crt, dn, name, fn, args, want, "reductions")
+
+
+def _section(what, fused, cases, quiet):
+    """Run a section's cases (rows of _fused_row), print every one that
+    mismatches or is not fused as expected: (rows, its summary line)."""
+    t0 = time.time()
+    rows = cases()
+    for r in rows:
+        if r[2] != 0 and not quiet:
+            print("%%-5s %%-44.44s mismatches %%6d fused-%s %%d %%s" % fused % r)
+    return rows, ("torch_fusion_ops %s: %d cases, %d mismatching or not fused as expected, "
+                  "%d fused, %.1f s" % (what, len(rows), sum(1 for r in rows if r[2] != 0),
+                                        sum(1 for r in rows if r[3] > 0), time.time() - t0))
 
 
 def main():
@@ -551,30 +550,16 @@ def main():
     crt = _rt.Runtime.open(None, flags=_rt.KP_RT_CUDA, lib=a.lib)
     print("device: %s, torch %s, cuda %s" % (torch.cuda.get_device_name(), torch.__version__,
                                              torch.version.cuda))
-    t0 = time.time()
-    rms = rms_norm_cases(crt) if not a.no_rms_norm and not a.layer_norm else []
-    rms_bad = [r for r in rms if r[2] != 0]
-    for r in rms:
-        if r[2] != 0:
-            print("%-5s %-44.44s mismatches %6d fused-means %d %s" % r)
-    rms_line = ("torch_fusion_ops rms_norm: %d cases, %d mismatching or not fused as "
-                "expected, %d fused, %.1f s" % (len(rms), len(rms_bad),
-                                               sum(1 for r in rms if r[3] > 0), time.time() - t0))
+    rms, rms_line = _section("rms_norm", "means", lambda: rms_norm_cases(crt)
+                             if not a.no_rms_norm and not a.layer_norm else [], False)
     if a.rms_norm:
         print(rms_line)
-        return 1 if rms_bad else 0
-    t0 = time.time()
-    ln = layer_norm_cases(crt) if not a.no_layer_norm else []
-    ln_bad = [r for r in ln if r[2] != 0]
-    for r in ln:
-        if r[2] != 0 and not a.quiet:
-            print("%-5s %-44.44s mismatches %6d fused-norms %d %s" % r)
-    ln_line = ("torch_fusion_ops layer_norm: %d cases, %d mismatching or not fused as "
-               "expected, %d fused, %.1f s" % (len(ln), len(ln_bad),
-                                              sum(1 for r in ln if r[3] > 0), time.time() - t0))
+        return 1 if any(r[2] for r in rms) else 0
+    ln, ln_line = _section("layer_norm", "norms", lambda: layer_norm_cases(crt)
+                           if not a.no_layer_norm else [], a.quiet)
     if a.layer_norm:
         print(ln_line)
-        return 1 if ln_bad else 0
+        return 1 if any(r[2] for r in ln) else 0
     rows = []      # (dtype, case, mismatches, fused ops, detail)
     srows = []     # strided cases: (dtype, case, mismatches, fused ops, strided ops, detail)
     t0 = time.time()
@@ -714,7 +699,7 @@ def main():
           % (len(rows), len(bad), len(nf), el))
     print(ln_line)
     print(rms_line)
-    return 1 if bad or ln_bad or rms_bad or any(r[2] != 0 for r in graph) else 0
+    return 1 if bad or any(r[2] for r in ln + rms) or any(r[2] != 0 for r in graph) else 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def hf_rms(dt="f16", rows=1, n=1024, residual=True, outs=None, eps=1e-6):
     """LlamaRMSNorm as the fuser records it: (x + r), .float(), pow(2),
     mean, + eps, rsqrt, h * rstd, .to(dt), w * (f32: no copies, as eager
     dispatches none). Returns (chain, red); outs default: the sum and the
-    output."""
+    output; "stats": the sum, the mean, rstd and the output (what
+    tests/gpu/aten_rms_kernels.py compares)."""
     N = A.Node
     nodes, exts = [], [G.Ext(dt)]
     h = ("x", 0)
@@ -55,8 +56,8 @@ def hf_rms(dt="f16", rows=1, n=1024, residual=True, outs=None, eps=1e-6):
         y = ("n", len(nodes) - 1)
     exts.append(G.Ext(dt, "row", n))
     nodes.append(N("mul", [("x", len(exts) - 1), y], dt, {}))
-    if outs is None:
-        outs = ([0] if residual else []) + [len(nodes) - 1]
+    if outs is None or outs == "stats":
+        outs = ([0] if residual else []) + ([p + 1, p + 3] if outs else []) + [len(nodes) - 1]
     return (G.Chain(nodes, exts, rows * n, list(outs)),
             R.Red(p + 1, n, [p + 1, p + 2, p + 3]))
 
