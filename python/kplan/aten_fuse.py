@@ -192,6 +192,16 @@ class _Chain(object):
         self.pad = None       # a _PadRec: the chain ends in constant_pad_nd (sealed)
         self.red = None       # a _RedRec: a row mean inside the chain (aten_rms)
 
+    def node_of(self, t):
+        """The index of the node whose output t is (still), or None."""
+        k = self.ids.get(id(t))
+        return k if k is not None and self.outs[k]() is t else None
+
+    def has_special(self):
+        """Whether the chain already ends in a norm, a pad or a cat, or holds
+        a row mean: a generator takes one of them at most."""
+        return self.norm is not None or self.pad is not None or self.red is not None
+
 
 class Fuser(object):
     """One capture's fusion state. crt: the kplan._rt.Runtime (kernel_load /
@@ -400,8 +410,8 @@ class Fuser(object):
         refs = []
         new_ext = []
         for t in targs:
-            k = ch.ids.get(id(t)) if ch is not None else None
-            if k is not None and ch.outs[k]() is t:
+            k = ch.node_of(t) if ch is not None else None
+            if k is not None:
                 if row and k not in ch.red.rows:
                     self._refuse("mean-row-input")
                     self.flush()
@@ -480,8 +490,8 @@ class Fuser(object):
     @staticmethod
     def _row_node(ch, t):
         """The index of t among the chain's row nodes, or None."""
-        k = ch.ids.get(id(t))
-        return k if k is not None and k in ch.red.rows and ch.outs[k]() is t else None
+        k = ch.node_of(t)
+        return k if k is not None and k in ch.red.rows else None
 
     # -- a LayerNorm ending the chain -------------------------------------
     @staticmethod
@@ -516,11 +526,11 @@ class Fuser(object):
             return None
         x, shp, w, b, eps = (vals[n] for n in names)
         ch = self.chain
-        k = ch.ids.get(id(x)) if ch is not None and isinstance(x, T.Tensor) else None
-        if k is None or ch.outs[k]() is not x:
+        k = ch.node_of(x) if ch is not None and isinstance(x, T.Tensor) else None
+        if k is None:
             self._refuse("layer-norm-input")        # not an output of the pending chain
             return None
-        if ch.norm is not None or ch.pad is not None or ch.red is not None:
+        if ch.has_special():
             self._refuse("layer-norm-sealed")       # a norm, a pad or a mean already
             return None
         if any(e.mode == "strided" for e in ch.exts) or any(st is not None for st in ch.ostr):
@@ -620,11 +630,11 @@ class Fuser(object):
         keep = a[2] if len(a) > 2 else kw.pop("keepdim", False)
         dtype = kw.pop("dtype", None)
         ch = self.chain
-        k = ch.ids.get(id(x)) if ch is not None and isinstance(x, T.Tensor) else None
-        if k is None or ch.outs[k]() is not x or (ch.red is not None and k in ch.red.rows):
+        k = ch.node_of(x) if ch is not None and isinstance(x, T.Tensor) else None
+        if k is None or (ch.red is not None and k in ch.red.rows):
             self._refuse("mean-input")              # not a full value of the pending chain
             return None
-        if ch.norm is not None or ch.pad is not None or ch.red is not None:
+        if ch.has_special():
             self._refuse("mean-sealed")             # one mean per chain
             return None
         nd = len(ch.shape)
@@ -685,11 +695,11 @@ class Fuser(object):
         pad = a[1] if len(a) > 1 else kw.pop("pad", None)
         value = a[2] if len(a) > 2 else kw.pop("value", 0)
         ch = self.chain
-        k = ch.ids.get(id(x)) if ch is not None and isinstance(x, T.Tensor) else None
-        if k is None or ch.outs[k]() is not x or kw or len(a) > 3:
+        k = ch.node_of(x) if ch is not None and isinstance(x, T.Tensor) else None
+        if k is None or kw or len(a) > 3:
             self._refuse("pad-input")               # not an output of the pending chain
             return None
-        if ch.norm is not None or ch.pad is not None or ch.red is not None:
+        if ch.has_special():
             self._refuse("pad-sealed")
             return None
         try:
@@ -710,17 +720,26 @@ class Fuser(object):
         lo, hi = [0] * nd, [0] * nd
         for j in range(len(pad) // 2):             # pairs from the last dim backwards
             lo[nd - 1 - j], hi[nd - 1 - j] = pad[2 * j], pad[2 * j + 1]
-        spec = G.Pad(k, lo, hi, G.const_bits(value, dname))
+        out = self._end_in(ch, G.Pad(k, lo, hi, G.const_bits(value, dname)), func, args,
+                           kwargs, [x], x, "pad-layout")
+        if out is not None:
+            self.stats.pads += 1
+        return out
+
+    def _end_in(self, ch, spec, func, args, kwargs, targs, x, refusal, parts=()):
+        """The chain ends in spec (aten_gen.Pad: a pad, or a cat with the
+        other tensors parts): its tensor, laid out as eager lays out the
+        op's output (constant_pad_nd and cat follow their inputs' suggested
+        memory format) when that is row-major, the kernel's addressing; else
+        None, refused as refusal."""
+        T = self.T
         shape = spec.shape(ch.shape)
-        # the padded tensor's layout as eager gives it (constant_pad_nd
-        # follows the input's suggested memory format): row-major addressing
-        st = self._out_layout(func, args, kwargs, [x], shape, x.dtype, x.device)
+        st = self._out_layout(func, args, kwargs, targs, shape, x.dtype, x.device)
         if st is None or not G.same_layout(shape, st, G.contiguous_strides(shape)):
-            self._refuse("pad-layout")
+            self._refuse(refusal)
             return None
         out = T.empty_strided(shape, st, dtype=x.dtype, device=x.device)
-        ch.pad = _PadRec(spec, out, (func,) + self._refs(ch, args, kwargs))
-        self.stats.pads += 1
+        ch.pad = _PadRec(spec, out, (func,) + self._refs(ch, args, kwargs), parts=parts)
         return out
 
     @staticmethod
@@ -747,16 +766,15 @@ class Fuser(object):
                 not all(isinstance(t, T.Tensor) for t in ts):
             self._refuse("cat-input")
             return None
-        mine = [j for j, t in enumerate(ts)
-                if ch.ids.get(id(t)) is not None and ch.outs[ch.ids[id(t)]]() is t]
+        mine = [j for j, t in enumerate(ts) if ch.node_of(t) is not None]
         if len(mine) != 1 or self._touches(ch, [t for j, t in enumerate(ts) if j != mine[0]]):
             self._refuse("cat-input")               # one pending value, the rest not pending
             return None
-        if ch.norm is not None or ch.pad is not None or ch.red is not None:
+        if ch.has_special():
             self._refuse("cat-sealed")
             return None
         x = ts[mine[0]]
-        k = ch.ids[id(x)]
+        k = ch.node_of(x)
         shape = ch.shape
         nd = len(shape)
         try:
@@ -788,16 +806,11 @@ class Fuser(object):
             return None
         lo_v, hi_v = [0] * nd, [0] * nd
         lo_v[dim], hi_v[dim] = lo, at - lo - shape[dim]
-        spec = G.Pad(k, lo_v, hi_v, 0, dim=dim, parts=[p[:3] for p in parts])
-        out_shape = spec.shape(shape)
-        st = self._out_layout(func, args, kwargs, list(ts), out_shape, x.dtype, x.device)
-        if st is None or not G.same_layout(out_shape, st, G.contiguous_strides(out_shape)):
-            self._refuse("cat-layout")
-            return None
-        out = T.empty_strided(out_shape, st, dtype=x.dtype, device=x.device)
-        ch.pad = _PadRec(spec, out, (func,) + self._refs(ch, args, kwargs),
-                         parts=[p[3] for p in parts])
-        self.stats.cats += 1
+        out = self._end_in(ch, G.Pad(k, lo_v, hi_v, 0, dim=dim, parts=[p[:3] for p in parts]),
+                           func, args, kwargs, list(ts), x, "cat-layout",
+                           parts=[p[3] for p in parts])
+        if out is not None:
+            self.stats.cats += 1
         return out
 
     def _refs(self, ch, args, kwargs):
@@ -808,16 +821,15 @@ class Fuser(object):
 
         def ref(x):
             if isinstance(x, T.Tensor):
-                k = ch.ids.get(id(x))
-                if k is not None and ch.outs[k]() is x:
+                k = ch.node_of(x)
+                if k is not None:
                     return _Ref(k)
             return x
         return tree_map(ref, tuple(args)), tree_map(ref, dict(kwargs or {}))
 
     def _touches(self, ch, tensors):
         for t in tensors:
-            k = ch.ids.get(id(t))
-            if k is not None and ch.outs[k]() is t:
+            if ch.node_of(t) is not None:
                 return True
             if ch.norm is not None and ch.norm.holds(t):
                 return True

@@ -201,17 +201,42 @@ def const_bits(value, dtype):
     f = A.f32(value)
     if dtype == "f32":
         return struct.unpack("<I", struct.pack("<f", f))[0]
-    if dtype == "f16":
-        if math.isnan(f):
-            return 0x7e00
-        try:
-            return struct.unpack("<H", struct.pack("<e", f))[0]
-        except OverflowError:            # rounds past the largest half: inf
-            return 0xfc00 if f < 0 else 0x7c00
-    u = struct.unpack("<I", struct.pack("<f", f))[0]
     if math.isnan(f):
-        return 0x7fc0
-    return ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff
+        return 0x7e00 if dtype == "f16" else 0x7fc0
+    # aten_ops.to_storage rounds as c10 does (past the largest half: inf)
+    return _bits_of(A.to_storage(value, dtype), dtype)
+
+
+def ext_at(x, numel, sfx):
+    """How element i of a chain of numel elements reads external x (an
+    Ext of mode full, scalar, row or bcast): the index expression, its
+    constants suffixed sfx ("u" or "ull")."""
+    if x.mode == "full":
+        return "i"
+    if x.mode == "scalar":
+        return "0"
+    if x.mode == "row":
+        if x.n <= 0:
+            raise GenError("row of %d" % x.n)
+        return "i %% %d%s" % (x.n, sfx)
+    if x.mode == "bcast":
+        if x.n <= 0 or x.inner <= 0:
+            raise GenError("bcast of %d x %d" % (x.n, x.inner))
+        if x.n * x.inner == numel:
+            return "i / %d%s" % (x.inner, sfx)
+        return "(i / %d%s) %% %d%s" % (x.inner, sfx, x.n, sfx)
+    raise GenError("mode %s" % x.mode)
+
+
+def store_line(ch, o, k, nf, nb, at="i"):
+    """The line storing node k of ch, as output y<o>, at index expression
+    at: its float value for f32, else its storage bits."""
+    n = ch.nodes[k]
+    if n.dtype == "f32":
+        return "y%d[%s] = %s;" % (o, at, nf[k])
+    if nb[k] is not None:
+        return "y%d[%s] = %s;" % (o, at, nb[k])
+    return "y%d[%s] = %s(%s);" % (o, at, _to_bits(n.dtype), nf[k])
 
 
 def load_lines(j, x, at, body, xf, xb):
@@ -436,37 +461,12 @@ def generate(chain):
             const_lines(j, x, body, xf, xb)
             continue
         params.append("const %s *x%d" % (_CTYPE[x.dtype], j))
-        if x.mode == "full":
-            at = "i"
-        elif x.mode == "scalar":
-            at = "0"
-        elif x.mode == "row":
-            if x.n <= 0:
-                raise GenError("row of %d" % x.n)
-            at = "i %% %d%s" % (x.n, sfx)
-        elif x.mode == "bcast":
-            if x.n <= 0 or x.inner <= 0:
-                raise GenError("bcast of %d x %d" % (x.n, x.inner))
-            if x.n * x.inner == ch.numel:
-                at = "i / %d%s" % (x.inner, sfx)
-            else:
-                at = "(i / %d%s) %% %d%s" % (x.inner, sfx, x.n, sfx)
-        elif x.mode == "strided":
-            at = offset(ext_lay[j])
-        else:
-            raise GenError("mode %s" % x.mode)
+        at = offset(ext_lay[j]) if x.mode == "strided" else ext_at(x, ch.numel, sfx)
         load_lines(j, x, at, body, xf, xb)
     nf, nb = _node_lines(ch, xf, xb, body)
     for o, k in enumerate(ch.outs):
-        n = ch.nodes[k]
-        params.append("%s *y%d" % (_CTYPE[n.dtype], o))
-        at = offset(out_lay[o]) if o in out_lay else "i"
-        if n.dtype == "f32":
-            body.append("y%d[%s] = %s;" % (o, at, nf[k]))
-        elif nb[k] is not None:
-            body.append("y%d[%s] = %s;" % (o, at, nb[k]))
-        else:
-            body.append("y%d[%s] = %s(%s);" % (o, at, _to_bits(n.dtype), nf[k]))
+        params.append("%s *y%d" % (_CTYPE[ch.nodes[k].dtype], o))
+        body.append(store_line(ch, o, k, nf, nb, offset(out_lay[o]) if o in out_lay else "i"))
     desc = nodes_text(ch.nodes)
     if ch.pad is not None:
         loop = _pad_loop(ch, body, nf, nb, params)

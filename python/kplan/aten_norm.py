@@ -197,25 +197,6 @@ static __device__ __forceinline__ void kp_wcombk(float &m, float &s, float am, f
 """
 
 
-def _ext_at(x, numel, sfx):
-    # how element i reads an external tensor (aten_gen.Ext's modes)
-    if x.mode == "full":
-        return "i"
-    if x.mode == "scalar":
-        return "0"
-    if x.mode == "row":
-        if x.n <= 0:
-            raise G.GenError("row of %d" % x.n)
-        return "i %% %d%s" % (x.n, sfx)
-    if x.mode == "bcast":
-        if x.n <= 0 or x.inner <= 0:
-            raise G.GenError("bcast of %d x %d" % (x.n, x.inner))
-        if x.n * x.inner == numel:
-            return "i / %d%s" % (x.inner, sfx)
-        return "(i / %d%s) %% %d%s" % (x.inner, sfx, x.n, sfx)
-    raise G.GenError("mode %s" % x.mode)
-
-
 def _element(ch, sfx, params):
     """The lines computing the chain at element i: (lines, nf, nb)."""
     body = []
@@ -228,7 +209,7 @@ def _element(ch, sfx, params):
             continue
         if params is not None:
             params.append("const %s *x%d" % (G._CTYPE[x.dtype], j))
-        G.load_lines(j, x, _ext_at(x, ch.numel, sfx), body, xf, xb)
+        G.load_lines(j, x, G.ext_at(x, ch.numel, sfx), body, xf, xb)
     nf, nb = G._node_lines(ch, xf, xb, body)
     return body, nf, nb
 
@@ -310,14 +291,8 @@ def generate(chain, norm):
     elem, nf, nb = _element(ch, sfx, params)
     stores = []
     for o, k in enumerate(ch.outs):
-        n = ch.nodes[k]
-        params.append("%s *y%d" % (G._CTYPE[n.dtype], o))
-        if n.dtype == "f32":
-            stores.append("y%d[i] = %s;" % (o, nf[k]))
-        elif nb[k] is not None:
-            stores.append("y%d[i] = %s;" % (o, nb[k]))
-        else:
-            stores.append("y%d[i] = %s(%s);" % (o, G._to_bits(n.dtype), nf[k]))
+        params.append("%s *y%d" % (G._CTYPE[ch.nodes[k].dtype], o))
+        stores.append(G.store_line(ch, o, k, nf, nb))
     ct = G._CTYPE[dt]
     if nm.outs[0]:
         params.append("%s *ln_y" % ct)

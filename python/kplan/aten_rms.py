@@ -90,7 +90,6 @@ Torch-free, like aten_gen and aten_norm.
 import hashlib
 
 from . import aten_gen as G
-from . import aten_norm as NORM
 from . import aten_ops as A
 
 VEC = 4                 # input_vec_size for float (= vt0)
@@ -230,19 +229,10 @@ def _loads(ch, js, at, sfx, body):
         if x.mode == "const":
             G.const_lines(j, x, body, f, b)
         else:
-            G.load_lines(j, x, at if at is not None else NORM._ext_at(x, ch.numel, sfx),
+            G.load_lines(j, x, at if at is not None else G.ext_at(x, ch.numel, sfx),
                          body, f, b)
         xf[j], xb[j] = f[0], b[0]
     return xf, xb
-
-
-def _store(ch, o, k, nf, nb, at):
-    n = ch.nodes[k]
-    if n.dtype == "f32":
-        return "y%d[%s] = %s;" % (o, at, nf[k])
-    if nb[k] is not None:
-        return "y%d[%s] = %s;" % (o, at, nb[k])
-    return "y%d[%s] = %s(%s);" % (o, at, G._to_bits(n.dtype), nf[k])
 
 
 def generate(chain, red):
@@ -318,7 +308,7 @@ def generate(chain, red):
     p1 = []
     xf, xb = _loads(ch, _used_exts(ch, pre), None, sfx, p1)
     nf1, nb1 = G._node_lines(ch, xf, xb, p1, todo=pre)
-    p1 += [_store(ch, o, k, nf1, nb1, "i") for o, k in stores["pre"]]
+    p1 += [G.store_line(ch, o, k, nf1, nb1, "i") for o, k in stores["pre"]]
 
     def body1(col, slot, acc):
         lines = ["const unsigned int i = row0 + (unsigned int)(%s);" % col] + p1
@@ -352,7 +342,7 @@ def generate(chain, red):
             js = _used_exts(ch, again | post)
         xf2, xb2 = _loads(ch, js, None, sfx, lines)
         nf2, nb2 = G._node_lines(ch, xf2, xb2, lines, todo=todo, known=kn)
-        lines += [_store(ch, o, k, nf2, nb2, "i") for o, k in stores["post"]]
+        lines += [G.store_line(ch, o, k, nf2, nb2, "i") for o, k in stores["post"]]
         return lines
 
     def walk(body, ind, fixed):
@@ -471,7 +461,7 @@ def generate(chain, red):
     L += ["\t" + s for s in rl]
     if stores["row"]:
         L.append("\tif (kp_in && %s) {" % lead)
-        L += ["\t\t" + _store(ch, o, k, nfr, nbr, "row") for o, k in stores["row"]]
+        L += ["\t\t" + G.store_line(ch, o, k, nfr, nbr, "row") for o, k in stores["row"]]
         L.append("\t}")
     if post:
         L.append("\t// pass 2: the chain after the mean, each element by the thread that read it")
