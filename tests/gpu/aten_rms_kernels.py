@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 from kplan import aten_rms as R  # noqa: E402
 from test_aten_rms import hf_rms  # noqa: E402  (the chain, as the CPU tests build it)
+import torch_fusion_ops  # noqa: E402  (tests/gpu: its RMSNorm inputs)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--arch", default="sm_90")
@@ -87,21 +88,10 @@ def build(job):
 
 
 def inputs(dt, m, n, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(m, n, generator=g, device="cuda") * 2.0
-    r = torch.randn(m, n, generator=g, device="cuda")
-    if m > 1:
-        x[1] *= 100.0                         # large values
-        x[-1] = 3.0                           # a constant row
-        r[-1] = 0.25
-    if m > 2:
-        # squares below float's normal range (f16: its own subnormals)
-        x[2] = x[2] * (1e-5 if dt == torch.float16 else 1e-21)
-        r[2] = 0.0
-    if m == 1:
-        x[0, ::3] *= 100.0
-    w = (torch.randn(n, generator=g, device="cuda") * 0.5 + 1.0).to(dt)
-    return x.to(dt), r.to(dt), w
+    """x, r: [m, n], w: [n]: torch_fusion_ops's RMSNorm inputs (rows of
+    large values, a constant, squares below float's normal range)."""
+    x, r, w = torch_fusion_ops.rms_inputs(dt, m, n, seed)
+    return x[0], r[0], w
 
 
 def eager(x, r, w, res):
