@@ -516,6 +516,20 @@ static int strided_before(const struct op *ops, int at)
 }
 
 /*
+ * Why x, op `at` of n that ends a chain in its own kernel (a LayerNorm, a
+ * pad, a cat), is not where this chain ends, or NULL: it must be the last
+ * op, after at least one op that began the chain (begun).
+ */
+static const char *not_last(const struct op *x, int at, int n, int begun, char *buf, size_t len)
+{
+	if (at == n - 1 && begun)
+		return NULL;
+	snprintf(buf, len, "%.80s ends a chain (kplan.torch fuses the ops before it into its "
+		 "kernel; the ops after it start another)", x->name);
+	return buf;
+}
+
+/*
  * Why a LayerNorm, op `last` of n, does not end the chain in its kernel
  * (aten_fuse.Fuser.defer_norm), or NULL: it must follow the chain, read a
  * floating tensor whose last dim is a multiple of 4 (ATen's vectorized
@@ -529,11 +543,8 @@ static const char *norm_stops(const struct op *ops, int last, int n, int mean_at
 	const struct op *x = &ops[last];
 	const struct tensor *in = x->n_in > 0 ? &x->in[0] : NULL;
 
-	if (last != n - 1 || !last) {
-		snprintf(buf, len, "%.80s ends a chain (kplan.torch fuses the ops before it into "
-			 "its kernel; the ops after it start another)", x->name);
+	if (not_last(x, last, n, last, buf, len))
 		return buf;
-	}
 	if (mean_at >= 0) {
 		snprintf(buf, len, "%.80s after a row mean (kplan.torch fuses one reduction per "
 			 "chain)", x->name);
@@ -706,11 +717,8 @@ static const char *ends_stops(const struct op *ops, int at, int n, int begun, in
 {
 	const struct op *x = &ops[at];
 
-	if (at != n - 1 || !begun) {
-		snprintf(buf, len, "%.80s ends a chain (kplan.torch fuses the ops before it into "
-			 "its kernel; the ops after it start another)", x->name);
+	if (not_last(x, at, n, begun, buf, len))
 		return buf;
-	}
 	if (mean_at >= 0) {
 		snprintf(buf, len, "%.80s after a row mean (kplan.torch's row kernel does not end "
 			 "in a pad or a cat)", x->name);
