@@ -215,7 +215,7 @@ class Fuser(object):
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
                  log=None, region=None, shipped=None, found=None, pads=None,
-                 cats=None, means=None):
+                 cats=None, means=None, park=None):
         import os
         import torch
         self.T = torch
@@ -232,6 +232,9 @@ class Fuser(object):
         self.stats = stats if stats is not None else Stats()
         self.log = log or (lambda level, msg: None)
         self.chain = None
+        # a chain set aside, still pending, while chains of another shape
+        # run (see _pick): one at most
+        self.parked = None
         self.last_reason = None
         self.quiet = False        # data_ptr() asked by kplan itself: no flush
         self.n_chains = 0         # chains begun (their ids)
@@ -249,6 +252,10 @@ class Fuser(object):
         # means=False or KPLAN_TORCH_FUSE_MEAN=0
         self.means_on = bool(means) if means is not None else \
             os.environ.get("KPLAN_TORCH_FUSE_MEAN", "1") != "0"
+        # a chain set aside while another shape's ops run: on unless
+        # park=False or KPLAN_TORCH_FUSE_PARK=0
+        self.park_on = bool(park) if park is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_PARK", "1") != "0"
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -400,12 +407,11 @@ class Fuser(object):
         # an op over row values of the chain's mean (its [..., 1] shape): a row node
         row = ch is not None and ch.red is not None and shape == ch.red.rshape and \
             shape != ch.shape and any(self._row_node(ch, t) is not None for t in targs)
-        if ch is not None and ((ch.shape != shape and not row) or ch.device != dev or
-                               ch.stream != stream or len(ch.nodes) >= self.max_ops or
-                               ch.norm is not None or ch.pad is not None):
-            self.flush()
-            ch = None
+        if not self._fits(ch, shape, dev, stream, row):
+            ch = self._pick(shape, dev, stream, targs)
             row = False
+        elif self.parked is not None and self._touches(self.parked, targs):
+            self._flush_parked()
         # inputs: earlier nodes of the chain or external tensors
         refs = []
         new_ext = []
@@ -486,6 +492,64 @@ class Fuser(object):
         if row:
             ch.red.rows.add(len(ch.nodes) - 1)
         return out
+
+    def _fits(self, ch, shape, dev, stream, row=False):
+        """Whether chain ch can take an op over shape (row: over its mean's
+        rows) on dev and stream."""
+        return ch is not None and (ch.shape == shape or row) and ch.device == dev and \
+            ch.stream == stream and len(ch.nodes) < self.max_ops and \
+            ch.norm is None and ch.pad is None
+
+    def _pick(self, shape, dev, stream, targs):
+        """The chain for an op over shape that the current chain cannot
+        take (another shape, sealed, full): the parked chain when it can
+        (resumed), else None (a new chain begins). The current chain is
+        parked when the op does not read it and it can still grow, else
+        launched; a parked chain the op reads, or one evicted, is launched.
+        Llama's RoPE, q * cos + rotate_half(q) * sin: q * cos waits while
+        rotate_half runs over half the shape, and the sum joins it, one
+        kernel where there were two. Parked and current chains are
+        independent (neither reads the other's values: an op reading a
+        parked value launches it first) and write only their own fresh
+        outputs (in-place ops are not deferred and launch both first), so
+        launching one before the other is the order of the ops."""
+        ch, p = self.chain, self.parked
+        keep = ch is not None and self.park_on and not self._touches(ch, targs) and \
+            self._fits(ch, ch.shape, ch.device, ch.stream)
+        if p is not None and self._fits(p, shape, dev, stream):
+            self.parked = None
+            self.chain = p
+            if keep:
+                self.parked = ch
+            elif ch is not None:
+                self._launch_chain(ch)
+            return p
+        if p is not None and (keep or self._touches(p, targs)):
+            self._flush_parked()
+        self.chain = None
+        if ch is not None:
+            if keep and self.parked is None:
+                self.parked = ch
+            else:
+                self._launch_chain(ch)
+        return None
+
+    def _flush_parked(self):
+        p, self.parked = self.parked, None
+        if p is not None:
+            self._launch_chain(p)
+
+    def unpark(self, args, kwargs):
+        """Launch the parked chain when args/kwargs read one of its values
+        (the ops that end or extend only the current chain take no parked
+        value as an input)."""
+        if self.parked is not None and self._touches(self.parked,
+                                                     self._tensors(args, kwargs)):
+            self._flush_parked()
+
+    def pending(self):
+        """Whether a chain (current or parked) is pending."""
+        return self.chain is not None or self.parked is not None
 
     @staticmethod
     def _row_node(ch, t):
@@ -837,20 +901,51 @@ class Fuser(object):
                 return True
         return False
 
+    def _tensors(self, args, kwargs):
+        from torch.utils._pytree import tree_leaves
+        return [x for x in tree_leaves((args, kwargs)) if isinstance(x, self.T.Tensor)]
+
     def touches(self, args, kwargs):
         """Whether any tensor among args/kwargs is a pending output."""
-        ch = self.chain
-        if ch is None:
+        if not self.pending():
             return False
-        from torch.utils._pytree import tree_leaves
-        return self._touches(ch, [x for x in tree_leaves((args, kwargs))
-                                  if isinstance(x, self.T.Tensor)])
+        ts = self._tensors(args, kwargs)
+        return any(c is not None and self._touches(c, ts) for c in (self.chain, self.parked))
+
+    def before(self, func, args, kwargs):
+        """Before an op that was not deferred runs: launch every pending
+        chain when it may write (an input of theirs), else those it reads."""
+        if self.pending():
+            if writes(func):
+                self.flush()
+            else:
+                self.flush_read(args, kwargs)
+
+    def flush_read(self, args, kwargs):
+        """Launch the pending chains whose values args/kwargs hold (an op
+        that reads them and writes nothing runs next); the others stay
+        pending."""
+        if not self.pending():
+            return
+        ts = self._tensors(args, kwargs)
+        if self.parked is not None and self._touches(self.parked, ts):
+            self._flush_parked()
+        if self.chain is not None and self._touches(self.chain, ts):
+            ch, self.chain = self.chain, None
+            self._launch_chain(ch)
 
     # -- flushing ---------------------------------------------------------
     def flush(self):
+        """Launch every pending chain: the parked one (its ops came first),
+        then the current one."""
+        self._flush_parked()
         ch, self.chain = self.chain, None
-        if ch is None:
-            return
+        if ch is not None:
+            self._launch_chain(ch)
+
+    def _launch_chain(self, ch):
+        """Launch chain ch (no longer pending): one kernel, its ops one by
+        one, or nothing when nobody reads its values."""
         live = [k for k, w in enumerate(ch.outs) if w() is not None]
         if ch.pad is not None:
             ch.pad.held = ch.pad.out()
@@ -871,8 +966,12 @@ class Fuser(object):
                 return
             n_ops = len(ch.nodes) + (1 if nm is not None else 0) + (ch.pad is not None)
             # each value baked in is a fill kernel saved: a where between two
-            # scalar_tensors is worth one kernel on its own
-            if n_ops + sum(x.mode == "const" for x in ch.exts) < self.min_ops:
+            # scalar_tensors is worth one kernel on its own; so is an op over a
+            # strided layout (GQA's repeat_kv, expand().clone() of the KV
+            # cache): ATen runs those in its generic, non-vectorized kernel,
+            # two divisions per dim and index, at twice the generated one's time
+            if n_ops + sum(x.mode == "const" for x in ch.exts) < self.min_ops and \
+                    not any(x.mode == "strided" and 0 in x.strides for x in ch.exts):
                 self.fate[ch.id] = "alone"
                 self._run_ops(ch)
                 return
@@ -1292,8 +1391,7 @@ def _hook_syncs(T, fuser, owner):
                 continue
 
             def w(self, *a, __f=f, **k):
-                if (fuser.chain is not None or fuser.consts) and \
-                        threading.get_ident() == owner:
+                if (fuser.pending() or fuser.consts) and threading.get_ident() == owner:
                     with _disable_current_modes():
                         fuser.flush()
                         fuser.fill_consts()
@@ -1305,11 +1403,10 @@ def _hook_syncs(T, fuser, owner):
     base_dp = getattr(T.Tensor, "data_ptr", None)
     if base_dp is not None:
         def dp(self):
-            ch = fuser.chain
-            if ch is not None and not fuser.quiet and threading.get_ident() == owner and \
-                    fuser._touches(ch, [self]):
+            if fuser.pending() and not fuser.quiet and threading.get_ident() == owner and \
+                    fuser.touches((self,), {}):
                 with _disable_current_modes():
-                    fuser.flush()
+                    fuser.flush_read((self,), {})
             if fuser.consts and not fuser.quiet and threading.get_ident() == owner and \
                     fuser._const(self) is not None:
                 with _disable_current_modes():
@@ -1404,6 +1501,9 @@ def mode(fuser, oplog=None, oplog_path=None):
                 # there, and nothing it can see is pending (see defer)
                 return func(*args, **kwargs)
             fuser.last_reason = None
+            if fuser.parked is not None and (fuser.is_norm(func) or fuser.is_mean(func) or
+                                             fuser.is_pad(func) or fuser.is_cat(func)):
+                fuser.unpark(args, kwargs)      # they extend or end the current chain only
             if fuser.is_norm(func):
                 out = fuser.defer_norm(func, args, kwargs)
             elif fuser.means_on and fuser.is_mean(func):
@@ -1420,8 +1520,7 @@ def mode(fuser, oplog=None, oplog_path=None):
                 if oplog is not None:
                     oplog.add(fuser, func, args, kwargs, out, True)
                 return out
-            if fuser.chain is not None and (writes(func) or fuser.touches(args, kwargs)):
-                fuser.flush()
+            fuser.before(func, args, kwargs)
             if fuser.consts:
                 fuser.fill_read(args, kwargs)
             out = func(*args, **kwargs)
@@ -1439,7 +1538,7 @@ def mode(fuser, oplog=None, oplog_path=None):
                 fuser.flush()
                 fuser.fill_consts()
             else:
-                fuser.chain = None
+                fuser.chain = fuser.parked = None
                 fuser.consts.clear()
             if oplog is not None and oplog_path:
                 try:

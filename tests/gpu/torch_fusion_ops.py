@@ -242,10 +242,16 @@ def strided_cases():
         ("mask_fill_t", lambda x, y: (x.t() * 0.125).masked_fill(y.t() < 0, -1e4) + 1.0, 3),
         ("swiglu_gate_up", lambda x, y: F.silu(x.reshape(2, 2080)[:, :1040]) *
          x.reshape(2, 2080)[:, 1040:] * y[0], 3),
-        # RoPE: q*cos, then -x2 (another shape) and cat flush; the mul and add
-        # after the cat fuse (reading q*cos, whose layout is eager's)
-        ("rope_decode", rope(1, 1, 16, 64), 2),
-        ("rope_prefill", rope(1, 4, 16, 64), 2),
+        # RoPE: q*cos waits (parked) while -x2 (another shape) and the cat run
+        # in one kernel; the mul and add after the cat join q*cos: all 5 ops.
+        # Prefill's q is transposed, so is -x2: the cat refuses that layout
+        # and runs eagerly, reading -x2 only; q*cos, *sin and + still fuse
+        ("rope_decode", rope(1, 1, 16, 64), 5),
+        ("rope_prefill", rope(1, 4, 16, 64), 3),
+        # GQA's repeat_kv: expand().reshape() copies the KV heads, a lone clone
+        # that the generated kernel runs
+        ("repeat_kv", lambda x, y: x.reshape(1, 4, 260, 4)[:, :, None].expand(
+            1, 4, 4, 260, 4).reshape(1, 16, 260, 4), 1),
     ]
 
 

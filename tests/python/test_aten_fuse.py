@@ -310,8 +310,7 @@ def run_op(fz, op, *args, **kw):
         fz.defer(op, args, kw)
     if out is not None:
         return out
-    if fz.chain is not None and (aten_fuse.writes(op) or fz.touches(args, kw)):
-        fz.flush()
+    fz.before(op, args, kw)
     return op(*args, **kw)
 
 
@@ -794,6 +793,117 @@ class TestFuser(unittest.TestCase):
         with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_CAT": "0"}):
             self.assertFalse(aten_fuse.Fuser(self.crt).cats_on)
         self.assertTrue(aten_fuse.Fuser(self.crt).cats_on)
+
+    def rope(self):
+        """Llama's q * cos + rotate_half(q) * sin, rotate_half as cat(-x2, x1)
+        of q's halves: (q, cos, rot, sin, y)."""
+        O = self.O
+        q, cos, sin = self.x(1, 4, 1, 8), self.x(1, 1, 1, 8), self.x(1, 1, 1, 8)
+        x1, x2 = self.x(1, 4, 1, 4, strides=(32, 8, 8, 1)), self.x(1, 4, 1, 4, strides=(32, 8, 8, 1))
+        qc = self.run_op(O.mul, q, cos)
+        rot = self.fz.defer_cat(O.cat, ([self.run_op(O.tanh, x2), x1], -1), {})
+        y = self.run_op(O.add, qc, self.run_op(O.mul, rot, sin))
+        return q, cos, rot, sin, y
+
+    def test_parked_chain_resumes_after_another_shape(self):
+        """q * cos waits while rotate_half runs over half the shape: two
+        kernels, no op alone."""
+        q, cos, rot, sin, y = self.rope()
+        gc.collect()
+        self.assertEqual(len(self.crt.launches), 1)      # rotate_half's, when rot was read
+        self.assertIsNone(self.fz.parked)
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 2)
+        self.assertEqual(self.crt.launches[1][4], [q.data_ptr(), cos.data_ptr(), rot.data_ptr(),
+                                                   sin.data_ptr(), y.data_ptr()])
+        st = self.fz.stats
+        self.assertEqual((st.chains, st.ops_fused, st.ops_alone), (2, 5, 0))
+
+    def test_park_is_on_unless_turned_off(self):
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_PARK": "0"}):
+            self.fz = aten_fuse.Fuser(self.crt)
+        self.assertFalse(self.fz.park_on)
+        y = self.rope()
+        self.fz.flush()
+        st = self.fz.stats
+        self.assertEqual((st.chains, st.ops_fused, st.ops_alone), (2, 4, 1))   # q * cos alone
+        self.assertEqual(self.T.log[0][0], "aten::mul.out")
+        self.assertTrue(aten_fuse.Fuser(self.crt).park_on)
+        del y
+
+    def test_reading_a_parked_value_launches_it_first(self):
+        O = self.O
+        x, z = self.x(8), self.x(4, 8)
+        t = self.run_op(O.tanh, self.run_op(O.mul, x, 2.0))   # over (8,): parked next
+        u = self.run_op(O.tanh, self.run_op(O.mul, z, 2.0))   # over (4, 8)
+        self.assertIsNotNone(self.fz.parked)
+        self.assertEqual(self.crt.launches, [])
+        v = self.run_op(O.add, u, t)                          # joins u's chain, reads t
+        self.assertIsNone(self.fz.parked)
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [x.data_ptr(), t.data_ptr()])
+        self.run_op(O.sum, v)                                 # reads v: the rest launches
+        self.assertEqual(len(self.crt.launches), 2)
+        self.assertIn(t.data_ptr(), self.crt.launches[1][4])
+        self.assertFalse(self.fz.pending())
+
+    def test_reading_the_current_chain_leaves_the_parked_one_pending(self):
+        """rope over a transposed q (prefill): the cat refuses -x2's layout and
+        runs eagerly; it reads -x2 only, so q * cos stays parked."""
+        O = self.O
+        x, z = self.x(8), self.x(4, 8)
+        t = self.run_op(O.tanh, self.run_op(O.mul, x, 2.0))
+        u = self.run_op(O.tanh, self.run_op(O.mul, z, 2.0))
+        self.run_op(O.sum, u)
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [z.data_ptr(), u.data_ptr()])
+        self.assertIsNone(self.fz.chain)
+        self.assertIsNotNone(self.fz.parked)
+        w = self.run_op(O.add, t, 1.0)                      # resumes the parked chain
+        self.assertIsNone(self.fz.parked)
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 2)
+        self.assertEqual(self.crt.launches[1][4], [x.data_ptr(), t.data_ptr(), w.data_ptr()])
+        del t, w
+
+    def test_a_third_shape_evicts_the_parked_chain(self):
+        O = self.O
+        a = self.run_op(O.tanh, self.run_op(O.mul, self.x(8), 2.0))
+        b = self.run_op(O.tanh, self.run_op(O.mul, self.x(4, 8), 2.0))
+        self.assertEqual(self.crt.launches, [])
+        c = self.run_op(O.tanh, self.run_op(O.mul, self.x(2, 8), 2.0))
+        self.assertEqual(len(self.crt.launches), 1)           # a's: b took its place
+        self.assertIs(self.fz.parked.outs[-1](), b)
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 3)
+        del a, c
+
+    def test_writing_op_launches_the_parked_chain_too(self):
+        O = self.O
+        x, w = self.x(8), self.x(4, 8)
+        t = self.run_op(O.tanh, self.run_op(O.mul, x, 2.0))
+        u = self.run_op(O.tanh, self.run_op(O.mul, w, 2.0))
+        self.run_op(O.add_, x, 1.0)                           # writes what the parked chain read
+        self.assertEqual(len(self.crt.launches), 2)
+        self.assertEqual(self.crt.launches[0][4][0], x.data_ptr())   # in the ops' order
+        self.assertFalse(self.fz.pending())
+        del t, u
+
+    def test_lone_copy_of_an_expanded_tensor_is_generated(self):
+        """repeat_kv: expand(...).clone() runs in a generated kernel even alone;
+        a lone copy of a transposed tensor stays ATen's."""
+        O = self.O
+        kv = self.x(2, 4, 3, 8, strides=(32, 0, 8, 1))             # expanded over dim 1
+        y = self.run_op(O.to_copy, kv)
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [kv.data_ptr(), y.data_ptr()])
+        self.assertEqual((self.fz.stats.chains, self.fz.stats.ops_alone), (1, 0))
+        z = self.run_op(O.to_copy, self.x(8, 4, strides=(1, 8)))
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.fz.stats.ops_alone, 1)
+        del y, z
 
     def test_data_ptr_of_a_chain_output_launches_the_chain(self):
         O, x = self.O, self.x()
