@@ -103,6 +103,7 @@ class Stats(object):
         self.consts = 0           # scalar_tensors handed out unfilled
         self.pads = 0             # constant_pad_nd deferred (ending a chain)
         self.cats = 0             # cat deferred (ending a chain)
+        self.index_copies = 0     # index_copy_ deferred (ending a chain)
         self.consts_filled = 0    # ... of them filled after all (read outside a chain)
         self.norms = 0            # of the chains fused: ending in a LayerNorm (aten_norm)
         self.reductions = 0       # ... with a row mean (aten_rms)
@@ -122,7 +123,7 @@ class Stats(object):
                 "nvrtc": self.nvrtc, "cache_hits": self.cache_hits, "shipped": self.shipped,
                 "strided": self.strided,
                 "consts": self.consts, "consts_filled": self.consts_filled, "pads": self.pads,
-                "cats": self.cats,
+                "cats": self.cats, "index_copies": self.index_copies,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
                 "alone": dict(self.alone), "alone_copies": self.alone_copies}
 
@@ -142,6 +143,41 @@ def writes(func):
             w = True
         _writes[func] = w
     return w
+
+
+def written(func, args, kwargs):
+    """The tensors the op writes (its arguments marked written in its
+    schema: self of an in-place op, out=), or None when the schema does not
+    tell."""
+    try:
+        out = []
+        for i, a in enumerate(func._schema.arguments):
+            if a.alias_info is None or not a.alias_info.is_write:
+                continue
+            v = args[i] if i < len(args) and not a.kwarg_only else (kwargs or {}).get(a.name)
+            if isinstance(v, (list, tuple)):
+                out.extend(v)
+            elif v is not None:
+                out.append(v)
+        return out
+    except Exception:
+        return None
+
+
+def _clone_op(T):
+    """aten::clone.default, or None."""
+    try:
+        return T.ops.aten.clone.default
+    except AttributeError:
+        return None
+
+
+def _storage(t):
+    """The address of t's storage (a view shares its base's), or None."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return None
 
 
 def bits_equal(T, a, b):
@@ -191,6 +227,7 @@ class _Chain(object):
         self.norm = None      # a _NormRec: the chain ends in a row norm (sealed)
         self.pad = None       # a _PadRec: the chain ends in constant_pad_nd (sealed)
         self.red = None       # a _RedRec: a row mean inside the chain (aten_rms)
+        self.scatter = None   # a _ScatterRec: the chain ends in index_copy_ (sealed)
 
     def node_of(self, t):
         """The index of the node whose output t is (still), or None."""
@@ -198,9 +235,11 @@ class _Chain(object):
         return k if k is not None and self.outs[k]() is t else None
 
     def has_special(self):
-        """Whether the chain already ends in a norm, a pad or a cat, or holds
-        a row mean: a generator takes one of them at most."""
-        return self.norm is not None or self.pad is not None or self.red is not None
+        """Whether the chain already ends in a norm, a pad, a cat or an
+        index_copy_, or holds a row mean: a generator takes one of them at
+        most."""
+        return self.norm is not None or self.pad is not None or self.red is not None or \
+            self.scatter is not None
 
 
 class Fuser(object):
@@ -215,7 +254,7 @@ class Fuser(object):
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
                  log=None, region=None, shipped=None, found=None, pads=None,
-                 cats=None, means=None, park=None):
+                 cats=None, means=None, park=None, index_copies=None):
         import os
         import torch
         self.T = torch
@@ -252,6 +291,10 @@ class Fuser(object):
         # means=False or KPLAN_TORCH_FUSE_MEAN=0
         self.means_on = bool(means) if means is not None else \
             os.environ.get("KPLAN_TORCH_FUSE_MEAN", "1") != "0"
+        # index_copy_ ending a chain: on unless index_copies=False or
+        # KPLAN_TORCH_FUSE_INDEX_COPY=0
+        self.index_copies_on = bool(index_copies) if index_copies is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_INDEX_COPY", "1") != "0"
         # a chain set aside while another shape's ops run: on unless
         # park=False or KPLAN_TORCH_FUSE_PARK=0
         self.park_on = bool(park) if park is not None else \
@@ -498,7 +541,7 @@ class Fuser(object):
         rows) on dev and stream."""
         return ch is not None and (ch.shape == shape or row) and ch.device == dev and \
             ch.stream == stream and len(ch.nodes) < self.max_ops and \
-            ch.norm is None and ch.pad is None
+            ch.norm is None and ch.pad is None and ch.scatter is None
 
     def _pick(self, shape, dev, stream, targs):
         """The chain for an op over shape that the current chain cannot
@@ -514,16 +557,10 @@ class Fuser(object):
         outputs (in-place ops are not deferred and launch both first), so
         launching one before the other is the order of the ops."""
         ch, p = self.chain, self.parked
-        keep = ch is not None and self.park_on and not self._touches(ch, targs) and \
-            self._fits(ch, ch.shape, ch.device, ch.stream)
         if p is not None and self._fits(p, shape, dev, stream):
-            self.parked = None
-            self.chain = p
-            if keep:
-                self.parked = ch
-            elif ch is not None:
-                self._launch_chain(ch)
+            self._swap_in(targs)
             return p
+        keep = self._keeps(ch, targs)
         if p is not None and (keep or self._touches(p, targs)):
             self._flush_parked()
         self.chain = None
@@ -533,6 +570,22 @@ class Fuser(object):
             else:
                 self._launch_chain(ch)
         return None
+
+    def _keeps(self, ch, targs):
+        """Whether chain ch, current, may be parked for an op reading targs."""
+        return ch is not None and self.park_on and not self._touches(ch, targs) and \
+            self._fits(ch, ch.shape, ch.device, ch.stream)
+
+    def _swap_in(self, targs):
+        """The parked chain becomes the current one; the current one is
+        parked in its place, or launched when the op (reading targs) reads
+        it or it cannot grow."""
+        ch, p = self.chain, self.parked
+        keep = self._keeps(ch, targs)
+        self.parked = ch if keep else None
+        self.chain = p
+        if ch is not None and not keep:
+            self._launch_chain(ch)
 
     def _flush_parked(self):
         p, self.parked = self.parked, None
@@ -877,6 +930,87 @@ class Fuser(object):
             self.stats.cats += 1
         return out
 
+    @staticmethod
+    def is_index_copy(func):
+        """Whether func is an op defer_index_copy reads (index_copy_)."""
+        return _named(func, _INDEX_COPY_OPS)
+
+    def defer_index_copy(self, func, args, kwargs):
+        """dst.index_copy_(dim, index, source) of an output of the pending
+        chain (Hugging Face's StaticCache writing the new token's keys after
+        RoPE): the chain ends in it and its kernel stores the value into dst
+        at the indexed positions. index: a contiguous int64 tensor of
+        source.shape[dim] entries, not pending; dst: the source's dtype and
+        rank, sizes equal off dim, no dim broadcast, sharing no memory with
+        what a pending chain reads. dst is returned, nothing launched; it
+        counts as pending (by its storage: any view of it) until the launch.
+        Else None with the reason counted."""
+        T = self.T
+        a = list(args)
+        kw = dict(kwargs or {})
+        vals = []
+        for i, n in enumerate(("self", "dim", "index", "source")):
+            vals.append(a[i] if i < len(a) else kw.pop(n, None))
+        dst, dim, idx, src = vals
+        if self.parked is not None and isinstance(src, T.Tensor) and \
+                self.parked.node_of(src) is not None:
+            # the source waits in the parked chain (the position arithmetic
+            # ran between RoPE and the update): it becomes the current one
+            self._swap_in(self._tensors(args, kwargs))
+        self.unpark(args, kwargs)
+        ch = self.chain
+        k = ch.node_of(src) if ch is not None and isinstance(src, T.Tensor) else None
+        if k is None and isinstance(src, T.Tensor) and isinstance(dst, T.Tensor) and \
+                src.dtype == dst.dtype and not self._touches_any([src]):
+            # a source no chain computes (V's update, straight from its GEMM):
+            # a copy node reads it, so that the update runs in a generated
+            # kernel rather than ATen's indexing kernel (1.8 us for a decode
+            # token's 256 elements on an H100)
+            clone = _clone_op(T)
+            c = self.defer(clone, (src,), {}) if clone is not None else None
+            if c is not None:
+                ch = self.chain
+                k = ch.node_of(c)
+                src = c
+        if k is None or kw or len(a) > 4:
+            self._refuse("index-copy-input")        # not an output of the pending chain
+            return None
+        if ch.has_special():
+            self._refuse("index-copy-sealed")
+            return None
+        nd = len(ch.shape)
+        try:
+            dim = int(dim)
+        except Exception:
+            self._refuse("index-copy-args")
+            return None
+        dim = dim + nd if dim < 0 else dim
+        if not isinstance(dst, T.Tensor) or not isinstance(idx, T.Tensor) or \
+                not 0 <= dim < nd or tuple(src.shape) != ch.shape or dst.dtype != src.dtype or \
+                dst.device != ch.device or idx.device != ch.device or idx.dtype != T.int64 or \
+                idx.dim() != 1 or idx.numel() != ch.shape[dim] or not idx.is_contiguous() or \
+                dst.dim() != nd or any(dst.shape[d] != ch.shape[d] for d in range(nd) if d != dim):
+            self._refuse("index-copy-args")
+            return None
+        if any(int(v) <= 0 and int(n) > 1 for v, n in zip(dst.stride(), dst.shape)):
+            self._refuse("index-copy-layout")       # a broadcast dim: writes would overlap
+            return None
+        if T.is_grad_enabled() and dst.requires_grad:
+            self._refuse("autograd")
+            return None
+        rec = _ScatterRec(None, dst, idx, None)
+        if self._const(idx) is not None or \
+                any(c is not None and (self._touches(c, [idx, dst]) or
+                                       any(rec.holds(t) for t in c.ext_t))
+                    for c in (ch, self.parked)):
+            self._refuse("index-copy-overlap")      # dst read by a chain, or idx pending
+            return None
+        rec.spec = G.Scatter(k, dim, dst.stride(), dst.shape[dim])
+        rec.call = (func,) + self._refs(ch, args, kwargs)
+        ch.scatter = rec
+        self.stats.index_copies += 1
+        return dst
+
     def _refs(self, ch, args, kwargs):
         # the call as recorded for the op-by-op path: chain outputs become
         # _Ref(k), so that the record does not keep them alive
@@ -899,6 +1033,8 @@ class Fuser(object):
                 return True
             if ch.pad is not None and ch.pad.holds(t):
                 return True
+            if ch.scatter is not None and ch.scatter.holds(t):
+                return True
         return False
 
     def _tensors(self, args, kwargs):
@@ -913,13 +1049,45 @@ class Fuser(object):
         return any(c is not None and self._touches(c, ts) for c in (self.chain, self.parked))
 
     def before(self, func, args, kwargs):
-        """Before an op that was not deferred runs: launch every pending
-        chain when it may write (an input of theirs), else those it reads."""
-        if self.pending():
-            if writes(func):
+        """Before an op that was not deferred runs: launch the pending
+        chains whose memory it writes (a tensor over the storage of one they
+        read or write; every chain when what it writes is not known) and
+        those whose values it reads. StaticCache's step counter
+        (cumulative_length.add_(1)) then leaves the RoPE chain pending for
+        the index_copy_ after it."""
+        if not self.pending():
+            return
+        if writes(func):
+            ws = written(func, args, kwargs)
+            if ws is None:
                 self.flush()
-            else:
-                self.flush_read(args, kwargs)
+                return
+            if self.parked is not None and self._shares(self.parked, ws):
+                self._flush_parked()
+            if self.chain is not None and self._shares(self.chain, ws):
+                ch, self.chain = self.chain, None
+                self._launch_chain(ch)
+        self.flush_read(args, kwargs)
+
+    def _touches_any(self, tensors):
+        return any(c is not None and self._touches(c, tensors) for c in (self.chain, self.parked))
+
+    def _shares(self, ch, ws):
+        """Whether a tensor of ws (an op's written arguments) may overlap
+        what chain ch reads or writes."""
+        T = self.T
+        ts = [t for t in ws if isinstance(t, T.Tensor)]
+        if len(ts) != len(ws):
+            return True
+        if self._touches(ch, ts):
+            return True
+        mine = list(ch.ext_t)
+        if ch.pad is not None:
+            mine += ch.pad.parts
+        if ch.norm is not None:
+            mine += [t for t in (ch.norm.held or []) if t is not None]
+        have = set(_storage(t) for t in mine)
+        return any(_storage(t) is None or _storage(t) in have for t in ts)
 
     def flush_read(self, args, kwargs):
         """Launch the pending chains whose values args/kwargs hold (an op
@@ -960,11 +1128,12 @@ class Fuser(object):
                 self.stats.dead_outputs += 1     # nobody reads the norm: the chain alone
                 ch.norm = nm = None
         try:
-            if not live and nm is None and ch.pad is None:
+            if not live and nm is None and ch.pad is None and ch.scatter is None:
                 self.stats.dead_outputs += len(ch.nodes)
                 self.fate[ch.id] = "dead"
                 return
-            n_ops = len(ch.nodes) + (1 if nm is not None else 0) + (ch.pad is not None)
+            n_ops = len(ch.nodes) + (1 if nm is not None else 0) + (ch.pad is not None) + \
+                (ch.scatter is not None)
             # each value baked in is a fill kernel saved: a where between two
             # scalar_tensors is worth one kernel on its own; so is an op over a
             # strided layout (GQA's repeat_kv, expand().clone() of the KV
@@ -1100,12 +1269,15 @@ class Fuser(object):
                 norm = ch.norm.spec()
             if ch.pad is not None:
                 names.append(ch.pad.call[0].name())
+            if ch.scatter is not None:
+                names.append(ch.scatter.call[0].name())
             return aten_plan.describe(names, ch.nodes, ch.exts,
                                       [tuple(t.shape) for t in ch.ext_t],
                                       [tuple(t.stride()) for t in ch.ext_t], ch.shape, live,
                                       [ch.ostr[k] for k in live], norm=norm,
                                       pad=None if ch.pad is None else ch.pad.spec,
-                                      red=None if ch.red is None else ch.red.spec())
+                                      red=None if ch.red is None else ch.red.spec(),
+                                      scatter=None if ch.scatter is None else ch.scatter.spec)
         finally:
             self.quiet = False
 
@@ -1129,7 +1301,8 @@ class Fuser(object):
             raise _NoFuse("not-in-plan", "the plan ships no torch fusion groups")
         chain = G.Chain(ch.nodes, ch.exts, ch.numel, live, exact=self.exact, shape=ch.shape,
                         out_strides=[ch.ostr[k] for k in live],
-                        pad=None if ch.pad is None else ch.pad.spec)
+                        pad=None if ch.pad is None else ch.pad.spec,
+                        scatter=None if ch.scatter is None else ch.scatter.spec)
         try:
             if ch.norm is not None:
                 name, src = NORM.generate(chain, ch.norm.spec())
@@ -1148,6 +1321,8 @@ class Fuser(object):
         try:
             ptrs = [t.data_ptr() for t, x in zip(ch.ext_t, ch.exts) if x.mode != "const"] + \
                 [ch.outs[k]().data_ptr() for k in live]
+            if ch.scatter is not None:
+                ptrs += [ch.scatter.idx.data_ptr(), ch.scatter.dst.data_ptr()]
             if ch.norm is not None:
                 ptrs += [t.data_ptr() for t in ch.norm.held if t is not None]
             if ch.pad is not None:
@@ -1211,6 +1386,15 @@ class Fuser(object):
             self.stats.ops_alone += 1
             nm = func.name()
             self.stats.alone[nm] = self.stats.alone.get(nm, 0) + 1
+        if ch.scatter is not None:
+            # index_copy_ writes dst in place: the op itself
+            func, args, kwargs = ch.scatter.call
+            a = tree_map(lambda x: outs[x.k] if isinstance(x, _Ref) else x, args)
+            kw = tree_map(lambda x: outs[x.k] if isinstance(x, _Ref) else x, kwargs)
+            with T.cuda.stream(ch.stream):
+                func(*a, **kw)
+            self.stats.ops_alone += 1
+            self.stats.alone[func.name()] = self.stats.alone.get(func.name(), 0) + 1
         if ch.pad is not None:
             # constant_pad_nd has no out= overload: the op, then a copy
             func, args, kwargs = ch.pad.call
@@ -1281,6 +1465,7 @@ _NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm.default")
 _PAD_OPS = ("aten::constant_pad_nd", "aten::constant_pad_nd.default")
 _CAT_OPS = ("aten::cat", "aten::cat.default")
 _MEAN_OPS = ("aten::mean.dim",)
+_INDEX_COPY_OPS = ("aten::index_copy_", "aten::index_copy_.default")
 
 
 def _named(func, names):
@@ -1305,6 +1490,31 @@ class _PadRec(object):
 
     def holds(self, t):
         return self.out() is t
+
+
+class _ScatterRec(object):
+    """index_copy_ ending a chain: spec (aten_gen.Scatter), dst and index
+    (held: the chain writes into dst), the call as recorded for the op-by-op
+    path. dst is identified by its storage, so that a view of it (repeat_kv's
+    expand of the cache) reads as pending too."""
+
+    def __init__(self, spec, dst, idx, call):
+        self.spec = spec
+        self.dst = dst
+        self.idx = idx
+        self.call = call
+        try:
+            self.storage = dst.untyped_storage().data_ptr()
+        except Exception:
+            self.storage = None
+
+    def holds(self, t):
+        if t is self.dst:
+            return True
+        try:
+            return self.storage is None or t.untyped_storage().data_ptr() == self.storage
+        except Exception:
+            return True
 
 
 class _NormRec(object):
@@ -1465,7 +1675,8 @@ class OpLog(object):
         elif deferred and ch is not None:
             r["chain"] = ch.id
             # a norm or a pad seals its chain: deferred with one, it is this op
-            r["node"] = len(ch.nodes) - (1 if ch.norm is None and ch.pad is None else 0)
+            r["node"] = len(ch.nodes) - (1 if ch.norm is None and ch.pad is None and
+                                         ch.scatter is None else 0)
         elif fuser.last_reason:
             r["reason"] = fuser.last_reason
         self.ops.append(r)
@@ -1512,6 +1723,8 @@ def mode(fuser, oplog=None, oplog_path=None):
                 out = fuser.defer_pad(func, args, kwargs)
             elif fuser.cats_on and fuser.is_cat(func):
                 out = fuser.defer_cat(func, args, kwargs)
+            elif fuser.index_copies_on and fuser.is_index_copy(func):
+                out = fuser.defer_index_copy(func, args, kwargs)
             else:
                 out = fuser.defer_const(func, args, kwargs)
                 if out is None:

@@ -109,10 +109,11 @@ class Chain(object):
     an output is not contiguous) and out_strides (per entry of outs: the
     output's strides in elements, or None for contiguous); pad (a Pad or
     None): the chain ends in constant_pad_nd of one of its values, the
-    kernel then runs over the padded shape."""
+    kernel then runs over the padded shape; scatter (a Scatter or None): the
+    chain ends in index_copy_ of one of its values into another tensor."""
 
     def __init__(self, nodes, exts, numel, outs, exact=True, shape=None, out_strides=None,
-                 pad=None):
+                 pad=None, scatter=None):
         self.nodes = list(nodes)
         self.exts = list(exts)
         self.numel = int(numel)
@@ -120,6 +121,7 @@ class Chain(object):
         self.exact = bool(exact)
         self.shape = None if shape is None else tuple(int(s) for s in shape)
         self.pad = pad
+        self.scatter = scatter
         self.out_strides = None if out_strides is None else \
             [None if st is None else tuple(int(x) for x in st) for st in out_strides]
 
@@ -154,6 +156,64 @@ class Pad(object):
             t += " cat dim=%d parts=%s" % (self.dim, ";".join(
                 "%d+%d@%s" % (a, n, ",".join(map(str, st))) for a, n, st in self.parts))
         return t
+
+
+class Scatter(object):
+    """index_copy_(dst, dim, index, value) of chain node `node` (the KV
+    cache's update with the new token's keys): the value at the chain's
+    coordinates c is stored in dst at c with c[dim] replaced by
+    index[c[dim]], index a contiguous int64 tensor of shape[dim] entries;
+    strides: dst's (elements), size: dst's size along dim. An index outside
+    [0, size) writes nothing (ATen's kernel stops on a device assert)."""
+
+    __slots__ = ("node", "dim", "strides", "size")
+
+    def __init__(self, node, dim, strides, size):
+        self.node = int(node)
+        self.dim = int(dim)
+        self.strides = tuple(int(v) for v in strides)
+        self.size = int(size)
+
+    def text(self):
+        """The scatter as aten_plan.describe names it."""
+        return "index_copy n%d dim=%d size=%d strides=%s" % (
+            self.node, self.dim, self.size, ",".join(map(str, self.strides)))
+
+
+def _scatter_lines(ch, nf, nb, params):
+    """The lines storing node scatter.node of ch into the scatter's tensor
+    (parameters xs_index, ys), after the element's nodes: 64-bit index math
+    over the chain's shape."""
+    sc = ch.scatter
+    if ch.shape is None or len(sc.strides) != len(ch.shape) or not 0 <= sc.dim < len(ch.shape):
+        raise GenError("index_copy over shape %r" % (ch.shape,))
+    if not 0 <= sc.node < len(ch.nodes) or sc.size <= 0 or any(v < 0 for v in sc.strides):
+        raise GenError("index_copy of node %d" % sc.node)
+    dt = ch.nodes[sc.node].dtype
+    params.append("const long long *xs_index")
+    params.append("%s *ys" % _CTYPE[dt])
+    if dt == "f32":
+        val = nf[sc.node]
+    else:
+        val = nb[sc.node] if nb[sc.node] is not None else \
+            "%s(%s)" % (_to_bits(dt), nf[sc.node])
+    L = ["{", "\tunsigned long long kp_s = i, kp_o = 0, kp_c = 0;"]
+    for d in range(len(ch.shape) - 1, -1, -1):
+        n = ch.shape[d]
+        if n == 1:
+            continue
+        L.append("\tkp_c = kp_s %% %dull; kp_s /= %dull;" % (n, n))
+        if d != sc.dim:
+            L.append("\tkp_o += kp_c * %dull;" % sc.strides[d])
+        else:
+            L.append("\tconst unsigned long long kp_d = kp_c;")
+    if ch.shape[sc.dim] == 1:
+        L.append("\tconst unsigned long long kp_d = 0;")
+    L.append("\tconst long long kp_j = xs_index[kp_d];")
+    L.append("\tif (kp_j >= 0 && kp_j < %dll)" % sc.size)
+    L.append("\t\tys[kp_o + (unsigned long long)kp_j * %dull] = %s;" % (sc.strides[sc.dim], val))
+    L.append("}")
+    return L
 
 
 class GenError(Exception):
@@ -393,7 +453,7 @@ def generate(chain):
     """(kernel name, CUDA source) for chain. Raises GenError when the
     chain is malformed."""
     ch = chain
-    if not ch.nodes or (not ch.outs and ch.pad is None):
+    if not ch.nodes or (not ch.outs and ch.pad is None and ch.scatter is None):
         raise GenError("empty chain")
     if ch.numel <= 0:
         raise GenError("no elements")
@@ -467,6 +527,10 @@ def generate(chain):
     for o, k in enumerate(ch.outs):
         params.append("%s *y%d" % (_CTYPE[ch.nodes[k].dtype], o))
         body.append(store_line(ch, o, k, nf, nb, offset(out_lay[o]) if o in out_lay else "i"))
+    if ch.scatter is not None:
+        if ch.pad is not None:
+            raise GenError("index_copy after a pad")
+        body += _scatter_lines(ch, nf, nb, params)
     desc = nodes_text(ch.nodes)
     if ch.pad is not None:
         loop = _pad_loop(ch, body, nf, nb, params)

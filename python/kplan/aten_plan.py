@@ -167,7 +167,7 @@ def traffic(nodes, exts, shape, outs, rows=()):
 
 
 def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strides=None,
-             norm=None, pad=None, red=None):
+             norm=None, pad=None, red=None, scatter=None):
     """The Desc of a chain: names (each node's ATen op, "aten::mul.Tensor",
     then the norm's when there is one), nodes (aten_ops.Node), exts
     (aten_gen.Ext), each external tensor's shape and strides, the iteration
@@ -180,7 +180,9 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
     mean rstd written>"), so its key differs from the chain's without; pad:
     the aten_gen.Pad ending it ("pad n<k> lo=.. hi=.. value=0x.."), or None;
     red: the aten_rms.Red of a row mean inside the chain ("red mean n<k> N=..
-    rows=<row nodes> aten=<the ATen order followed>"), or None."""
+    rows=<row nodes> aten=<the ATen order followed>"), or None; scatter: the
+    aten_gen.Scatter ending it ("index_copy n<k> dim=.. size=.. strides=.."),
+    or None."""
     shp = "x".join(str(int(s)) for s in shape) or "scalar"
     ins = []
     for x, xs, st in zip(exts, ext_shapes, ext_strides):
@@ -226,6 +228,15 @@ def describe(names, nodes, exts, ext_shapes, ext_strides, shape, outs, out_strid
         for d in pad.shape(shape):
             pn *= int(d)
         sb += pn * _DT_BYTES.get(nodes[pad.node].dtype, 4)
+    if scatter is not None:
+        lines.append(scatter.text())
+        nout += 1
+        # eagerly one more kernel, reading the value again
+        sk += 1
+        numel = 1
+        for d in shape:
+            numel *= int(d)
+        sb += numel * _DT_BYTES.get(nodes[scatter.node].dtype, 4)
     text = "\n".join(lines) + "\n"
     return Desc(hash64(text.encode("utf-8")), text, " -> ".join(names), shp,
                 "; ".join(ins), nout, sk, sb)

@@ -220,6 +220,20 @@ def rope(B, S, H, D):
     return f
 
 
+def kv_update(S, rope=True):
+    """StaticCache's update after RoPE: a cache (zeros) gets k * w + 1 for S
+    tokens at positions 5.. along dim 2 (index_copy_), k made as the
+    attention makes it, view(1, S, 4, 64).transpose(1, 2); returns the cache.
+    rope=False: k itself (V's update, straight from its GEMM)."""
+    def f(x, y):
+        cache = torch.zeros(1, 4, 16, 64, dtype=x.dtype, device=x.device)
+        k = x.reshape(-1)[:4 * S * 64].view(1, S, 4, 64).transpose(1, 2)
+        pos = torch.arange(5, 5 + S, device=x.device)
+        cache.index_copy_(2, pos, k * y.reshape(-1)[:64] + 1.0 if rope else k)
+        return cache
+    return f
+
+
 def strided_cases():
     """(name, fn(x, y) of [4, 1040] inputs, the least ops fused): chains over
     non-contiguous views. Each must match eager bit for bit AND in strides."""
@@ -248,6 +262,10 @@ def strided_cases():
         # and runs eagerly, reading -x2 only; q*cos, *sin and + still fuse
         ("rope_decode", rope(1, 1, 16, 64), 5),
         ("rope_prefill", rope(1, 4, 16, 64), 3),
+        # the KV cache's index_copy_ ends the chain: mul, add and the copy
+        ("kv_update_decode", kv_update(1), 3),
+        ("kv_update_prefill", kv_update(4), 3),
+        ("kv_update_v", kv_update(1, rope=False), 2),
         # GQA's repeat_kv: expand().reshape() copies the KV heads, a lone clone
         # that the generated kernel runs
         ("repeat_kv", lambda x, y: x.reshape(1, 4, 260, 4)[:, :, None].expand(

@@ -50,7 +50,7 @@ def make_torch():
     addr = [0x10000]
 
     class Tensor(object):
-        def __init__(self, shape, dt, strides=None, dev="cuda", requires_grad=False):
+        def __init__(self, shape, dt, strides=None, dev="cuda", requires_grad=False, base=None):
             self.shape = tuple(shape)
             self.dtype = dt
             self.device = device(dev)
@@ -64,6 +64,14 @@ def make_torch():
                 n == 1 or a == b for n, a, b in zip(self.shape, self._strides, st))
             self._ptr = addr[0]
             addr[0] += 0x10000
+            # a view (base=...) shares its base's storage
+            self._storage = base._storage if base is not None else self._ptr
+
+        def untyped_storage(self):
+            return types.SimpleNamespace(data_ptr=lambda: self._storage)
+
+        def dim(self):
+            return len(self.shape)
 
         def is_contiguous(self):
             return self._contig
@@ -172,7 +180,7 @@ def make_torch():
 
 class Arg(object):
     def __init__(self, name, typ, write=False):
-        self.name, self.type = name, typ
+        self.name, self.type, self.kwarg_only = name, typ, name == "out"
         self.alias_info = types.SimpleNamespace(is_write=True) if write else None
 
 
@@ -282,8 +290,15 @@ def ops(T):
         shape[dim] = sum(t.shape[dim] for t in ts)
         return T.Tensor(tuple(shape), ts[0].dtype, dev=ts[0].device.type)
     O.cat = Op(T, "aten::cat", [Arg("tensors", "Tensor[]"), Arg("dim", "int")], cat)
+    O.index_copy_ = Op(T, "aten::index_copy_", [Arg("self", ts, True), Arg("dim", "int"),
+                                                Arg("index", ts), Arg("source", ts)],
+                       lambda x, *a: x)
+    O.clone = Op(T, "aten::clone", [Arg("self", ts), Arg("memory_format", "MemoryFormat?")],
+                 fresh)
+    T.ops = types.SimpleNamespace(aten=types.SimpleNamespace(
+        clone=types.SimpleNamespace(default=O.clone)))
     for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad, O.pow,
-              O.rsqrt, O.to_copy, O.cat):
+              O.rsqrt, O.to_copy, O.cat, O.index_copy_, O.clone):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -376,7 +391,21 @@ class TestFuser(unittest.TestCase):
         O, x, z = self.O, self.x(), self.x()
         y = self.run_op(O.tanh, x)
         self.run_op(O.mul, y, 2.0)
-        self.run_op(O.add_, z, x)                       # may change what the chain read
+        self.run_op(O.add_, z, x)                       # writes what no chain reads
+        self.assertEqual(self.crt.launches, [])
+        view = self.T.Tensor(x.shape, x.dtype, base=x)
+        self.run_op(O.add_, view, z)                    # changes what the chain read
+        self.assertEqual(len(self.crt.launches), 1)
+        del y
+
+    def test_writing_op_of_unknown_schema_flushes(self):
+        O, x = self.O, self.x()
+        y = self.run_op(O.tanh, x)
+        self.run_op(O.mul, y, 2.0)
+        odd = aten_fuse.written
+        with mock.patch.object(aten_fuse, "written", lambda *a: None):
+            self.run_op(O.add_, self.x(), x)
+        self.assertIs(aten_fuse.written, odd)
         self.assertEqual(len(self.crt.launches), 1)
         del y
 
@@ -878,14 +907,18 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(len(self.crt.launches), 3)
         del a, c
 
-    def test_writing_op_launches_the_parked_chain_too(self):
+    def test_writing_op_launches_the_chains_that_read_it(self):
         O = self.O
         x, w = self.x(8), self.x(4, 8)
         t = self.run_op(O.tanh, self.run_op(O.mul, x, 2.0))
         u = self.run_op(O.tanh, self.run_op(O.mul, w, 2.0))
         self.run_op(O.add_, x, 1.0)                           # writes what the parked chain read
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4][0], x.data_ptr())
+        self.assertIsNone(self.fz.parked)
+        self.assertIsNotNone(self.fz.chain)                   # u's reads nothing written
+        self.run_op(O.add_, w, 1.0)
         self.assertEqual(len(self.crt.launches), 2)
-        self.assertEqual(self.crt.launches[0][4][0], x.data_ptr())   # in the ops' order
         self.assertFalse(self.fz.pending())
         del t, u
 
@@ -904,6 +937,105 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(len(self.crt.launches), 1)
         self.assertEqual(self.fz.stats.ops_alone, 1)
         del y, z
+
+    def kv_update(self):
+        """StaticCache's update after RoPE: cache.index_copy_(2, pos, k * cos):
+        (k, cos, cache, pos), the value deferred and dropped."""
+        O, T = self.O, self.T
+        k, cos = self.x(1, 4, 1, 8), self.x(1, 1, 1, 8)
+        cache, pos = self.x(1, 4, 16, 8), self.x(1, dtype=T.int64)
+        t = self.run_op(O.mul, k, cos)
+        self.assertIs(self.fz.defer_index_copy(O.index_copy_, (cache, 2, pos, t), {}), cache)
+        del t
+        gc.collect()
+        return k, cos, cache, pos
+
+    def test_index_copy_ends_the_chain(self):
+        k, cos, cache, pos = self.kv_update()
+        self.assertEqual(self.crt.launches, [])
+        u = self.run_op(self.O.tanh, self.x(1, 4, 1, 8))
+        self.assertEqual(len(self.crt.launches), 1)      # sealed: the next chain launches it
+        self.assertEqual(self.crt.launches[0][4], [k.data_ptr(), cos.data_ptr(),
+                                                   pos.data_ptr(), cache.data_ptr()])
+        src = self.crt.loads[0][1]
+        self.assertIn("const long long *xs_index, unsigned short *ys", src)
+        self.assertIn("ys[kp_o + (unsigned long long)kp_j * 8ull] = h0;", src)
+        st = self.fz.stats.as_dict()
+        self.assertEqual((st["index_copies"], st["ops_fused"]), (1, 2))
+        del u
+
+    def test_reading_a_view_of_the_written_tensor_launches_the_chain(self):
+        """repeat_kv reads cache[:, :, None].expand(...): a view, another
+        tensor object over the cache's storage."""
+        k, cos, cache, pos = self.kv_update()
+        view = self.T.Tensor((1, 4, 4, 16, 8), self.T.float16, (512, 128, 0, 8, 1), base=cache)
+        self.assertTrue(self.fz.touches((view,), {}))
+        self.run_op(self.O.sum, view)
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertFalse(self.fz.pending())
+
+    def test_index_copy_resumes_the_parked_chain_of_its_source(self):
+        """Llama: the position arithmetic runs between RoPE and the update,
+        parking the RoPE chain; the update ends it all the same."""
+        O, T = self.O, self.T
+        k, cos = self.x(1, 4, 1, 8), self.x(1, 1, 1, 8)
+        cache, pos = self.x(1, 4, 16, 8), self.x(1, dtype=T.int64)
+        t = self.run_op(O.mul, k, cos)
+        u = self.run_op(O.tanh, self.x(8))                    # another shape: t's chain parked
+        self.assertIs(self.fz.parked.outs[0](), t)
+        self.assertIs(self.fz.defer_index_copy(O.index_copy_, (cache, 2, pos, t), {}), cache)
+        self.assertIs(self.fz.parked.outs[0](), u)            # swapped
+        self.assertIsNotNone(self.fz.chain.scatter)
+        self.assertEqual(self.crt.launches, [])
+        del t
+        self.fz.flush()
+        self.assertEqual(self.fz.stats.as_dict()["index_copies"], 1)
+        self.assertEqual(len(self.crt.launches), 2)
+        del u
+
+    def test_index_copy_of_a_tensor_no_chain_computes(self):
+        """V's update straight from its GEMM: a copy node reads v, the
+        update is one generated kernel."""
+        O, T = self.O, self.T
+        v = self.x(1, 4, 1, 8, strides=(32, 8, 32, 1))              # a transposed view
+        cache, pos = self.x(1, 4, 16, 8), self.x(1, dtype=T.int64)
+        self.assertIs(self.fz.defer_index_copy(O.index_copy_, (cache, 2, pos, v), {}), cache)
+        self.fz.flush()
+        self.assertEqual(self.crt.launches[0][4], [v.data_ptr(), pos.data_ptr(),
+                                                   cache.data_ptr()])
+        st = self.fz.stats.as_dict()
+        self.assertEqual((st["index_copies"], st["ops_fused"], st["ops_alone"]), (1, 2, 0))
+
+    def test_index_copy_refusals(self):
+        O, T = self.O, self.T
+        cache, pos = self.x(1, 4, 16, 8), self.x(1, dtype=T.int64)
+        k = self.x(1, 4, 1, 8)
+        ic = self.fz.defer_index_copy
+        self.assertIsNone(ic(O.index_copy_, (cache, 2, pos, self.x(1, 4, 2, 8)), {}))  # a shape
+        self.fz.flush()
+        t = self.run_op(O.mul, k, 2.0)
+        self.assertIsNone(ic(O.index_copy_, (cache, 2, self.x(1), t), {}))     # a float index
+        self.assertIsNone(ic(O.index_copy_, (cache, 2, self.x(2, dtype=T.int64), t), {}))
+        self.assertIsNone(ic(O.index_copy_, (self.x(1, 4, 16, 8, strides=(0, 0, 8, 1)), 2,
+                                             pos, t), {}))                   # broadcast dst
+        u = self.run_op(O.mul, self.T.Tensor((1, 4, 1, 8), T.float16, base=cache), t)
+        self.assertIsNone(ic(O.index_copy_, (cache, 2, pos, u), {}))          # reads the cache
+        self.assertEqual(self.fz.stats.refused, {
+            "index-copy-args": 3, "index-copy-layout": 1,
+            "index-copy-overlap": 1})
+        other = self.x(1, 4, 16, 8)
+        self.assertIs(ic(O.index_copy_, (other, -2, pos, u), {}), other)       # dim from the end
+        del t, u
+
+    def test_index_copy_op_by_op_and_off(self):
+        self.crt.can_fuse = False
+        k, cos, cache, pos = self.kv_update()
+        self.fz.flush()
+        names = [e[0] for e in self.T.log]
+        self.assertEqual(names[-2:], ["aten::mul.out", "aten::index_copy_"])
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_INDEX_COPY": "0"}):
+            self.assertFalse(aten_fuse.Fuser(self.crt).index_copies_on)
+        self.assertTrue(aten_fuse.Fuser(self.crt).index_copies_on)
 
     def test_data_ptr_of_a_chain_output_launches_the_chain(self):
         O, x = self.O, self.x()

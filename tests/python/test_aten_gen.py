@@ -396,6 +396,66 @@ class TestGenerate(unittest.TestCase):
                                pad=G.Pad(0, (0, 2, 0), (0, 4, 0), 0, dim=1,
                                          parts=parts[:1])))
 
+    def test_index_copy_index_math(self):
+        # the generated lines, run in Python: element c of the chain lands in
+        # dst at c with c[dim] replaced by index[c[dim]], nowhere when the
+        # index is outside dst's size along dim
+        import itertools
+        import re
+        N = A.Node
+        shape, dim = (2, 3, 2, 4), 2
+        dst_st = (100, 30, 5, 1)                     # dst (2, 3, 6, 4), padded rows
+        ch = G.Chain([N("neg", [("x", 0)], "f16")], [G.Ext("f16")], 48, [], shape=shape,
+                     scatter=G.Scatter(0, dim, dst_st, 6))
+        src = G.generate(ch)[1]
+        self.assertIn("const long long *xs_index, unsigned short *ys", src)
+        self.assertIn("if (kp_j >= 0 && kp_j < 6ll)", src)
+        steps = re.findall(r"kp_c = kp_s % (\d+)ull; kp_s /= \d+ull;\n\t*"
+                           r"(?:kp_o \+= kp_c \* (\d+)ull;|(const unsigned long long kp_d))", src)
+        self.assertEqual([int(n) for n, _, _ in steps], [4, 2, 3, 2])
+        store = re.search(r"ys\[kp_o \+ \(unsigned long long\)kp_j \* (\d+)ull\] = h0;", src)
+        self.assertIsNotNone(store)
+        index = [4, -1]                               # the second: outside, not written
+        for i, c in enumerate(itertools.product(*[range(d) for d in shape])):
+            q, o, d_at = i, 0, None
+            for n, st, isd in steps:
+                cc = q % int(n)
+                q //= int(n)
+                if isd:
+                    d_at = cc
+                else:
+                    o += cc * int(st)
+            self.assertEqual(d_at, c[dim])
+            self.assertEqual(o, sum(c[d] * dst_st[d] for d in range(4) if d != dim))
+            j = index[d_at]
+            if 0 <= j < 6:
+                self.assertEqual(o + j * int(store.group(1)),
+                                 sum((j if d == dim else c[d]) * dst_st[d] for d in range(4)))
+        # a size-1 dim indexed (decode's one token): the index's first entry
+        ch = G.Chain(ch.nodes, ch.exts, 256, [], shape=(1, 4, 1, 64),
+                     scatter=G.Scatter(0, 2, (65536, 16384, 64, 1), 256))
+        src = G.generate(ch)[1]
+        self.assertIn("const unsigned long long kp_d = 0;", src)
+        self.assertIn("ys[kp_o + (unsigned long long)kp_j * 64ull] = h0;", src)
+        for bad in (G.Scatter(0, 4, (1, 1, 1, 1), 6), G.Scatter(0, 1, (1, 1, 1), 6),
+                    G.Scatter(1, 1, (1, 1, 1, 1), 6), G.Scatter(0, 1, (1, 1, 1, 1), 0)):
+            with self.assertRaises(G.GenError):
+                G.generate(G.Chain(ch.nodes, ch.exts, 256, [], shape=(1, 4, 1, 64),
+                                   scatter=bad))
+
+    @unittest.skipUnless(NVCC, "no nvcc")
+    def test_index_copy_sources_compile(self):
+        N = A.Node
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in ("f32", "f16", "bf16"):
+                # RoPE of k, then the cache update; k*cos written too
+                nodes = [N("mul", [("x", 0), ("x", 1)], d), N("add", [("n", 0), ("x", 2)], d)]
+                exts = [G.Ext(d, "strided", strides=(256, 64, 256, 1)), G.Ext(d, "row", 64),
+                        G.Ext(d)]
+                ch = G.Chain(nodes, exts, 256, [0], shape=(1, 4, 1, 64),
+                             scatter=G.Scatter(1, 2, (65536, 16384, 64, 1), 256))
+                nvcc_ok(self, os.path.join(tmp, "i%s.cu" % d), G.generate(ch)[1])
+
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_pad_sources_compile(self):
         N = A.Node
