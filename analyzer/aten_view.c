@@ -52,7 +52,7 @@
 const char *const kp__aten_catalog[] = {
 	"add", "mul", "div", "div_scalar", "neg", "abs", "exp", "log", "tanh", "sqrt",
 	"rsqrt", "reciprocal", "sigmoid", "relu", "clamp", "gelu", "silu", "pow", "where",
-	"masked_fill", "copy", "fill",
+	"masked_fill", "copy", "fill", "iota",
 };
 const size_t kp__aten_catalog_n = sizeof(kp__aten_catalog) / sizeof(*kp__aten_catalog);
 

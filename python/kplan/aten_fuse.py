@@ -84,7 +84,8 @@ _layouts = {}     # (op, its arguments' sizes/strides/dtypes) -> output strides 
 
 def _dtypes(T):
     if not _DT:
-        _DT.update({T.float32: "f32", T.float16: "f16", T.bfloat16: "bf16", T.bool: "b8"})
+        _DT.update({T.float32: "f32", T.float16: "f16", T.bfloat16: "bf16", T.bool: "b8",
+                    T.int64: "i64"})
     return _DT
 
 
@@ -162,6 +163,12 @@ def written(func, args, kwargs):
         return out
     except Exception:
         return None
+
+
+def _has_float(T, args, kwargs):
+    """Whether a Python float is among args/kwargs."""
+    from torch.utils._pytree import tree_leaves
+    return any(isinstance(v, float) for v in tree_leaves((tuple(args), dict(kwargs or {}))))
 
 
 def _clone_op(T):
@@ -254,7 +261,7 @@ class Fuser(object):
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
                  log=None, region=None, shipped=None, found=None, pads=None,
-                 cats=None, means=None, park=None, index_copies=None):
+                 cats=None, means=None, park=None, index_copies=None, ints=None):
         import os
         import torch
         self.T = torch
@@ -291,6 +298,10 @@ class Fuser(object):
         # means=False or KPLAN_TORCH_FUSE_MEAN=0
         self.means_on = bool(means) if means is not None else \
             os.environ.get("KPLAN_TORCH_FUSE_MEAN", "1") != "0"
+        # int64 chains (arange and the adds over it): on unless ints=False or
+        # KPLAN_TORCH_FUSE_INT=0
+        self.ints_on = bool(ints) if ints is not None else \
+            os.environ.get("KPLAN_TORCH_FUSE_INT", "1") != "0"
         # index_copy_ ending a chain: on unless index_copies=False or
         # KPLAN_TORCH_FUSE_INDEX_COPY=0
         self.index_copies_on = bool(index_copies) if index_copies is not None else \
@@ -428,6 +439,12 @@ class Fuser(object):
             return None
         dname = fl[0]
         out_dtype = targs[[i for i, d in enumerate(kinds) if d != "b8"][0]].dtype
+        if dname == "i64" and (not self.ints_on or op not in A.INT_OPS or
+                               _has_float(T, args, kwargs)):
+            # int64: the position arithmetic (add, sub, mul by ints); a float
+            # scalar promotes to float, a cast rounds: not taken
+            self._refuse("dtype")
+            return None
         if op == "copy" and attrs.get("to") is not None:
             out_dtype = attrs["to"]
             if dt.get(out_dtype) not in A.FLOAT_DTYPES:
@@ -504,9 +521,7 @@ class Fuser(object):
             self.flush()
             return self.defer(func, args, kwargs)
         if ch is None:
-            ch = self.chain = _Chain(shape, numel, dev, stream)
-            ch.id = self.n_chains
-            self.n_chains += 1
+            ch = self._new_chain(shape, numel, dev, stream)
         for i, r in enumerate(refs):
             if r[0] == "new":
                 t, (mode, n, inner, xst) = new_ext[r[1]]
@@ -527,14 +542,25 @@ class Fuser(object):
         if not row_major or any(m[0] == "strided" for _t, m in new_ext) or \
                 any(r[0] == "x" and ch.exts[r[1]].mode == "strided" for r in refs):
             self.stats.strided += 1
-        ch.nodes.append(node)
-        ch.ostr.append(None if row_major else ost)
-        ch.outs.append(weakref.ref(out))
-        ch.ids[id(out)] = len(ch.nodes) - 1
-        ch.calls.append((func,) + self._refs(ch, args, kwargs))
+        self._append(ch, node, None if row_major else ost, out, func, args, kwargs)
         if row:
             ch.red.rows.add(len(ch.nodes) - 1)
         return out
+
+    def _new_chain(self, shape, numel, dev, stream):
+        ch = self.chain = _Chain(shape, numel, dev, stream)
+        ch.id = self.n_chains
+        self.n_chains += 1
+        return ch
+
+    def _append(self, ch, node, ost, out, func, args, kwargs):
+        """Node `node` joins chain ch: its output tensor out (strides ost,
+        None when row-major), the call for the op-by-op path."""
+        ch.nodes.append(node)
+        ch.ostr.append(ost)
+        ch.outs.append(weakref.ref(out))
+        ch.ids[id(out)] = len(ch.nodes) - 1
+        ch.calls.append((func,) + self._refs(ch, args, kwargs))
 
     def _fits(self, ch, shape, dev, stream, row=False):
         """Whether chain ch can take an op over shape (row: over its mean's
@@ -830,8 +856,8 @@ class Fuser(object):
             self._refuse("pad-args")                # a crop, or an odd value
             return None
         dname = ch.nodes[k].dtype
-        if _dtypes(T).get(x.dtype) != dname or not G.const_fits(value, dname) or \
-                ch.ostr[k] is not None:
+        if _dtypes(T).get(x.dtype) != dname or dname not in A.FLOAT_DTYPES or \
+                not G.const_fits(value, dname) or ch.ostr[k] is not None:
             self._refuse("pad-args")
             return None
         lo, hi = [0] * nd, [0] * nd
@@ -902,7 +928,7 @@ class Fuser(object):
         dim = dim + nd if dim < 0 else dim
         dname = ch.nodes[k].dtype
         if not 0 <= dim < nd or tuple(x.shape) != shape or ch.ostr[k] is not None or \
-                _dtypes(T).get(x.dtype) != dname:
+                _dtypes(T).get(x.dtype) != dname or dname not in A.FLOAT_DTYPES:
             self._refuse("cat-args")
             return None
         parts, at = [], 0
@@ -928,6 +954,61 @@ class Fuser(object):
                            parts=[p[3] for p in parts])
         if out is not None:
             self.stats.cats += 1
+        return out
+
+    @staticmethod
+    def is_arange(func):
+        """Whether func is an op defer_arange reads (arange)."""
+        return _named(func, _ARANGE_OPS)
+
+    def defer_arange(self, func, args, kwargs):
+        """arange(start, end, step) of int64 on the GPU (the positions Hugging
+        Face's StaticCache and masks make at each step): an iota node that
+        begins or joins a chain over its 1-D shape, where the adds over it
+        join too. The tensor is returned, nothing launched; else None with
+        the reason counted."""
+        T = self.T
+        a = list(args)
+        kw = dict(kwargs or {})
+        dtype, layout = kw.pop("dtype", None), kw.pop("layout", None)
+        device, pin = kw.pop("device", None), kw.pop("pin_memory", None)
+        if kw or not 1 <= len(a) <= 3 or any(type(v) is not int for v in a) or \
+                (dtype is not None and dtype != T.int64) or pin or \
+                layout not in (None, getattr(T, "strided", None)):
+            self._refuse("arange-args")             # floats, another dtype
+            return None
+        start, end, step = (0, a[0], 1) if len(a) == 1 else (a[0], a[1], 1) \
+            if len(a) == 2 else tuple(a)
+        if step == 0:
+            self._refuse("arange-args")
+            return None
+        n = -((start - end) // step) if step > 0 else -((end - start) // -step)
+        if n <= 0 or max(abs(start), abs(start + step * n)) >= 1 << 53:
+            self._refuse("arange-args")
+            return None
+        try:
+            dev = device if isinstance(device, T.device) else T.device(
+                device if device is not None else "cpu")
+            if dev.type == "cuda" and dev.index is None:
+                dev = T.device("cuda", T.cuda.current_device())
+        except Exception:
+            dev = None
+        if dev is None or dev.type != "cuda":
+            self._refuse("device")
+            return None
+        if T.is_grad_enabled() and kwargs.get("requires_grad"):
+            self._refuse("autograd")
+            return None
+        shape = (n,)
+        stream = T.cuda.current_stream(dev)
+        ch = self.chain
+        if not self._fits(ch, shape, dev, stream):
+            ch = self._pick(shape, dev, stream, [])
+        if ch is None:
+            ch = self._new_chain(shape, n, dev, stream)
+        out = T.empty(shape, dtype=T.int64, device=dev)
+        self._append(ch, A.Node("iota", [], "i64", {"start": float(start), "step": float(step)}),
+                     None, out, func, args, kwargs)
         return out
 
     @staticmethod
@@ -991,6 +1072,9 @@ class Fuser(object):
                 idx.dim() != 1 or idx.numel() != ch.shape[dim] or not idx.is_contiguous() or \
                 dst.dim() != nd or any(dst.shape[d] != ch.shape[d] for d in range(nd) if d != dim):
             self._refuse("index-copy-args")
+            return None
+        if ch.nodes[k].dtype not in A.FLOAT_DTYPES:
+            self._refuse("index-copy-args")         # an int64 value (not taken)
             return None
         if any(int(v) <= 0 and int(n) > 1 for v, n in zip(dst.stride(), dst.shape)):
             self._refuse("index-copy-layout")       # a broadcast dim: writes would overlap
@@ -1138,9 +1222,11 @@ class Fuser(object):
             # scalar_tensors is worth one kernel on its own; so is an op over a
             # strided layout (GQA's repeat_kv, expand().clone() of the KV
             # cache): ATen runs those in its generic, non-vectorized kernel,
-            # two divisions per dim and index, at twice the generated one's time
+            # two divisions per dim and index, at twice the generated one's time;
+            # and an arange (one kernel either way: its op-by-op path would copy)
             if n_ops + sum(x.mode == "const" for x in ch.exts) < self.min_ops and \
-                    not any(x.mode == "strided" and 0 in x.strides for x in ch.exts):
+                    not any(x.mode == "strided" and 0 in x.strides for x in ch.exts) and \
+                    not any(n.op == "iota" for n in ch.nodes):
                 self.fate[ch.id] = "alone"
                 self._run_ops(ch)
                 return
@@ -1466,6 +1552,8 @@ _PAD_OPS = ("aten::constant_pad_nd", "aten::constant_pad_nd.default")
 _CAT_OPS = ("aten::cat", "aten::cat.default")
 _MEAN_OPS = ("aten::mean.dim",)
 _INDEX_COPY_OPS = ("aten::index_copy_", "aten::index_copy_.default")
+_ARANGE_OPS = ("aten::arange", "aten::arange.default", "aten::arange.start",
+               "aten::arange.start_step")
 
 
 def _named(func, names):
@@ -1725,6 +1813,8 @@ def mode(fuser, oplog=None, oplog_path=None):
                 out = fuser.defer_cat(func, args, kwargs)
             elif fuser.index_copies_on and fuser.is_index_copy(func):
                 out = fuser.defer_index_copy(func, args, kwargs)
+            elif fuser.ints_on and fuser.is_arange(func):
+                out = fuser.defer_arange(func, args, kwargs)
             else:
                 out = fuser.defer_const(func, args, kwargs)
                 if out is None:

@@ -41,7 +41,7 @@ BLOCK = 256
 MAX_BLOCKS = 4096
 
 _CTYPE = {"f32": "float", "f16": "unsigned short", "bf16": "unsigned short",
-          "b8": "unsigned char"}
+          "b8": "unsigned char", "i64": "long long"}
 
 _PRELUDE = r"""
 static __device__ __forceinline__ float kp_h2f(unsigned short u)
@@ -192,11 +192,7 @@ def _scatter_lines(ch, nf, nb, params):
     dt = ch.nodes[sc.node].dtype
     params.append("const long long *xs_index")
     params.append("%s *ys" % _CTYPE[dt])
-    if dt == "f32":
-        val = nf[sc.node]
-    else:
-        val = nb[sc.node] if nb[sc.node] is not None else \
-            "%s(%s)" % (_to_bits(dt), nf[sc.node])
+    val = stored(dt, nf[sc.node], nb[sc.node])
     L = ["{", "\tunsigned long long kp_s = i, kp_o = 0, kp_c = 0;"]
     for d in range(len(ch.shape) - 1, -1, -1):
         n = ch.shape[d]
@@ -288,15 +284,18 @@ def ext_at(x, numel, sfx):
     raise GenError("mode %s" % x.mode)
 
 
+def stored(dtype, f, b):
+    """What a node of dtype with value f (float, or int64) and storage bits
+    b (or None) stores: the value itself for f32 and i64, else the bits."""
+    if dtype in ("f32", "i64"):
+        return f
+    return b if b is not None else "%s(%s)" % (_to_bits(dtype), f)
+
+
 def store_line(ch, o, k, nf, nb, at="i"):
     """The line storing node k of ch, as output y<o>, at index expression
-    at: its float value for f32, else its storage bits."""
-    n = ch.nodes[k]
-    if n.dtype == "f32":
-        return "y%d[%s] = %s;" % (o, at, nf[k])
-    if nb[k] is not None:
-        return "y%d[%s] = %s;" % (o, at, nb[k])
-    return "y%d[%s] = %s(%s);" % (o, at, _to_bits(n.dtype), nf[k])
+    at: its float value for f32, its value for i64, else its storage bits."""
+    return "y%d[%s] = %s;" % (o, at, stored(ch.nodes[k].dtype, nf[k], nb[k]))
 
 
 def load_lines(j, x, at, body, xf, xb):
@@ -305,6 +304,9 @@ def load_lines(j, x, at, body, xf, xb):
     (its storage bits, f16/bf16), and their names to xf and xb."""
     if x.dtype == "b8":
         body.append("const bool a%d = x%d[%s] != 0;" % (j, j, at))
+        xb.append(None)
+    elif x.dtype == "i64":
+        body.append("const long long a%d = x%d[%s];" % (j, j, at))
         xb.append(None)
     elif x.dtype == "f32":
         body.append("const float a%d = x%d[%s];" % (j, j, at))
@@ -411,6 +413,10 @@ def _node_lines(ch, xf, xb, body, todo=None, known=None):
             continue
         if n.op not in A.OPS:
             raise GenError("op %s" % n.op)
+        if n.dtype == "i64":
+            nf.append(_int_node(ch, k, n, nf, xf, body))
+            nb.append(None)
+            continue
         if n.dtype not in A.FLOAT_DTYPES:
             raise GenError("node dtype %s" % n.dtype)
         fl, bits, dts = [], [], []
@@ -447,6 +453,39 @@ def _node_lines(ch, xf, xb, body, todo=None, known=None):
         nf.append("v%d" % k)
         nb.append("h%d" % k)
     return nf, nb
+
+
+def _int_node(ch, k, n, nf, xf, body):
+    """Append the line computing int64 node k (aten_ops.int_expr); returns
+    its name. Its inputs are int64 nodes, int64 externals and scalars."""
+    if n.op not in A.INT_OPS:
+        raise GenError("op %s on int64" % n.op)
+    if n.op == "iota" and (ch.shape is not None and len([d for d in ch.shape if d != 1]) > 1):
+        raise GenError("iota over %r" % (ch.shape,))
+    args = []
+    for kind, v in n.ins:
+        if kind == "n":
+            if not 0 <= v < k or nf[v] is None or ch.nodes[v].dtype != "i64":
+                raise GenError("int64 node %d reads node %d" % (k, v))
+            args.append(nf[v])
+        elif kind == "x":
+            if not 0 <= v < len(ch.exts) or ch.exts[v].dtype != "i64":
+                raise GenError("int64 node %d reads external %d" % (k, v))
+            args.append(xf[v])
+        elif kind == "s":
+            try:
+                args.append(A.int_lit(v))
+            except A.Refuse as e:
+                raise GenError(str(e))
+        else:
+            raise GenError("input kind %r" % (kind,))
+    if len(args) != A.OPS[n.op][1]:
+        raise GenError("int64 node %d: %d inputs" % (k, len(args)))
+    try:
+        body.append("const long long v%d = %s;" % (k, A.int_expr(n, args)))
+    except A.Refuse as e:
+        raise GenError(str(e))
+    return "v%d" % k
 
 
 def generate(chain):
@@ -575,11 +614,10 @@ def _pad_loop(ch, body, nf, nb, params):
     for d in P:
         total *= d
     params.append("%s *yp" % _CTYPE[dt])
-    if dt == "f32":
-        val, lit = nf[pd.node], "__int_as_float(0x%08x)" % pd.bits
-    else:
-        val = nb[pd.node] if nb[pd.node] is not None else "%s(%s)" % (_to_bits(dt), nf[pd.node])
-        lit = "(unsigned short)0x%04x" % pd.bits
+    if dt not in A.FLOAT_DTYPES:
+        raise GenError("pad of a %s value" % dt)
+    val = stored(dt, nf[pd.node], nb[pd.node])
+    lit = "__int_as_float(0x%08x)" % pd.bits if dt == "f32" else "(unsigned short)0x%04x" % pd.bits
     if pd.parts:
         return _cat_loop(ch, body, val, dt, P, total, params)
     L = ["long long kp_q = (long long)p, kp_in = 1;", "unsigned long long i = 0;"]

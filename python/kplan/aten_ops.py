@@ -22,6 +22,9 @@ import struct
 
 # storage dtypes a chain may hold (names as aten_gen uses them)
 FLOAT_DTYPES = ("f32", "f16", "bf16")
+# the ops of int64 nodes (position arithmetic: arange and the adds and
+# products over it), computed in two's complement as ATen's int64_t kernels
+INT_OPS = ("add", "mul", "iota")
 
 
 class Refuse(Exception):
@@ -192,6 +195,10 @@ def _fill(n, a, R):
     return flit(n.attrs["value"])
 
 
+def _iota(n, a, R):
+    raise Refuse("dtype", "iota is an int64 op")
+
+
 def _unary(fmt):
     return lambda n, a, R: fmt % a[0]
 
@@ -220,6 +227,7 @@ OPS = {
     "masked_fill": (_masked_fill, 2, None),
     "copy": (_unary("%s"), 1, None),
     "fill": (_fill, 1, None),
+    "iota": (_iota, 0, None),
 }
 
 
@@ -244,6 +252,32 @@ def expr(node, args, R):
     expressions args (one per input, in node.ins order)."""
     b = OPS[node.op][0]
     return b(node, args, R)
+
+
+def int_lit(v):
+    """A host scalar of an int64 node as a CUDA C literal (an exact integer
+    below 2^53 in magnitude: the floats recognize() keeps are exact there)."""
+    v = float(v)
+    if v != int(v) or abs(v) >= 2.0 ** 53:
+        raise Refuse("args", "int64 scalar %r" % v)
+    return "%dll" % int(v)
+
+
+def int_expr(node, args):
+    """The value of an int64 node over the int64 expressions args, wrapping
+    (unsigned arithmetic: a signed overflow is undefined in C); iota's is
+    start + step * i over the chain's elements i (a 1-D chain)."""
+    w = "(long long)((unsigned long long)(%s) %s (unsigned long long)(%s))"
+    if node.op == "iota":
+        return w % (int_lit(node.attrs["start"]), "+",
+                    w % (int_lit(node.attrs["step"]), "*", "i"))
+    if node.op == "mul":
+        return w % (args[0], "*", args[1])
+    if node.op == "add":
+        al = node.attrs.get("alpha", 1.0)
+        y = args[1] if al == 1.0 else w % (int_lit(al), "*", args[1])
+        return w % (args[0], "+", y)
+    raise Refuse("dtype", "%s on int64" % node.op)
 
 
 # -- reading ATen ops ---------------------------------------------------------

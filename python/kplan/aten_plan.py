@@ -40,7 +40,7 @@ _FIELDS_V2 = ("saved-kernels", "saved-bytes", "gain-ns", "per-call")   # version
 DRAM_BYTES_PER_NS = 3000.0
 SHORT_BW_SHARE = 0.5
 GRAPH_NODE_NS = 1000.0
-_DT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "b8": 1}
+_DT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "b8": 1, "i64": 8}
 
 
 def predict_gain_ns(saved_bytes, saved_kernels):

@@ -84,7 +84,7 @@ def make(dt, seed, scale=3.0, positive=False, n=N):
 
 
 def bits(t):
-    return t.view(torch.int32 if t.element_size() == 4 else torch.int16)
+    return t.view({8: torch.int64, 4: torch.int32}.get(t.element_size(), torch.int16))
 
 
 def mismatches(a, b):
@@ -234,6 +234,17 @@ def kv_update(S, rope=True):
     return f
 
 
+def positions(x, y):
+    """StaticCache's position arithmetic at each layer: arange + a 0-dim
+    int64 counter, the counter then advanced in place; then arithmetic on
+    the positions (int64 products and differences, wrapping)."""
+    cl = torch.full((), 7, dtype=torch.int64, device=x.device)
+    p = torch.arange(3, device=x.device) + cl
+    cl.add_(1)
+    big = torch.arange(5, 2 ** 40, 2 ** 37, device=x.device)
+    return torch.cat([p * 2 - cl, big * (2 ** 30) + 9, torch.arange(3, -4, -2, device=x.device) - p[:1]])
+
+
 def strided_cases():
     """(name, fn(x, y) of [4, 1040] inputs, the least ops fused): chains over
     non-contiguous views. Each must match eager bit for bit AND in strides."""
@@ -266,6 +277,10 @@ def strided_cases():
         ("kv_update_decode", kv_update(1), 3),
         ("kv_update_prefill", kv_update(4), 3),
         ("kv_update_v", kv_update(1, rope=False), 2),
+        # int64 position arithmetic: arange + counter (2 ops), * 2 - counter
+        # (2), big * 2^30 + 9 wrapping past 2^63 (3 with its arange), the
+        # last arange's difference (2)
+        ("int64_positions", positions, 9),
         # GQA's repeat_kv: expand().reshape() copies the KV heads, a lone clone
         # that the generated kernel runs
         ("repeat_kv", lambda x, y: x.reshape(1, 4, 260, 4)[:, :, None].expand(

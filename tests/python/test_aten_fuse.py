@@ -293,12 +293,15 @@ def ops(T):
     O.index_copy_ = Op(T, "aten::index_copy_", [Arg("self", ts, True), Arg("dim", "int"),
                                                 Arg("index", ts), Arg("source", ts)],
                        lambda x, *a: x)
+    O.arange = Op(T, "aten::arange", [Arg("end", "Scalar"), Arg("dtype", "ScalarType?"),
+                                      Arg("device", "Device?")],
+                  lambda end, dtype=None, device=None: T.Tensor((end,), T.int64))
     O.clone = Op(T, "aten::clone", [Arg("self", ts), Arg("memory_format", "MemoryFormat?")],
                  fresh)
     T.ops = types.SimpleNamespace(aten=types.SimpleNamespace(
         clone=types.SimpleNamespace(default=O.clone)))
     for o in (O.tanh, O.add, O.mm, O.add_, O.sum, O.scalar_tensor, O.layer_norm, O.pad, O.pow,
-              O.rsqrt, O.to_copy, O.cat, O.index_copy_, O.clone):
+              O.rsqrt, O.to_copy, O.cat, O.index_copy_, O.clone, O.arange):
         o.overloadpacket = Packet(default=o)
     return O
 
@@ -1037,6 +1040,74 @@ class TestFuser(unittest.TestCase):
         with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_INDEX_COPY": "0"}):
             self.assertFalse(aten_fuse.Fuser(self.crt).index_copies_on)
         self.assertTrue(aten_fuse.Fuser(self.crt).index_copies_on)
+
+    def test_position_arithmetic_is_one_int64_kernel(self):
+        """StaticCache: arange(1) + cumulative_length, one kernel of int64."""
+        O, T = self.O, self.T
+        cl = T.Tensor((), T.int64)
+        pos = self.fz.defer_arange(O.arange, (1,), {"device": "cuda"})
+        self.assertEqual((tuple(pos.shape), pos.dtype), ((1,), T.int64))
+        p2 = self.run_op(O.add, pos, cl)
+        del pos
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [cl.data_ptr(), p2.data_ptr()])
+        src = self.crt.loads[0][1]
+        self.assertIn("const long long *x0, long long *y0", src)
+        self.assertIn("const long long v0 = (long long)((unsigned long long)(0ll) + ", src)
+        st = self.fz.stats
+        self.assertEqual((st.chains, st.ops_fused), (1, 2))
+
+    def test_int64_refusals(self):
+        O, T = self.O, self.T
+        i = T.Tensor((4,), T.int64)
+        self.assertIsNone(self.fz.defer(O.mul, (i, 0.5), {}))                 # promotes
+        self.assertIsNone(self.fz.defer(O.tanh, (i,), {}))
+        self.assertIsNone(self.fz.defer(O.add, (i, self.x(4, dtype=T.float32)), {}))
+        self.assertIsNone(self.fz.defer_arange(O.arange, (4.0,), {"device": "cuda"}))
+        self.assertIsNone(self.fz.defer_arange(O.arange, (4,), {"device": "cpu"}))
+        self.assertIsNone(self.fz.defer_arange(O.arange, (4,), {"device": "cuda",
+                                                                "dtype": T.float32}))
+        self.assertIsNone(self.fz.defer_arange(O.arange, (0,), {"device": "cuda"}))
+        self.assertEqual(self.fz.stats.refused, {"dtype": 2, "mixed-dtypes": 1,
+                                                 "arange-args": 3, "device": 1})
+        with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_INT": "0"}):
+            fz = aten_fuse.Fuser(self.crt)
+        self.assertFalse(fz.ints_on)
+        self.assertIsNone(fz.defer(O.mul, (i, 2), {}))
+        self.assertEqual(fz.stats.refused, {"dtype": 1})
+        r = self.fz.defer(O.mul, (i, 2), {})                                  # on: an int
+        self.assertEqual(r.dtype, T.int64)
+
+    def test_lone_arange_is_one_generated_kernel(self):
+        O = self.O
+        pos = self.fz.defer_arange(O.arange, (2, 9, 3), {"device": "cuda"})
+        self.assertEqual(tuple(pos.shape), (3,))
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.T.log, [])                                      # no ATen op, no copy
+        self.assertIn("(unsigned long long)(2ll) + ", self.crt.loads[0][1])
+        self.assertIn("(unsigned long long)(3ll) * (unsigned long long)(i)", self.crt.loads[0][1])
+
+    def test_llama_update_sequence(self):
+        """RoPE of k, then arange(1) + cumulative_length, the counter's add_,
+        the update: the RoPE chain waits through the int64 chain and ends in
+        the update; the int64 chain launches when the counter is written."""
+        O, T = self.O, self.T
+        k, cos = self.x(1, 4, 1, 8), self.x(1, 1, 1, 8)
+        cache, cl = self.x(1, 4, 16, 8), T.Tensor((), T.int64)
+        t = self.run_op(O.mul, k, cos)
+        pos = self.run_op(O.add, self.fz.defer_arange(O.arange, (1,), {"device": "cuda"}), cl)
+        self.assertIs(self.fz.parked.outs[0](), t)
+        self.run_op(O.add_, cl, 1)                                            # the counter
+        self.assertEqual(len(self.crt.launches), 1)                           # the int64 chain
+        self.assertIn(pos.data_ptr(), self.crt.launches[0][4])
+        self.assertIs(self.fz.defer_index_copy(O.index_copy_, (cache, 2, pos, t), {}), cache)
+        del t
+        self.fz.flush()
+        self.assertEqual(len(self.crt.launches), 2)
+        self.assertEqual(self.crt.launches[1][4], [k.data_ptr(), cos.data_ptr(),
+                                                   pos.data_ptr(), cache.data_ptr()])
 
     def test_data_ptr_of_a_chain_output_launches_the_chain(self):
         O, x = self.O, self.x()
