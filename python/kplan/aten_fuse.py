@@ -1041,6 +1041,13 @@ class Fuser(object):
         self.unpark(args, kwargs)
         ch = self.chain
         k = ch.node_of(src) if ch is not None and isinstance(src, T.Tensor) else None
+        if k is None and ch is not None and isinstance(idx, T.Tensor) and \
+                ch.node_of(idx) is not None:
+            # the positions are the pending chain's (an arange): launched
+            # first, the copy node below begins a chain of its own
+            self.chain = None
+            self._launch_chain(ch)
+            ch = None
         if k is None and isinstance(src, T.Tensor) and isinstance(dst, T.Tensor) and \
                 src.dtype == dst.dtype and not self._touches_any([src]):
             # a source no chain computes (V's update, straight from its GEMM):
@@ -1537,7 +1544,8 @@ def _same_device(T, want, dev):
 
 
 def _torch_dtype(T, name):
-    return {"f32": T.float32, "f16": T.float16, "bf16": T.bfloat16}[name]
+    """The torch dtype of a node dtype name (the inverse of _dtypes)."""
+    return {v: k for k, v in _dtypes(T).items()}[name]
 
 
 class _Ref(object):

@@ -1010,6 +1010,19 @@ class TestFuser(unittest.TestCase):
         st = self.fz.stats.as_dict()
         self.assertEqual((st["index_copies"], st["ops_fused"], st["ops_alone"]), (1, 2, 0))
 
+    def test_index_copy_at_pending_positions(self):
+        """cache.index_copy_(2, arange(5, 6), v): the positions' chain
+        launches first, the update is a chain of its own."""
+        O, T = self.O, self.T
+        v, cache = self.x(1, 4, 1, 8, strides=(32, 8, 32, 1)), self.x(1, 4, 16, 8)
+        pos = self.fz.defer_arange(O.arange, (5, 6), {"device": "cuda"})
+        self.assertIs(self.fz.defer_index_copy(O.index_copy_, (cache, 2, pos, v), {}), cache)
+        self.assertEqual(len(self.crt.launches), 1)
+        self.assertEqual(self.crt.launches[0][4], [pos.data_ptr()])
+        self.fz.flush()
+        self.assertEqual(self.crt.launches[1][4], [v.data_ptr(), pos.data_ptr(),
+                                                   cache.data_ptr()])
+
     def test_index_copy_refusals(self):
         O, T = self.O, self.T
         cache, pos = self.x(1, 4, 16, 8), self.x(1, dtype=T.int64)
@@ -1078,6 +1091,19 @@ class TestFuser(unittest.TestCase):
         self.assertEqual(fz.stats.refused, {"dtype": 1})
         r = self.fz.defer(O.mul, (i, 2), {})                                  # on: an int
         self.assertEqual(r.dtype, T.int64)
+
+    def test_int64_chain_op_by_op(self):
+        """A plan that ships no group for the chain (or no compiler): each op
+        through ATen, the arange nobody holds into a fresh int64 tensor."""
+        self.crt.can_fuse = False
+        O, T = self.O, self.T
+        cl = T.Tensor((), T.int64)
+        p = self.run_op(O.add, self.fz.defer_arange(O.arange, (1,), {"device": "cuda"}), cl)
+        self.fz.flush()
+        self.assertEqual([e[0] for e in T.log], ["aten::arange", "copy_", "aten::add.Tensor",
+                                                 "copy_"])
+        self.assertEqual(T.log[1][1].dtype, T.int64)
+        self.assertIs(T.log[-1][1], p)
 
     def test_lone_arange_is_one_generated_kernel(self):
         O = self.O
