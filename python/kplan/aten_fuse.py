@@ -31,13 +31,25 @@ of the body passes through it:
   ("mean-input", "-args", "-dtype", "-layout", "-config", "-sealed"; an op
   over row values that reads anything but row values and scalars:
   "mean-row-input"); KPLAN_TORCH_FUSE_MEAN=0 leaves every mean to ATen;
-- any other op runs as usual, after *flushing* the chain when it reads a
-  chain output or may write to one of its arguments (an in-place or out=
-  op: it could change what the chain reads). An op that writes only fresh
-  outputs (a GEMM between a gate's activation and its product, a view) runs
-  first and the chain goes on: the chain's inputs are held and unchanged,
-  and a fresh output never shares memory with an output the chain will
-  write (those are held too).
+- `aten::constant_pad_nd`, `aten::cat` and `aten::index_copy_` of a chain
+  output end the chain in its kernel (Fuser.defer_pad, defer_cat,
+  defer_index_copy: the KV cache's update, which may also begin with a copy
+  node of a tensor no chain computes); `aten::arange` on the GPU is an int64
+  iota node (Fuser.defer_arange), and the int64 adds and products by ints
+  over it join chains (KPLAN_TORCH_FUSE_INT=0 leaves them to ATen);
+- an op over another shape that reads nothing of the chain *parks* it
+  (Fuser._pick: one parked chain at most) and begins its own; the parked
+  chain resumes when an op over its shape comes back (RoPE's q * cos waits
+  while rotate_half runs over q's halves; KPLAN_TORCH_FUSE_PARK=0: launched
+  instead);
+- any other op runs as usual, after *launching* the pending chains whose
+  outputs it reads, and, when it may write to one of its arguments (an
+  in-place or out= op), those that read or write the memory it writes (a
+  tensor over the same storage; every chain when the schema does not say
+  what it writes). An op that writes only fresh outputs (a GEMM between a
+  gate's activation and its product, a view) runs first and the chains go
+  on: their inputs are held and unchanged, and a fresh output never shares
+  memory with an output a chain will write (those are held too).
 
 A flush launches one generated kernel (kplan.aten_gen) on the chain's
 stream, which writes only the outputs something still holds: an output
@@ -165,6 +177,15 @@ def written(func, args, kwargs):
         return None
 
 
+def _switch(arg, name):
+    """A part of fusion on or off: arg when given, else on unless the
+    environment has KPLAN_TORCH_FUSE_<name>=0."""
+    import os
+    if arg is not None:
+        return bool(arg)
+    return os.environ.get("KPLAN_TORCH_FUSE_" + name, "1") != "0"
+
+
 def _has_float(T, args, kwargs):
     """Whether a Python float is among args/kwargs."""
     from torch.utils._pytree import tree_leaves
@@ -262,7 +283,6 @@ class Fuser(object):
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
                  log=None, region=None, shipped=None, found=None, pads=None,
                  cats=None, means=None, park=None, index_copies=None, ints=None):
-        import os
         import torch
         self.T = torch
         self.crt = crt
@@ -287,29 +307,14 @@ class Fuser(object):
         self.uses = {}            # (region, key) -> chains fused with it in this capture
         self.fate = {}            # chain id -> "fused", "alone", "dead" or "op-by-op: why"
         self.consts = {}          # id -> (weakref, value, bits, stream): scalar_tensors not filled
-        # constant_pad_nd ending a chain: on unless pads=False or
-        # KPLAN_TORCH_FUSE_PAD=0 (a switch to compare with and without)
-        self.pads_on = bool(pads) if pads is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_PAD", "1") != "0"
-        # cat ending a chain: on unless cats=False or KPLAN_TORCH_FUSE_CAT=0
-        self.cats_on = bool(cats) if cats is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_CAT", "1") != "0"
-        # a mean over the last dim inside the chain (RMSNorm): on unless
-        # means=False or KPLAN_TORCH_FUSE_MEAN=0
-        self.means_on = bool(means) if means is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_MEAN", "1") != "0"
-        # int64 chains (arange and the adds over it): on unless ints=False or
-        # KPLAN_TORCH_FUSE_INT=0
-        self.ints_on = bool(ints) if ints is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_INT", "1") != "0"
-        # index_copy_ ending a chain: on unless index_copies=False or
-        # KPLAN_TORCH_FUSE_INDEX_COPY=0
-        self.index_copies_on = bool(index_copies) if index_copies is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_INDEX_COPY", "1") != "0"
-        # a chain set aside while another shape's ops run: on unless
-        # park=False or KPLAN_TORCH_FUSE_PARK=0
-        self.park_on = bool(park) if park is not None else \
-            os.environ.get("KPLAN_TORCH_FUSE_PARK", "1") != "0"
+        # the parts of fusion that can be turned off, to compare with and
+        # without: each on unless its argument is False or its variable is 0
+        self.pads_on = _switch(pads, "PAD")          # constant_pad_nd ends a chain
+        self.cats_on = _switch(cats, "CAT")          # a cat ends a chain
+        self.means_on = _switch(means, "MEAN")       # a last-dim mean inside (RMSNorm)
+        self.ints_on = _switch(ints, "INT")          # int64 chains: arange, add, mul
+        self.index_copies_on = _switch(index_copies, "INDEX_COPY")   # index_copy_ ends one
+        self.park_on = _switch(park, "PARK")         # a chain set aside for another shape
 
     def _refuse(self, reason):
         self.last_reason = reason
