@@ -13,7 +13,7 @@
 #   watch      tests/gpu/watch_check.sh      (the runtime's check before a first capture, 24 cases)
 #   torch      tests/gpu/torch_check.sh      (kplan.torch: record -> plan -> apply, vs eager and graph)
 #   torch_fusion tests/gpu/torch_fusion_check.sh (kplan.torch's ATen fusion: every op vs eager, GPT-2,
-#              groups shipped with a signed plan and used by a second process)
+#              a Llama-style decode, groups shipped with a signed plan and used by a second process)
 #   sign       tests/gpu/sign_check.sh       (signed plans: trusted key replays, others stay eager)
 #   bundle     tests/gpu/bundle_check.sh     (plan bundles: this GPU's entry applies, in any
 #              order; one tampered entry makes a signed bundle untrusted)
