@@ -472,11 +472,9 @@ class Fuser(object):
         # an op over row values of the chain's mean (its [..., 1] shape): a row node
         row = ch is not None and ch.red is not None and shape == ch.red.rshape and \
             shape != ch.shape and any(self._row_node(ch, t) is not None for t in targs)
-        if not self._fits(ch, shape, dev, stream, row):
-            ch = self._pick(shape, dev, stream, targs)
-            row = False
-        elif self.parked is not None and self._touches(self.parked, targs):
-            self._flush_parked()
+        picked = self._chain_for(shape, dev, stream, targs, row)
+        row = row and picked is ch
+        ch = picked
         # inputs: earlier nodes of the chain or external tensors
         refs = []
         new_ext = []
@@ -574,6 +572,16 @@ class Fuser(object):
             ch.stream == stream and len(ch.nodes) < self.max_ops and \
             ch.norm is None and ch.pad is None and ch.scatter is None
 
+    def _chain_for(self, shape, dev, stream, targs, row=False):
+        """The pending chain an op over shape (reading targs) joins: the
+        current one when it fits (a parked one the op reads is launched
+        first), else what _pick gives (None: a new chain begins)."""
+        if not self._fits(self.chain, shape, dev, stream, row):
+            return self._pick(shape, dev, stream, targs)
+        if self.parked is not None and self._touches(self.parked, targs):
+            self._flush_parked()
+        return self.chain
+
     def _pick(self, shape, dev, stream, targs):
         """The chain for an op over shape that the current chain cannot
         take (another shape, sealed, full): the parked chain when it can
@@ -585,8 +593,9 @@ class Fuser(object):
         kernel where there were two. Parked and current chains are
         independent (neither reads the other's values: an op reading a
         parked value launches it first) and write only their own fresh
-        outputs (in-place ops are not deferred and launch both first), so
-        launching one before the other is the order of the ops."""
+        outputs, or an index_copy_'s tensor that no other pending chain
+        reads (an op that writes memory a chain reads launches that chain
+        first), so launching one before the other keeps the ops' order."""
         ch, p = self.chain, self.parked
         if p is not None and self._fits(p, shape, dev, stream):
             self._swap_in(targs)
@@ -1001,14 +1010,9 @@ class Fuser(object):
         if dev is None or dev.type != "cuda":
             self._refuse("device")
             return None
-        if T.is_grad_enabled() and kwargs.get("requires_grad"):
-            self._refuse("autograd")
-            return None
         shape = (n,)
         stream = T.cuda.current_stream(dev)
-        ch = self.chain
-        if not self._fits(ch, shape, dev, stream):
-            ch = self._pick(shape, dev, stream, [])
+        ch = self._chain_for(shape, dev, stream, [])
         if ch is None:
             ch = self._new_chain(shape, n, dev, stream)
         out = T.empty(shape, dtype=T.int64, device=dev)
@@ -1050,8 +1054,7 @@ class Fuser(object):
                 ch.node_of(idx) is not None:
             # the positions are the pending chain's (an arange): launched
             # first, the copy node below begins a chain of its own
-            self.chain = None
-            self._launch_chain(ch)
+            self._flush_current()
             ch = None
         if k is None and isinstance(src, T.Tensor) and isinstance(dst, T.Tensor) and \
                 src.dtype == dst.dtype and not self._touches_any([src]):
@@ -1139,10 +1142,7 @@ class Fuser(object):
 
     def touches(self, args, kwargs):
         """Whether any tensor among args/kwargs is a pending output."""
-        if not self.pending():
-            return False
-        ts = self._tensors(args, kwargs)
-        return any(c is not None and self._touches(c, ts) for c in (self.chain, self.parked))
+        return self.pending() and self._touches_any(self._tensors(args, kwargs))
 
     def before(self, func, args, kwargs):
         """Before an op that was not deferred runs: launch the pending
@@ -1161,8 +1161,7 @@ class Fuser(object):
             if self.parked is not None and self._shares(self.parked, ws):
                 self._flush_parked()
             if self.chain is not None and self._shares(self.chain, ws):
-                ch, self.chain = self.chain, None
-                self._launch_chain(ch)
+                self._flush_current()
         self.flush_read(args, kwargs)
 
     def _touches_any(self, tensors):
@@ -1195,14 +1194,16 @@ class Fuser(object):
         if self.parked is not None and self._touches(self.parked, ts):
             self._flush_parked()
         if self.chain is not None and self._touches(self.chain, ts):
-            ch, self.chain = self.chain, None
-            self._launch_chain(ch)
+            self._flush_current()
 
     # -- flushing ---------------------------------------------------------
     def flush(self):
         """Launch every pending chain: the parked one (its ops came first),
         then the current one."""
         self._flush_parked()
+        self._flush_current()
+
+    def _flush_current(self):
         ch, self.chain = self.chain, None
         if ch is not None:
             self._launch_chain(ch)

@@ -392,7 +392,7 @@ def _index_plan(shape, layouts):
     return dims, sts
 
 
-def _node_lines(ch, xf, xb, body, todo=None, known=None):
+def _node_lines(ch, xf, xb, body, todo=None, known=None, index=None):
     """Append to body the lines computing every node of chain ch per
     element, over the external values xf (float expressions) and xb (their
     storage bits, or None); returns (nf, nb), each node's float value and
@@ -400,7 +400,9 @@ def _node_lines(ch, xf, xb, body, todo=None, known=None):
     row kernels (kplan.aten_norm, kplan.aten_rms). todo: the indices of the
     nodes to compute (None: all); known: {index: (float, bits)} for nodes
     computed elsewhere (the row kernel's other passes); any other node is
-    left undefined (None) and reading it raises GenError."""
+    left undefined (None) and reading it raises GenError. index: the name of
+    the element's row-major index over the chain (an iota node's i; None: a
+    kernel without one, where an iota raises GenError)."""
     nf, nb = [], []
     for k, n in enumerate(ch.nodes):
         if known is not None and k in known:
@@ -414,7 +416,7 @@ def _node_lines(ch, xf, xb, body, todo=None, known=None):
         if n.op not in A.OPS:
             raise GenError("op %s" % n.op)
         if n.dtype == "i64":
-            nf.append(_int_node(ch, k, n, nf, xf, body))
+            nf.append(_int_node(ch, k, n, nf, xf, body, index))
             nb.append(None)
             continue
         if n.dtype not in A.FLOAT_DTYPES:
@@ -439,6 +441,8 @@ def _node_lines(ch, xf, xb, body, todo=None, known=None):
                 dts.append(None)
             else:
                 raise GenError("input kind %r" % (kind,))
+        if "i64" in dts:
+            raise GenError("node %d (%s) reads an int64 value" % (k, n.dtype))
         R = _rounder(n.dtype, ch.exact)
         if n.dtype == "f32" or not ch.exact:
             body.append("const float v%d = %s;" % (k, A.expr(n, fl, R)))
@@ -455,12 +459,14 @@ def _node_lines(ch, xf, xb, body, todo=None, known=None):
     return nf, nb
 
 
-def _int_node(ch, k, n, nf, xf, body):
-    """Append the line computing int64 node k (aten_ops.int_expr); returns
-    its name. Its inputs are int64 nodes, int64 externals and scalars."""
+def _int_node(ch, k, n, nf, xf, body, index):
+    """Append the line computing int64 node k (aten_ops.int_expr, an iota
+    over the element index `index`); returns its name. Its inputs are int64
+    nodes, int64 externals and scalars."""
     if n.op not in A.INT_OPS:
         raise GenError("op %s on int64" % n.op)
-    if n.op == "iota" and (ch.shape is not None and len([d for d in ch.shape if d != 1]) > 1):
+    if n.op == "iota" and (index is None or (
+            ch.shape is not None and len([d for d in ch.shape if d != 1]) > 1)):
         raise GenError("iota over %r" % (ch.shape,))
     args = []
     for kind, v in n.ins:
@@ -482,7 +488,7 @@ def _int_node(ch, k, n, nf, xf, body):
     if len(args) != A.OPS[n.op][1]:
         raise GenError("int64 node %d: %d inputs" % (k, len(args)))
     try:
-        body.append("const long long v%d = %s;" % (k, A.int_expr(n, args)))
+        body.append("const long long v%d = %s;" % (k, A.int_expr(n, args, index)))
     except A.Refuse as e:
         raise GenError(str(e))
     return "v%d" % k
@@ -562,7 +568,7 @@ def generate(chain):
         params.append("const %s *x%d" % (_CTYPE[x.dtype], j))
         at = offset(ext_lay[j]) if x.mode == "strided" else ext_at(x, ch.numel, sfx)
         load_lines(j, x, at, body, xf, xb)
-    nf, nb = _node_lines(ch, xf, xb, body)
+    nf, nb = _node_lines(ch, xf, xb, body, index="i")
     for o, k in enumerate(ch.outs):
         params.append("%s *y%d" % (_CTYPE[ch.nodes[k].dtype], o))
         body.append(store_line(ch, o, k, nf, nb, offset(out_lay[o]) if o in out_lay else "i"))

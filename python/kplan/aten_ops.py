@@ -263,14 +263,14 @@ def int_lit(v):
     return "%dll" % int(v)
 
 
-def int_expr(node, args):
+def int_expr(node, args, index="i"):
     """The value of an int64 node over the int64 expressions args, wrapping
     (unsigned arithmetic: a signed overflow is undefined in C); iota's is
-    start + step * i over the chain's elements i (a 1-D chain)."""
+    start + step * index over the chain's elements (a 1-D chain)."""
     w = "(long long)((unsigned long long)(%s) %s (unsigned long long)(%s))"
     if node.op == "iota":
         return w % (int_lit(node.attrs["start"]), "+",
-                    w % (int_lit(node.attrs["step"]), "*", "i"))
+                    w % (int_lit(node.attrs["step"]), "*", index))
     if node.op == "mul":
         return w % (args[0], "*", args[1])
     if node.op == "add":

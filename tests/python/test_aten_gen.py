@@ -443,6 +443,36 @@ class TestGenerate(unittest.TestCase):
                 G.generate(G.Chain(ch.nodes, ch.exts, 256, [], shape=(1, 4, 1, 64),
                                    scatter=bad))
 
+    def test_int64_nodes(self):
+        # arange(1) + counter, then * 3 - 1: unsigned arithmetic, stored as long long
+        N = A.Node
+        nodes = [N("iota", [], "i64", {"start": 2.0, "step": 1.0}),
+                 N("add", [("n", 0), ("x", 0)], "i64", {"alpha": 1.0}),
+                 N("mul", [("n", 1), ("s", 3.0)], "i64"),
+                 N("add", [("n", 2), ("s", 1.0)], "i64", {"alpha": -1.0})]
+        ch = G.Chain(nodes, [G.Ext("i64", "scalar", 1)], 4, [3], shape=(4,))
+        src = G.generate(ch)[1]
+        self.assertIn("const long long *x0, long long *y0", src)
+        self.assertIn("const long long a0 = x0[0];", src)
+        self.assertIn("(unsigned long long)(v1) * (unsigned long long)(3ll)", src)
+        self.assertIn("(unsigned long long)(-1ll) * (unsigned long long)(1ll)", src)
+        self.assertIn("y0[i] = v3;", src)
+        # no index to count with (a row kernel), a float scalar, a float op
+        # over an int64 node, an op int64 does not have: refused
+        with self.assertRaises(G.GenError):
+            G._node_lines(ch, ["a0"], [None], [])
+        bad = [[N("mul", [("x", 0), ("s", 0.5)], "i64")],
+               [N("iota", [], "i64", {"start": 0.0, "step": 1.0}),
+                N("tanh", [("n", 0)], "f32")],
+               [N("tanh", [("x", 0)], "i64")]]
+        for nodes in bad:
+            with self.assertRaises(G.GenError):
+                G.generate(G.Chain(nodes, [G.Ext("i64", "scalar", 1)], 4, [len(nodes) - 1],
+                                   shape=(4,)))
+        with tempfile.TemporaryDirectory() as tmp:
+            if NVCC:
+                nvcc_ok(self, os.path.join(tmp, "i64.cu"), src)
+
     @unittest.skipUnless(NVCC, "no nvcc")
     def test_index_copy_sources_compile(self):
         N = A.Node
