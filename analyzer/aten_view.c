@@ -26,8 +26,10 @@
  *   over the last dim of a multiple of 4 elements (with a weight wherever it
  *   has a bias, no input strided); a constant_pad_nd of the chain's
  *   row-major value by non-negative pads; a cat along one dim of the chain's
- *   row-major value and tensors of its rank and sizes off that dim. None of
- *   them after a row mean (one row kernel per chain).
+ *   row-major value and tensors of its rank and sizes off that dim; an
+ *   index_copy_ of the chain's value into a tensor of its rank (the KV
+ *   cache's update) at a 1-D int64 index. None of them after a row mean (one
+ *   row kernel per chain).
  * The first op or input that breaks a rule is named instead.
  *
  * A CPU op runs other ops inside it, and the innermost one around a launch
@@ -721,7 +723,7 @@ static const char *ends_stops(const struct op *ops, int at, int n, int begun, in
 		return buf;
 	if (mean_at >= 0) {
 		snprintf(buf, len, "%.80s after a row mean (kplan.torch's row kernel does not end "
-			 "in a pad or a cat)", x->name);
+			 "in a pad, a cat or an index_copy_)", x->name);
 		return buf;
 	}
 	return NULL;
@@ -846,6 +848,60 @@ static const char *cat_stops(const struct op *ops, int at, int n, int begun, int
 	return NULL;
 }
 
+/*
+ * Why dst.index_copy_(dim, index, source), the last op, does not end the
+ * chain over space s in its kernel (Fuser.defer_index_copy), or NULL: source
+ * the chain's value (its shape), index a 1-D int64 tensor of
+ * source.shape[dim] entries, dst of the source's dtype and rank, sizes
+ * equal off dim, no broadcast dim (an expand: writes would overlap).
+ * Offline the index cannot be told pending or not (kplan.torch launches an
+ * index a chain computes first), nor dst shared with what the chain reads.
+ */
+static const char *index_copy_stops(const struct op *ops, int at, int n, int begun,
+				    int mean_at, const struct tensor *s, char *buf, size_t len)
+{
+	const struct op *x = &ops[at];
+	const struct tensor *dst = &x->in[0], *idx = &x->in[2], *src = &x->in[3];
+	int64_t dim;
+
+	if (ends_stops(ops, at, n, begun, mean_at, buf, len))
+		return buf;
+	if (x->n_in < 4 || !dst->dtype || !idx->dtype || !src->dtype ||
+	    !value_int(x->in[1].value, &dim)) {
+		snprintf(buf, len, "%.80s: its arguments were not recorded", x->name);
+		return buf;
+	}
+	if (dim < 0)
+		dim += s->nd;
+	if (!same_dims(src, s) || dim < 0 || dim >= s->nd) {
+		snprintf(buf, len, "%.80s does not copy the chain's value", x->name);
+		return buf;
+	}
+	if (strcmp(idx->dtype, "i64") || idx->nd != 1 || idx->dims[0] != s->dims[dim] ||
+	    !contiguous(idx)) {
+		snprintf(buf, len, "%.80s: the index is not a contiguous int64 vector of the "
+			 "value's size along dim %lld", x->name, (long long)dim);
+		return buf;
+	}
+	if (strcmp(dst->dtype, src->dtype) || !is_float(src->dtype) || dst->nd != s->nd) {
+		snprintf(buf, len, "%.80s into a tensor of another dtype or rank", x->name);
+		return buf;
+	}
+	for (int d = 0; d < s->nd; d++) {
+		if (d != dim && dst->dims[d] != s->dims[d]) {
+			snprintf(buf, len, "%.80s into a tensor of other sizes off dim %lld", x->name,
+				 (long long)dim);
+			return buf;
+		}
+		if (dst->ns == dst->nd && dst->dims[d] > 1 && dst->strides[d] <= 0) {
+			snprintf(buf, len, "%.80s into a broadcast tensor (its writes would "
+				 "overlap)", x->name);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 /* After the row mean: an op reading a strided input starts another chain
  * (Fuser.defer: the row kernel reads and writes row-major). */
 static const char *after_mean_stops(const struct op *x, char *buf, size_t len)
@@ -876,7 +932,7 @@ static const struct { const char *inner, *outer; } lifts[] = {
 static int ends_chain(const char *name)
 {
 	return is_layer_norm(name) || !strcmp(name, "aten::constant_pad_nd") ||
-		!strcmp(name, "aten::cat");
+		!strcmp(name, "aten::cat") || !strcmp(name, "aten::index_copy_");
 }
 
 static int lifted(const struct kp__cpu_op *co)
@@ -943,10 +999,14 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 		goto out;
 	/* the iteration space: the chain's largest tensor, up to the op that
 	 * ends it (the ops after a LayerNorm, a pad or a cat are another chain,
-	 * over another shape maybe) */
+	 * over another shape maybe); of an index_copy_, its source (its
+	 * destination, the whole KV cache, is no tensor the chain runs over) */
 	for (int i = 0; i < n && (!i || !ends_chain(ops[i - 1].name)); i++)
 		for (int j = 0; j < ops[i].n_in; j++) {
 			const struct tensor *t = &ops[i].in[j];
+
+			if (!strcmp(ops[i].name, "aten::index_copy_") && j != 3)
+				continue;
 
 			if (t->dtype && (!space || numel(t) > numel(space)))
 				space = t;
@@ -968,6 +1028,10 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 		} else if (!strcmp(name, "aten::cat")) {
 			verdict = cat_stops(ops, i, n, begun, mean_at, space, why, sizeof(why));
 			ends = "the cat's";
+		} else if (!strcmp(name, "aten::index_copy_")) {
+			verdict = index_copy_stops(ops, i, n, begun, mean_at, space, why,
+						   sizeof(why));
+			ends = "the KV cache update's";
 		} else if (!strcmp(name, "aten::mean")) {
 			verdict = mean_stops(ops, i, begun, mean_at, space, why, sizeof(why));
 			mean_at = i;

@@ -270,7 +270,13 @@ static void test_mean_pad_cat_rules(void)
 		{ "CatStrided", "aten::cat: the chain's value is not row-major (kplan.torch "
 		  "ends a chain in a cat of a row-major value)" },
 		{ "CatAfterMean", "aten::cat after a row mean (kplan.torch's row kernel does not "
-		  "end in a pad or a cat)" },
+		  "end in a pad, a cat or an index_copy_)" },
+		{ "IndexCopyOk", "kplan.torch fuses this chain at capture, ending in the KV cache "
+		  "update's kernel (kt.open(fuse=\"exact\"), bit-identical)" },
+		{ "IndexCopyIndex", "aten::index_copy_: the index is not a contiguous int64 vector "
+		  "of the value's size along dim 2" },
+		{ "IndexCopyBcast", "aten::index_copy_ into a broadcast tensor (its writes would "
+		  "overlap)" },
 		{ "PadCrop", "aten::constant_pad_nd with a negative pad (a crop; kplan.torch "
 		  "fuses non-negative pads)" },
 		{ "PadStrided", "aten::constant_pad_nd: the chain's value is not row-major "
@@ -453,7 +459,7 @@ CU_TestInfo kp_tests_atenview[] = {
 	{ "import: a CPU op's inputs kept, keyed as its range", test_import_keeps_inputs },
 	{ "analyze: candidates as ATen chains with kplan.torch's verdict",
 	  test_candidates_in_aten_terms },
-	{ "analyze: the rules of the row mean, the pad and the cat", test_mean_pad_cat_rules },
+	{ "analyze: the rules of the row mean, the pad, the cat and the update", test_mean_pad_cat_rules },
 	{ "cli: analyze, fusion.csv and plan say it", test_cli_says_it },
 	{ "no shapes: no view, the output as before", test_no_shapes_as_before },
 	{ "malformed shape args: counted and skipped", test_malformed_args },
