@@ -7,11 +7,12 @@
  * kplan.torch fuses that chain at capture.
  *
  * The verdict follows what kplan.torch defers (python/kplan/aten_fuse.py,
- * Fuser.defer, defer_norm, defer_mean, defer_pad, defer_cat, defer_const
- * and aten_ops.recognize):
+ * Fuser.defer, defer_norm, defer_mean, defer_pad, defer_cat, defer_const,
+ * defer_index_copy, defer_arange and aten_ops.recognize):
  * - every op pointwise and in kplan.torch's catalog (python/kplan/aten_ops.py
  *   OPS; the table below is pinned to it by a unit test), out of place, on
- *   one floating dtype, every tensor input broadcasting to the chain's
+ *   one floating dtype (or int64 position arithmetic: an arange, adds and
+ *   products by integers), every tensor input broadcasting to the chain's
  *   iteration space (any layout: a strided input is read at its strides); a
  *   scalar_tensor is a value, not an op; a 0-dim double or long tensor is a
  *   Python number (the profiler records the wrapped tensor ATen makes of it,
@@ -68,6 +69,7 @@ static const struct { const char *aten, *op; } aliases[] = {
 	{ "silu", "silu" }, { "gelu", "gelu" }, { "pow", "pow" }, { "clamp", "clamp" },
 	{ "clamp_min", "clamp" }, { "clamp_max", "clamp" }, { "where", "where" },
 	{ "masked_fill", "masked_fill" }, { "_to_copy", "copy" }, { "clone", "copy" },
+	{ "arange", "iota" },
 };
 
 /* ATen ops that reduce: named as such rather than "not in the catalog". */
@@ -451,12 +453,64 @@ static const char *reads(const struct tensor *t, const struct tensor *s, char *b
 	return buf;
 }
 
+/*
+ * Why an arange does not begin or join the chain over space s as an int64
+ * iota node (Fuser.defer_arange), or NULL: the chain is 1-D and the
+ * arange's length is its size, told by an int64 output tensor the trace
+ * recorded (the out= op the profiler shows inside) or by its integer
+ * start, end and step.
+ */
+static const char *iota_stops(const struct op *x, const struct tensor *s, char *buf, size_t len)
+{
+	int64_t v[3], n = -1;
+	int k = 0, fl = 0;
+
+	for (int i = 0; i < x->n_in; i++) {
+		const struct tensor *t = &x->in[i];
+
+		if (t->dtype && !strcmp(t->dtype, "i64") && t->nd == 1)
+			n = t->dims[0];
+		else if (!t->dtype && t->value[0] && k < 3)
+			fl |= !value_int(t->value, &v[k++]);
+	}
+	if (n < 0 && k > 0 && !fl) {
+		int64_t start = k > 1 ? v[0] : 0, end = k > 1 ? v[1] : v[0], step = k > 2 ? v[2] : 1;
+
+		if (step)
+			n = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+	}
+	if (fl) {
+		snprintf(buf, len, "%.80s of floats (kplan.torch fuses an int64 arange)", x->name);
+		return buf;
+	}
+	if (n < 0) {
+		snprintf(buf, len, "%.80s: its arguments were not recorded", x->name);
+		return buf;
+	}
+	if (s->nd != 1 || n != s->dims[0]) {
+		snprintf(buf, len, "%.80s over another shape than the chain's", x->name);
+		return buf;
+	}
+	return NULL;
+}
+
+/* A Scalar input's recorded value is not an integer (an int64 op's operand
+ * would promote the op to float). */
+static int float_value(const struct tensor *t)
+{
+	int64_t v;
+
+	return !t->dtype && t->value[0] && !value_int(t->value, &v) &&
+		strcmp(t->value, "True") && strcmp(t->value, "False");
+}
+
 /* Why kplan.torch does not fuse op x of a chain over space s (into buf), or NULL. */
 static const char *stops(const struct op *x, const struct tensor *s, char *buf, size_t len)
 {
 	const char *base = strncmp(x->name, "aten::", 6) ? NULL : x->name + 6;
 	const char *dt = NULL;
 	char why[160];
+	int ints, i64 = 0;
 
 	if (!base) {
 		snprintf(buf, len, "%.80s is not an ATen op", x->name);
@@ -483,14 +537,31 @@ static const char *stops(const struct op *x, const struct tensor *s, char *buf, 
 		snprintf(buf, len, "%.80s: its inputs were not recorded", x->name);
 		return buf;
 	}
+	if (!strcmp(kp__aten_catalog_op(base), "iota"))
+		return iota_stops(x, s, buf, len);
+	/* int64 position arithmetic: add (sub, rsub) and mul by integers */
+	ints = !strcmp(kp__aten_catalog_op(base), "add") || !strcmp(kp__aten_catalog_op(base), "mul");
+	for (int i = 0; ints && i < x->n_in; i++)
+		i64 |= x->in[i].dtype && !wrapped(&x->in[i]) && !strcmp(x->in[i].dtype, "i64");
+	for (int i = 0; i64 && i < x->n_in; i++) {
+		const struct tensor *t = &x->in[i];
+
+		if (float_value(t) || (wrapped(t) && !strcmp(t->dtype, "f64"))) {
+			snprintf(buf, len, "%.80s of i64 by a float (it promotes: kplan.torch fuses "
+				 "int64 ops by integers)", x->name);
+			return buf;
+		}
+	}
 	for (int i = 0; i < x->n_in; i++) {
 		const struct tensor *t = &x->in[i];
 
 		if (!t->dtype || !strcmp(t->dtype, "b8") || wrapped(t))
 			continue;   /* scalars; where's and masked_fill's masks */
-		if (!is_float(t->dtype) || (dt && strcmp(dt, t->dtype))) {
+		if (!(is_float(t->dtype) || (ints && !strcmp(t->dtype, "i64"))) ||
+		    (dt && strcmp(dt, t->dtype))) {
 			snprintf(buf, len, "%.80s on %s%s%s (kplan.torch fuses one of f32, f16, bf16 "
-				 "per op)", x->name, dt ? dt : "", dt ? " and " : "", t->dtype);
+				 "per op, and i64 in add and mul)", x->name, dt ? dt : "",
+				 dt ? " and " : "", t->dtype);
 			return buf;
 		}
 		dt = t->dtype;

@@ -277,6 +277,14 @@ static void test_mean_pad_cat_rules(void)
 		  "of the value's size along dim 2" },
 		{ "IndexCopyBcast", "aten::index_copy_ into a broadcast tensor (its writes would "
 		  "overlap)" },
+		{ "IntPositions", "kplan.torch fuses this chain at capture (kt.open(fuse=\"exact\"), "
+		  "bit-identical)" },
+		{ "IntOut", "kplan.torch fuses this chain at capture (kt.open(fuse=\"exact\"), "
+		  "bit-identical)" },
+		{ "IntFloat", "aten::mul of i64 by a float (it promotes: kplan.torch fuses int64 ops "
+		  "by integers)" },
+		{ "IntTanh", "aten::tanh on i64 (kplan.torch fuses one of f32, f16, bf16 per op, and "
+		  "i64 in add and mul)" },
 		{ "PadCrop", "aten::constant_pad_nd with a negative pad (a crop; kplan.torch "
 		  "fuses non-negative pads)" },
 		{ "PadStrided", "aten::constant_pad_nd: the chain's value is not row-major "
