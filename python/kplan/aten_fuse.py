@@ -177,6 +177,17 @@ def written(func, args, kwargs):
         return None
 
 
+def _dim(dim, nd):
+    """An op's dim argument as an index into nd dims (negative from the
+    end), or None when it is no such dim."""
+    try:
+        d = int(dim)
+    except Exception:
+        return None
+    d = d + nd if d < 0 else d
+    return d if 0 <= d < nd else None
+
+
 def _switch(arg, name):
     """A part of fusion on or off: arg when given, else on unless the
     environment has KPLAN_TORCH_FUSE_<name>=0."""
@@ -934,14 +945,9 @@ class Fuser(object):
         k = ch.node_of(x)
         shape = ch.shape
         nd = len(shape)
-        try:
-            dim = int(dim)
-        except Exception:
-            self._refuse("cat-args")
-            return None
-        dim = dim + nd if dim < 0 else dim
+        dim = _dim(dim, nd)
         dname = ch.nodes[k].dtype
-        if not 0 <= dim < nd or tuple(x.shape) != shape or ch.ostr[k] is not None or \
+        if dim is None or tuple(x.shape) != shape or ch.ostr[k] is not None or \
                 _dtypes(T).get(x.dtype) != dname or dname not in A.FLOAT_DTYPES:
             self._refuse("cat-args")
             return None
@@ -1075,14 +1081,9 @@ class Fuser(object):
             self._refuse("index-copy-sealed")
             return None
         nd = len(ch.shape)
-        try:
-            dim = int(dim)
-        except Exception:
-            self._refuse("index-copy-args")
-            return None
-        dim = dim + nd if dim < 0 else dim
+        dim = _dim(dim, nd)
         if not isinstance(dst, T.Tensor) or not isinstance(idx, T.Tensor) or \
-                not 0 <= dim < nd or tuple(src.shape) != ch.shape or dst.dtype != src.dtype or \
+                dim is None or tuple(src.shape) != ch.shape or dst.dtype != src.dtype or \
                 dst.device != ch.device or idx.device != ch.device or idx.dtype != T.int64 or \
                 idx.dim() != 1 or idx.numel() != ch.shape[dim] or not idx.is_contiguous() or \
                 dst.dim() != nd or any(dst.shape[d] != ch.shape[d] for d in range(nd) if d != dim):
