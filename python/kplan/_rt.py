@@ -456,6 +456,18 @@ class Runtime(object):
         return lib.kernel_launch(ctypes.c_void_p(fn), grid, block, ctypes.c_void_p(stream),
                                  args)
 
+    def kernel_launch_blob(self, fn, grid, block, stream, blob):
+        """Launch fn on stream with one argument passed by value: the bytes
+        blob (a struct of the kernel's layout, kplan.aten_foreach's tables).
+        0, or the CUresult."""
+        lib = self.lib
+        if lib.kernel_launch is None:
+            return -1
+        buf = ctypes.create_string_buffer(bytes(blob), len(blob))
+        args = (ctypes.c_void_p * 1)(ctypes.addressof(buf))
+        return lib.kernel_launch(ctypes.c_void_p(fn), grid, block, ctypes.c_void_p(stream),
+                                 args)
+
     def stats(self):
         st = kp_rt_stats()
         self.lib.get_stats(self.handle, ctypes.byref(st))

@@ -83,6 +83,7 @@ layout, or its layout could not be found).
 import time
 import weakref
 
+from . import aten_foreach as FE
 from . import aten_gen as G
 from . import aten_norm as NORM
 from . import aten_ops as A
@@ -124,6 +125,9 @@ class Stats(object):
         self.fallbacks = {}
         self.alone = {}           # op name -> ops run alone through out=
         self.alone_copies = 0     # of which without an out= variant (one more copy)
+        self.foreach = 0          # foreach programs fused (kplan.aten_foreach)
+        self.foreach_ops = 0      # ... the _foreach_* ops in them
+        self.foreach_kernels = 0  # ... the kernels launched for them
 
     def refuse(self, reason):
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -138,7 +142,9 @@ class Stats(object):
                 "consts": self.consts, "consts_filled": self.consts_filled, "pads": self.pads,
                 "cats": self.cats, "index_copies": self.index_copies,
                 "refused": dict(self.refused), "fallbacks": dict(self.fallbacks),
-                "alone": dict(self.alone), "alone_copies": self.alone_copies}
+                "alone": dict(self.alone), "alone_copies": self.alone_copies,
+                "foreach": self.foreach, "foreach_ops": self.foreach_ops,
+                "foreach_kernels": self.foreach_kernels}
 
 
 _writes = {}      # OpOverload -> whether it writes to an argument
@@ -293,7 +299,8 @@ class Fuser(object):
 
     def __init__(self, crt, mode="exact", min_ops=2, max_ops=32, max_exts=16, stats=None,
                  log=None, region=None, shipped=None, found=None, pads=None,
-                 cats=None, means=None, park=None, index_copies=None, ints=None):
+                 cats=None, means=None, park=None, index_copies=None, ints=None,
+                 foreach=None):
         import torch
         self.T = torch
         self.crt = crt
@@ -326,6 +333,10 @@ class Fuser(object):
         self.ints_on = _switch(ints, "INT")          # int64 chains: arange, add, mul
         self.index_copies_on = _switch(index_copies, "INDEX_COPY")   # index_copy_ ends one
         self.park_on = _switch(park, "PARK")         # a chain set aside for another shape
+        self.foreach_on = _switch(foreach, "FOREACH")  # _foreach_* ops: one program
+        # the pending foreach program (kplan.aten_foreach): the optimizer's step
+        self.multi = None
+        self.n_multi = 0          # foreach programs begun (their ids)
 
     def _refuse(self, reason):
         self.last_reason = reason
@@ -652,8 +663,8 @@ class Fuser(object):
             self._flush_parked()
 
     def pending(self):
-        """Whether a chain (current or parked) is pending."""
-        return self.chain is not None or self.parked is not None
+        """Whether a chain (current or parked) or a foreach program is pending."""
+        return self.chain is not None or self.parked is not None or self.multi is not None
 
     @staticmethod
     def _row_node(ch, t):
@@ -1159,6 +1170,9 @@ class Fuser(object):
             if ws is None:
                 self.flush()
                 return
+            if self.multi is not None and self.multi.touches([t for t in ws if isinstance(
+                    t, self.T.Tensor)]):
+                self._flush_multi()
             if self.parked is not None and self._shares(self.parked, ws):
                 self._flush_parked()
             if self.chain is not None and self._shares(self.chain, ws):
@@ -1166,7 +1180,8 @@ class Fuser(object):
         self.flush_read(args, kwargs)
 
     def _touches_any(self, tensors):
-        return any(c is not None and self._touches(c, tensors) for c in (self.chain, self.parked))
+        return any(c is not None and self._touches(c, tensors) for c in (self.chain, self.parked)) \
+            or (self.multi is not None and self.multi.touches(tensors))
 
     def _shares(self, ch, ws):
         """Whether a tensor of ws (an op's written arguments) may overlap
@@ -1196,13 +1211,136 @@ class Fuser(object):
             self._flush_parked()
         if self.chain is not None and self._touches(self.chain, ts):
             self._flush_current()
+        if self.multi is not None and self.multi.touches(ts):
+            self._flush_multi()
+
+    # -- foreach programs -------------------------------------------------
+    @staticmethod
+    def is_foreach(func):
+        return FE.is_foreach(func.name())
+
+    def defer_foreach(self, func, args, kwargs):
+        """A `_foreach_*` op of kplan.aten_foreach's table over float32
+        lists: a node of the pending foreach program (begun here, or
+        launched first when it runs on another stream or lane count); its
+        outputs are handed out unwritten. FE.NOT when it runs as usual, its
+        reason counted ("foreach-dtype", "-layout", "-alias", "-shape",
+        ...); the program is launched first."""
+        T = self.T
+        try:
+            spec = FE.parse(T, func.name(), args, kwargs)
+        except FE.Refuse as e:
+            self._refuse(e.reason)
+            return FE.NOT
+        stream = T.cuda.current_stream(spec.device)
+        # the chains it reads, or whose memory it writes, go first
+        if self.chain is not None or self.parked is not None:
+            multi, self.multi = self.multi, None
+            try:
+                self.before(func, args, kwargs)
+            finally:
+                self.multi = multi
+        for _ in range(2):
+            p = self.multi
+            if p is not None and not p.fits(spec, stream):
+                self._flush_multi()
+                p = None
+            if p is None:
+                self.n_multi += 1
+                p = FE.Program(T, spec.device, stream, spec.lanes, pid=self.n_multi)
+            try:
+                out = p.add(func, spec)
+            except FE.Full:
+                self._flush_multi()
+                continue
+            except FE.Refuse as e:
+                self._refuse(e.reason)
+                self._flush_multi()
+                return FE.NOT
+            self.multi = p
+            return out
+        return FE.NOT
+
+    def multi_before(self, args, kwargs):
+        """Before any other op: launch the foreach program when the op's
+        tensors are the program's or share their memory (the optimizer's
+        outputs read, its inputs written)."""
+        if self.multi is not None and self.multi.touches(self._tensors(args, kwargs)):
+            self._flush_multi()
+
+    def _flush_multi(self):
+        p, self.multi = self.multi, None
+        if p is None:
+            return
+        key = "f%d" % p.id
+        try:
+            p.hold()
+            if len(p.nodes) < self.min_ops:
+                self.fate[key] = "alone"
+                p.replay()
+                return
+            try:
+                n = self._launch_multi(p)
+            except _NoFuse as e:
+                self.stats.fallbacks[e.reason] = self.stats.fallbacks.get(e.reason, 0) + 1
+                self.log(2, "torch: fusion: a foreach program of %d ops runs op by op (%s)"
+                         % (len(p.nodes), e))
+                self.fate[key] = "op-by-op: %s" % e.reason
+                p.replay()
+                return
+            self.fate[key] = "fused" if n else "dead"
+            if n:
+                self.stats.foreach += 1
+                self.stats.foreach_ops += len(p.nodes)
+                self.stats.foreach_kernels += n
+        finally:
+            p.release()
+
+    def _launch_multi(self, p):
+        """Launch program p's kernels: the number launched (0: nothing is
+        stored). Raises _NoFuse before the first launch."""
+        T = self.T
+        try:
+            ka, kb, plan = p.sources()
+        except AssertionError as e:
+            raise _NoFuse("generate", str(e))
+        if ka is None and kb is None:
+            return 0
+        if self.mode == "plan":
+            raise _NoFuse("not-in-plan", "a plan ships no foreach programs")
+        if not hasattr(self.crt, "kernel_launch_blob"):
+            raise _NoFuse("no-compiler", "libkplanrt's binding has no by-value launch")
+        fns = [self._kernel(k[1], k[0], p.device) if k is not None else None for k in (ka, kb)]
+        scratch = plan[2]
+        scr = T.empty((p.lanes * len(scratch),), dtype=T.float32, device=p.device) \
+            if scratch else None
+        self.quiet = True
+        try:
+            sp = scr.data_ptr() if scr is not None else 0
+            launches = []
+            for fn, k, big in ((fns[0], ka, False), (fns[1], kb, True)):
+                if k is not None:
+                    launches += [(fn, t) for t in p.tables(k, big, sp, len(scratch))]
+        finally:
+            self.quiet = False
+        for i, (fn, (grid, block, blob)) in enumerate(launches):
+            rc = self.crt.kernel_launch_blob(fn, grid, block, p.stream.cuda_stream, blob)
+            if rc != 0:
+                if i == 0:
+                    raise _NoFuse("launch-failed", "cuLaunchKernel: %d" % rc)
+                # half the program ran: running it again would repeat it
+                raise RuntimeError("kplan: a foreach program's kernel %d of %d failed to "
+                                   "launch (CUresult %d)" % (i + 1, len(launches), rc))
+        return len(launches)
 
     # -- flushing ---------------------------------------------------------
     def flush(self):
         """Launch every pending chain: the parked one (its ops came first),
-        then the current one."""
+        then the current one; and the foreach program (no chain reads or
+        writes its memory: see multi_before)."""
         self._flush_parked()
         self._flush_current()
+        self._flush_multi()
 
     def _flush_current(self):
         ch, self.chain = self.chain, None
@@ -1773,7 +1911,10 @@ class OpLog(object):
         if self.region is not None:
             r["region"] = self.region
         ch = fuser.chain
-        if deferred and fuser._const(out) is not None:
+        if deferred and FE.is_foreach(r["op"]) and fuser.multi is not None:
+            r["foreach"] = fuser.multi.id
+            r["node"] = len(fuser.multi.nodes) - 1
+        elif deferred and fuser._const(out) is not None:
             r["const"] = True          # a scalar_tensor handed out unfilled
         elif deferred and ch is not None:
             r["chain"] = ch.id
@@ -1790,6 +1931,8 @@ class OpLog(object):
             for r in self.ops:
                 if "chain" in r:
                     r["fate"] = fuser.fate.get(r["chain"], "pending")
+                elif "foreach" in r:
+                    r["fate"] = fuser.fate.get("f%d" % r["foreach"], "pending")
                 f.write(json.dumps(r, sort_keys=True) + "\n")
 
 
@@ -1803,6 +1946,16 @@ def mode(fuser, oplog=None, oplog_path=None):
     owner = threading.get_ident()
     hooks = []
 
+    def _run(func, args, kwargs):
+        # an op not deferred: after the pending work it depends on
+        fuser.before(func, args, kwargs)
+        if fuser.consts:
+            fuser.fill_read(args, kwargs)
+        out = func(*args, **kwargs)
+        if oplog is not None:
+            oplog.add(fuser, func, args, kwargs, out, False)
+        return out
+
     class FuseMode(TorchDispatchMode):
         def __enter__(self):
             hooks[:] = _hook_syncs(fuser.T, fuser, owner)
@@ -1815,6 +1968,15 @@ def mode(fuser, oplog=None, oplog_path=None):
                 # there, and nothing it can see is pending (see defer)
                 return func(*args, **kwargs)
             fuser.last_reason = None
+            if fuser.foreach_on and fuser.is_foreach(func):
+                out = fuser.defer_foreach(func, args, kwargs)
+                if out is not FE.NOT:
+                    if oplog is not None:
+                        oplog.add(fuser, func, args, kwargs, out, True)
+                    return out
+                return _run(func, args, kwargs)
+            if fuser.multi is not None:
+                fuser.multi_before(args, kwargs)
             if fuser.parked is not None and (fuser.is_norm(func) or fuser.is_mean(func) or
                                              fuser.is_pad(func) or fuser.is_cat(func)):
                 fuser.unpark(args, kwargs)      # they extend or end the current chain only
@@ -1838,13 +2000,7 @@ def mode(fuser, oplog=None, oplog_path=None):
                 if oplog is not None:
                     oplog.add(fuser, func, args, kwargs, out, True)
                 return out
-            fuser.before(func, args, kwargs)
-            if fuser.consts:
-                fuser.fill_read(args, kwargs)
-            out = func(*args, **kwargs)
-            if oplog is not None:
-                oplog.add(fuser, func, args, kwargs, out, False)
-            return out
+            return _run(func, args, kwargs)
 
         def __exit__(self, et, ev, tb):
             try:
@@ -1856,7 +2012,7 @@ def mode(fuser, oplog=None, oplog_path=None):
                 fuser.flush()
                 fuser.fill_consts()
             else:
-                fuser.chain = fuser.parked = None
+                fuser.chain = fuser.parked = fuser.multi = None
                 fuser.consts.clear()
             if oplog is not None and oplog_path:
                 try:

@@ -1459,10 +1459,12 @@ class Runtime(object):
         fz = s.get("fusion")
         if fz:
             f.write("kplan-torch: fusion chains %d ops %d alone %d unwritten %d compiled %d "
-                    "(%.1f ms, nvrtc %d, cache %d) shipped %d strided %d%s%s\n" % (
+                    "(%.1f ms, nvrtc %d, cache %d) shipped %d strided %d foreach %d (ops %d, "
+                    "kernels %d)%s%s\n" % (
                         fz["chains"], fz["ops_fused"], fz["ops_alone"], fz["dead_outputs"],
                         fz["compiled"], fz["compile_ms"], fz["nvrtc"], fz["cache_hits"],
-                        fz["shipped"], fz.get("strided", 0),
+                        fz["shipped"], fz.get("strided", 0), fz.get("foreach", 0),
+                        fz.get("foreach_ops", 0), fz.get("foreach_kernels", 0),
                         "".join(" refused.%s %d" % kv for kv in sorted(fz["refused"].items())),
                         "".join(" fallback.%s %d" % kv for kv in sorted(fz["fallbacks"].items()))))
         for name, r in sorted(s["regions"].items()):
