@@ -462,6 +462,50 @@ class Program(object):
                             struct.pack("<%dQ" % len(words), *words)))
         return out
 
+    # -- shipped with a plan ------------------------------------------------
+    def text(self, names):
+        """What the program is, as a shipped group's key hashes it: every
+        list (small or big, came in or made here, each lane's shape), every
+        node (its op, scalar bits and operands) and what is stored; names:
+        the ops' names in order."""
+        import struct
+        lines = ["foreach lanes %d" % self.lanes, "ops " + " -> ".join(names)]
+        for v in self.vars:
+            lines.append("var %d %s %s %s" % (
+                v.idx, "small" if v.small else "big", "fresh" if v.fresh else "in",
+                ",".join("x".join(str(int(d)) for d in sh) or "scalar" for sh in v.shapes)))
+        for k, nd in enumerate(self.nodes):
+            lines.append("node %d %s %08x %s" % (
+                k, nd.op, struct.unpack("<I", struct.pack("<f", A.f32(nd.scalar)))[0],
+                " ".join("%s%d" % r for r in nd.refs)))
+        st_small, st_big, _, _ = self.plan()
+        lines.append("stores " + " ".join("v%d=n%d" % x for x in st_small + st_big))
+        return "\n".join(lines) + "\n"
+
+    def traffic(self):
+        """(kernels, bytes) eager moves more than the program: one kernel per
+        op (per lane where ATen takes its slow path: a .List op over 0-dim
+        tensors), and each op's reads and writes of the big lists against
+        one load and one store of each."""
+        big = 0
+        for v in self.vars:
+            if not v.small:
+                big = sum(_numel(sh) for sh in v.shapes)
+                break
+        eager_k = eager_b = 0
+        for nd in self.nodes:
+            eager_k += self.lanes if nd.op in ("mul_l", "div_l", "add_l", "sub_l") and \
+                not nd.small and any(r[0] == "m" and self.vars[r[1]].small or
+                                     r[0] == "n" and self.nodes[r[1]].small
+                                     for r in nd.refs) else 1
+            if not nd.small:
+                eager_b += (len(nd.refs) + 1) * big * 4
+        _, st_big, _, _ = self.plan()
+        loads = set(r[1] for nd in self.nodes if not nd.small for r in nd.refs
+                    if r[0] == "m" and not self.vars[r[1]].small)
+        fused_b = (len(loads) + len(st_big)) * big * 4
+        return eager_k, max(0, eager_b - fused_b)
+
     # -- op by op ------------------------------------------------------------
     def replay(self):
         """Run the ops as eager does (the kernels could not be had): each op
@@ -491,6 +535,13 @@ class Program(object):
             if out is not None:
                 for dst, src in zip(lst(out), r):
                     dst.copy_(src)
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def _bump(T, tensors):

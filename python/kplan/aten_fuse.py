@@ -1306,10 +1306,31 @@ class Fuser(object):
             raise _NoFuse("generate", str(e))
         if ka is None and kb is None:
             return 0
-        if self.mode == "plan":
-            raise _NoFuse("not-in-plan", "a plan ships no foreach programs")
         if not hasattr(self.crt, "kernel_launch_blob"):
             raise _NoFuse("no-compiler", "libkplanrt's binding has no by-value launch")
+        ks, descs = [ka, kb], [None, None]
+        if self.shipped is not None or self.found is not None:
+            descs = self._foreach_descs(p, ks)
+        if self.shipped is not None:
+            # each kernel must be a group of the region, and its source is used
+            for i, k in enumerate(ks):
+                if k is None:
+                    continue
+                g, why = self.shipped.match(self.region, descs[i])
+                if g is None:
+                    raise _NoFuse(*why)
+                try:
+                    src = self.shipped.source(g)
+                except LookupError as e:
+                    raise _NoFuse(*e.args[0])
+                if src != k[1]:
+                    # the launch tables are this version's: so must the kernels be
+                    raise _NoFuse("plan-mismatch", "group %d's source is not the one this "
+                                  "version of kplan generates for the program" % g.id)
+                ks[i] = (g.kernel, src) + tuple(k[2:])
+        elif self.mode == "plan":
+            raise _NoFuse("not-in-plan", "the plan ships no torch fusion groups")
+        ka, kb = ks
         fns = [self._kernel(k[1], k[0], p.device) if k is not None else None for k in (ka, kb)]
         scratch = plan[2]
         scr = T.empty((p.lanes * len(scratch),), dtype=T.float32, device=p.device) \
@@ -1331,7 +1352,49 @@ class Fuser(object):
                 # half the program ran: running it again would repeat it
                 raise RuntimeError("kplan: a foreach program's kernel %d of %d failed to "
                                    "launch (CUresult %d)" % (i + 1, len(launches), rc))
+        if self.shipped is not None:
+            self.stats.shipped += 1
+        if self.found is not None and self.region is not None:
+            for k, d in zip((ka, kb), descs):
+                if k is not None:
+                    self._found(d, True, k[0], k[1])
         return len(launches)
+
+    def _foreach_descs(self, p, ks):
+        """The shipped-group descriptions (aten_plan.Desc) of program p's
+        kernels ks (small, big; None where there is none): the program's
+        text with the kernel's part; the big kernel's carries the savings."""
+        from . import aten_plan
+        names = [c[0].name() for c in p.calls]
+        text = p.text(names)
+        saved_k, saved_b = p.traffic()
+        out = []
+        for part, k in zip(("lane scalars", "elements"), ks):
+            if k is None:
+                out.append(None)
+                continue
+            t = text + "kernel " + part + "\n"
+            last = k is ks[1] or ks[1] is None
+            out.append(aten_plan.Desc(
+                aten_plan.hash64(t.encode("utf-8")), t, " -> ".join(names),
+                "%d lanes (%s)" % (p.lanes, part), "%d lists" % len(p.vars),
+                sum(1 for v in p.vars if v.written and (not v.fresh or v.alive()) and
+                    v.small == (part == "lane scalars")),
+                saved_kernels=max(0, saved_k - sum(1 for x in ks if x is not None))
+                if last else 0, saved_bytes=saved_b if last else 0))
+        return out
+
+    def _found(self, desc, exact, name, src):
+        """Record a group fused in this capture for kt.save_fusion, with the
+        times it ran in one call of its region."""
+        from . import aten_plan
+        k = (self.region, desc.key)
+        if k not in self.found:
+            self.found[k] = (aten_plan.Group.of(self.region, desc, exact, name, src), src)
+        # how often one call of the region runs it: a Fuser is one capture
+        self.uses[k] = self.uses.get(k, 0) + 1
+        g = self.found[k][0]
+        g.per_call = max(g.per_call, self.uses[k])
 
     # -- flushing ---------------------------------------------------------
     def flush(self):
@@ -1582,14 +1645,7 @@ class Fuser(object):
         if self.shipped is not None:
             self.stats.shipped += 1
         if self.found is not None and self.region is not None:
-            from . import aten_plan
-            k = (self.region, desc.key)
-            if k not in self.found:
-                self.found[k] = (aten_plan.Group.of(self.region, desc, exact, name, src), src)
-            # how often one call of the region runs the chain: a Fuser is one capture
-            self.uses[k] = self.uses.get(k, 0) + 1
-            g = self.found[k][0]
-            g.per_call = max(g.per_call, self.uses[k])
+            self._found(desc, exact, name, src)
 
     def _run_ops(self, ch):
         """Each op of the chain through its out= variant, into the outputs

@@ -5,10 +5,12 @@
 #   tests/gpu/torch_fusion_check.sh [BUILD] [OUTDIR]
 #
 # Runs tests/gpu/torch_fusion_ops.py (every catalog op and dtype, alone and in
-# chains, fused against eager ATen bit for bit; fused regions under verify)
-# and bench/torch_fusion.py on GPT-2, its MLP block and the Llama-style
-# StaticCache decode (kplan with and without fusion against eager: RoPE with a
-# parked chain, the KV cache updates, int64 positions). Fails when a fused result differs from eager in
+# chains, fused against eager ATen bit for bit; fused regions under verify),
+# tests/gpu/torch_foreach_ops.py (every _foreach_* op kplan.aten_foreach fuses,
+# and four foreach optimizers' steps, bit for bit) and bench/torch_fusion.py on
+# GPT-2, its MLP block, the Llama-style StaticCache decode (kplan with and
+# without fusion against eager: RoPE with a parked chain, the KV cache updates,
+# int64 positions) and a GPT-2 training step with AdamW (its 40 losses). Fails when a fused result differs from eager in
 # exact mode, or when a kplan variant's output differs from eager's bits.
 # Then the groups shipped with a plan (tests/gpu/torch_fusion_ship.py, GPT-2):
 # kplan record + plan, a run with fuse="exact" that saves the groups beside the
@@ -88,7 +90,10 @@ if [ "${TORCH_FUSION_SHIP:-1}" = only ]; then
 fi
 python3 tests/gpu/torch_fusion_ops.py --lib "$KPLAN_RT_LIB" 2>&1 | tee "$O/ops.log"
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAIL torch_fusion_ops: a fused result differs from eager"; fail=1; }
-python3 bench/torch_fusion.py --workloads "${TORCH_FUSION_WORKLOADS:-gpt2,mlp,llama}" --reps 3 2>&1 |
+python3 tests/gpu/torch_foreach_ops.py --lib "$KPLAN_RT_LIB" 2>&1 | tee "$O/foreach.log"
+[ "${PIPESTATUS[0]}" = 0 ] ||
+	{ echo "FAIL torch_foreach_ops: a foreach program differs from eager or did not fuse"; fail=1; }
+python3 bench/torch_fusion.py --workloads "${TORCH_FUSION_WORKLOADS:-gpt2,mlp,llama,train}" --reps 3 2>&1 |
 	tee "$O/bench.log"
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAIL torch_fusion bench exited non-zero"; fail=1; }
 if grep -E '^\| [^|]+ \| kplan(-fuse)? \|.*\| False \|$' "$O/bench.log"; then

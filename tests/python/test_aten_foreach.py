@@ -275,6 +275,53 @@ class TestForeach(unittest.TestCase):
         self.assertEqual(self.crt.loads, [])
         self.assertEqual(self.T.log[-1][0], "aten::_foreach_mul_.Scalar")
 
+    def test_shipped_with_a_plan(self):
+        """A run that saves its groups records the program's two kernels; a
+        process of mode "plan" uses them, and runs a program they do not
+        describe op by op."""
+        import tempfile
+        from kplan import aten_plan
+        found = {}
+        self.fz = aten_fuse.Fuser(self.crt, region="train", found=found)
+        p, g, m, v = self.lst(), self.lst(), self.lst(), self.lst()
+        self.adamw(p, g, m, v, self.lst(small=True))
+        self.fz.flush()
+        self.assertEqual(len(found), 2)
+        groups = [x[0] for x in found.values()]
+        big = [x for x in groups if "elements" in x.shape][0]
+        self.assertEqual(big.outputs, 3)
+        self.assertEqual(big.ops.count("aten::_foreach_"), 18)
+        self.assertGreater(big.saved_bytes, 0)
+        self.assertGreater(big.saved_kernels, 0)
+        d = tempfile.mkdtemp()
+        plan = os.path.join(d, "m.kplan")
+        sources = {x[0].source: x[1] for x in found.values()}
+        shipped = aten_plan.Shipped(plan, [x[0] for x in found.values()])
+        shipped.sources = dict(sources)
+        crt = BlobCRT()
+        aten_fuse._kernels.clear()          # another process: nothing loaded yet
+        fz = aten_fuse.Fuser(crt, mode="plan", region="train", shipped=shipped)
+        self.fz = fz
+        p, g, m, v = self.lst(), self.lst(), self.lst(), self.lst()
+        self.adamw(p, g, m, v, self.lst(small=True))
+        fz.flush()
+        self.assertEqual((fz.stats.foreach, fz.stats.shipped, len(crt.blobs)), (1, 1, 2))
+        self.assertEqual(sorted(s for _, s in crt.loads), sorted(sources.values()))
+        # another learning rate: the plan's ops with another scalar
+        p, g, m, v = self.lst(), self.lst(), self.lst(), self.lst()
+        self.adamw(p, g, m, v, self.lst(small=True), lr=3e-4)
+        fz.flush()
+        self.assertEqual(fz.stats.fallbacks, {"plan-mismatch": 1})
+        self.assertEqual(len(crt.blobs), 2)
+        # a changed source is not used
+        for k in shipped.sources:
+            shipped.sources[k] = shipped.sources[k].replace("4;", "3;")
+        p, g, m, v = self.lst(), self.lst(), self.lst(), self.lst()
+        self.adamw(p, g, m, v, self.lst(small=True))
+        fz.flush()
+        self.assertEqual(fz.stats.fallbacks, {"plan-mismatch": 2})
+        self.assertEqual(len(crt.blobs), 2)
+
     def test_switch_off(self):
         with mock.patch.dict(os.environ, {"KPLAN_TORCH_FUSE_FOREACH": "0"}):
             fz = aten_fuse.Fuser(self.crt)
