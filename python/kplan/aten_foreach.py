@@ -309,10 +309,9 @@ class Program(object):
                 made[j] = v.idx
             idx.append(made[j])
         refs = [self._ref(j) for j in idx]
-        node = Node(spec.op if spec.kind != "scalar" else spec.op + "_s", refs, spec.scalar,
-                    small)
-        if spec.kind == "list":
-            node.op = spec.op + "_l"
+        # the binary ops' node names say the second operand: a scalar or a list
+        node = Node(spec.op + {"scalar": "_s", "list": "_l"}.get(spec.kind, ""), refs,
+                    spec.scalar, small)
         self.nodes.append(node)
         k = len(self.nodes) - 1
         call_spec = _Call(spec.kind, spec.op, idx, spec.scalar)
@@ -419,7 +418,7 @@ class Program(object):
             for j, _ in st_big:
                 if j not in cols:
                     cols.append(j)
-            kb = _big_source(self, big_nodes, cols, direct, scratch)
+            kb = _big_source(self, big_nodes, cols, direct, scratch, st_big)
         return ka, kb, (st_small, st_big, scratch, direct)
 
     def tables(self, kernel, big, scratch_ptr, n_scratch):
@@ -655,15 +654,13 @@ def _small_source(prog, nodes, cols, stores, scratch):
     return name, src, cols, per
 
 
-def _big_source(prog, nodes, cols, direct, scratch):
+def _big_source(prog, nodes, cols, direct, scratch, st_big):
     """The kernel of the big nodes: blocks of BLOCK x ILP elements, each
     block in one lane (p.bstart), elements loaded once and stored once."""
     nb, nd_ = len(cols), len(direct)
     per = _per_launch(max(1, nb) + max(1, nd_) + 2, 3)
     col = {j: c for c, j in enumerate(cols)}
     dcol = {j: c for c, j in enumerate(direct)}
-    st_big = [(j, prog.vars[j].value) for j in cols if prog.vars[j].written and
-              (not prog.vars[j].fresh or prog.vars[j].alive())]
     head = []
     for j in direct:
         head.append("    const float d%d = *p.s[%d][l];" % (j, dcol[j]))

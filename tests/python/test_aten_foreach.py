@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 
 from kplan import aten_foreach as FE  # noqa: E402
 from kplan import aten_fuse  # noqa: E402
-from test_aten_fuse import Arg, FakeCRT, Op, make_torch, ops  # noqa: E402
+from test_aten_fuse import Arg, FakeCRT, Op, fake_torch  # noqa: E402
 
 
 class BlobCRT(FakeCRT):
@@ -77,14 +77,7 @@ def foreach_ops(T):
 
 class TestForeach(unittest.TestCase):
     def setUp(self):
-        self.T, mods = make_torch()
-        p = mock.patch.dict(sys.modules, mods)
-        p.start()
-        self.addCleanup(p.stop)
-        for c in (aten_fuse._DT, aten_fuse._kernels, aten_fuse._out_ops, aten_fuse._writes,
-                  aten_fuse._layouts):
-            c.clear()
-        self.O = ops(self.T)
+        self.T, self.O = fake_torch(self)
         self.F = foreach_ops(self.T)
         self.crt = BlobCRT()
         self.fz = aten_fuse.Fuser(self.crt)

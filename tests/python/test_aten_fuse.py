@@ -332,18 +332,22 @@ def run_op(fz, op, *args, **kw):
     return op(*args, **kw)
 
 
+def fake_torch(tc):
+    """Put the fake torch in sys.modules for test case tc (undone at its
+    cleanup), empty aten_fuse's caches: (T, its ops)."""
+    T, mods = make_torch()
+    p = mock.patch.dict(sys.modules, mods)
+    p.start()
+    tc.addCleanup(p.stop)
+    for c in (aten_fuse._DT, aten_fuse._kernels, aten_fuse._out_ops, aten_fuse._writes,
+              aten_fuse._layouts):
+        c.clear()
+    return T, ops(T)
+
+
 class TestFuser(unittest.TestCase):
     def setUp(self):
-        self.T, mods = make_torch()
-        p = mock.patch.dict(sys.modules, mods)
-        p.start()
-        self.addCleanup(p.stop)
-        aten_fuse._DT.clear()
-        aten_fuse._kernels.clear()
-        aten_fuse._out_ops.clear()
-        aten_fuse._writes.clear()
-        aten_fuse._layouts.clear()
-        self.O = ops(self.T)
+        self.T, self.O = fake_torch(self)
         self.crt = FakeCRT()
         self.fz = aten_fuse.Fuser(self.crt)
 

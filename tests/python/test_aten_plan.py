@@ -139,14 +139,7 @@ class TestFuserWithPlan(unittest.TestCase):
     it among the shipped groups."""
 
     def setUp(self):
-        self.T, mods = TF.make_torch()
-        p = mock.patch.dict(sys.modules, mods)
-        p.start()
-        self.addCleanup(p.stop)
-        for c in (aten_fuse._DT, aten_fuse._kernels, aten_fuse._out_ops, aten_fuse._writes,
-                  aten_fuse._layouts):
-            c.clear()
-        self.O = TF.ops(self.T)
+        self.T, self.O = TF.fake_torch(self)
         self.dir = tempfile.mkdtemp(prefix="kplan-aten-")
         self.addCleanup(shutil.rmtree, self.dir)
         self.plan = os.path.join(self.dir, "model.kplan")
