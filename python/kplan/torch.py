@@ -349,7 +349,7 @@ class _Entry(object):
     __slots__ = ("key", "device", "pins", "lock", "state", "reason", "warm_done",
                  "watched", "fails", "retry_at", "calls", "graph", "static_in",
                  "spec", "static_out", "mutated", "verify_left", "logged", "rp",
-                 "patch", "pcur", "fused")
+                 "patch", "pcur", "fused", "fuse_next")
 
     def __init__(self, key, device, pins):
         self.key = key
@@ -369,6 +369,7 @@ class _Entry(object):
         self.static_out = None
         self.mutated = ()
         self.verify_left = 0
+        self.fuse_next = False   # captured without fusion: capture again with it
         self.logged = set()
         self.rp = None            # the C replay of graph, when it has one
         self.patch = None         # per input: kp_rt_gpatch handle, None: copied
@@ -985,7 +986,15 @@ class Runtime(object):
         st.n["captures"] += 1
         _log(3, "torch: region '%s' key %s: captured (%d inputs, %d outputs, %d written)"
              % (st.name, _key_hex(e.key), len(e.static_in), len(e.static_out), len(e.mutated)))
-        return self._replay(region, st, e, args, kwargs, tensors)
+        out = self._replay(region, st, e, args, kwargs, tensors)
+        if e.fuse_next and e.state == _READY:
+            # the doubted capture held: the next call captures with fusion
+            e.fuse_next = False
+            self._drop(e)
+            e.state = _WARMUP
+            e.warm_done = st.warmup
+            e.watched = True
+        return out
 
     def _restore_stream(self, prev):
         try:
@@ -1008,10 +1017,17 @@ class Runtime(object):
         g = T.cuda.CUDAGraph(keep_graph=True) if keep else T.cuda.CUDAGraph()
         side = self._side_stream(e.device)
         e.fused = 0
+        # A capture the watch doubted (the eager call did what no capture holds:
+        # libraries may avoid it while capturing) is tried without the fusion
+        # mode first: a TorchDispatchMode's first use imports torch._dynamo
+        # (seconds), which a region that stays eager must not pay. When it
+        # holds, the next call captures again with fusion (e.fuse_next).
+        doubted = st.watch_msg is not None and not st.captured
+        e.fuse_next = doubted and self.fuse != "off" and st.fuse_off is None
         _tl.depth = _depth() + 1
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
-                if self.fuse == "off" or st.fuse_off is not None:
+                if self.fuse == "off" or st.fuse_off is not None or doubted:
                     out = region.fn(*sargs, **skw)
                 else:
                     fmode, fuser = self._fuse_mode(st)

@@ -446,6 +446,47 @@ class TestStateMachine(Base):
         self.assertEqual((s["captures"], s["replays"], s["watched"]), (1, 8, 1))
         self.assertEqual(s["failures"], {})
 
+    def test_doubted_capture_is_tried_without_fusion_first(self):
+        """The watch objected: the capture is tried without the fusion mode
+        (whose first use imports torch._dynamo); when it holds, the next call
+        captures again with fusion, and a region whose capture fails never
+        enters the mode."""
+        T = self.T
+        rt = self.open({"step": plan(warmup=2)}, verdict=1, fuse="exact")
+        entered = []
+
+        class Fuser(object):
+            n_fused = 1
+
+        @contextlib.contextmanager
+        def mode():
+            entered.append(1)
+            yield
+        rt._fuse_mode = lambda st: (mode(), Fuser())
+        step = kt.region("step")(lambda x: T.add(x, 1.0))
+        for i in range(3):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        self.assertEqual((kt.stats()["captures"], len(entered)), (1, 0))   # unfused
+        for i in range(3, 10):
+            self.assertEqual(step(self.x(i)).tolist(), [i + 1.0])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["graphs"], len(entered)), (2, 1, 1))
+        self.assertEqual(s["replays"], 8)
+        self.assertEqual(s["failures"], {})
+
+        def body(x):
+            y = T.add(x, 1.0)
+            faketorch.synchronize()
+            return y
+        entered[:] = []
+        rt = self.open({"sync": plan(warmup=2)}, verdict=1, fuse="exact")
+        rt._fuse_mode = lambda st: (mode(), Fuser())
+        sync = kt.region("sync")(body)
+        for i in range(5):
+            self.assertEqual(sync(self.x(i)).tolist(), [i + 1.0])
+        self.assertEqual(kt.stats()["regions"]["sync"]["state"], "would-break-capture")
+        self.assertEqual(entered, [])
+
     def test_could_not_check_logs_once_and_captures(self):
         T = self.T
         self.open({"a": plan(warmup=1), "b": plan(warmup=1)}, can_watch=False)
