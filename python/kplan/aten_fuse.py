@@ -885,11 +885,7 @@ class Fuser(object):
         value = a[2] if len(a) > 2 else kw.pop("value", 0)
         ch = self.chain
         k = ch.node_of(x) if ch is not None and isinstance(x, T.Tensor) else None
-        if k is None or kw or len(a) > 3:
-            self._refuse("pad-input")               # not an output of the pending chain
-            return None
-        if ch.has_special():
-            self._refuse("pad-sealed")
+        if not self._may_end(ch, k, kw or len(a) > 3, "pad"):
             return None
         try:
             pad = [int(v) for v in pad]
@@ -914,6 +910,19 @@ class Fuser(object):
         if out is not None:
             self.stats.pads += 1
         return out
+
+    def _may_end(self, ch, k, odd, what):
+        """Whether an op over node k of chain ch (None: its input is no
+        output of the pending chain) may end it; odd: its arguments are not
+        the ones read. Else refused as "<what>-input", or "<what>-sealed"
+        when the chain already ends in another such op."""
+        if k is None or odd:
+            self._refuse(what + "-input")
+            return False
+        if ch.has_special():
+            self._refuse(what + "-sealed")
+            return False
+        return True
 
     def _end_in(self, ch, spec, func, args, kwargs, targs, x, refusal, parts=()):
         """The chain ends in spec (aten_gen.Pad: a pad, or a cat with the
@@ -1095,11 +1104,7 @@ class Fuser(object):
                 ch = self.chain
                 k = ch.node_of(c)
                 src = c
-        if k is None or kw or len(a) > 4:
-            self._refuse("index-copy-input")        # not an output of the pending chain
-            return None
-        if ch.has_special():
-            self._refuse("index-copy-sealed")
+        if not self._may_end(ch, k, kw or len(a) > 4, "index-copy"):
             return None
         nd = len(ch.shape)
         dim = _dim(dim, nd)
