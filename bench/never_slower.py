@@ -11,7 +11,12 @@ line:
 total_ms is the whole run of --steps steps from the first call (warm-up,
 watch, capture and failures included), synchronised once at the end;
 step_ms the median of --timed further steps, each synchronised; losses a
-hash of every step's loss (bit-identical runs hash alike).
+hash of every step's loss (bit-identical runs hash alike). With --window
+N, blocks of N steps then alternate outside and inside a
+cudaProfilerStart/Stop window (what `kplan record --profiler-api` traces),
+each block synchronised at its end, and "window" gives the median step of
+the blocks outside and inside: the collector's cost in one process, free of
+the spread between processes.
 
 Workloads (tests/gpu/never_slower_check.sh runs them all):
   gpt2_adamw      GPT-2 (4 layers) training step, AdamW(capturable=False):
@@ -143,12 +148,33 @@ def build(torch, name):
     raise SystemExit("never_slower: unknown workload %r" % name)
 
 
+def profiler_window(torch, step, args, losses, n, blocks):
+    """Median ms per step of blocks outside and inside cudaProfilerStart/Stop."""
+    out, inside = [], []
+    for b in range(2 * blocks):
+        on = b % 2 == 1
+        if on:
+            torch.cuda.profiler.start()
+        s = time.perf_counter()
+        for _ in range(n):
+            losses.append(step(*args))
+        torch.cuda.synchronize()
+        (inside if on else out).append((time.perf_counter() - s) * 1e3 / n)
+        if on:
+            torch.cuda.profiler.stop()
+    o, i = statistics.median(out), statistics.median(inside)
+    return {"out_ms": round(o, 4), "in_ms": round(i, 4), "ratio": round(i / o, 4)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workload")
     ap.add_argument("variant", choices=sorted(VARIANT_ENV))
     ap.add_argument("--steps", type=int, default=100, help="steps of the whole run")
     ap.add_argument("--timed", type=int, default=30, help="synchronised steps after it")
+    ap.add_argument("--window", type=int, default=0, metavar="N",
+                    help="then blocks of N steps outside and inside a profiler window")
+    ap.add_argument("--blocks", type=int, default=20, help="block pairs with --window")
     a = ap.parse_args()
     os.environ.update(VARIANT_ENV[a.variant])
     import torch
@@ -171,12 +197,17 @@ def main():
         losses.append(step(*args))
         torch.cuda.synchronize()
         times.append((time.perf_counter() - s) * 1e3)
+    window = None
+    if a.window > 0:
+        window = profiler_window(torch, step, args, losses, a.window, a.blocks)
     h = hashlib.sha256()
     for l in losses:
         h.update(l.float().cpu().numpy().tobytes())
     out = {"workload": a.workload, "variant": a.variant, "steps": a.steps,
            "total_ms": round(total, 3), "step_ms": round(statistics.median(times), 4),
            "losses": h.hexdigest()[:16], "rank": int(os.environ.get("RANK", "0"))}
+    if window:
+        out["window"] = window
     if kt is not None:
         st = kt.stats()
         rt = st.get("rt") or {}
