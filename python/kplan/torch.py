@@ -206,6 +206,68 @@ def _tool_listens():
     return bool(os.environ.get("NVTX_INJECTION64_PATH"))
 
 
+# Libraries that take another path while a stream captures: their code
+# asks torch.cuda.is_current_stream_capturing() (transformers' is_tracing
+# skips the attention mask's host check and keeps the mask, so the graph
+# runs other kernels than the eager call).
+GRAPH_PATH_LIBS = ("transformers",)
+
+
+def _graph_path_setting(value):
+    """open(graph_path=) or $KPLAN_TORCH_GRAPH_PATH as "libs" (the default),
+    "all" or None (off)."""
+    if value is None:
+        value = os.environ.get("KPLAN_TORCH_GRAPH_PATH", "")
+    if value is True or value in ("", "1", "on", "libs"):
+        return "libs"
+    if value is False or value in ("0", "off"):
+        return None
+    if value == "all":
+        return "all"
+    raise ValueError("graph_path (KPLAN_TORCH_GRAPH_PATH) must be 'libs', 'all' or 'off', "
+                     "not %r" % (value,))
+
+
+def _capture_answer(real, mode):
+    """torch.cuda.is_current_stream_capturing as the graph's path sees it:
+    True for callers in GRAPH_PATH_LIBS (any caller with mode "all"), the
+    real answer for the others (torch's own checks, the user's code)."""
+    def is_current_stream_capturing():
+        if mode == "all":
+            return True
+        try:
+            name = sys._getframe(1).f_globals.get("__name__") or ""
+        except ValueError:
+            name = ""
+        return name.partition(".")[0] in GRAPH_PATH_LIBS or real()
+    is_current_stream_capturing.__wrapped__ = real
+    return is_current_stream_capturing
+
+
+_gp_lock = threading.Lock()
+_gp = {"depth": 0, "real": None}
+
+
+def _call_on_graph_path(mode, fn, args, kwargs):
+    """fn(*args, **kwargs) with torch.cuda.is_current_stream_capturing
+    answering as _capture_answer says (nested and concurrent calls share
+    one replacement; the last one out restores torch's)."""
+    cuda = (_T or _torch()).cuda
+    with _gp_lock:
+        if _gp["depth"] == 0:
+            _gp["real"] = cuda.is_current_stream_capturing
+            cuda.is_current_stream_capturing = _capture_answer(_gp["real"], mode)
+        _gp["depth"] += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        with _gp_lock:
+            _gp["depth"] -= 1
+            if _gp["depth"] == 0:
+                cuda.is_current_stream_capturing = _gp["real"]
+                _gp["real"] = None
+
+
 def _tensor_problem(t, d, dev, strided, needs_grad):
     """Why tensor t (on device d) keeps the call eager, or None."""
     if d.type != "cuda":
@@ -405,6 +467,7 @@ class _Counters(object):
         self.verified = self.evictions = self.graphs = 0
         self.watched = self.unwatched = 0
         self.patched_inputs = 0
+        self.graph_path = 0
         self.eager_by_reason = collections.Counter()
         self.failures = collections.Counter()
 
@@ -497,7 +560,8 @@ class Runtime(object):
     def __init__(self, crt, plan_path, policy="plan", verify=0, strict=False,
                  warmup=None, max_keys=None, capture_error_mode="thread_local",
                  disabled=False, print_stats=False, key_warmup=False, watch=True,
-                 verify_tol=None, global_reason=None, fuse="off", fuse_save=False):
+                 verify_tol=None, global_reason=None, fuse="off", fuse_save=False,
+                 graph_path="libs"):
         if policy not in ("plan", "graph", "eager"):
             raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
         self.crt = crt
@@ -547,6 +611,9 @@ class Runtime(object):
         # NVTX ranges around region calls: until CUDA is up, then only when
         # a tool listens (see _tool_listens)
         self.ranges = True
+        # region bodies run without a plan while a tool records take the
+        # graph's path (see _call_on_graph_path)
+        self.graph_path = graph_path if _tool_listens() else None
         if global_reason is None:
             if disabled:
                 global_reason = "disabled"
@@ -620,6 +687,18 @@ class Runtime(object):
 
     def _eager(self, st, reason, region, args, kwargs):
         self._count_eager(st, reason)
+        if reason == "no-plan" and self.graph_path is not None:
+            # recording to make a plan: the trace shows what a graph of the
+            # body will run, where libraries branch on capture
+            if "graph-path" not in self.logged:
+                self.logged.add("graph-path")
+                _log(1, "torch: recording the graph's path: in regions, %s see "
+                        "torch.cuda.is_current_stream_capturing() True, as in a capture "
+                        "(KPLAN_TORCH_GRAPH_PATH=0 records the eager path)"
+                     % ("all callers" if self.graph_path == "all"
+                        else "the libraries that branch on it (%s)" % ", ".join(GRAPH_PATH_LIBS)))
+            self.c.graph_path += 1
+            return _call_on_graph_path(self.graph_path, region.fn, args, kwargs)
         return region.fn(*args, **kwargs)
 
     def _dispatch(self, region, st, args, kwargs):
@@ -1441,6 +1520,7 @@ class Runtime(object):
             "calls": c.calls, "replays": c.replays, "captures": c.captures,
             "eager": c.eager, "verified": c.verified, "evictions": c.evictions,
             "graphs": c.graphs, "watched": c.watched, "unwatched": c.unwatched,
+            "graph_path_calls": c.graph_path,
             "patched_inputs": c.patched_inputs,
             "eager_by_reason": dict(c.eager_by_reason),
             "failures": dict(c.failures),
@@ -1514,7 +1594,8 @@ _atexit_done = []
 
 def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          max_keys=None, capture_error_mode="thread_local", verify_tol=None,
-         disable=None, lib=None, runtime=None, fuse=None, fuse_save=None):
+         disable=None, lib=None, runtime=None, fuse=None, fuse_save=None,
+         graph_path=None):
     """Open the runtime (replacing the current one) and return it.
 
     plan_path   a plan written by `kplan plan`, or a bundle (`kplan bundle`:
@@ -1551,6 +1632,14 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 python/README.md, "Fusion"); "off"
     fuse_save   write the groups fused beside the plan at close()
                 (save_fusion); default $KPLAN_TORCH_FUSE_SAVE
+    graph_path  without a plan, while a tool records (`kplan record`), what
+                region bodies see of torch.cuda.is_current_stream_capturing():
+                "libs" (default; $KPLAN_TORCH_GRAPH_PATH): True in the
+                libraries that take another path under capture
+                (GRAPH_PATH_LIBS: transformers), so that the trace holds the
+                kernels the region's graph will run; "all": True everywhere;
+                "off": the eager path. Such a body's results are the graph's
+                (e.g. the attention mask kept), not those of an eager call.
 
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
@@ -1572,6 +1661,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
         fuse = os.environ.get("KPLAN_TORCH_FUSE", "") or "plan"
     if fuse_save is None:
         fuse_save = _env_flag("KPLAN_TORCH_FUSE_SAVE")
+    graph_path = _graph_path_setting(graph_path)
     if plan_path is None:
         plan_path = os.environ.get("KPLAN_PLAN")
     plan_path = os.fspath(plan_path) if plan_path else None
@@ -1612,7 +1702,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                  warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
                  disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
                  watch=watch, verify_tol=verify_tol, global_reason=global_reason, fuse=fuse,
-                 fuse_save=fuse_save)
+                 fuse_save=fuse_save, graph_path=graph_path)
     with _open_lock:
         old, _current = _current, rt
         if not _atexit_done:

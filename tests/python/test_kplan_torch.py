@@ -39,7 +39,8 @@ CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 ENV_KEYS = ("KPLAN_RT_DISABLE", "KPLAN_RT_STRICT", "KPLAN_RT_VERIFY", "KPLAN_RT_STATS",
             "KPLAN_RT_KEY_WARMUP", "KPLAN_RT_WATCH", "KPLAN_PLAN", "KPLAN_TORCH_POLICY",
             "KPLAN_LOG", "KPLAN_RT_LIB", "KPLAN_TORCH_NVTX", "NVTX_INJECTION64_PATH",
-            "KPLAN_TORCH_FUSE", "KPLAN_TORCH_FUSE_SAVE", "KPLAN_TORCH_ATEN_LOG")
+            "KPLAN_TORCH_FUSE", "KPLAN_TORCH_FUSE_SAVE", "KPLAN_TORCH_ATEN_LOG",
+            "KPLAN_TORCH_GRAPH_PATH")
 
 
 def plan(decision="graph", warmup=2, reason=None):
@@ -151,6 +152,89 @@ class Base(unittest.TestCase):
     def logs(self, word=None):
         lines = [l for l in self.err.getvalue().splitlines() if l.startswith("kplan:")]
         return [l for l in lines if word is None or word in l]
+
+
+class TestGraphPath(Base):
+    """Recording without a plan: region bodies take the path a graph of them
+    takes in the libraries that branch on is_current_stream_capturing()."""
+
+    def probe(self, module):
+        # a function of another module, as transformers' is_tracing() is
+        g = {"__name__": module, "T": self.T}
+        exec("def probe():\n    return T.cuda.is_current_stream_capturing()\n", g)
+        return g["probe"]
+
+    def run_step(self, body_extra=None, **kw):
+        """(library sees, user code sees) inside the body, then outside."""
+        T = self.T
+        self.open(None, plan_path=None, **kw)
+        lib = self.probe("transformers.utils.import_utils")
+        seen = []
+
+        @kt.region("step")
+        def step(x):
+            seen.append((lib(), T.cuda.is_current_stream_capturing()))
+            if body_extra:
+                body_extra()
+            return T.add(x, 1.0)
+        self.assertEqual(step(self.x(1.0)).tolist(), [2.0])
+        return seen[0], (lib(), T.cuda.is_current_stream_capturing())
+
+    def test_library_callers_see_a_capture_while_recording(self):
+        real = self.T.cuda.is_current_stream_capturing
+        inside, outside = self.run_step()
+        self.assertEqual(inside, (True, False))
+        self.assertEqual(outside, (False, False))
+        self.assertIs(self.T.cuda.is_current_stream_capturing, real)
+        self.assertEqual(kt.stats()["graph_path_calls"], 1)
+        self.assertEqual(len(self.logs("graph's path")), 1)
+        self.assertIn("transformers", self.logs("graph's path")[0])
+
+    def test_only_the_listed_libraries(self):
+        self.open(None, plan_path=None)
+        other = self.probe("transformers_extra.models")
+        step = kt.region("step")(lambda: other())
+        self.assertFalse(step())
+
+    def test_off(self):
+        os.environ["KPLAN_TORCH_GRAPH_PATH"] = "0"
+        self.assertEqual(self.run_step(), ((False, False), (False, False)))
+        self.assertEqual(kt.stats()["graph_path_calls"], 0)
+        self.assertEqual(self.logs("graph's path"), [])
+
+    def test_all_callers(self):
+        self.assertEqual(self.run_step(graph_path="all"), ((True, True), (False, False)))
+
+    def test_no_tool_no_change(self):
+        del os.environ["NVTX_INJECTION64_PATH"]
+        self.assertEqual(self.run_step(), ((False, False), (False, False)))
+
+    def test_not_with_a_plan(self):
+        # a planned program records what it runs: its eager regions' eager path
+        self.assertEqual(self.run_step(policy="eager"), ((False, False), (False, False)))
+
+    def test_restored_after_an_exception_and_nested(self):
+        T = self.T
+        real = T.cuda.is_current_stream_capturing
+        self.open(None, plan_path=None)
+        lib = self.probe("transformers.modeling_utils")
+        seen = []
+        inner = kt.region("inner")(lambda: seen.append(lib()))
+
+        @kt.region("outer")
+        def outer():
+            inner()
+            seen.append(lib())
+            raise RuntimeError("body failed")
+        with self.assertRaises(RuntimeError):
+            outer()
+        self.assertEqual(seen, [True, True])
+        self.assertIs(T.cuda.is_current_stream_capturing, real)
+        self.assertFalse(lib())
+
+    def test_bad_value(self):
+        with self.assertRaisesRegex(ValueError, "KPLAN_TORCH_GRAPH_PATH.*'sometimes'"):
+            self.open(None, plan_path=None, graph_path="sometimes")
 
 
 class TestStateMachine(Base):
