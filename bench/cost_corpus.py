@@ -249,6 +249,25 @@ def build(name):
     raise SystemExit("unknown workload %r" % name)
 
 
+def replay_period_ms(g):
+    """A graph's replay period in ms: the fastest of 9 batches of 30
+    back-to-back replays, timed with CUDA events. The fastest, because a
+    replay's period is fixed and what varies is disturbance (clocks
+    ramping, the machine's other work)."""
+    import torch
+    per = []
+    for _ in range(9):
+        e0 = torch.cuda.Event(enable_timing=True)
+        e1 = torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(30):
+            g.replay()
+        e1.record()
+        e1.synchronize()
+        per.append(e0.elapsed_time(e1) / 30)
+    return min(per)
+
+
 def one(name, a, rows):
     import torch
     t0 = time.time()
@@ -293,19 +312,7 @@ def one(name, a, rows):
             torch.cuda.synchronize()
             ts.append(time.perf_counter() - s)
         graph_sync_ms = statistics.median(ts) * 1e3
-        per = []
-        for _ in range(9):
-            e0 = torch.cuda.Event(enable_timing=True)
-            e1 = torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(30):
-                g.replay()
-            e1.record()
-            e1.synchronize()
-            per.append(e0.elapsed_time(e1) / 30)
-        # the fastest batch: a replay's period is fixed, what varies is
-        # disturbance (clocks ramping, the machine's other work)
-        graph_ms = min(per)
+        graph_ms = replay_period_ms(g)
         nk_graph = 0
         if a.graph_trace:
             gpath = os.path.join(a.out, wname + ".graph.json.gz")
