@@ -31,6 +31,14 @@
  *   index_copy_ of the chain's value into a tensor of its rank (the KV
  *   cache's update) at a 1-D int64 index. None of them after a row mean (one
  *   row kernel per chain).
+ * A chain that begins with a _foreach op is read as a run of them
+ * (python/kplan/aten_foreach.py, Fuser.defer_foreach): kplan.torch makes
+ * one program of at most two kernels of a run of add, sub, mul, div (by a
+ * scalar or a list of tensors), neg, reciprocal, sqrt, lerp (a scalar
+ * weight), addcmul, addcdiv (a scalar value) and pow of a scalar by a list,
+ * over f32 lists; a profiler records a list's shapes, not its dtypes, so
+ * the verdict says "when their lists are f32". A _foreach op inside a
+ * pointwise chain, or another op inside a run, is named as the break.
  * The first op or input that breaks a rule is named instead.
  *
  * A CPU op runs other ops inside it, and the innermost one around a launch
@@ -1000,6 +1008,119 @@ static const struct { const char *inner, *outer; } lifts[] = {
 	{ "aten::copy_", "aten::cat" },              /* a cat copying input by input */
 };
 
+/* ---- runs of _foreach ops (python/kplan/aten_foreach.py) ---- */
+
+/* "aten::_foreach_add_" -> "add_"; NULL for other ops */
+static const char *foreach_name(const char *name)
+{
+	return strncmp(name, "aten::_foreach_", 15) ? NULL : name + 15;
+}
+
+/* What input i of a _foreach op is: 'L' a list of tensors, 'T' one tensor,
+ * 'V' a list of scalars, 'S' a scalar, 0 nothing recorded (a default, or a
+ * scalar without its value). */
+static int foreach_arg(const struct op *x, int i)
+{
+	const struct tensor *t = i < x->n_in ? &x->in[i] : NULL;
+
+	if (!t)
+		return 0;
+	if (t->dtype)
+		return 'T';
+	if (!strcmp(t->value, "TensorList"))
+		return 'L';
+	if (t->value[0] == '[' || !strcmp(t->value, "ScalarList"))
+		return 'V';
+	return t->value[0] ? 'S' : 0;
+}
+
+/* Why kplan.torch does not take _foreach op x into its program, or NULL:
+ * the overloads aten_foreach._OPS names (add, sub, mul, div by a scalar or
+ * a list; neg, reciprocal, sqrt; lerp by a scalar weight; addcmul, addcdiv
+ * by a scalar value; pow of a scalar by a list). */
+static const char *foreach_stops(const struct op *x, char *buf, size_t len)
+{
+	static const char *const binary[] = { "add", "sub", "mul", "div" };
+	static const char *const unary[] = { "neg", "reciprocal", "sqrt" };
+	const char *f = foreach_name(x->name);
+	char op[32];
+	size_t n = strlen(f);
+	int scalar_at = -1, lists = 1;   /* inputs: lists first, then the scalar */
+
+	snprintf(op, sizeof(op), "%.*s", (int)(n && f[n - 1] == '_' ? n - 1 : n), f);
+	if (x->n_in < 0) {
+		snprintf(buf, len, "%.80s: its inputs were not recorded", x->name);
+		return buf;
+	}
+	if (!strcmp(op, "pow")) {
+		if (foreach_arg(x, 0) == 'S' && foreach_arg(x, 1) == 'L')
+			return NULL;
+		snprintf(buf, len, "%.80s of a list (kplan.torch fuses the power of a scalar by "
+			 "a list)", x->name);
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof(binary) / sizeof(*binary); i++)
+		if (!strcmp(op, binary[i]))
+			scalar_at = 1;   /* a list there is the .List overload */
+	for (size_t i = 0; i < sizeof(unary) / sizeof(*unary); i++)
+		if (!strcmp(op, unary[i]))
+			scalar_at = 1, lists = 1;
+	if (!strcmp(op, "lerp"))
+		scalar_at = 2, lists = 2;
+	if (!strcmp(op, "addcmul") || !strcmp(op, "addcdiv"))
+		scalar_at = 3, lists = 3;
+	if (scalar_at < 0) {
+		snprintf(buf, len, "%.80s is not among the _foreach ops kplan.torch fuses (add, "
+			 "sub, mul, div, neg, reciprocal, sqrt, lerp, addcmul, addcdiv, pow of a "
+			 "scalar)", x->name);
+		return buf;
+	}
+	for (int i = 0; i < lists; i++)
+		if (foreach_arg(x, i) != 'L') {
+			snprintf(buf, len, "%.80s: input %d is not a list of tensors", x->name, i + 1);
+			return buf;
+		}
+	switch (foreach_arg(x, scalar_at)) {
+	case 'V':
+		snprintf(buf, len, "%.80s by a list of scalars (kplan.torch fuses a scalar, or "
+			 "a list of tensors where the op takes one)", x->name);
+		return buf;
+	case 'T':
+		snprintf(buf, len, "%.80s by one tensor (kplan.torch fuses a scalar, or a list "
+			 "of tensors where the op takes one)", x->name);
+		return buf;
+	case 'L':
+		if (scalar_at != 1 || lists != 1 || !strcmp(op, "neg") ||
+		    !strcmp(op, "reciprocal") || !strcmp(op, "sqrt"))
+			break;
+		return NULL;     /* add, sub, mul, div .List */
+	default:
+		return NULL;
+	}
+	snprintf(buf, len, "%.80s with a list where kplan.torch takes a scalar", x->name);
+	return buf;
+}
+
+/* The verdict on a chain that begins with a _foreach op. */
+static const char *foreach_run(const struct op *ops, int n, char *buf, size_t len)
+{
+	const char *v;
+
+	for (int i = 0; i < n; i++) {
+		if (!foreach_name(ops[i].name)) {
+			snprintf(buf, len, "%.80s ends the run of _foreach ops (kplan.torch fuses "
+				 "the run as one program of its own)", ops[i].name);
+			return buf;
+		}
+		if ((v = foreach_stops(&ops[i], buf, len)))
+			return v;
+	}
+	snprintf(buf, len, "kplan.torch runs these %d _foreach ops as one program of at most "
+		 "two kernels at capture, when their lists are f32 (a trace does not record a "
+		 "list's dtypes; kt.open(fuse=\"exact\"), bit-identical)", n);
+	return buf;
+}
+
 static int ends_chain(const char *name)
 {
 	return is_layer_norm(name) || !strcmp(name, "aten::constant_pad_nd") ||
@@ -1024,8 +1145,8 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 	int n = 0, rc = 0;
 	int64_t last_tid = -1, last_start = -1;
 	char why[320];
-	const char *verdict = NULL, *ends = NULL;
-	int begun = 0, mean_at = -1;
+	const char *verdict = NULL, *ends = NULL, *foreach_verdict = NULL;
+	int begun = 0, mean_at = -1, n_checked;
 
 	if (a->aten_state < 0)
 		return 0;
@@ -1068,6 +1189,7 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 	}
 	if (rc)
 		goto out;
+	n_checked = n;
 	/* the iteration space: the chain's largest tensor, up to the op that
 	 * ends it (the ops after a LayerNorm, a pad or a cat are another chain,
 	 * over another shape maybe); of an index_copy_, its source (its
@@ -1082,9 +1204,20 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 			if (t->dtype && (!space || numel(t) > numel(space)))
 				space = t;
 		}
-	for (int i = 0; i < n && !verdict; i++) {
+	if (n && foreach_name(ops[0].name)) {
+		foreach_verdict = foreach_run(ops, n, why, sizeof(why));
+		n_checked = 0;   /* not the pointwise rules */
+	}
+	for (int i = 0; i < n_checked && !verdict; i++) {
 		const char *name = ops[i].name;
 
+		if (foreach_name(name)) {
+			snprintf(why, sizeof(why), "%.80s is a multi-tensor op (kplan.torch fuses a "
+				 "run of _foreach ops as one program, apart from pointwise chains)",
+				 name);
+			verdict = why;
+			break;
+		}
 		if (!strcmp(name, "aten::scalar_tensor"))
 			continue;   /* a value baked into the kernel (defer_const) */
 		if (is_layer_norm(name)) {
@@ -1128,7 +1261,9 @@ int kp__aten_view(struct kp__ana *a, const uint32_t *ch, int k, struct kp__cand 
 		chain.len += 3;
 	}
 	c->aten_chain = kp_arena_strdup(&a->arena, chain.buf);
-	if (verdict)
+	if (foreach_verdict)
+		c->torch_verdict = kp_arena_strdup(&a->arena, foreach_verdict);
+	else if (verdict)
 		c->torch_verdict = kp_arena_strdup(&a->arena, verdict);
 	else if (ends) {
 		snprintf(why, sizeof(why), "kplan.torch fuses this chain at capture, ending in %s "

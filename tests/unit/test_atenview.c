@@ -234,8 +234,9 @@ static void test_candidates_in_aten_terms(void)
 }
 
 /*
- * The --cases trace: a chain per rule of kplan.torch's row mean, pad and
- * cat (gen_aten_shapes.py CASES), each found by its first kernel.
+ * The --cases trace: a chain per rule of kplan.torch's row mean, pad, cat,
+ * index_copy_ and _foreach programs (gen_aten_shapes.py CASES), each found
+ * by its first kernel.
  */
 static void test_mean_pad_cat_rules(void)
 {
@@ -293,6 +294,23 @@ static void test_mean_pad_cat_rules(void)
 		  "(kt.open(fuse=\"exact\"), bit-identical)" },
 		/* a copy_ of the user's own is in place: not read as the op around it */
 		{ "InPlaceCopy", "aten::copy_ is not in kplan.torch's pointwise catalog" },
+		/* runs of _foreach ops: aten_foreach.py's overloads */
+		{ "ForeachAdam", "kplan.torch runs these 8 _foreach ops as one program of at "
+		  "most two kernels at capture, when their lists are f32 (a trace does not record "
+		  "a list's dtypes; kt.open(fuse=\"exact\"), bit-identical)" },
+		{ "ForeachScalars", "aten::_foreach_addcdiv_ by a list of scalars (kplan.torch "
+		  "fuses a scalar, or a list of tensors where the op takes one)" },
+		{ "ForeachTensor", "aten::_foreach_add_ by one tensor (kplan.torch fuses a scalar, "
+		  "or a list of tensors where the op takes one)" },
+		{ "ForeachMax", "aten::_foreach_maximum_ is not among the _foreach ops kplan.torch "
+		  "fuses (add, sub, mul, div, neg, reciprocal, sqrt, lerp, addcmul, addcdiv, pow "
+		  "of a scalar)" },
+		{ "ForeachPowList", "aten::_foreach_pow of a list (kplan.torch fuses the power of "
+		  "a scalar by a list)" },
+		{ "ForeachThenMul", "aten::mul ends the run of _foreach ops (kplan.torch fuses the "
+		  "run as one program of its own)" },
+		{ "MulThenForeach", "aten::_foreach_mul_ is a multi-tensor op (kplan.torch fuses a "
+		  "run of _foreach ops as one program, apart from pointwise chains)" },
 	};
 	const char *trace = kp_test_path("aten_cases.json");
 	struct kp_db *db;
@@ -319,6 +337,11 @@ static void test_mean_pad_cat_rules(void)
 			       "aten::mul(f32[4,256], f32[4,1])");
 	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "CaseCatSizes0<"),
 			       "aten::neg(f16[2,8,32]) > aten::cat([[2,8,32], [2,4,32]], -1)");
+	/* a _foreach op's lists: the first one's shapes, the others named */
+	CU_ASSERT_STRING_EQUAL(cand_text(db, "aten_chain", "CaseForeachScalars0<"),
+			       "aten::_foreach_mul_([[64,64], [64]], 0.999) > "
+			       "aten::_foreach_addcdiv_([[64,64], [64]], TensorList, TensorList, "
+			       "[-0.001, -0.001])");
 	kp_db_close(db);
 }
 
