@@ -214,11 +214,15 @@ GRAPH_PATH_LIBS = ("transformers",)
 
 
 def _graph_path_setting(value):
-    """open(graph_path=) or $KPLAN_TORCH_GRAPH_PATH as "libs" (the default),
-    "all" or None (off)."""
+    """open(graph_path=) or $KPLAN_TORCH_GRAPH_PATH as "libs", "all" or None
+    (off). The default is "libs" under `kplan record` (which sets KPLAN_OUT
+    for its collector) and off under any other tool (Nsight Systems: a
+    profile of the program as it runs)."""
     if value is None:
         value = os.environ.get("KPLAN_TORCH_GRAPH_PATH", "")
-    if value is True or value in ("", "1", "on", "libs"):
+    if value == "":
+        return "libs" if os.environ.get("KPLAN_OUT") else None
+    if value is True or value in ("1", "on", "libs"):
         return "libs"
     if value is False or value in ("0", "off"):
         return None
@@ -1632,13 +1636,13 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 python/README.md, "Fusion"); "off"
     fuse_save   write the groups fused beside the plan at close()
                 (save_fusion); default $KPLAN_TORCH_FUSE_SAVE
-    graph_path  without a plan, while a tool records (`kplan record`), what
-                region bodies see of torch.cuda.is_current_stream_capturing():
-                "libs" (default; $KPLAN_TORCH_GRAPH_PATH): True in the
-                libraries that take another path under capture
+    graph_path  without a plan, while a tool records, what region bodies
+                see of torch.cuda.is_current_stream_capturing(): "libs"
+                (default under `kplan record`; $KPLAN_TORCH_GRAPH_PATH): True
+                in the libraries that take another path under capture
                 (GRAPH_PATH_LIBS: transformers), so that the trace holds the
                 kernels the region's graph will run; "all": True everywhere;
-                "off": the eager path. Such a body's results are the graph's
+                "off" (default under other tools): the eager path. Such a body's results are the graph's
                 (e.g. the attention mask kept), not those of an eager call.
 
     Raises KplanError when the plan cannot be read, or when the library is

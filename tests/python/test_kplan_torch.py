@@ -40,7 +40,7 @@ ENV_KEYS = ("KPLAN_RT_DISABLE", "KPLAN_RT_STRICT", "KPLAN_RT_VERIFY", "KPLAN_RT_
             "KPLAN_RT_KEY_WARMUP", "KPLAN_RT_WATCH", "KPLAN_PLAN", "KPLAN_TORCH_POLICY",
             "KPLAN_LOG", "KPLAN_RT_LIB", "KPLAN_TORCH_NVTX", "NVTX_INJECTION64_PATH",
             "KPLAN_TORCH_FUSE", "KPLAN_TORCH_FUSE_SAVE", "KPLAN_TORCH_ATEN_LOG",
-            "KPLAN_TORCH_GRAPH_PATH")
+            "KPLAN_TORCH_GRAPH_PATH", "KPLAN_OUT")
 
 
 def plan(decision="graph", warmup=2, reason=None):
@@ -158,6 +158,10 @@ class TestGraphPath(Base):
     """Recording without a plan: region bodies take the path a graph of them
     takes in the libraries that branch on is_current_stream_capturing()."""
 
+    def setUp(self):
+        Base.setUp(self)
+        os.environ["KPLAN_OUT"] = "run.db"     # as `kplan record` sets it
+
     def probe(self, module):
         # a function of another module, as transformers' is_tracing() is
         g = {"__name__": module, "T": self.T}
@@ -204,6 +208,14 @@ class TestGraphPath(Base):
 
     def test_all_callers(self):
         self.assertEqual(self.run_step(graph_path="all"), ((True, True), (False, False)))
+
+    def test_other_tools_only_when_asked(self):
+        # Nsight Systems listens too, but profiles the program as it runs
+        del os.environ["KPLAN_OUT"]
+        self.assertEqual(self.run_step(), ((False, False), (False, False)))
+        kt.close()
+        os.environ["KPLAN_TORCH_GRAPH_PATH"] = "libs"
+        self.assertEqual(self.run_step()[0], (True, False))
 
     def test_no_tool_no_change(self):
         del os.environ["NVTX_INJECTION64_PATH"]
