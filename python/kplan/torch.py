@@ -1552,6 +1552,8 @@ class Runtime(object):
         for k in ("calls", "replays", "captures", "eager", "verified", "evictions",
                   "graphs", "watched", "unwatched"):
             f.write("kplan-torch: %s %d\n" % (k, s[k]))
+        if s["graph_path_calls"]:
+            f.write("kplan-torch: graph_path_calls %d\n" % s["graph_path_calls"])
         for r, n in sorted(s["eager_by_reason"].items()):
             f.write("kplan-torch: eager.%s %d\n" % (r, n))
         for r, n in sorted(s["failures"].items()):

@@ -191,6 +191,9 @@ class TestGraphPath(Base):
         self.assertEqual(outside, (False, False))
         self.assertIs(self.T.cuda.is_current_stream_capturing, real)
         self.assertEqual(kt.stats()["graph_path_calls"], 1)
+        out = io.StringIO()
+        kt.current().print_stats_to(out)
+        self.assertIn("kplan-torch: graph_path_calls 1\n", out.getvalue())
         self.assertEqual(len(self.logs("graph's path")), 1)
         self.assertIn("transformers", self.logs("graph's path")[0])
 
