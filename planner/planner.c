@@ -459,6 +459,11 @@ static int region_warmup(struct ctx *c, const struct reg *r)
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
 		last = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
+	/* a blocker seen only in occurrence `last` (a lazy first-use set-up,
+	 * DDP's timing events) must run eagerly: warm up past it, and one more
+	 * call, so that the watched call before the capture is a clean one.
+	 * The analyzer stores such blockers in the first 8 occurrences only;
+	 * the bound holds against a database that says otherwise. */
 	if (last > 1000)
 		last = 1000;
 	return last < 0 ? c->warmup : (int)(last + 2 > c->warmup ? last + 2 : c->warmup);
@@ -473,6 +478,8 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 	kp_fmt_dur(r->eager, e, sizeof(e));
 	kp_fmt_dur(r->graph, g, sizeof(g));
 	o->decision = KP_PLAN_EAGER;
+	/* the tests run from what makes a graph impossible to what makes it
+	 * not worth it, so that the reason given is the most fundamental one */
 	if (!r->capturable) {
 		o->reason = KP_PLAN_R_BLOCKER;
 		if (r->n_parts) {
@@ -509,8 +516,12 @@ static void decide(struct ctx *c, struct reg *r, struct kp_plan_region *o, struc
 		return;
 	}
 	gain = r->eager - r->graph;
+	/* the analyzer's break-even when it gave one; else the one-time cost
+	 * (capture and instantiation) over the gain per call, rounded up */
 	if (!r->has_break_even)
 		r->break_even = r->has_one_time ? (r->one_time + gain - 1) / gain : 0;
+	/* calls that replay: not the warm-up calls, not the capture's (it runs
+	 * the body once, at eager cost or more) */
 	replays = r->occ_run - r->warmup - 1;
 	if (replays < 1 || replays < r->break_even) {
 		o->reason = KP_PLAN_R_TOO_FEW_REPLAYS;
