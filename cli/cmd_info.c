@@ -9,7 +9,9 @@ const char kp_usage_info[] =
 	"usage: kplan info DB\n"
 	"\n"
 	"Prints each run (where it came from, GPU, driver/runtime/CUPTI versions,\n"
-	"command line, dropped records) and the row count of every table.\n";
+	"command line, rank, dropped records, and what CUPTI said its own work cost\n"
+	"the run, by kind: the stalls recording caused) and the row count of every\n"
+	"table.\n";
 
 KP_CMD(info)
 {

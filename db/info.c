@@ -34,6 +34,40 @@ static void version(FILE *f, const char *label, int v)
 		fprintf(f, "  %-10s %d\n", label, v);
 }
 
+/*
+ * What CUPTI said its own work cost the run (PROFILER_OVERHEAD, by kind,
+ * the costliest first): where recording slowed the program down, e.g.
+ * "command buffer full" stalls of the launching threads, lazy function
+ * loading. One line; nothing when the run has no such rows.
+ */
+static void overhead(struct kp_db *db, FILE *f, int64_t run)
+{
+	sqlite3_stmt *st;
+	int n = 0;
+
+	if (!kp_db_has_table(db, "PROFILER_OVERHEAD") ||
+	    kp_db_prepare(db, "SELECT coalesce(s.value, 'unknown'), count(*), sum(o.end - o.start)"
+			  " FROM PROFILER_OVERHEAD o LEFT JOIN StringIds s ON s.id = o.nameId"
+			  " WHERE o.runId = ?1 GROUP BY 1 ORDER BY 3 DESC, 1", &st, NULL))
+		return;
+	sqlite3_bind_int64(st, 1, run);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		char name[64];
+
+		if (n == 4) {
+			fputs(", ...", f);
+			break;
+		}
+		fprintf(f, "%s%s %lld (%.3f ms)", n ? ", " : "  overhead   CUPTI: ",
+			col(st, 0, name, sizeof(name)), (long long)sqlite3_column_int64(st, 1),
+			(double)sqlite3_column_int64(st, 2) / 1e6);
+		n++;
+	}
+	if (n)
+		fputc('\n', f);
+	sqlite3_finalize(st);
+}
+
 int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
 {
 	sqlite3_stmt *st;
@@ -83,6 +117,7 @@ int kp_db_info(struct kp_db *db, FILE *f, struct kp_err *err)
 				col(st, 12, b3, sizeof(b3)));
 		else
 			fprintf(f, "  dropped    0 records\n");
+		overhead(db, f, sqlite3_column_int64(st, 0));
 	}
 	sqlite3_finalize(st);
 	fprintf(f, "tables\n");

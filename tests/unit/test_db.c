@@ -322,11 +322,29 @@ static void test_info(void)
 	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_runs WHERE rank IS NULL", -1), 1);
 	CU_ASSERT_EQUAL(kp_db_int(db, "SELECT count(*) FROM kp_runs WHERE local_rank IS NULL", -1),
 			2);
+	/* CUPTI's own costs in the last run: by kind, the costliest first */
+	{
+		char sql[512];
+
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO StringIds(id, value) VALUES (9001, 'command buffer full'),"
+			 " (9002, 'lazy function loading');"
+			 "INSERT INTO PROFILER_OVERHEAD(start, end, nameId, runId) VALUES"
+			 " (0, 1000000, 9002, %lld), (0, 2500000, 9001, %lld),"
+			 " (5, 1500005, 9001, %lld), (0, 100, 9002, %lld)",
+			 (long long)run, (long long)run, (long long)run, (long long)run);
+		CU_ASSERT_EQUAL(kp_db_exec(db, sql, &err), 0);
+	}
 	f = fopen(out, "w");
 	CU_ASSERT_EQUAL(kp_db_info(db, f, &err), 0);
 	fclose(f);
 	text = kp_test_read(out, NULL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "rank       1 of 2 (local rank 1)\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "  rank       0 of 2\n  gpu "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "  overhead   CUPTI: command buffer full 2 (4.000 ms), "
+				     "lazy function loading 2 (1.000 ms)\n"));
+	/* only the run that has them */
+	CU_ASSERT_PTR_NULL(strstr(strstr(text, "overhead") + 1, "overhead   CUPTI"));
 	{
 		/* what kplan record prints of the runs it added */
 		struct kp_run_summary rs;
