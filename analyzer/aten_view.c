@@ -1034,53 +1034,50 @@ static int foreach_arg(const struct op *x, int i)
 	return t->value[0] ? 'S' : 0;
 }
 
-/* Why kplan.torch does not take _foreach op x into its program, or NULL:
- * the overloads aten_foreach._OPS names (add, sub, mul, div by a scalar or
- * a list; neg, reciprocal, sqrt; lerp by a scalar weight; addcmul, addcdiv
- * by a scalar value; pow of a scalar by a list). */
+/* aten_foreach._OPS: each op's leading list inputs, then the input that
+ * is a scalar (-1: none), where add, sub, mul and div also take a list of
+ * tensors (their .List overloads). pow is apart: a scalar by a list. */
+static const struct { const char *op; int lists, scalar, list_ok; } foreach_ops[] = {
+	{ "add", 1, 1, 1 }, { "sub", 1, 1, 1 }, { "mul", 1, 1, 1 }, { "div", 1, 1, 1 },
+	{ "neg", 1, -1, 0 }, { "reciprocal", 1, -1, 0 }, { "sqrt", 1, -1, 0 },
+	{ "lerp", 2, 2, 0 }, { "addcmul", 3, 3, 0 }, { "addcdiv", 3, 3, 0 },
+};
+
+/* Why kplan.torch does not take _foreach op x into its program, or NULL. */
 static const char *foreach_stops(const struct op *x, char *buf, size_t len)
 {
-	static const char *const binary[] = { "add", "sub", "mul", "div" };
-	static const char *const unary[] = { "neg", "reciprocal", "sqrt" };
 	const char *f = foreach_name(x->name);
-	char op[32];
-	size_t n = strlen(f);
-	int scalar_at = -1, lists = 1;   /* inputs: lists first, then the scalar */
+	size_t n = strlen(f), k = n && f[n - 1] == '_' ? n - 1 : n;   /* in place or not */
+	int e = -1;
 
-	snprintf(op, sizeof(op), "%.*s", (int)(n && f[n - 1] == '_' ? n - 1 : n), f);
 	if (x->n_in < 0) {
 		snprintf(buf, len, "%.80s: its inputs were not recorded", x->name);
 		return buf;
 	}
-	if (!strcmp(op, "pow")) {
+	if (k == 3 && !strncmp(f, "pow", 3)) {
 		if (foreach_arg(x, 0) == 'S' && foreach_arg(x, 1) == 'L')
 			return NULL;
 		snprintf(buf, len, "%.80s of a list (kplan.torch fuses the power of a scalar by "
 			 "a list)", x->name);
 		return buf;
 	}
-	for (size_t i = 0; i < sizeof(binary) / sizeof(*binary); i++)
-		if (!strcmp(op, binary[i]))
-			scalar_at = 1;   /* a list there is the .List overload */
-	for (size_t i = 0; i < sizeof(unary) / sizeof(*unary); i++)
-		if (!strcmp(op, unary[i]))
-			scalar_at = 1, lists = 1;
-	if (!strcmp(op, "lerp"))
-		scalar_at = 2, lists = 2;
-	if (!strcmp(op, "addcmul") || !strcmp(op, "addcdiv"))
-		scalar_at = 3, lists = 3;
-	if (scalar_at < 0) {
+	for (int i = 0; i < (int)(sizeof(foreach_ops) / sizeof(*foreach_ops)); i++)
+		if (strlen(foreach_ops[i].op) == k && !strncmp(f, foreach_ops[i].op, k))
+			e = i;
+	if (e < 0) {
 		snprintf(buf, len, "%.80s is not among the _foreach ops kplan.torch fuses (add, "
 			 "sub, mul, div, neg, reciprocal, sqrt, lerp, addcmul, addcdiv, pow of a "
 			 "scalar)", x->name);
 		return buf;
 	}
-	for (int i = 0; i < lists; i++)
+	for (int i = 0; i < foreach_ops[e].lists; i++)
 		if (foreach_arg(x, i) != 'L') {
 			snprintf(buf, len, "%.80s: input %d is not a list of tensors", x->name, i + 1);
 			return buf;
 		}
-	switch (foreach_arg(x, scalar_at)) {
+	if (foreach_ops[e].scalar < 0)
+		return NULL;
+	switch (foreach_arg(x, foreach_ops[e].scalar)) {
 	case 'V':
 		snprintf(buf, len, "%.80s by a list of scalars (kplan.torch fuses a scalar, or "
 			 "a list of tensors where the op takes one)", x->name);
@@ -1090,15 +1087,13 @@ static const char *foreach_stops(const struct op *x, char *buf, size_t len)
 			 "of tensors where the op takes one)", x->name);
 		return buf;
 	case 'L':
-		if (scalar_at != 1 || lists != 1 || !strcmp(op, "neg") ||
-		    !strcmp(op, "reciprocal") || !strcmp(op, "sqrt"))
-			break;
-		return NULL;     /* add, sub, mul, div .List */
+		if (foreach_ops[e].list_ok)
+			return NULL;
+		snprintf(buf, len, "%.80s with a list where kplan.torch takes a scalar", x->name);
+		return buf;
 	default:
-		return NULL;
+		return NULL;   /* a scalar, or the default (alpha, value) */
 	}
-	snprintf(buf, len, "%.80s with a list where kplan.torch takes a scalar", x->name);
-	return buf;
 }
 
 /* The verdict on a chain that begins with a _foreach op. */

@@ -307,6 +307,8 @@ static void test_mean_pad_cat_rules(void)
 		  "of a scalar)" },
 		{ "ForeachPowList", "aten::_foreach_pow of a list (kplan.torch fuses the power of "
 		  "a scalar by a list)" },
+		{ "ForeachLerpList", "aten::_foreach_lerp_ with a list where kplan.torch takes a "
+		  "scalar" },
 		{ "ForeachThenMul", "aten::mul ends the run of _foreach ops (kplan.torch fuses the "
 		  "run as one program of its own)" },
 		{ "MulThenForeach", "aten::_foreach_mul_ is a multi-tensor op (kplan.torch fuses a "
