@@ -18,6 +18,8 @@
 #   bundle     tests/gpu/bundle_check.sh     (plan bundles: this GPU's entry applies, in any
 #              order; one tampered entry makes a signed bundle untrusted)
 #   readme     tests/gpu/readme_check.sh     (the README's PyTorch walk-through, line by line)
+#   record_path tests/gpu/record_path_check.sh (the PyTorch workflow's recordings of GPT-2 and
+#              BERT, on the graph's path, predict their graphs within 20 %)
 #   never_slower tests/gpu/never_slower_check.sh (whole PyTorch runs under kplan.torch never
 #              below 0.99x eager, graphed or with every region eager; the C programs'
 #              never-slower checks are in pipeline and corpus)
@@ -36,8 +38,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 2
 fi
 nvidia-smi -L | tee "$O/device.txt"
-parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch torch_fusion sign bundle readme never_slower"}
-declare -A limit=([collector]=330 [runtime]=150 [pipeline]=300 [fusion]=180 [stress]=120 [corpus]=480 [watch]=120 [torch]=300 [torch_fusion]=540 [sign]=60 [bundle]=60 [readme]=180 [ranks]=300 [ddp]=420 [never_slower]=480)
+parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch torch_fusion sign bundle readme record_path never_slower"}
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=300 [fusion]=180 [stress]=120 [corpus]=480 [watch]=120 [torch]=300 [torch_fusion]=540 [sign]=60 [bundle]=60 [readme]=180 [record_path]=240 [ranks]=300 [ddp]=420 [never_slower]=480)
 summary=$O/summary.txt
 : >"$summary"
 fail=0
