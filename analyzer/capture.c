@@ -1249,9 +1249,12 @@ static int examine(struct kp__ana *a, struct kp__region *r, uint8_t *cut, struct
 	size_t n_calls;
 	int rc = 0;
 
+	/* the calls between launches (syncs, copies, event waits) are read in
+	 * the region as mined (cut given); its parts lie between the fatal
+	 * ones by construction */
 	if (cut)
 		rc = event_blockers(a, r, sx);
-	n_calls = r->blk.len;
+	n_calls = r->blk.len;   /* the split below cuts at those calls only */
 	if (!rc)
 		rc = stream_blockers(a, r);
 	if (!rc)
@@ -1286,6 +1289,8 @@ static int split(struct kp__ana *a, struct kp__region *r, const uint8_t *cut,
 	int64_t benefit = 0;
 	char label[256];
 
+	/* cuts are positions in the template: only occurrences of its length
+	 * line up with them */
 	for (uint32_t k = 0; k < r->n_occ; k++)
 		n_occ += r->occ[k].n == n;
 	r->capturable = 0;
@@ -1293,6 +1298,7 @@ static int split(struct kp__ana *a, struct kp__region *r, const uint8_t *cut,
 		if (i < n && !cut[i])
 			continue;
 		uint32_t len = i - beg;
+		/* one kernel alone is one launch either way: no part of its own */
 		if (len >= 2) {
 			snprintf(label, sizeof(label), "%.200s[%u:%u]", r->label, beg, i);
 			struct kp__region *c = kp__region_new(a, label, "split", n_occ);
