@@ -1331,13 +1331,7 @@ class Fuser(object):
             for i, k in enumerate(ks):
                 if k is None:
                     continue
-                g, why = self.shipped.match(self.region, descs[i])
-                if g is None:
-                    raise _NoFuse(*why)
-                try:
-                    src = self.shipped.source(g)
-                except LookupError as e:
-                    raise _NoFuse(*e.args[0])
+                g, src = self._shipped_group(descs[i])
                 if src != k[1]:
                     # the launch tables are this version's: so must the kernels be
                     raise _NoFuse("plan-mismatch", "group %d's source is not the one this "
@@ -1597,6 +1591,17 @@ class Fuser(object):
         finally:
             self.quiet = False
 
+    def _shipped_group(self, desc, exact=None):
+        """(group, source) the plan ships for desc in this region, or raises
+        _NoFuse saying why none can be used."""
+        g, why = self.shipped.match(self.region, desc, exact)
+        if g is None:
+            raise _NoFuse(*why)
+        try:
+            return g, self.shipped.source(g)
+        except LookupError as e:
+            raise _NoFuse(*e.args[0])
+
     def _source(self, ch, live):
         """(kernel name, source, exact, desc) of the chain: its shipped
         group's, or generated."""
@@ -1604,14 +1609,7 @@ class Fuser(object):
         if self.shipped is not None or self.found is not None:
             desc = self.describe(ch, live)
         if self.shipped is not None:
-            g, why = self.shipped.match(self.region, desc,
-                                        None if self.mode == "plan" else self.exact)
-            if g is None:
-                raise _NoFuse(*why)
-            try:
-                src = self.shipped.source(g)
-            except LookupError as e:
-                raise _NoFuse(*e.args[0])
+            g, src = self._shipped_group(desc, None if self.mode == "plan" else self.exact)
             return g.kernel, src, g.exact, desc
         if self.mode == "plan":
             raise _NoFuse("not-in-plan", "the plan ships no torch fusion groups")
