@@ -41,7 +41,10 @@ done
 rc=$?
 cat "$O/validate.txt"
 nodes=$(awk '$1 == "bert_fp16_b1_rec" { print $2 }' "$O/validate.txt")
-if [ -n "$nodes" ] && [ "$nodes" -le 300 ]; then
+if ! [ "$nodes" -gt 0 ] 2>/dev/null; then
+	echo "FAIL BERT's recorded step was not analyzed (nodes '$nodes')"
+	rc=1
+elif [ "$nodes" -le 300 ]; then
 	echo "FAIL BERT's recorded step has $nodes kernels: the eager path, not the graph's"
 	rc=1
 fi
