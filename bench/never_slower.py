@@ -16,7 +16,12 @@ N, blocks of N steps then alternate outside and inside a
 cudaProfilerStart/Stop window (what `kplan record --profiler-api` traces),
 each block synchronised at its end, and "window" gives the median step of
 the blocks outside and inside: the collector's cost in one process, free of
-the spread between processes.
+the spread between processes. With --ab N, blocks of N steps then
+alternate the bare step and the kplan region ("ab": median ms per step of
+each and speed = bare / region): the region's steady state against eager in
+one process. With --first N the run's first N calls are
+each synchronised and timed ("first_ms"): where a one-time cost (warm-up,
+watch, a capture that fails) lands.
 
 Workloads (tests/gpu/never_slower_check.sh runs them all):
   gpt2_adamw      GPT-2 (4 layers) training step, AdamW(capturable=False):
@@ -148,21 +153,29 @@ def build(torch, name):
     raise SystemExit("never_slower: unknown workload %r" % name)
 
 
-def profiler_window(torch, step, args, losses, n, blocks):
-    """Median ms per step of blocks outside and inside cudaProfilerStart/Stop."""
-    out, inside = [], []
+def alternate(torch, fa, fb, args, sink, n, blocks, b_on=None, b_off=None):
+    """Median ms per step of blocks of n steps, alternating fa and fb
+    (fb's blocks between b_on() and b_off()), each block synchronised."""
+    ta, tb = [], []
     for b in range(2 * blocks):
         on = b % 2 == 1
-        if on:
-            torch.cuda.profiler.start()
+        f = fb if on else fa
+        if on and b_on:
+            b_on()
         s = time.perf_counter()
         for _ in range(n):
-            losses.append(step(*args))
+            sink.append(f(*args))
         torch.cuda.synchronize()
-        (inside if on else out).append((time.perf_counter() - s) * 1e3 / n)
-        if on:
-            torch.cuda.profiler.stop()
-    o, i = statistics.median(out), statistics.median(inside)
+        (tb if on else ta).append((time.perf_counter() - s) * 1e3 / n)
+        if on and b_off:
+            b_off()
+    return statistics.median(ta), statistics.median(tb)
+
+
+def profiler_window(torch, step, args, losses, n, blocks):
+    """Median ms per step of blocks outside and inside cudaProfilerStart/Stop."""
+    o, i = alternate(torch, step, step, args, losses, n, blocks,
+                     torch.cuda.profiler.start, torch.cuda.profiler.stop)
     return {"out_ms": round(o, 4), "in_ms": round(i, 4), "ratio": round(i / o, 4)}
 
 
@@ -174,21 +187,31 @@ def main():
     ap.add_argument("--timed", type=int, default=30, help="synchronised steps after it")
     ap.add_argument("--window", type=int, default=0, metavar="N",
                     help="then blocks of N steps outside and inside a profiler window")
-    ap.add_argument("--blocks", type=int, default=20, help="block pairs with --window")
+    ap.add_argument("--blocks", type=int, default=20, help="block pairs with --window or --ab")
+    ap.add_argument("--ab", type=int, default=0, metavar="N",
+                    help="then blocks of N steps alternating the bare step and the region")
+    ap.add_argument("--first", type=int, default=0, metavar="N",
+                    help="time the run's first N calls one by one (synchronised)")
     a = ap.parse_args()
     os.environ.update(VARIANT_ENV[a.variant])
     import torch
     step, args = build(torch, a.workload)
     kt = None
+    bare = step
     if a.variant != "eager":
         import kplan.torch as kt
         kt.open(policy=os.environ["KPLAN_TORCH_POLICY"])
         step = kt.region("step")(step)
     torch.cuda.synchronize()
     losses = []
+    first = []
     t0 = time.perf_counter()
-    for _ in range(a.steps):
+    for i in range(a.steps):
+        s = time.perf_counter()
         losses.append(step(*args))
+        if i < a.first:
+            torch.cuda.synchronize()
+            first.append(round((time.perf_counter() - s) * 1e3, 3))
     torch.cuda.synchronize()
     total = (time.perf_counter() - t0) * 1e3
     times = []
@@ -200,6 +223,13 @@ def main():
     window = None
     if a.window > 0:
         window = profiler_window(torch, step, args, losses, a.window, a.blocks)
+    ab = None
+    if a.ab > 0 and kt is not None:
+        # after the run, in one process: the region as it ended up (graphed,
+        # eager for good, planned eager) against the bare step, free of the
+        # spread between processes; these steps are not in the losses' hash
+        b, k = alternate(torch, bare, step, args, [], a.ab, a.blocks)
+        ab = {"bare_ms": round(b, 4), "region_ms": round(k, 4), "speed": round(b / k, 4)}
     h = hashlib.sha256()
     for l in losses:
         h.update(l.float().cpu().numpy().tobytes())
@@ -208,6 +238,10 @@ def main():
            "losses": h.hexdigest()[:16], "rank": int(os.environ.get("RANK", "0"))}
     if window:
         out["window"] = window
+    if first:
+        out["first_ms"] = first
+    if ab:
+        out["ab"] = ab
     if kt is not None:
         st = kt.stats()
         rt = st.get("rt") or {}
