@@ -80,6 +80,7 @@ reason ("layout": eager would give the output an overlapping or non-dense
 layout, or its layout could not be found).
 """
 
+import sys
 import time
 import weakref
 
@@ -2026,6 +2027,17 @@ def mode(fuser, oplog=None, oplog_path=None):
         return out
 
     class FuseMode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):
+            # TorchDispatchMode.__init_subclass__ wraps __torch_dispatch__ in
+            # torch._disable_dynamo when this says True, so that a torch.compile
+            # running under the mode does not trace the mode itself; the
+            # wrapper's first call imports torch._dynamo (1-7 s on the GPU
+            # machines), which a capture that then fails, or a program that
+            # never compiles, must not pay. Only a process that has imported
+            # dynamo can compile, so the wrapper is asked for then alone.
+            return "torch._dynamo" in sys.modules
+
         def __enter__(self):
             hooks[:] = _hook_syncs(fuser.T, fuser, owner)
             return TorchDispatchMode.__enter__(self)

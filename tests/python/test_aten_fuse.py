@@ -147,6 +147,23 @@ def make_torch():
     pd = types.ModuleType("torch.utils._python_dispatch")
 
     class TorchDispatchMode(object):
+        # as torch's: a subclass whose _should_skip_dynamo() says True gets its
+        # __torch_dispatch__ wrapped in torch._disable_dynamo, whose first call
+        # imports torch._dynamo (recorded in T.dynamo_imports)
+        def __init_subclass__(cls, **kw):
+            super().__init_subclass__(**kw)
+            if cls._should_skip_dynamo() and "__torch_dispatch__" in cls.__dict__:
+                raw = cls.__dict__["__torch_dispatch__"]
+
+                def wrapped(*a, **k):
+                    T.dynamo_imports += 1
+                    return raw(*a, **k)
+                cls.__torch_dispatch__ = wrapped
+
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return True
+
         def __enter__(self):
             return self
 
@@ -592,6 +609,29 @@ class TestFuser(unittest.TestCase):
         self.assertIs(self.T.cuda.Event.record, rec)
         self.assertIs(self.T.cuda.Stream.wait_event, we)
         del y
+
+    def test_mode_imports_no_dynamo(self):
+        # torch's dynamo wrapper around the mode (its first call imports
+        # torch._dynamo: seconds) only in a process that has imported dynamo
+        O, x = self.O, self.x()
+        self.T.dynamo_imports = 0
+        saved = sys.modules.pop("torch._dynamo", None)
+        try:
+            m = aten_fuse.mode(self.fz)
+            with m:
+                y = m.__torch_dispatch__(O.tanh, (), (x,), {})
+            self.assertEqual(self.T.dynamo_imports, 0)
+            sys.modules["torch._dynamo"] = types.ModuleType("torch._dynamo")
+            m = aten_fuse.mode(self.fz)
+            with m:
+                z = m.__torch_dispatch__(O.tanh, (), (y,), {})
+            self.assertEqual(self.T.dynamo_imports, 1)
+        finally:
+            sys.modules.pop("torch._dynamo", None)
+            if saved is not None:
+                sys.modules["torch._dynamo"] = saved
+        self.assertEqual(self.fz.stats.ops_alone, 2)   # both went through the fuser
+        del y, z
 
     def test_op_log(self):
         import json
