@@ -1102,9 +1102,10 @@ class Runtime(object):
         e.fused = 0
         # A capture the watch doubted (the eager call did what no capture holds:
         # libraries may avoid it while capturing) is tried without the fusion
-        # mode first: a TorchDispatchMode's first use imports torch._dynamo
-        # (seconds), which a region that stays eager must not pay. When it
-        # holds, the next call captures again with fusion (e.fuse_next).
+        # mode first: the mode's work (every op through Python, the chains'
+        # compiles) is wasted on a region that stays eager. When it holds, the
+        # next call captures again with fusion (e.fuse_next). The mode imports
+        # nothing heavy (aten_fuse.mode: no torch._dynamo).
         doubted = st.watch_msg is not None and not st.captured
         e.fuse_next = doubted and self.fuse != "off" and st.fuse_off is None
         _tl.depth = _depth() + 1
