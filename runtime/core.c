@@ -723,6 +723,9 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 	if (rt->global_reason)
 		return eager(rt, rt->global_reason);
 	if (tl_capture_depth > 0) {
+		/* inside another region's capture this body is part of that
+		 * graph already: a capture of its own would nest captures on
+		 * one stream, a replay would launch a graph into the capture */
 		r->mode_ = M_NESTED;
 		return eager(rt, KP_RT_R_NESTED);
 	}
@@ -734,6 +737,8 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 	}
 	reg->calls++;
 	if (reg->static_reason) {
+		/* decided for good (planned eager, a blocker the watch saw, a
+		 * capture that cannot succeed): the cheapest path, no entry */
 		reason = reg->static_reason;
 		pthread_mutex_unlock(&rt->lock);
 		eager(rt, reason);
@@ -744,6 +749,9 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 	if (++reg->win_calls >= THRASH_WINDOW)
 		reg->win_calls = reg->win_evict = 0;
 	if (reg->calls < reg->eager_until) {
+		/* keys were evicted faster than their captures could pay off:
+		 * eager for a while (the pause doubles each time) rather than a
+		 * capture per call */
 		pthread_mutex_unlock(&rt->lock);
 		return eager(rt, KP_RT_R_KEY_THRASH);
 	}
@@ -778,6 +786,10 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 	}
 	e->last_use = ++rt->tick;
 	if (pthread_mutex_trylock(&e->lock)) {
+		/* another thread is in this entry (capturing, replaying with its
+		 * patched arguments, verifying): waiting would queue this thread
+		 * behind it, and one graph's state serves one call at a time, so
+		 * this call runs eagerly instead */
 		pthread_mutex_unlock(&rt->lock);
 		return eager(rt, KP_RT_R_BUSY);
 	}
@@ -803,11 +815,13 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 		}
 		e->state = S_WARMUP;
 		e->warm_done = reg->warmup;
-		/* capture now */
+		/* capture now: this key was warmed and watched before its
+		 * failure, and what failed (an allocation, a transient error)
+		 * is what the retry is for */
 		__attribute__((fallthrough));
 	case S_WARMUP:
 		if (!rt->watch)
-			e->watched = 1;
+			e->watched = 1;   /* no watch (KPLAN_RT_WATCH=0, or no CUPTI): unchecked */
 		if (!e->binds_seen && reg->plan && plan_scalars(reg->plan)) {
 			/*
 			 * The plan lists scalars that change per call: replays
@@ -856,6 +870,10 @@ static int region_begin(kp_rt *rt, kp_region *r, const char *name,
 		r->entry_ = e;
 		r->stream_ = stream_of(e);
 		if (e->verify_left > 0) {
+			/* KPLAN_RT_VERIFY: the first calls after the capture run
+			 * the body eagerly, then the graph on the same inputs, and
+			 * compare the bound outputs (verify()); a graph that gives
+			 * other bytes is dropped and eager's result kept */
 			r->mode_ = M_VERIFY;
 			return 1;
 		}
