@@ -1266,6 +1266,9 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 								   nd->block, nd->smem));
 	}
 	if (pr->fingerprint && fp != pr->fingerprint && !plan_has_shape(pr, fp)) {
+		/* the body captured other kernels (or launch shapes) than the
+		 * run the plan was made from: its patch sites, fusion chains and
+		 * prediction are about another program, so none of it applies */
 		char buf[256];
 
 		snprintf(buf, sizeof(buf),
@@ -1279,6 +1282,10 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	{
 		char why[512];
 
+		/* an argument no bind covers that changed between the watched
+		 * call and the capture, or that the plan says changes per call,
+		 * would be frozen into the graph: every replay would reuse the
+		 * capture's value. No retry can make that right: eager for good */
 		if (check_args(e, r, why, sizeof(why))) {
 			entry_drop_graph(rt, e);
 			e->state = S_DISABLED;
@@ -1329,6 +1336,8 @@ static int finish_capture(kp_rt *rt, struct entry *e, kp_region *r)
 	ADD(rt, graph_nodes, e->n_nodes);
 	if (rt->agree && !capture_agreed(rt, e, 1))
 		return 1;      /* another rank's capture failed: none replays */
+	/* a capture runs nothing: this call's work is done by launching the
+	 * graph now (the first replay) */
 	rc = rt->be.launch(rt->be.ctx, e->exec[0], r->stream_);
 	if (rc)
 		return fail_rc(rt, e, KP_RT_R_LAUNCH, "graph launch", rc);
