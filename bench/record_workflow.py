@@ -9,7 +9,8 @@ tells users to: the step in kplan.torch.region("step"), no plan, run under
 
 WORKLOAD is one of bench/cost_corpus.py's (gpt2_fp16_t1, bert_fp16_b1,
 gpt2_fp16_b8, ...). The first form runs 3 warm-up and --steps steps, each
-synchronised, and prints the kernels torch sees nothing of; the second
+synchronised, and prints how many steps ran and how many of them on the
+graph's path (kplan.torch's stats); the second
 measures each workload's step as one torch.cuda.graph the way
 cost_corpus.py does (the fastest of 9 batches of 30 replays) and prints
 ground_truth.csv rows (workload,eager_ms,graph_ms,...) for `kplan validate`.

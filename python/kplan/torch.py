@@ -1645,8 +1645,9 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 in the libraries that take another path under capture
                 (GRAPH_PATH_LIBS: transformers), so that the trace holds the
                 kernels the region's graph will run; "all": True everywhere;
-                "off" (default under other tools): the eager path. Such a body's results are the graph's
-                (e.g. the attention mask kept), not those of an eager call.
+                "off" (default under other tools): the eager path. Such a
+                body's results are the graph's (e.g. the attention mask
+                kept), not those of an eager call.
 
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
