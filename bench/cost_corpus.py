@@ -30,8 +30,10 @@ per replay of the graph are counted (nk_eager, nk_graph) to show it.
 small fp16 one token and batch 8 x 128, BERT-base fp16 batch 1 x 128)
 traced and timed eagerly WITHOUT the capture trick, torch.profiler around
 eager steps, so the trace holds the eager path (the mask check's host sync,
-the eager attention kernel) while graph_ms is still the graph's (under a
-real capture the library takes its capture path). Traces are named
+the eager attention kernel), while graph_ms is the graph kplan.torch
+captures (graph_step.kplan_path: the library's eager path where the eager
+step does not synchronise, BERT; its capture path where it does, GPT-2's
+mask check). Traces are named
 <workload>_plain.json.gz, the rows go to DIR/ground_truth_plain.csv (the
 corpus's columns, ready to append to its ground_truth.csv), the graph's
 kernels are counted (--graph-trace is on) and the host syncs per traced
@@ -300,7 +302,8 @@ def one(name, a, rows):
         nk_eager = kernels_per(path, "step")
         syncs = syncs_per(path, "step")
         # the graph: warm-up on a side stream, capture, replays
-        gstep, g = hand_written_graph(fn, inputs)   # gstep keeps the static inputs
+        # gstep keeps the static inputs; --plain: the graph kplan.torch captures
+        gstep, g = hand_written_graph(fn, inputs, path="kplan" if a.plain else None)
         torch.cuda.synchronize()
         for _ in range(5):
             g.replay()
@@ -313,6 +316,7 @@ def one(name, a, rows):
             ts.append(time.perf_counter() - s)
         graph_sync_ms = statistics.median(ts) * 1e3
         graph_ms = replay_period_ms(g)
+        gpath_name = getattr(gstep, "path", None)
         nk_graph = 0
         if a.graph_trace:
             gpath = os.path.join(a.out, wname + ".graph.json.gz")
@@ -324,9 +328,10 @@ def one(name, a, rows):
                  "nk_graph": nk_graph,
                  "device": torch.cuda.get_device_name(), "torch": torch.__version__})
     log("%-18s eager %8.3f ms  graph %8.3f ms (sync %8.3f)  %4.1fx  ops %d/%d  syncs %d"
-        "  trace %6.0f kB  %.0f s" % (wname, eager_ms, graph_ms, graph_sync_ms,
-                                      eager_ms / graph_ms, nk_eager, nk_graph, syncs,
-                                      os.path.getsize(path) / 1024.0, time.time() - t0))
+        "  trace %6.0f kB  %.0f s%s" % (wname, eager_ms, graph_ms, graph_sync_ms,
+                                        eager_ms / graph_ms, nk_eager, nk_graph, syncs,
+                                        os.path.getsize(path) / 1024.0, time.time() - t0,
+                                        "  path %s" % gpath_name if gpath_name else ""))
 
 
 def main():

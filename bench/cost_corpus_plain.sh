@@ -16,6 +16,8 @@
 set -u
 D=${1:-${OUT:?usage: cost_corpus_plain.sh DIR (or set OUT)}}
 cd "$(dirname "$0")/.." || exit 1
+# kplan.torch: the graph is captured on the path kplan's capture takes
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$D"
 nvidia-smi -L
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers",

@@ -4,11 +4,32 @@ three warm-up calls on a side stream, a capture, then per step the inputs
 copied into the static inputs and one replay."""
 
 
-def hand_written_graph(fn, example):
+def kplan_path(fn, example):
+    """The path kplan.torch's capture of fn(*example) takes where libraries
+    branch on capture (kplan.torch.GRAPH_PATH_LIBS): "eager" (the library's
+    eager path), or "libs" (its graph's path, as under a plain
+    torch.cuda.graph) when an eager call synchronised where a library asked
+    (kplan's watch would see the sync). Runs fn once, eagerly."""
+    import kplan.torch as kt
+    kt._tl.asked = False
+    _, synced = kt._call_on_path("eager", kt._call_noting_syncs, (fn, example, {}), {})
+    return "libs" if synced and kt._tl.asked else "eager"
+
+
+def hand_written_graph(fn, example, path=None):
     """(step(*xs) -> static outputs, the graph): fn captured on copies of
     the tensors in `example` (a tuple). The graph reads those copies: keep
-    step alive as long as the graph replays."""
+    step alive as long as the graph replays. path: None, the capture as
+    torch.cuda.graph makes it; "kplan", as kplan.torch's makes it (the
+    libraries' eager path where kplan_path says so)."""
     import torch
+    if path == "kplan":
+        import kplan.torch as kt
+        mode = kplan_path(fn, tuple(example))
+        body = lambda *xs: kt._call_on_path(mode, fn, xs, {})  # noqa: E731
+        step, g = hand_written_graph(body, example)
+        step.path = "eager" if mode == "eager" else "graph"
+        return step, g
     static_in = [t.clone() for t in example]
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """record_workflow.py - a Hugging Face step recorded the way python/README.md
 tells users to: the step in kplan.torch.region("step"), no plan, run under
-`kplan record`, so that the trace holds the path the region's graph takes
-(kplan.torch's graph path, KPLAN_TORCH_GRAPH_PATH).
+`kplan record`, so that the trace holds the path kplan's graph of the
+region takes (the library's eager path, or its graph's path when the eager
+step synchronises: KPLAN_TORCH_GRAPH_PATH).
 
     kplan record -o W.db -- python3 bench/record_workflow.py WORKLOAD [--steps 8]
     python3 bench/record_workflow.py --graph WORKLOAD...   (no kplan record)
 
 WORKLOAD is one of bench/cost_corpus.py's (gpt2_fp16_t1, bert_fp16_b1,
 gpt2_fp16_b8, ...). The first form runs 3 warm-up and --steps steps, each
-synchronised, and prints how many steps ran and how many of them on the
-graph's path (kplan.torch's stats); the second
-measures each workload's step as one torch.cuda.graph the way
-cost_corpus.py does (the fastest of 9 batches of 30 replays) and prints
-ground_truth.csv rows (workload,eager_ms,graph_ms,...) for `kplan validate`.
+synchronised, and prints how many steps ran, how many of them on the
+graph's path and the path recorded ("path: eager|graph|none", kplan.torch's
+stats); the second measures each workload's step as one CUDA graph captured
+as kplan.torch captures it (graph_step.kplan_path), timed the way
+cost_corpus.py does (the fastest of 9 batches of 30 replays), prints
+ground_truth.csv rows (workload,eager_ms,graph_ms,...) for `kplan validate`
+and on stderr "WORKLOAD: captured path: eager|graph".
 bench/record_workflow.sh runs both and validates.
 """
 import argparse
@@ -39,6 +42,8 @@ def record(name, steps):
     st = kt.stats()
     print("%s: %d steps recorded, %d on the graph's path" % (
         name, 3 + steps, st.get("graph_path_calls", 0)), flush=True)
+    print("%s: recorded path: %s" % (name, st["regions"]["step"]["lib_path"] or "none"),
+          flush=True)
 
 
 def graph(name):
@@ -55,8 +60,9 @@ def graph(name):
             torch.cuda.synchronize()
             ts.append(time.perf_counter() - s)
         eager_ms = statistics.median(ts) * 1e3
-        gstep, g = hand_written_graph(fn, inputs)
+        gstep, g = hand_written_graph(fn, inputs, path="kplan")
         torch.cuda.synchronize()
+        print("%s: captured path: %s" % (name, gstep.path), file=sys.stderr, flush=True)
         graph_ms = cost_corpus.replay_period_ms(g)
         del gstep, g
     print("%s_rec,%.4f,%.4f,,,,%s,%s,step" % (name, eager_ms, graph_ms,

@@ -57,13 +57,14 @@ TORCH_REASONS = (
     "non-tensor-output",   # the region returned something else than tensors/None
     "aliased-inputs",      # two arguments share memory and the body writes to one
     "no-cuda",             # torch has no CUDA device here
+    "path-retry",          # a library's eager path failed in the capture: its graph's path next
 )
 REASONS = _rt.REASONS + TORCH_REASONS
 
 # Reasons that strict mode does not turn into errors (the C runtime's list).
 NOT_STRICT = frozenset((
     "none", "no-plan", "disabled", "planned-eager", "warmup", "nested", "busy",
-    "backoff", "key-thrash", "ambiguous-bind",
+    "backoff", "key-thrash", "ambiguous-bind", "path-retry",
 ))
 
 # The C runtime's constants (runtime/core.c), same meaning.
@@ -232,18 +233,28 @@ def _graph_path_setting(value):
                      "not %r" % (value,))
 
 
-def _capture_answer(real, mode):
-    """torch.cuda.is_current_stream_capturing as the graph's path sees it:
-    True for callers in GRAPH_PATH_LIBS (any caller with mode "all"), the
-    real answer for the others (torch's own checks, the user's code)."""
+def _capture_answer(real):
+    """torch.cuda.is_current_stream_capturing as the thread's path
+    (_tl.path) says. "libs": True for callers in GRAPH_PATH_LIBS (the graph's
+    path, recorded); "all": True for every caller; "eager": False for them,
+    inside a capture (the library's eager path, captured); None (threads
+    outside kplan's calls): torch's answer. Callers outside GRAPH_PATH_LIBS
+    (torch's own checks, the user's code) get torch's answer but with
+    "all". A listed library's question is noted in _tl.asked."""
     def is_current_stream_capturing():
+        mode = getattr(_tl, "path", None)
+        if mode is None:
+            return real()
         if mode == "all":
             return True
         try:
             name = sys._getframe(1).f_globals.get("__name__") or ""
         except ValueError:
             name = ""
-        return name.partition(".")[0] in GRAPH_PATH_LIBS or real()
+        if name.partition(".")[0] in GRAPH_PATH_LIBS:
+            _tl.asked = True
+            return mode == "libs"
+        return real()
     is_current_stream_capturing.__wrapped__ = real
     return is_current_stream_capturing
 
@@ -252,24 +263,63 @@ _gp_lock = threading.Lock()
 _gp = {"depth": 0, "real": None}
 
 
-def _call_on_graph_path(mode, fn, args, kwargs):
+def _call_on_path(mode, fn, args, kwargs):
     """fn(*args, **kwargs) with torch.cuda.is_current_stream_capturing
-    answering as _capture_answer says (nested and concurrent calls share
-    one replacement; the last one out restores torch's)."""
+    answering as _capture_answer says for `mode` in this thread (nested and
+    concurrent calls share one replacement; the last one out restores
+    torch's). A listed library's question sets _tl.asked (the caller
+    clears it first)."""
     cuda = (_T or _torch()).cuda
     with _gp_lock:
         if _gp["depth"] == 0:
             _gp["real"] = cuda.is_current_stream_capturing
-            cuda.is_current_stream_capturing = _capture_answer(_gp["real"], mode)
+            cuda.is_current_stream_capturing = _capture_answer(_gp["real"])
         _gp["depth"] += 1
+    prev = getattr(_tl, "path", None)
+    _tl.path = mode
     try:
         return fn(*args, **kwargs)
     finally:
+        _tl.path = prev
         with _gp_lock:
             _gp["depth"] -= 1
             if _gp["depth"] == 0:
                 cuda.is_current_stream_capturing = _gp["real"]
                 _gp["real"] = None
+
+
+_SYNC_WARNING = "synchroniz"    # torch's sync debug mode: "called a synchronizing CUDA operation"
+
+
+def _call_noting_syncs(fn, args, kwargs):
+    """(fn(*args, **kwargs), whether it synchronised with the host) by
+    torch's sync debug mode (torch.cuda.set_sync_debug_mode): turned to
+    "warn" for the call and back, its warnings kept from the program. A
+    program that set the mode itself keeps it: "warn" sees its warnings
+    still; "error" raises on a sync anyway (None: not known)."""
+    import warnings
+    cuda = (_T or _torch()).cuda
+    get = getattr(cuda, "get_sync_debug_mode", None)
+    mode = get() if get is not None else None
+    if mode is None or mode not in (0, 1):
+        return fn(*args, **kwargs), None
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        if mode == 0:
+            cuda.set_sync_debug_mode(1)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            if mode == 0:
+                cuda.set_sync_debug_mode(0)
+    synced = False
+    for w in seen:
+        if _SYNC_WARNING in str(w.message):
+            synced = True
+            if mode == 0:
+                continue
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return out, synced
 
 
 def _tensor_problem(t, d, dev, strided, needs_grad):
@@ -415,7 +465,7 @@ class _Entry(object):
     __slots__ = ("key", "device", "pins", "lock", "state", "reason", "warm_done",
                  "watched", "fails", "retry_at", "calls", "graph", "static_in",
                  "spec", "static_out", "mutated", "verify_left", "logged", "rp",
-                 "patch", "pcur", "fused", "fuse_next")
+                 "patch", "pcur", "fused", "fuse_next", "path")
 
     def __init__(self, key, device, pins):
         self.key = key
@@ -441,6 +491,7 @@ class _Entry(object):
         self.patch = None         # per input: kp_rt_gpatch handle, None: copied
         self.pcur = None          # per input: the address the graph reads now
         self.fused = 0            # chains fused in the graph (kplan.aten_fuse)
+        self.path = None          # the capture's library path ("eager", "libs"), None: none asked
 
 
 class _RegionState(object):
@@ -449,6 +500,8 @@ class _RegionState(object):
         self.bname = name.encode("utf-8")
         self.static_reason = None
         self.watch_msg = None     # what the watched call did that a capture cannot hold
+        self.lib_path = None      # the library path captured: "eager", "graph", None (none asked)
+        self.rec_path = None      # recording: the path taken ("eager", "graph", "none": none asked)
         self.plan = None
         self.warmup = DEFAULT_WARMUP
         self.max_keys = DEFAULT_MAX_KEYS
@@ -472,6 +525,7 @@ class _Counters(object):
         self.watched = self.unwatched = 0
         self.patched_inputs = 0
         self.graph_path = 0
+        self.path_retries = 0
         self.eager_by_reason = collections.Counter()
         self.failures = collections.Counter()
 
@@ -616,7 +670,7 @@ class Runtime(object):
         # a tool listens (see _tool_listens)
         self.ranges = True
         # region bodies run without a plan while a tool records take the
-        # graph's path (see _call_on_graph_path)
+        # path their graph will (see _recorded_call)
         self.graph_path = graph_path if _tool_listens() else None
         if global_reason is None:
             if disabled:
@@ -692,18 +746,38 @@ class Runtime(object):
     def _eager(self, st, reason, region, args, kwargs):
         self._count_eager(st, reason)
         if reason == "no-plan" and self.graph_path is not None:
-            # recording to make a plan: the trace shows what a graph of the
-            # body will run, where libraries branch on capture
-            if "graph-path" not in self.logged:
-                self.logged.add("graph-path")
-                _log(1, "torch: recording the graph's path: in regions, %s see "
-                        "torch.cuda.is_current_stream_capturing() True, as in a capture "
-                        "(KPLAN_TORCH_GRAPH_PATH=0 records the eager path)"
-                     % ("all callers" if self.graph_path == "all"
-                        else "the libraries that branch on it (%s)" % ", ".join(GRAPH_PATH_LIBS)))
-            self.c.graph_path += 1
-            return _call_on_graph_path(self.graph_path, region.fn, args, kwargs)
+            return self._recorded_call(st, region, args, kwargs)
         return region.fn(*args, **kwargs)
+
+    def _recorded_call(self, st, region, args, kwargs):
+        """A region call recorded to make a plan: on the path its graph will
+        take where libraries branch on capture (GRAPH_PATH_LIBS). kplan's
+        capture runs the library's eager path unless the eager call did
+        what a capture cannot hold (_capture_path), so the region's first
+        call runs eagerly with its host syncs noted, and the later calls
+        take the graph's path only when it synchronised (GPT-2's mask
+        check: a capture skips it) and a library asked. graph_path="all"
+        answers True to every caller from the first call."""
+        mode = self.graph_path
+        if mode == "libs" and st.rec_path is None:
+            _tl.asked = False
+            out, synced = _call_on_path("eager", _call_noting_syncs, (region.fn, args, kwargs),
+                                        {})
+            st.rec_path = ("graph" if synced else "eager") if _tl.asked else "none"
+            if st.rec_path == "graph":
+                _log(1, "torch: region '%s': its eager call synchronised where %s asked whether "
+                        "a capture is on: recording the graph's path (a capture takes it; "
+                        "KPLAN_TORCH_GRAPH_PATH=0 records the eager path)"
+                     % (st.name, ", ".join(GRAPH_PATH_LIBS)))
+            return out
+        if mode == "libs" and st.rec_path != "graph":
+            return region.fn(*args, **kwargs)
+        if "graph-path" not in self.logged and mode == "all":
+            self.logged.add("graph-path")
+            _log(1, "torch: recording the graph's path: in regions, all callers see "
+                    "torch.cuda.is_current_stream_capturing() True, as in a capture")
+        self.c.graph_path += 1
+        return _call_on_path(mode, region.fn, args, kwargs)
 
     def _dispatch(self, region, st, args, kwargs):
         self.c.calls += 1
@@ -1044,6 +1118,17 @@ class Runtime(object):
             # a failed capture can leave the capture stream routed to the dead
             # graph's pool: the next capture gets a new stream
             self.side.pop(dev, None)
+            if e.path == "eager" and st.lib_path is None and not multi:
+                # a library asked and its eager path failed in the capture
+                # (a host check its graph's path skips): the next call
+                # captures the graph's path, as torch.cuda.graph would
+                st.lib_path = "graph"
+                self.c.path_retries += 1
+                _log(2, "torch: region '%s': the capture of %s's eager path failed (%s); "
+                        "the next call captures its graph's path"
+                     % (st.name, ", ".join(GRAPH_PATH_LIBS), _first_line(exc)))
+                self._rearm(st, e)
+                return self._eager(st, "path-retry", region, args, kwargs)
             if st.watch_msg:
                 self._region_off(st, "would-break-capture", "%s (the capture failed: %s)"
                                  % (st.watch_msg, _first_line(exc)))
@@ -1064,6 +1149,8 @@ class Runtime(object):
         e.state = _READY
         e.verify_left = self.verify
         st.captured = True
+        if e.path is not None and st.lib_path is None:
+            st.lib_path = "eager" if e.path == "eager" else "graph"
         self.c.captures += 1
         self.c.graphs += 1
         st.n["captures"] += 1
@@ -1074,10 +1161,15 @@ class Runtime(object):
             # the doubted capture held: the next call captures with fusion
             e.fuse_next = False
             self._drop(e)
-            e.state = _WARMUP
-            e.warm_done = st.warmup
-            e.watched = True
+            self._rearm(st, e)
         return out
+
+    @staticmethod
+    def _rearm(st, e):
+        """The entry's next call captures (its warm-up and watch done)."""
+        e.state = _WARMUP
+        e.warm_done = st.warmup
+        e.watched = True
 
     def _restore_stream(self, prev):
         try:
@@ -1108,18 +1200,22 @@ class Runtime(object):
         # nothing heavy (aten_fuse.mode: no torch._dynamo).
         doubted = st.watch_msg is not None and not st.captured
         e.fuse_next = doubted and self.fuse != "off" and st.fuse_off is None
+        path = self._capture_path(T, st)
+        e.path = None
         _tl.depth = _depth() + 1
+        _tl.asked = False
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
                 if self.fuse == "off" or st.fuse_off is not None or doubted:
-                    out = region.fn(*sargs, **skw)
+                    out = self._body(path, region, sargs, skw)
                 else:
                     fmode, fuser = self._fuse_mode(st)
                     with fmode:
-                        out = region.fn(*sargs, **skw)
+                        out = self._body(path, region, sargs, skw)
                     e.fused = fuser.n_fused
         finally:
             _tl.depth -= 1
+            e.path = path if _tl.asked else None   # None: no library asked
         leaves = []
         spec = _flatten_out(out, leaves)
         for t in leaves:
@@ -1138,6 +1234,22 @@ class Runtime(object):
         if keep:
             g.instantiate()
             self._patch_setup(st, e, tensors)
+
+    def _capture_path(self, T, st):
+        """The path a capture runs where libraries branch on capture
+        (GRAPH_PATH_LIBS): their eager path ("eager": the graph runs eager's
+        kernels, with eager's bits) unless the watched eager call did what
+        a capture cannot hold (a library may avoid it on the graph's path),
+        an eager-path capture failed where a library asked (path-retry),
+        or ranks decide together (one capture each, no retry): then "libs",
+        the graph's path, as under torch.cuda.graph."""
+        if st.lib_path == "graph" or st.watch_msg is not None or _multi_rank(T):
+            return "libs"
+        return "eager"
+
+    @staticmethod
+    def _body(path, region, args, kwargs):
+        return _call_on_path(path, region.fn, args, kwargs)
 
     def _fuse_mode(self, st):
         from . import aten_fuse
@@ -1506,7 +1618,8 @@ class Runtime(object):
             for st in self.states.values():
                 r = regions.setdefault(st.name, {"calls": 0, "replays": 0, "captures": 0,
                                                  "eager": 0, "keys": 0, "graphs": 0,
-                                                 "state": None, "keys_by_state": {}})
+                                                 "state": None, "keys_by_state": {},
+                                                 "lib_path": None})
                 for k in ("calls", "replays", "captures", "eager"):
                     r[k] += st.n[k]
                 r["keys"] += len(st.entries)
@@ -1515,6 +1628,9 @@ class Runtime(object):
                     r["keys_by_state"][n] = r["keys_by_state"].get(n, 0) + 1
                     r["graphs"] += e.graph is not None
                 r["state"] = st.static_reason or self.global_reason or "active"
+                # the library path captured, or recorded (eager, graph), None: none asked
+                r["lib_path"] = st.lib_path or (
+                    st.rec_path if st.rec_path in ("eager", "graph") else None)
         rt = None
         if self.crt is not None and not self.closed:
             try:
@@ -1526,6 +1642,7 @@ class Runtime(object):
             "eager": c.eager, "verified": c.verified, "evictions": c.evictions,
             "graphs": c.graphs, "watched": c.watched, "unwatched": c.unwatched,
             "graph_path_calls": c.graph_path,
+            "path_retries": c.path_retries,
             "patched_inputs": c.patched_inputs,
             "eager_by_reason": dict(c.eager_by_reason),
             "failures": dict(c.failures),
@@ -1553,8 +1670,9 @@ class Runtime(object):
         for k in ("calls", "replays", "captures", "eager", "verified", "evictions",
                   "graphs", "watched", "unwatched"):
             f.write("kplan-torch: %s %d\n" % (k, s[k]))
-        if s["graph_path_calls"]:
-            f.write("kplan-torch: graph_path_calls %d\n" % s["graph_path_calls"])
+        for k in ("graph_path_calls", "path_retries"):
+            if s[k]:
+                f.write("kplan-torch: %s %d\n" % (k, s[k]))
         for r, n in sorted(s["eager_by_reason"].items()):
             f.write("kplan-torch: eager.%s %d\n" % (r, n))
         for r, n in sorted(s["failures"].items()):

@@ -39,7 +39,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi -L | tee "$O/device.txt"
 parts=${GPU_CHECK_ONLY:-"collector runtime pipeline fusion stress corpus watch torch torch_fusion sign bundle readme record_path never_slower"}
-declare -A limit=([collector]=330 [runtime]=150 [pipeline]=300 [fusion]=180 [stress]=120 [corpus]=480 [watch]=120 [torch]=300 [torch_fusion]=540 [sign]=60 [bundle]=60 [readme]=180 [record_path]=240 [ranks]=300 [ddp]=420 [never_slower]=480)
+declare -A limit=([collector]=330 [runtime]=150 [pipeline]=300 [fusion]=180 [stress]=120 [corpus]=480 [watch]=120 [torch]=400 [torch_fusion]=540 [sign]=60 [bundle]=60 [readme]=180 [record_path]=240 [ranks]=300 [ddp]=420 [never_slower]=480)
 summary=$O/summary.txt
 : >"$summary"
 fail=0

@@ -325,12 +325,22 @@ def _launch(fn, reads=(), writes=()):
     fn()
 
 
-def _sync(what):
+_sync_debug = [0]      # torch.cuda.set_sync_debug_mode: 0, 1 (warn), 2 (error)
+
+
+def _sync(what, flagged=True):
+    """A host sync: fails a capture; outside one, flagged syncs (item(),
+    equal(): not synchronize()) warn or raise as torch's sync debug mode."""
     cap = _capturing[0]
     if cap is not None:
         cap[0]._invalid = what
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing (%s)"
                            % what)
+    if flagged and _sync_debug[0] == 1:
+        import warnings
+        warnings.warn("called a synchronizing CUDA operation (%s)" % what, UserWarning)
+    elif flagged and _sync_debug[0] == 2:
+        raise RuntimeError("called a synchronizing CUDA operation (%s)" % what)
 
 
 class _CUDAGraphBase(object):
@@ -431,7 +441,7 @@ def _stream_ctx(s):
 
 
 def synchronize(device=None):
-    _sync("synchronize()")
+    _sync("synchronize()", flagged=False)
 
 
 def _make_cuda():
@@ -451,6 +461,11 @@ def _make_cuda():
                                                 _capturing[0][1] is _current())
     cuda.CUDAGraph = CUDAGraph
     cuda.graph = graph
+
+    def set_sync_debug_mode(m):
+        _sync_debug[0] = {"default": 0, "warn": 1, "error": 2}.get(m, m)
+    cuda.set_sync_debug_mode = set_sync_debug_mode
+    cuda.get_sync_debug_mode = lambda: _sync_debug[0]
     return cuda
 
 
@@ -498,6 +513,7 @@ def reset_state():
     _grad.inference = False
     _cur.stream = None
     _capturing[0] = None
+    _sync_debug[0] = 0
     cuda.available = True
 
 

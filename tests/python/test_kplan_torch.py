@@ -154,22 +154,50 @@ class Base(unittest.TestCase):
         return [l for l in lines if word is None or word in l]
 
 
+def lib_probe(T, module):
+    """A function of another module asking whether a capture is on, as
+    transformers' is_tracing() does."""
+    g = {"__name__": module, "T": T}
+    exec("def probe():\n    return T.cuda.is_current_stream_capturing()\n", g)
+    return g["probe"]
+
+
+def mask_body(T, sync_on_eager):
+    """A step shaped like transformers' attention: the library asks whether
+    a capture is on; on its eager path it may check the mask on the host
+    (item(): a sync) and drops it (x + 1), on the graph's path it keeps the
+    mask (x + 1 + 0.5: other kernels, other bits). seen: what it was told."""
+    lib = lib_probe(T, "transformers.modeling_utils")
+    seen = []
+
+    def body(x):
+        tracing = lib()
+        seen.append(tracing)
+        if tracing:
+            return T.add(T.add(x, 1.0), 0.5)
+        if sync_on_eager:
+            x.item()
+        return T.add(x, 1.0)
+    return body, seen
+
+
 class TestGraphPath(Base):
-    """Recording without a plan: region bodies take the path a graph of them
-    takes in the libraries that branch on is_current_stream_capturing()."""
+    """Recording without a plan: region bodies take the path kplan's graph
+    of them will take in the libraries that branch on
+    is_current_stream_capturing(): their eager path, unless the eager call
+    synchronised (then the capture takes the graph's path)."""
 
     def setUp(self):
         Base.setUp(self)
         os.environ["KPLAN_OUT"] = "run.db"     # as `kplan record` sets it
 
     def probe(self, module):
-        # a function of another module, as transformers' is_tracing() is
-        g = {"__name__": module, "T": self.T}
-        exec("def probe():\n    return T.cuda.is_current_stream_capturing()\n", g)
-        return g["probe"]
+        return lib_probe(self.T, module)
 
-    def run_step(self, body_extra=None, **kw):
-        """(library sees, user code sees) inside the body, then outside."""
+    def run_step(self, sync=False, n=1, **kw):
+        """(library sees, user code sees) inside the body per call, then
+        outside; sync: the body's eager path synchronises, as GPT-2's mask
+        check does."""
         T = self.T
         self.open(None, plan_path=None, **kw)
         lib = self.probe("transformers.utils.import_utils")
@@ -177,61 +205,110 @@ class TestGraphPath(Base):
 
         @kt.region("step")
         def step(x):
-            seen.append((lib(), T.cuda.is_current_stream_capturing()))
-            if body_extra:
-                body_extra()
+            lt = lib()
+            seen.append((lt, T.cuda.is_current_stream_capturing()))
+            if sync and not lt:
+                x.item()
             return T.add(x, 1.0)
-        self.assertEqual(step(self.x(1.0)).tolist(), [2.0])
-        return seen[0], (lib(), T.cuda.is_current_stream_capturing())
+        for _ in range(n):
+            self.assertEqual(step(self.x(1.0)).tolist(), [2.0])
+        return seen, (lib(), T.cuda.is_current_stream_capturing())
 
-    def test_library_callers_see_a_capture_while_recording(self):
+    def test_library_callers_see_a_capture_after_an_eager_sync(self):
         real = self.T.cuda.is_current_stream_capturing
-        inside, outside = self.run_step()
-        self.assertEqual(inside, (True, False))
+        inside, outside = self.run_step(sync=True, n=3)
+        # the first call noted the sync; the later ones take the graph's path
+        self.assertEqual(inside, [(False, False), (True, False), (True, False)])
         self.assertEqual(outside, (False, False))
         self.assertIs(self.T.cuda.is_current_stream_capturing, real)
-        self.assertEqual(kt.stats()["graph_path_calls"], 1)
+        s = kt.stats()
+        self.assertEqual(s["graph_path_calls"], 2)
+        self.assertEqual(s["regions"]["step"]["lib_path"], "graph")
         out = io.StringIO()
         kt.current().print_stats_to(out)
-        self.assertIn("kplan-torch: graph_path_calls 1\n", out.getvalue())
+        self.assertIn("kplan-torch: graph_path_calls 2\n", out.getvalue())
         self.assertEqual(len(self.logs("graph's path")), 1)
         self.assertIn("transformers", self.logs("graph's path")[0])
+        # the sync debug mode is back as it was, its warning kept from the program
+        self.assertEqual(self.T.cuda.get_sync_debug_mode(), 0)
+
+    def test_eager_path_without_a_sync(self):
+        """No sync in the eager call: kplan's capture will run the library's
+        eager path, so the recording does too (BERT)."""
+        inside, _ = self.run_step(n=3)
+        self.assertEqual(inside, [(False, False)] * 3)
+        s = kt.stats()
+        self.assertEqual(s["graph_path_calls"], 0)
+        self.assertEqual(s["regions"]["step"]["lib_path"], "eager")
+        self.assertEqual(self.logs("graph's path"), [])
+
+    def test_a_sync_no_library_asked(self):
+        T = self.T
+        self.open(None, plan_path=None)
+
+        @kt.region("step")
+        def step(x):
+            x.item()
+            return T.add(x, 1.0)
+        for _ in range(3):
+            step(self.x(1.0))
+        s = kt.stats()
+        self.assertEqual((s["graph_path_calls"], s["regions"]["step"]["lib_path"]), (0, None))
+
+    def test_program_sync_debug_mode_kept(self):
+        import warnings
+        self.T.cuda.set_sync_debug_mode(1)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            inside, _ = self.run_step(sync=True, n=2)
+        self.assertEqual(inside, [(False, False), (True, False)])
+        self.assertEqual(self.T.cuda.get_sync_debug_mode(), 1)
+        # the program asked for the warning: it still gets it
+        self.assertEqual(len([w for w in seen if "synchronizing" in str(w.message)]), 1)
+        kt.close()
+        self.T.cuda.set_sync_debug_mode(2)     # errors on syncs: not changed
+        inside, _ = self.run_step(n=2)
+        self.assertEqual(inside, [(False, False)] * 2)
+        self.assertEqual(self.T.cuda.get_sync_debug_mode(), 2)
 
     def test_only_the_listed_libraries(self):
-        self.open(None, plan_path=None)
+        self.open(None, plan_path=None, graph_path="libs")
         other = self.probe("transformers_extra.models")
-        step = kt.region("step")(lambda: other())
-        self.assertFalse(step())
+        step = kt.region("step")(lambda: (other(), self.x(1.0).item()))
+        for _ in range(2):
+            self.assertFalse(step()[0])
 
     def test_off(self):
         os.environ["KPLAN_TORCH_GRAPH_PATH"] = "0"
-        self.assertEqual(self.run_step(), ((False, False), (False, False)))
+        self.assertEqual(self.run_step(sync=True, n=2)[0], [(False, False)] * 2)
         self.assertEqual(kt.stats()["graph_path_calls"], 0)
         self.assertEqual(self.logs("graph's path"), [])
 
     def test_all_callers(self):
-        self.assertEqual(self.run_step(graph_path="all"), ((True, True), (False, False)))
+        self.assertEqual(self.run_step(graph_path="all", n=2),
+                         ([(True, True)] * 2, (False, False)))
 
     def test_other_tools_only_when_asked(self):
         # Nsight Systems listens too, but profiles the program as it runs
         del os.environ["KPLAN_OUT"]
-        self.assertEqual(self.run_step(), ((False, False), (False, False)))
+        self.assertEqual(self.run_step(sync=True, n=2)[0], [(False, False)] * 2)
         kt.close()
         os.environ["KPLAN_TORCH_GRAPH_PATH"] = "libs"
-        self.assertEqual(self.run_step()[0], (True, False))
+        self.assertEqual(self.run_step(sync=True, n=2)[0], [(False, False), (True, False)])
 
     def test_no_tool_no_change(self):
         del os.environ["NVTX_INJECTION64_PATH"]
-        self.assertEqual(self.run_step(), ((False, False), (False, False)))
+        self.assertEqual(self.run_step(sync=True, n=2)[0], [(False, False)] * 2)
 
     def test_not_with_a_plan(self):
         # a planned program records what it runs: its eager regions' eager path
-        self.assertEqual(self.run_step(policy="eager"), ((False, False), (False, False)))
+        self.assertEqual(self.run_step(sync=True, n=2, policy="eager")[0],
+                         [(False, False)] * 2)
 
     def test_restored_after_an_exception_and_nested(self):
         T = self.T
         real = T.cuda.is_current_stream_capturing
-        self.open(None, plan_path=None)
+        self.open(None, plan_path=None, graph_path="all")
         lib = self.probe("transformers.modeling_utils")
         seen = []
         inner = kt.region("inner")(lambda: seen.append(lib()))
@@ -250,6 +327,101 @@ class TestGraphPath(Base):
     def test_bad_value(self):
         with self.assertRaisesRegex(ValueError, "KPLAN_TORCH_GRAPH_PATH.*'sometimes'"):
             self.open(None, plan_path=None, graph_path="sometimes")
+
+
+class TestCapturePath(Base):
+    """kplan's capture runs a library's eager path (eager's kernels and
+    bits) unless the watch saw what no capture holds, or that path fails in
+    the capture (path-retry: the graph's path next)."""
+
+    def steps(self, body, n=8):
+        T = self.T
+        step = kt.region("step")(body)
+        return [step(self.x(i)).tolist() for i in range(n)]
+
+    def test_eager_path_captured(self):
+        """BERT: no sync on the eager path: the graph replays eager's result."""
+        T = self.T
+        real = T.cuda.is_current_stream_capturing
+        self.open({"step": plan(warmup=2)})
+        body, seen = mask_body(T, sync_on_eager=False)
+        self.assertEqual(self.steps(body), [[i + 1.0] for i in range(8)])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["replays"], s["path_retries"]), (1, 6, 0))
+        self.assertEqual(s["regions"]["step"]["lib_path"], "eager")
+        self.assertEqual(seen, [False] * 3)     # two warm-up calls and the capture
+        self.assertIs(T.cuda.is_current_stream_capturing, real)
+
+    def test_eager_path_fails_then_graph_path(self):
+        """GPT-2 unwatched: the eager path's host check fails in the capture;
+        the next call captures the graph's path (not a failure, not strict)."""
+        T = self.T
+        self.open({"step": plan(warmup=2)}, can_watch=False, strict=True)
+        body, seen = mask_body(T, sync_on_eager=True)
+        out = self.steps(body)
+        self.assertEqual(out[:3], [[i + 1.0] for i in range(3)])
+        self.assertEqual(out[3:], [[i + 1.5] for i in range(3, 8)])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["replays"], s["path_retries"]), (1, 5, 1))
+        self.assertEqual(s["eager_by_reason"], {"warmup": 2, "path-retry": 1})
+        self.assertEqual(s["failures"], {})
+        self.assertEqual(s["regions"]["step"]["lib_path"], "graph")
+        self.assertEqual(seen, [False, False, False, False, True])
+        self.assertEqual(len(self.logs("graph's path")), 0)    # said at -v 2
+
+    def test_watched_sync_takes_the_graph_path_at_once(self):
+        T = self.T
+        self.open({"step": plan(warmup=2)}, verdict=1)
+        body, seen = mask_body(T, sync_on_eager=True)
+        out = self.steps(body)
+        self.assertEqual(out[2:], [[i + 1.5] for i in range(2, 8)])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["path_retries"]), (1, 0))
+        self.assertEqual(s["regions"]["step"]["lib_path"], "graph")
+        self.assertEqual(seen, [False, False, True])
+
+    def test_graph_path_fails_too(self):
+        """Both paths fail: eager for good after the retry, with the reason."""
+        T = self.T
+        self.open({"step": plan(warmup=2)}, can_watch=False)
+        lib = lib_probe(T, "transformers.modeling_utils")
+
+        def body(x):
+            lib()
+            x.item()
+            return T.add(x, 1.0)
+        self.assertEqual(self.steps(body, 12), [[i + 1.0] for i in range(12)])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["path_retries"]), (0, 1))
+        self.assertEqual(faketorch.captures_begun, 2)
+        self.assertEqual(s["eager_by_reason"]["path-retry"], 1)
+
+    def test_no_library_asked_no_retry(self):
+        T = self.T
+        self.open({"step": plan(warmup=2)}, can_watch=False)
+
+        def body(x):
+            x.item()
+            return T.add(x, 1.0)
+        self.steps(body, 6)
+        s = kt.stats()
+        self.assertEqual((s["path_retries"], s["regions"]["step"]["lib_path"]), (0, None))
+        self.assertNotIn("path-retry", s["eager_by_reason"])
+
+    def test_multi_rank_keeps_the_graph_path(self):
+        T = self.T
+        faketorch.distributed.world = 2
+        try:
+            self.open({"step": plan(warmup=2)})
+            body, seen = mask_body(T, sync_on_eager=False)
+            n = kt.MULTI_RANK_WARMUP + 3
+            out = self.steps(body, n)
+        finally:
+            faketorch.distributed.world = 0
+        s = kt.stats()
+        self.assertEqual(s["regions"]["step"]["lib_path"], "graph")
+        self.assertEqual(seen[-1], True)
+        self.assertEqual(out[-1], [n - 1 + 1.5])
 
 
 class TestStateMachine(Base):
