@@ -238,9 +238,9 @@ def _capture_answer(real):
     (_tl.path) says. "libs": True for callers in GRAPH_PATH_LIBS (the graph's
     path, recorded); "all": True for every caller; "eager": False for them,
     inside a capture (the library's eager path, captured); None (threads
-    outside kplan's calls): torch's answer. Callers outside GRAPH_PATH_LIBS
-    (torch's own checks, the user's code) get torch's answer but with
-    "all". A listed library's question is noted in _tl.asked."""
+    outside kplan's calls): torch's answer. Except with "all", callers
+    outside GRAPH_PATH_LIBS (torch's own checks, the user's code) get
+    torch's answer. A listed library's question sets _tl.asked."""
     def is_current_stream_capturing():
         mode = getattr(_tl, "path", None)
         if mode is None:
@@ -1757,15 +1757,18 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 python/README.md, "Fusion"); "off"
     fuse_save   write the groups fused beside the plan at close()
                 (save_fusion); default $KPLAN_TORCH_FUSE_SAVE
-    graph_path  without a plan, while a tool records, what region bodies
-                see of torch.cuda.is_current_stream_capturing(): "libs"
-                (default under `kplan record`; $KPLAN_TORCH_GRAPH_PATH): True
-                in the libraries that take another path under capture
-                (GRAPH_PATH_LIBS: transformers), so that the trace holds the
-                kernels the region's graph will run; "all": True everywhere;
-                "off" (default under other tools): the eager path. Such a
-                body's results are the graph's (e.g. the attention mask
-                kept), not those of an eager call.
+    graph_path  without a plan, while a tool records, the path region bodies
+                take where libraries branch on capture (GRAPH_PATH_LIBS:
+                transformers): "libs" (default under `kplan record`;
+                $KPLAN_TORCH_GRAPH_PATH): the path kplan's capture will
+                take, the library's eager path unless the region's first
+                call synchronised where a library asked, then its graph's
+                path (is_current_stream_capturing() True for the library),
+                so that the trace holds the kernels the region's graph will
+                run; "all": True everywhere; "off" (default under other
+                tools): the run as it is. A body on the graph's path gives
+                the graph's results (e.g. the attention mask kept), not
+                those of an eager call.
 
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
