@@ -233,6 +233,17 @@ def _graph_path_setting(value):
                      "not %r" % (value,))
 
 
+def _lib_path_setting(value):
+    """open(lib_path=) or $KPLAN_TORCH_LIB_PATH: "eager" (the default) or
+    "graph" (see Runtime._capture_path)."""
+    if value is None:
+        value = os.environ.get("KPLAN_TORCH_LIB_PATH", "") or "eager"
+    if value not in ("eager", "graph"):
+        raise ValueError("lib_path (KPLAN_TORCH_LIB_PATH) must be 'eager' or 'graph', not %r"
+                         % (value,))
+    return value
+
+
 def _capture_answer(real):
     """torch.cuda.is_current_stream_capturing as the thread's path
     (_tl.path) says. "libs": True for callers in GRAPH_PATH_LIBS (the graph's
@@ -619,7 +630,7 @@ class Runtime(object):
                  warmup=None, max_keys=None, capture_error_mode="thread_local",
                  disabled=False, print_stats=False, key_warmup=False, watch=True,
                  verify_tol=None, global_reason=None, fuse="off", fuse_save=False,
-                 graph_path="libs"):
+                 graph_path="libs", lib_path="eager"):
         if policy not in ("plan", "graph", "eager"):
             raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
         self.crt = crt
@@ -672,6 +683,8 @@ class Runtime(object):
         # region bodies run without a plan while a tool records take the
         # path their graph will (see _recorded_call)
         self.graph_path = graph_path if _tool_listens() else None
+        # the path captures take where libraries branch on capture (_capture_path)
+        self.lib_path = lib_path
         if global_reason is None:
             if disabled:
                 global_reason = "disabled"
@@ -759,6 +772,8 @@ class Runtime(object):
         check: a capture skips it) and a library asked. graph_path="all"
         answers True to every caller from the first call."""
         mode = self.graph_path
+        if mode == "libs" and self.lib_path == "graph":
+            st.rec_path = "graph"    # captures take the graph's path: from the first call
         if mode == "libs" and st.rec_path is None:
             _tl.asked = False
             out, synced = _call_on_path("eager", _call_noting_syncs, (region.fn, args, kwargs),
@@ -1242,8 +1257,10 @@ class Runtime(object):
         a capture cannot hold (a library may avoid it on the graph's path),
         an eager-path capture failed where a library asked (path-retry),
         or ranks decide together (one capture each, no retry): then "libs",
-        the graph's path, as under torch.cuda.graph."""
-        if st.lib_path == "graph" or st.watch_msg is not None or _multi_rank(T):
+        the graph's path, as under torch.cuda.graph; always with
+        lib_path="graph"."""
+        if (self.lib_path == "graph" or st.lib_path == "graph" or st.watch_msg is not None
+                or _multi_rank(T)):
             return "libs"
         return "eager"
 
@@ -1720,7 +1737,7 @@ _atexit_done = []
 def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
          max_keys=None, capture_error_mode="thread_local", verify_tol=None,
          disable=None, lib=None, runtime=None, fuse=None, fuse_save=None,
-         graph_path=None):
+         graph_path=None, lib_path=None):
     """Open the runtime (replacing the current one) and return it.
 
     plan_path   a plan written by `kplan plan`, or a bundle (`kplan bundle`:
@@ -1770,6 +1787,15 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 the graph's results (e.g. the attention mask kept), not
                 those of an eager call.
 
+    lib_path    the path captures take in the libraries that branch on
+                capture (GRAPH_PATH_LIBS): "eager" (default;
+                $KPLAN_TORCH_LIB_PATH): their eager path, eager's kernels
+                and bits, unless the watched call synchronised where the
+                graph's path would not, or that capture failed
+                (path-retry); "graph": their graph's path, as
+                torch.cuda.graph captures it (and recorded so from a
+                region's first call).
+
     Raises KplanError when the plan cannot be read, or when the library is
     missing and a plan was asked for. Without a plan, a missing library or
     no CUDA only logs one line: regions then run eagerly without ranges.
@@ -1791,6 +1817,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
     if fuse_save is None:
         fuse_save = _env_flag("KPLAN_TORCH_FUSE_SAVE")
     graph_path = _graph_path_setting(graph_path)
+    lib_path = _lib_path_setting(lib_path)
     if plan_path is None:
         plan_path = os.environ.get("KPLAN_PLAN")
     plan_path = os.fspath(plan_path) if plan_path else None
@@ -1831,7 +1858,7 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                  warmup=warmup, max_keys=max_keys, capture_error_mode=capture_error_mode,
                  disabled=disable, print_stats=print_stats, key_warmup=key_warmup,
                  watch=watch, verify_tol=verify_tol, global_reason=global_reason, fuse=fuse,
-                 fuse_save=fuse_save, graph_path=graph_path)
+                 fuse_save=fuse_save, graph_path=graph_path, lib_path=lib_path)
     with _open_lock:
         old, _current = _current, rt
         if not _atexit_done:

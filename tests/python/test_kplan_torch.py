@@ -408,6 +408,29 @@ class TestCapturePath(Base):
         self.assertEqual((s["path_retries"], s["regions"]["step"]["lib_path"]), (0, None))
         self.assertNotIn("path-retry", s["eager_by_reason"])
 
+    def test_lib_path_graph(self):
+        """lib_path="graph": torch.cuda.graph's path, recorded so from the
+        first call."""
+        T = self.T
+        os.environ["KPLAN_TORCH_LIB_PATH"] = "graph"
+        try:
+            self.open({"step": plan(warmup=2)})
+            body, seen = mask_body(T, sync_on_eager=False)
+            self.assertEqual(self.steps(body)[2:], [[i + 1.5] for i in range(2, 8)])
+            self.assertEqual(kt.stats()["regions"]["step"]["lib_path"], "graph")
+            kt.close()
+            os.environ["KPLAN_OUT"] = "run.db"
+            self.open(None, plan_path=None)
+            body, seen = mask_body(T, sync_on_eager=False)
+            self.steps(body, 2)
+            self.assertEqual(seen, [True, True])
+            self.assertEqual(kt.stats()["graph_path_calls"], 2)
+        finally:
+            del os.environ["KPLAN_TORCH_LIB_PATH"]
+            os.environ.pop("KPLAN_OUT", None)
+        with self.assertRaisesRegex(ValueError, "KPLAN_TORCH_LIB_PATH.*'libs'"):
+            self.open(None, plan_path=None, lib_path="libs")
+
     def test_multi_rank_keeps_the_graph_path(self):
         T = self.T
         faketorch.distributed.world = 2
