@@ -6,11 +6,14 @@ copied into the static inputs and one replay."""
 
 def kplan_path(fn, example):
     """The path kplan.torch's capture of fn(*example) takes where libraries
-    branch on capture (kplan.torch.GRAPH_PATH_LIBS): "eager" (the library's
-    eager path), or "libs" (its graph's path, as under a plain
-    torch.cuda.graph) when an eager call synchronised where a library asked
-    (kplan's watch would see the sync). Runs fn once, eagerly."""
+    branch on capture (kplan.torch.GRAPH_PATH_LIBS) under this process's
+    KPLAN_TORCH_LIB_PATH: "eager" (the library's eager path), or "libs"
+    (its graph's path, as under a plain torch.cuda.graph) with "graph" or
+    when an eager call synchronised where a library asked (kplan's watch
+    would see the sync). Runs fn once, eagerly, for "eager"."""
     import kplan.torch as kt
+    if kt._lib_path_setting(None) == "graph":
+        return "libs"
     kt._tl.asked = False
     _, synced = kt._call_on_path("eager", kt._call_noting_syncs, (fn, example, {}), {})
     return "libs" if synced and kt._tl.asked else "eager"

@@ -233,11 +233,17 @@ def _graph_path_setting(value):
                      "not %r" % (value,))
 
 
+# The path captures take in GRAPH_PATH_LIBS by default (see
+# Runtime._capture_path): "graph", torch.cuda.graph's, until the eager path's
+# capture has run on a GPU (docs/DESIGN.md).
+DEFAULT_LIB_PATH = "graph"
+
+
 def _lib_path_setting(value):
-    """open(lib_path=) or $KPLAN_TORCH_LIB_PATH: "eager" (the default) or
-    "graph" (see Runtime._capture_path)."""
+    """open(lib_path=) or $KPLAN_TORCH_LIB_PATH: "eager" or "graph"
+    (DEFAULT_LIB_PATH; see Runtime._capture_path)."""
     if value is None:
-        value = os.environ.get("KPLAN_TORCH_LIB_PATH", "") or "eager"
+        value = os.environ.get("KPLAN_TORCH_LIB_PATH", "") or DEFAULT_LIB_PATH
     if value not in ("eager", "graph"):
         raise ValueError("lib_path (KPLAN_TORCH_LIB_PATH) must be 'eager' or 'graph', not %r"
                          % (value,))
@@ -1788,10 +1794,10 @@ def open(plan_path=None, *, policy=None, verify=None, strict=None, warmup=None,
                 those of an eager call.
 
     lib_path    the path captures take in the libraries that branch on
-                capture (GRAPH_PATH_LIBS): "eager" (default;
-                $KPLAN_TORCH_LIB_PATH): their eager path, eager's kernels
-                and bits, unless the watched call synchronised where the
-                graph's path would not, or that capture failed
+                capture (GRAPH_PATH_LIBS; $KPLAN_TORCH_LIB_PATH, default
+                DEFAULT_LIB_PATH): "eager": their eager path, eager's
+                kernels and bits, unless the watched call synchronised where
+                the graph's path would not, or that capture failed
                 (path-retry); "graph": their graph's path, as
                 torch.cuda.graph captures it (and recorded so from a
                 region's first call).

@@ -40,7 +40,7 @@ ENV_KEYS = ("KPLAN_RT_DISABLE", "KPLAN_RT_STRICT", "KPLAN_RT_VERIFY", "KPLAN_RT_
             "KPLAN_RT_KEY_WARMUP", "KPLAN_RT_WATCH", "KPLAN_PLAN", "KPLAN_TORCH_POLICY",
             "KPLAN_LOG", "KPLAN_RT_LIB", "KPLAN_TORCH_NVTX", "NVTX_INJECTION64_PATH",
             "KPLAN_TORCH_FUSE", "KPLAN_TORCH_FUSE_SAVE", "KPLAN_TORCH_ATEN_LOG",
-            "KPLAN_TORCH_GRAPH_PATH", "KPLAN_OUT")
+            "KPLAN_TORCH_GRAPH_PATH", "KPLAN_OUT", "KPLAN_TORCH_LIB_PATH")
 
 
 def plan(decision="graph", warmup=2, reason=None):
@@ -190,6 +190,7 @@ class TestGraphPath(Base):
     def setUp(self):
         Base.setUp(self)
         os.environ["KPLAN_OUT"] = "run.db"     # as `kplan record` sets it
+        os.environ["KPLAN_TORCH_LIB_PATH"] = "eager"
 
     def probe(self, module):
         return lib_probe(self.T, module)
@@ -231,6 +232,13 @@ class TestGraphPath(Base):
         self.assertIn("transformers", self.logs("graph's path")[0])
         # the sync debug mode is back as it was, its warning kept from the program
         self.assertEqual(self.T.cuda.get_sync_debug_mode(), 0)
+
+    def test_default_lib_path(self):
+        """DEFAULT_LIB_PATH "graph": the graph's path from the first call."""
+        del os.environ["KPLAN_TORCH_LIB_PATH"]
+        inside, _ = self.run_step(n=2)
+        self.assertEqual(inside, [(True, False)] * 2)
+        self.assertEqual(kt.stats()["regions"]["step"]["lib_path"], "graph")
 
     def test_eager_path_without_a_sync(self):
         """No sync in the eager call: kplan's capture will run the library's
@@ -334,6 +342,10 @@ class TestCapturePath(Base):
     bits) unless the watch saw what no capture holds, or that path fails in
     the capture (path-retry: the graph's path next)."""
 
+    def setUp(self):
+        Base.setUp(self)
+        os.environ["KPLAN_TORCH_LIB_PATH"] = "eager"
+
     def steps(self, body, n=8):
         T = self.T
         step = kt.region("step")(body)
@@ -413,6 +425,7 @@ class TestCapturePath(Base):
         first call."""
         T = self.T
         os.environ["KPLAN_TORCH_LIB_PATH"] = "graph"
+        self.assertEqual(kt.DEFAULT_LIB_PATH, "graph")   # until the eager path ran on a GPU
         try:
             self.open({"step": plan(warmup=2)})
             body, seen = mask_body(T, sync_on_eager=False)
@@ -426,7 +439,6 @@ class TestCapturePath(Base):
             self.assertEqual(seen, [True, True])
             self.assertEqual(kt.stats()["graph_path_calls"], 2)
         finally:
-            del os.environ["KPLAN_TORCH_LIB_PATH"]
             os.environ.pop("KPLAN_OUT", None)
         with self.assertRaisesRegex(ValueError, "KPLAN_TORCH_LIB_PATH.*'libs'"):
             self.open(None, plan_path=None, lib_path="libs")
