@@ -770,35 +770,41 @@ class Runtime(object):
 
     def _recorded_call(self, st, region, args, kwargs):
         """A region call recorded to make a plan: on the path its graph will
-        take where libraries branch on capture (GRAPH_PATH_LIBS). kplan's
-        capture runs the library's eager path unless the eager call did
-        what a capture cannot hold (_capture_path), so the region's first
-        call runs eagerly with its host syncs noted, and the later calls
-        take the graph's path only when it synchronised (GPT-2's mask
-        check: a capture skips it) and a library asked. graph_path="all"
-        answers True to every caller from the first call."""
+        take where libraries branch on capture (GRAPH_PATH_LIBS; see
+        _capture_path). With lib_path "graph", the graph's path from the
+        first call. With "eager", kplan's capture runs the library's eager
+        path unless the eager call did what a capture cannot hold, so the
+        region's first call runs eagerly with its host syncs noted, and the
+        later calls take the graph's path only when it synchronised (GPT-2's
+        mask check: a capture skips it) and a library asked.
+        graph_path="all" answers True to every caller from the first call."""
         mode = self.graph_path
-        if mode == "libs" and self.lib_path == "graph":
-            st.rec_path = "graph"    # captures take the graph's path: from the first call
-        if mode == "libs" and st.rec_path is None:
-            _tl.asked = False
-            out, synced = _call_on_path("eager", _call_noting_syncs, (region.fn, args, kwargs),
-                                        {})
-            st.rec_path = ("graph" if synced else "eager") if _tl.asked else "none"
-            if st.rec_path == "graph":
-                _log(1, "torch: region '%s': its eager call synchronised where %s asked whether "
-                        "a capture is on: recording the graph's path (a capture takes it; "
-                        "KPLAN_TORCH_GRAPH_PATH=0 records the eager path)"
-                     % (st.name, ", ".join(GRAPH_PATH_LIBS)))
-            return out
-        if mode == "libs" and st.rec_path != "graph":
-            return region.fn(*args, **kwargs)
-        if "graph-path" not in self.logged and mode == "all":
+        if mode == "libs" and self.lib_path == "eager":
+            if st.rec_path is None:
+                _tl.asked = False
+                out, synced = _call_on_path("eager", _call_noting_syncs,
+                                            (region.fn, args, kwargs), {})
+                st.rec_path = ("graph" if synced else "eager") if _tl.asked else "none"
+                if st.rec_path == "graph":
+                    _log(2, "torch: region '%s': its eager call synchronised where %s asked "
+                            "whether a capture is on: recording the graph's path (a capture "
+                            "takes it)" % (st.name, ", ".join(GRAPH_PATH_LIBS)))
+                return out
+            if st.rec_path != "graph":
+                return region.fn(*args, **kwargs)
+        if "graph-path" not in self.logged:
             self.logged.add("graph-path")
-            _log(1, "torch: recording the graph's path: in regions, all callers see "
-                    "torch.cuda.is_current_stream_capturing() True, as in a capture")
+            _log(1, "torch: recording the graph's path: in regions, %s see "
+                    "torch.cuda.is_current_stream_capturing() True, as in a capture "
+                    "(KPLAN_TORCH_GRAPH_PATH=0 records the run as it is)"
+                 % ("all callers" if mode == "all"
+                    else "the libraries that branch on it (%s)" % ", ".join(GRAPH_PATH_LIBS)))
         self.c.graph_path += 1
-        return _call_on_path(mode, region.fn, args, kwargs)
+        _tl.asked = False
+        out = _call_on_path(mode, region.fn, args, kwargs)
+        if _tl.asked and st.rec_path is None:
+            st.rec_path = "graph"
+        return out
 
     def _dispatch(self, region, st, args, kwargs):
         self.c.calls += 1

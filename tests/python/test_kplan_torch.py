@@ -239,6 +239,10 @@ class TestGraphPath(Base):
         inside, _ = self.run_step(n=2)
         self.assertEqual(inside, [(True, False)] * 2)
         self.assertEqual(kt.stats()["regions"]["step"]["lib_path"], "graph")
+        self.assertEqual(kt.stats()["graph_path_calls"], 2)
+        lines = self.logs("graph's path")
+        self.assertEqual(len(lines), 1)
+        self.assertIn("transformers", lines[0])
 
     def test_eager_path_without_a_sync(self):
         """No sync in the eager call: kplan's capture will run the library's
