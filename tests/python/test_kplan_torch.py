@@ -243,6 +243,10 @@ class TestGraphPath(Base):
         lines = self.logs("graph's path")
         self.assertEqual(len(lines), 1)
         self.assertIn("transformers", lines[0])
+        # a region no listed library asks in: no library path
+        other = kt.region("other")(lambda x: self.T.add(x, 1.0))
+        other(self.x(1.0))
+        self.assertIsNone(kt.stats()["regions"]["other"]["lib_path"])
 
     def test_eager_path_without_a_sync(self):
         """No sync in the eager call: kplan's capture will run the library's
