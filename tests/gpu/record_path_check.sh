@@ -2,7 +2,8 @@
 # record_path_check.sh - the documented PyTorch workflow's traces predict
 # their graphs. bench/record_workflow.sh records GPT-2 small (one token, and
 # 8 x 128) and BERT-base through kplan.torch with no plan (so on the graph's
-# path) and measures each step as one torch.cuda.graph; each database is
+# path) and measures each step as one CUDA graph captured as kplan.torch
+# captures it (bench/graph_step.py kplan_path); each database is
 # exported and validated with this GPU's corpus calibration
 # (bench/cost_corpus/<gpu>/calib.txt). Passes when every workload is within
 # +-20 % (kplan validate --max-error 20) and each recorded step took the
@@ -58,6 +59,19 @@ bert=$(sed -n 's/^bert_fp16_b1: captured path: //p' "$O/graph.log")
 want=$(python3 -c 'import kplan.torch as kt; print(kt._lib_path_setting(None))')
 if [ -f "$O/bert_fp16_b1_rec.log" ] && [ "$want" = eager ] && [ "$bert" != eager ]; then
 	echo "FAIL BERT's graph was captured on the '$bert' path, not transformers' eager path"
+	rc=1
+fi
+# the kernels say which path the recording took: BERT's eager path has 165 a
+# step, its graph's path 376 (H100) or 388 (H200)
+nodes=$(awk '$1 == "bert_fp16_b1_rec" { print $2 }' "$O/validate.txt")
+if ! [ "$nodes" -gt 0 ] 2>/dev/null; then
+	echo "FAIL BERT's recorded step was not analyzed (nodes '$nodes')"
+	rc=1
+elif [ "$bert" = graph ] && [ "$nodes" -le 300 ]; then
+	echo "FAIL BERT's recorded step has $nodes kernels: the eager path, not the graph's"
+	rc=1
+elif [ "$bert" = eager ] && [ "$nodes" -gt 300 ]; then
+	echo "FAIL BERT's recorded step has $nodes kernels: the graph's path, not the eager one"
 	rc=1
 fi
 [ $rc -eq 0 ] && echo "record_path: PASS ($gpu)" || echo "record_path: FAIL ($gpu)"
