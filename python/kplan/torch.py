@@ -636,7 +636,7 @@ class Runtime(object):
                  warmup=None, max_keys=None, capture_error_mode="thread_local",
                  disabled=False, print_stats=False, key_warmup=False, watch=True,
                  verify_tol=None, global_reason=None, fuse="off", fuse_save=False,
-                 graph_path="libs", lib_path="eager"):
+                 graph_path="libs", lib_path=DEFAULT_LIB_PATH):
         if policy not in ("plan", "graph", "eager"):
             raise ValueError("policy must be 'plan', 'graph' or 'eager', not %r" % (policy,))
         self.crt = crt
