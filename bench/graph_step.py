@@ -14,9 +14,7 @@ def kplan_path(fn, example):
     import kplan.torch as kt
     if kt._lib_path_setting(None) == "graph":
         return "libs"
-    kt._tl.asked = False
-    _, synced = kt._call_on_path("eager", kt._call_noting_syncs, (fn, example, {}), {})
-    return "libs" if synced and kt._tl.asked else "eager"
+    return "libs" if kt._eager_path_call(fn, example, {})[1] == "graph" else "eager"
 
 
 def hand_written_graph(fn, example, path=None):

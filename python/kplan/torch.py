@@ -339,6 +339,17 @@ def _call_noting_syncs(fn, args, kwargs):
     return out, synced
 
 
+def _eager_path_call(fn, args, kwargs):
+    """(fn(*args, **kwargs) run eagerly on the listed libraries' eager
+    path, the path a capture of it should take): "graph" when it
+    synchronised where a library in GRAPH_PATH_LIBS asked whether a
+    capture is on (the library's graph's path skips such a host check),
+    "eager" when one asked and it did not, "none" when none asked."""
+    _tl.asked = False
+    out, synced = _call_on_path("eager", _call_noting_syncs, (fn, args, kwargs), {})
+    return out, ("graph" if synced else "eager") if _tl.asked else "none"
+
+
 def _tensor_problem(t, d, dev, strided, needs_grad):
     """Why tensor t (on device d) keeps the call eager, or None."""
     if d.type != "cuda":
@@ -781,10 +792,7 @@ class Runtime(object):
         mode = self.graph_path
         if mode == "libs" and self.lib_path == "eager":
             if st.rec_path is None:
-                _tl.asked = False
-                out, synced = _call_on_path("eager", _call_noting_syncs,
-                                            (region.fn, args, kwargs), {})
-                st.rec_path = ("graph" if synced else "eager") if _tl.asked else "none"
+                out, st.rec_path = _eager_path_call(region.fn, args, kwargs)
                 if st.rec_path == "graph":
                     _log(2, "torch: region '%s': its eager call synchronised where %s asked "
                             "whether a capture is on: recording the graph's path (a capture "
@@ -1234,11 +1242,11 @@ class Runtime(object):
         try:
             with T.cuda.graph(g, stream=side, capture_error_mode=self.capture_error_mode):
                 if self.fuse == "off" or st.fuse_off is not None or doubted:
-                    out = self._body(path, region, sargs, skw)
+                    out = _call_on_path(path, region.fn, sargs, skw)
                 else:
                     fmode, fuser = self._fuse_mode(st)
                     with fmode:
-                        out = self._body(path, region, sargs, skw)
+                        out = _call_on_path(path, region.fn, sargs, skw)
                     e.fused = fuser.n_fused
         finally:
             _tl.depth -= 1
@@ -1275,10 +1283,6 @@ class Runtime(object):
                 or _multi_rank(T)):
             return "libs"
         return "eager"
-
-    @staticmethod
-    def _body(path, region, args, kwargs):
-        return _call_on_path(path, region.fn, args, kwargs)
 
     def _fuse_mode(self, st):
         from . import aten_fuse
