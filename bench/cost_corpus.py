@@ -31,10 +31,10 @@ small fp16 one token and batch 8 x 128, BERT-base fp16 batch 1 x 128)
 traced and timed eagerly WITHOUT the capture trick, torch.profiler around
 eager steps, so the trace holds the eager path (the mask check's host sync,
 the eager attention kernel), while graph_ms is the graph kplan.torch
-captures (graph_step.kplan_path: the library's capture path, as under
-torch.cuda.graph; with KPLAN_TORCH_LIB_PATH=eager its eager path where the
-eager step does not synchronise, BERT, and its capture path where it does,
-GPT-2's mask check). Traces are named
+captures (graph_step.kplan_path: the library's eager path where the eager
+step does not synchronise, BERT, and its capture path, as under
+torch.cuda.graph, where it does, GPT-2's mask check, or with
+KPLAN_TORCH_LIB_PATH=graph). Traces are named
 <workload>_plain.json.gz, the rows go to DIR/ground_truth_plain.csv (the
 corpus's columns, ready to append to its ground_truth.csv), the graph's
 kernels are counted (--graph-trace is on) and the host syncs per traced

@@ -2,9 +2,9 @@
 """record_workflow.py - a Hugging Face step recorded the way python/README.md
 tells users to: the step in kplan.torch.region("step"), no plan, run under
 `kplan record`, so that the trace holds the path kplan's graph of the
-region takes where the library branches on capture (its graph's path; with
-KPLAN_TORCH_LIB_PATH=eager its eager path, unless the eager step
-synchronises: python/README.md).
+region takes where the library branches on capture (its eager path, unless
+the eager step synchronises where the library asked, then its graph's path;
+KPLAN_TORCH_LIB_PATH=graph: always the graph's path; python/README.md).
 
     kplan record -o W.db -- python3 bench/record_workflow.py WORKLOAD [--steps 8]
     python3 bench/record_workflow.py --graph WORKLOAD...   (no kplan record)

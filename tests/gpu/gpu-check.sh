@@ -19,7 +19,7 @@
 #              order; one tampered entry makes a signed bundle untrusted)
 #   readme     tests/gpu/readme_check.sh     (the README's PyTorch walk-through, line by line)
 #   record_path tests/gpu/record_path_check.sh (the PyTorch workflow's recordings of GPT-2 and
-#              BERT, on the graph's path, predict their graphs within 20 %)
+#              BERT, on the path their graphs take, predict their graphs within 20 %)
 #   never_slower tests/gpu/never_slower_check.sh (whole PyTorch runs under kplan.torch never
 #              below 0.99x eager, graphed or with every region eager; the C programs'
 #              never-slower checks are in pipeline and corpus)

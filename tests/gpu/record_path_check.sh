@@ -1,15 +1,15 @@
 #!/bin/bash
 # record_path_check.sh - the documented PyTorch workflow's traces predict
 # their graphs. bench/record_workflow.sh records GPT-2 small (one token, and
-# 8 x 128) and BERT-base through kplan.torch with no plan (so on the graph's
-# path) and measures each step as one CUDA graph captured as kplan.torch
+# 8 x 128) and BERT-base through kplan.torch with no plan (so on the path
+# its graph takes) and measures each step as one CUDA graph captured as kplan.torch
 # captures it (bench/graph_step.py kplan_path); each database is
 # exported and validated with this GPU's corpus calibration
 # (bench/cost_corpus/<gpu>/calib.txt). Passes when every workload is within
 # +-20 % (kplan validate --max-error 20) and each recorded step took the
-# library path its graph was captured on (kplan.torch's capture; with
-# KPLAN_TORCH_LIB_PATH=eager BERT's eager path, and GPT-2's graph path, whose
-# eager mask check synchronises).
+# library path its graph was captured on (kplan.torch's capture: by default
+# BERT's eager path, and GPT-2's graph path, whose eager mask check
+# synchronises; with KPLAN_TORCH_LIB_PATH=graph, the graph's path for all).
 #
 #   tests/gpu/record_path_check.sh BUILD OUTDIR
 #

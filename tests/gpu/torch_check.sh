@@ -8,8 +8,8 @@
 # and as a hand-written torch.cuda.graph), no torch.compile. Fails when a
 # kplan variant crashed, or when a graph-only kplan variant's outputs differ
 # from eager while the hand-written graph's do not (the same bits as the
-# graph is what a graph-only plan promises), or, with KPLAN_TORCH_LIB_PATH=eager,
-# BERT's differ from eager (kplan's capture then runs transformers' eager path,
+# graph is what a graph-only plan promises), or, with the eager library path
+# (the default; not KPLAN_TORCH_LIB_PATH=graph), BERT's differ from eager (kplan's capture then runs transformers' eager path,
 # whose bits are eager's; the hand-written graph runs its capture path). Needs python3 with torch.
 # TORCH_WORKLOADS (default gpt2,bert,resnet18,mlp,train) picks the workloads.
 set -u

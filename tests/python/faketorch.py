@@ -326,6 +326,7 @@ def _launch(fn, reads=(), writes=()):
 
 
 _sync_debug = [0]      # torch.cuda.set_sync_debug_mode: 0, 1 (warn), 2 (error)
+_sync_debug_noticed = [False]   # its once-per-process notice given
 
 
 def _sync(what, flagged=True):
@@ -464,6 +465,12 @@ def _make_cuda():
 
     def set_sync_debug_mode(m):
         _sync_debug[0] = {"default": 0, "warn": 1, "error": 2}.get(m, m)
+        if _sync_debug[0] and not _sync_debug_noticed[0]:
+            # torch's TORCH_WARN_ONCE, word for word: not a sync
+            _sync_debug_noticed[0] = True
+            import warnings
+            warnings.warn("Synchronization debug mode is a prototype feature and does not yet "
+                          "detect all synchronizing operations", UserWarning)
     cuda.set_sync_debug_mode = set_sync_debug_mode
     cuda.get_sync_debug_mode = lambda: _sync_debug[0]
     return cuda
@@ -514,6 +521,7 @@ def reset_state():
     _cur.stream = None
     _capturing[0] = None
     _sync_debug[0] = 0
+    _sync_debug_noticed[0] = False    # each test a new process
     cuda.available = True
 
 

@@ -190,7 +190,6 @@ class TestGraphPath(Base):
     def setUp(self):
         Base.setUp(self)
         os.environ["KPLAN_OUT"] = "run.db"     # as `kplan record` sets it
-        os.environ["KPLAN_TORCH_LIB_PATH"] = "eager"
 
     def probe(self, module):
         return lib_probe(self.T, module)
@@ -233,9 +232,9 @@ class TestGraphPath(Base):
         # the sync debug mode is back as it was, its warning kept from the program
         self.assertEqual(self.T.cuda.get_sync_debug_mode(), 0)
 
-    def test_default_lib_path(self):
-        """DEFAULT_LIB_PATH "graph": the graph's path from the first call."""
-        del os.environ["KPLAN_TORCH_LIB_PATH"]
+    def test_graph_lib_path_records_the_graphs_path(self):
+        """lib_path "graph": the graph's path from the first call."""
+        os.environ["KPLAN_TORCH_LIB_PATH"] = "graph"
         inside, _ = self.run_step(n=2)
         self.assertEqual(inside, [(True, False)] * 2)
         self.assertEqual(kt.stats()["regions"]["step"]["lib_path"], "graph")
@@ -250,8 +249,14 @@ class TestGraphPath(Base):
 
     def test_eager_path_without_a_sync(self):
         """No sync in the eager call: kplan's capture will run the library's
-        eager path, so the recording does too (BERT)."""
-        inside, _ = self.run_step(n=3)
+        eager path, so the recording does too (BERT). torch's notice when
+        its sync debug mode is first turned on is no sync, and the program
+        never sees it (kplan turned the mode on)."""
+        import warnings
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            inside, _ = self.run_step(n=3)
+        self.assertEqual([str(w.message) for w in seen if "ynchroniz" in str(w.message)], [])
         self.assertEqual(inside, [(False, False)] * 3)
         s = kt.stats()
         self.assertEqual(s["graph_path_calls"], 0)
@@ -350,10 +355,6 @@ class TestCapturePath(Base):
     bits) unless the watch saw what no capture holds, or that path fails in
     the capture (path-retry: the graph's path next)."""
 
-    def setUp(self):
-        Base.setUp(self)
-        os.environ["KPLAN_TORCH_LIB_PATH"] = "eager"
-
     def steps(self, body, n=8):
         T = self.T
         step = kt.region("step")(body)
@@ -433,7 +434,8 @@ class TestCapturePath(Base):
         first call."""
         T = self.T
         os.environ["KPLAN_TORCH_LIB_PATH"] = "graph"
-        self.assertEqual(kt.DEFAULT_LIB_PATH, "graph")   # until the eager path ran on a GPU
+        self.assertEqual(kt.DEFAULT_LIB_PATH, "eager")
+        self.assertEqual(kt._lib_path_setting(None), "graph")
         try:
             self.open({"step": plan(warmup=2)})
             body, seen = mask_body(T, sync_on_eager=False)
