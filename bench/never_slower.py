@@ -18,8 +18,9 @@ each block synchronised at its end, and "window" gives the median step of
 the blocks outside and inside: the collector's cost in one process, free of
 the spread between processes. With --ab N, blocks of N steps then
 alternate the bare step and the kplan region ("ab": median ms per step of
-each and speed = bare / region): the region's steady state against eager in
-one process. With --first N the run's first N calls are
+each and speed = bare / region; aa_speed the same with the bare step on
+both sides, the measurement's own noise): the region's steady state against
+eager in one process. With --first N the run's first N calls are
 each synchronised and timed ("first_ms"): where a one-time cost (warm-up,
 watch, a capture that fails) lands.
 
@@ -154,11 +155,13 @@ def build(torch, name):
 
 
 def alternate(torch, fa, fb, args, sink, n, blocks, b_on=None, b_off=None):
-    """Median ms per step of blocks of n steps, alternating fa and fb
-    (fb's blocks between b_on() and b_off()), each block synchronised."""
+    """Median ms per step of blocks of n steps, alternating fa and fb in the
+    order a b b a a b b a ... (so that neither always follows the other, and
+    a drift over the run weighs on both alike; fb's blocks between b_on() and
+    b_off()), each block synchronised."""
     ta, tb = [], []
     for b in range(2 * blocks):
-        on = b % 2 == 1
+        on = (b + 1) % 4 in (2, 3)
         f = fb if on else fa
         if on and b_on:
             b_on()
@@ -232,6 +235,10 @@ def main():
         # spread between processes; these steps are not in the losses' hash
         b, k = alternate(torch, bare, step, args, [], a.ab, a.blocks)
         ab = {"bare_ms": round(b, 4), "region_ms": round(k, 4), "speed": round(b / k, 4)}
+        # the same with the bare step on both sides: how far apart two
+        # identical halves come out here (the A/B's noise)
+        b2, k2 = alternate(torch, bare, bare, args, [], a.ab, a.blocks)
+        ab["aa_speed"] = round(b2 / k2, 4)
     h = hashlib.sha256()
     for l in losses:
         h.update(l.float().cpu().numpy().tobytes())

@@ -555,6 +555,7 @@ class _RegionState(object):
         self.fails = 0            # failed captures of any key while none succeeded
         self.logged = set()
         self.n = collections.Counter()             # calls, replays, captures, eager
+        self.fast_n = 0           # calls on the fast path (Runtime.fast), not yet in n
 
 
 class _Counters(object):
@@ -699,6 +700,12 @@ class Runtime(object):
         self.fusion = None
         self.lock = threading.RLock()
         self.states = {}
+        # regions eager for good (static_reason or global_reason) whose calls
+        # need nothing of kplan, neither ranges nor checks: Region.__call__
+        # runs their body straight away and counts it in the state's fast_n
+        # (_fold_fast adds those to the counters). A plan that leaves a
+        # region eager costs an attribute lookup and a dict get per call.
+        self.fast = {}
         self.plan_info = {}
         self.c = _Counters()
         self.side = {}
@@ -828,8 +835,9 @@ class Runtime(object):
     def _dispatch(self, region, st, args, kwargs):
         self.c.calls += 1
         st.n["calls"] += 1
-        if self.global_reason is not None:
-            if self.global_reason == "no-plan" and "no-plan" not in self.logged:
+        reason = self.global_reason or st.static_reason
+        if reason is not None:
+            if reason == "no-plan" and "no-plan" not in self.logged:
                 self.logged.add("no-plan")
                 _log(1, "torch: no plan (neither kt.open(PATH) nor KPLAN_PLAN): every region "
                         "runs eagerly (no-plan), each call an NVTX range for `kplan record`")
@@ -841,9 +849,10 @@ class Runtime(object):
                 if ini is not None and ini():
                     self.cuda_ok = True
                     self.ranges = _tool_listens()
-            return self._eager(st, self.global_reason, region, args, kwargs)
-        if st.static_reason is not None:
-            return self._eager(st, st.static_reason, region, args, kwargs)
+            if not self.ranges and not (reason == "no-plan" and self.graph_path is not None) \
+                    and not (self.strict and reason not in NOT_STRICT):
+                self.fast[region] = st
+            return self._eager(st, reason, region, args, kwargs)
         T = _T or _torch()
         fast = _fast
         comp = fast["compiling"]
@@ -1604,10 +1613,25 @@ class Runtime(object):
         return None
 
     # -- housekeeping ---------------------------------------------------------
+    def _fold_fast(self):
+        """Add the fast path's calls (Runtime.fast) to the counters (self.lock held)."""
+        c = self.c
+        for st in self.fast.values():
+            n, st.fast_n = st.fast_n, 0
+            if n:
+                reason = self.global_reason or st.static_reason
+                c.calls += n
+                c.eager += n
+                c.eager_by_reason[reason] += n
+                st.n["calls"] += n
+                st.n["eager"] += n
+
     def reset(self):
         """Drop every graph and every region's state (after replacing a
         module's parameters by new tensors, say): regions warm up again."""
         with self.lock:
+            self._fold_fast()
+            self.fast = {}
             for st in self.states.values():
                 for e in st.entries.values():
                     with e.lock:
@@ -1659,6 +1683,7 @@ class Runtime(object):
         c = self.c
         regions = {}
         with self.lock:
+            self._fold_fast()
             for st in self.states.values():
                 r = regions.setdefault(st.name, {"calls": 0, "replays": 0, "captures": 0,
                                                  "eager": 0, "keys": 0, "graphs": 0,
@@ -2000,6 +2025,10 @@ class Region(object):
         rt = _current
         if rt is None:
             rt = current()
+        st = rt.fast.get(self)
+        if st is not None:        # eager for good: the body, nothing else
+            st.fast_n += 1
+            return self.fn(*args, **kwargs)
         return rt._call(self, args, kwargs)
 
     def __get__(self, obj, objtype=None):

@@ -449,6 +449,7 @@ def _make_cuda():
     cuda = types.ModuleType("torch.cuda")
     cuda.available = True
     cuda.is_available = lambda: cuda.available
+    cuda.is_initialized = lambda: cuda.available    # CUDA is up from the start
     cuda.current_device = lambda: 0
     cuda.current_stream = lambda device=None: _current()
     cuda.Stream = Stream

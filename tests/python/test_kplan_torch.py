@@ -638,6 +638,100 @@ class TestStateMachine(Base):
         os.environ["KPLAN_TORCH_NVTX"] = "0"
         self.assertEqual(self._pushes_in_seven_calls(), 1)
 
+    def _eager_for_good(self, n, sync=False, **open_kw):
+        """n calls of a region that is eager for good (its body synchronises
+        with sync); (results, pushes, stats)."""
+        T = self.T
+        body_calls = [0]
+
+        def body(x):
+            body_calls[0] += 1
+            y = T.add(x, 1.0)
+            if sync:
+                faketorch.synchronize()
+            return y
+        self.open(**open_kw)
+        step = kt.region("step")(body)
+        outs = [step(self.x(i)).tolist() for i in range(n)]
+        # a failed capture runs the body once more
+        self.assertEqual(body_calls[0], n + faketorch.captures_begun)
+        pushes = len([e for e in self.crt.events if e[0] == "push"])
+        self.assertEqual(pushes, len([e for e in self.crt.events if e[0] == "pop"]))
+        return outs, pushes, kt.stats()
+
+    def test_forced_eager_calls_the_body_straight(self):
+        """policy "eager" without a tool: after the first call, a call is the
+        body and a counter (Runtime.fast), and every call is still counted."""
+        del os.environ["NVTX_INJECTION64_PATH"]
+        outs, pushes, s = self._eager_for_good(7, plans={"step": plan()}, policy="eager")
+        self.assertEqual(outs, [[i + 1.0] for i in range(7)])
+        self.assertEqual(pushes, 1)     # the first call, before CUDA was known to be up
+        self.assertEqual(len(kt.current().fast), 1)
+        self.assertEqual((s["calls"], s["eager"], s["replays"]), (7, 7, 0))
+        self.assertEqual(s["eager_by_reason"], {"planned-eager": 7})
+        self.assertEqual((s["regions"]["step"]["calls"], s["regions"]["step"]["eager"]), (7, 7))
+        self.assertEqual(s["regions"]["step"]["state"], "planned-eager")
+        # stats() twice counts nothing twice; reset() keeps the counts
+        self.assertEqual(kt.stats()["calls"], 7)
+        kt.reset()
+        self.assertEqual(kt.current().fast, {})
+        step = kt.region("step")(lambda x: self.T.add(x, 1.0))
+        step(self.x(1)), step(self.x(2))
+        s = kt.stats()
+        self.assertEqual((s["calls"], s["eager"]), (9, 9))
+        self.assertEqual(s["eager_by_reason"], {"planned-eager": 9})
+
+    def test_planned_eager_region_calls_the_body_straight(self):
+        """A region the plan leaves eager: no range and no check per call
+        (a plan that decided eager must cost nothing)."""
+        del os.environ["NVTX_INJECTION64_PATH"]
+        outs, pushes, s = self._eager_for_good(6, plans={"step": plan("eager")})
+        self.assertEqual(outs, [[i + 1.0] for i in range(6)])
+        self.assertEqual(pushes, 1)
+        self.assertEqual(s["eager_by_reason"], {"planned-eager": 6})
+        self.assertEqual(s["regions"]["step"]["eager"], 6)
+
+    def test_eager_for_good_keeps_ranges_while_a_tool_listens(self):
+        outs, pushes, s = self._eager_for_good(6, plans={"step": plan("eager")})
+        self.assertEqual(outs, [[i + 1.0] for i in range(6)])
+        self.assertEqual(pushes, 6)
+        self.assertEqual(kt.current().fast, {})
+        self.assertEqual(s["eager_by_reason"], {"planned-eager": 6})
+
+    def test_region_off_calls_the_body_straight(self):
+        """A region the watch turned eager for good takes the fast path
+        after it, and its calls add up."""
+        del os.environ["NVTX_INJECTION64_PATH"]
+        outs, pushes, s = self._eager_for_good(9, sync=True, plans={"step": plan(warmup=2)},
+                                               verdict=1)
+        self.assertEqual(outs, [[i + 1.0] for i in range(9)])
+        self.assertEqual(s["regions"]["step"]["state"], "would-break-capture")
+        self.assertEqual(len(kt.current().fast), 1)
+        self.assertEqual((s["calls"], s["eager"], s["captures"]), (9, 9, 0))
+        self.assertEqual(sum(s["eager_by_reason"].values()), 9)
+        self.assertEqual(s["eager_by_reason"], {"warmup": 2, "would-break-capture": 7})
+
+    def test_strict_region_off_raises_every_call(self):
+        """strict mode raises for a region eager for good on every call: no
+        fast path around it."""
+        del os.environ["NVTX_INJECTION64_PATH"]
+        T = self.T
+
+        def body(x):
+            y = T.add(x, 1.0)
+            faketorch.synchronize()
+            return y
+        self.open({"step": plan(warmup=2)}, verdict=1, strict=True)
+        step = kt.region("step")(body)
+        raised = 0
+        for i in range(6):
+            try:
+                step(self.x(i))
+            except kt.KplanError:
+                raised += 1
+        self.assertEqual(kt.current().fast, {})
+        self.assertGreaterEqual(raised, 4)
+
     def test_warmup_zero_still_watches_once(self):
         T = self.T
         self.open({"step": plan(warmup=0)})
