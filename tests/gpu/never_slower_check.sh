@@ -15,7 +15,12 @@
 # forced-eager, graph or graph-fuse falls below NS_MIN (0.99) of eager beyond the eager
 # runs' own spread (slowest / fastest: these machines vary 5-10 % between
 # processes), when graph is more than 1 % slower than graph-nowatch where both
-# graph the region, or when a kplan variant's losses differ from eager's. No
+# graph the region, or when a kplan variant's losses differ from eager's.
+# Each kplan run then times its region against the bare step in the same
+# process (never_slower.py --ab: blocks alternating a b b a, and the bare
+# step against itself for the noise, aa); free of the spread between
+# processes, this fails when forced-eager or graph falls below NS_MIN of
+# the bare step's speed beyond that noise (NS_AB=0: off). No
 # run starts after NS_BUDGET seconds (default 400); the table still prints.
 # The ddp workload runs under torchrun on every GPU when there are two or
 # more, else it is skipped. Writes OUT/never_slower.md and .jsonl.
@@ -61,8 +66,11 @@ start=$(date +%s)
 # long enough that the one-time costs (the first watch attaches CUPTI:
 # 15-25 ms) are under 1 % of the whole run
 declare -A steps=([gpt2_adamw]=300 [gpt2_adamw_cap]=400 [mlp_sync]=6000 [ddp]=600 [ddp_side]=600)
+# the in-process A/B after each kplan run: "steps-per-block block-pairs"
+declare -A ab=([gpt2_adamw]="5 10" [gpt2_adamw_cap]="5 10" [mlp_sync]="20 40" [ddp]="10 10"
+	[ddp_side]="10 10")
 one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
-	local w=$1 v=$2 cmd
+	local w=$1 v=$2 cmd abn abb more=()
 	if [ "${w#ddp}" != "$w" ]; then
 		cmd=(torchrun --standalone --nproc_per_node "$ngpu" bench/never_slower.py)
 	else
@@ -72,10 +80,14 @@ one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 		note "SKIP $w $v: past NS_BUDGET=${BUDGET}s"
 		return
 	fi
-	echo "== $w $v: ${cmd[*]} $w $v --steps ${steps[$w]}" >>"$LOG"
+	if [ "$v" != eager ] && [ "${NS_AB:-1}" = 1 ]; then
+		read -r abn abb <<<"${ab[$w]}"
+		more=(--ab "$abn" --blocks "$abb")
+	fi
+	echo "== $w $v: ${cmd[*]} $w $v --steps ${steps[$w]} ${more[*]}" >>"$LOG"
 	local p=("${pin[@]}")
 	[ "${w#ddp}" != "$w" ] && p=("${pin_ddp[@]}")
-	timeout 300 "${p[@]}" "${cmd[@]}" "$w" "$v" --steps "${steps[$w]}" >"$TMP" 2>>"$LOG"
+	timeout 300 "${p[@]}" "${cmd[@]}" "$w" "$v" --steps "${steps[$w]}" "${more[@]}" >"$TMP" 2>>"$LOG"
 	local rc=$?
 	cat "$TMP" >>"$LOG"
 	if [ $rc -ne 0 ]; then
@@ -111,18 +123,21 @@ python3 - "$J" "$MIN" "$O/never_slower.md" <<'EOF' | tee -a "$LOG"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 lim = float(sys.argv[2])
-best, ranks, eager_runs = {}, {}, {}
+best, ranks, eager_runs, abs_ = {}, {}, {}, {}
 for r in rows:
     k = (r["workload"], r["variant"])
     ranks.setdefault(k, set()).add(r["losses"])
     if r.get("rank", 0) != 0:
         continue
+    if r.get("ab"):
+        abs_.setdefault(k, []).append(r["ab"])
     if r["variant"] == "eager":
         eager_runs.setdefault(r["workload"], []).append(r["total_ms"])
     if k not in best or r["total_ms"] < best[k]["total_ms"]:
         best[k] = r
-out = ["| workload | variant | whole run ms | / eager | step ms | losses | regions |",
-       "| --- | --- | --- | --- | --- | --- | --- |"]
+out = ["| workload | variant | whole run ms | / eager | step ms | in-process bare / region "
+       "(noise) | losses | regions |",
+       "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 bad = []
 for w in dict.fromkeys(k[0] for k in best):
     e = best.get((w, "eager"))
@@ -142,8 +157,20 @@ for w in dict.fromkeys(k[0] for k in best):
             what = "replays %s, eager %s, cupti %s" % (st.get("replays"),
                     ",".join("%s:%s" % kv for kv in sorted((st.get("eager_by_reason") or {}).items())
                              if kv[1]), st.get("cupti"))
-        out.append("| %s | %s | %.1f | %.3f | %.3f | %s | %s |" % (w, v, r["total_ms"], ratio,
-                                                                r["step_ms"], same, what))
+        # in process: the best of the rounds' A/B (bare / region) against
+        # the limit widened by that run's own noise (the bare step against itself)
+        ab = max(abs_.get((w, v), []), key=lambda a: a["speed"], default=None)
+        abtxt = "-"
+        if ab:
+            aa = ab.get("aa_speed") or 1.0
+            alim = lim * min(aa, 1.0 / aa)
+            abtxt = "%.3f (%.3f)" % (ab["speed"], aa)
+            if v in ("forced-eager", "graph") and ab["speed"] < alim:
+                bad.append("%s %s: in process, the region at %.3f of the bare step's speed "
+                           "(limit %.3f: %.2f within its A/A noise %.3f)"
+                           % (w, v, ab["speed"], alim, lim, aa))
+        out.append("| %s | %s | %.1f | %.3f | %.3f | %s | %s | %s |" % (
+            w, v, r["total_ms"], ratio, r["step_ms"], abtxt, same, what))
         if v != "eager" and same != "same":
             bad.append("%s %s: losses differ from eager" % (w, v))
         if v in ("forced-eager", "graph", "graph-fuse") and ratio < wlim:
