@@ -851,7 +851,8 @@ class Runtime(object):
                     self.ranges = _tool_listens()
             if not self.ranges and not (reason == "no-plan" and self.graph_path is not None) \
                     and not (self.strict and reason not in NOT_STRICT):
-                self.fast[region] = st
+                with self.lock:         # _fold_fast iterates it
+                    self.fast[region] = st
             return self._eager(st, reason, region, args, kwargs)
         T = _T or _torch()
         fast = _fast
