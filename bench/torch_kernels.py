@@ -31,6 +31,9 @@ import torch_fusion as tf  # noqa: E402  (bench/torch_fusion.py: the same worklo
 import kplan.torch as kt  # noqa: E402
 
 
+WARM = 10      # un-profiled calls before the profile (--warm)
+
+
 def short(name, n=90):
     return name if len(name) <= n else name[:n - 3] + "..."
 
@@ -38,7 +41,9 @@ def short(name, n=90):
 def profile(f, steps, grad=False):
     from torch.profiler import ProfilerActivity, profile as prof
     with (contextlib.nullcontext() if grad else torch.no_grad()):
-        for _ in range(3):
+        # past kplan.torch's warm-up, watch and capture (and the fusion
+        # mode's compiles), so that the profile holds steady steps only
+        for _ in range(WARM):
             f()
         torch.cuda.synchronize()
         with prof(activities=[ProfilerActivity.CUDA]) as p:
@@ -69,12 +74,16 @@ def profile(f, steps, grad=False):
 
 
 def main():
+    global WARM
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workloads", default="gpt2")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--warm", type=int, default=WARM,
+                    help="calls before the profile (past warm-up and capture)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    WARM = a.warm
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     for w in a.workloads.split(","):
         if w == "llama":
