@@ -555,7 +555,8 @@ class _RegionState(object):
         self.fails = 0            # failed captures of any key while none succeeded
         self.logged = set()
         self.n = collections.Counter()             # calls, replays, captures, eager
-        self.fast_n = 0           # calls on the fast path (Runtime.fast), not yet in n
+        self.fast_n = 0           # calls on the fast path (Runtime.fast), not in n
+        self.fast_reason = None   # the reason they are eager
 
 
 class _Counters(object):
@@ -703,7 +704,7 @@ class Runtime(object):
         # regions eager for good (static_reason or global_reason) whose calls
         # need nothing of kplan, neither ranges nor checks: Region.__call__
         # runs their body straight away and counts it in the state's fast_n
-        # (_fold_fast adds those to the counters). A plan that leaves a
+        # (stats() adds them; reset() folds them in). A plan that leaves a
         # region eager costs an attribute lookup and a dict get per call.
         self.fast = {}
         self.plan_info = {}
@@ -851,7 +852,8 @@ class Runtime(object):
                     self.ranges = _tool_listens()
             if not self.ranges and not (reason == "no-plan" and self.graph_path is not None) \
                     and not (self.strict and reason not in NOT_STRICT):
-                with self.lock:         # _fold_fast iterates it
+                with self.lock:         # stats() and reset() iterate it
+                    st.fast_reason = reason
                     self.fast[region] = st
             return self._eager(st, reason, region, args, kwargs)
         T = _T or _torch()
@@ -1614,24 +1616,27 @@ class Runtime(object):
         return None
 
     # -- housekeeping ---------------------------------------------------------
-    def _fold_fast(self):
-        """Add the fast path's calls (Runtime.fast) to the counters (self.lock held)."""
-        c = self.c
+    def _fast_counts(self):
+        """The fast path's calls (Runtime.fast), not in the counters: (calls,
+        Counter of reasons) (self.lock held). Only read: stats() never writes
+        st.fast_n, so no call is counted twice (threads calling one region
+        at once can lose an increment, as with the other counters)."""
+        n, why = 0, collections.Counter()
         for st in self.fast.values():
-            n, st.fast_n = st.fast_n, 0
-            if n:
-                reason = self.global_reason or st.static_reason
-                c.calls += n
-                c.eager += n
-                c.eager_by_reason[reason] += n
-                st.n["calls"] += n
-                st.n["eager"] += n
+            k = st.fast_n
+            if k:
+                n += k
+                why[st.fast_reason] += k
+        return n, why
 
     def reset(self):
         """Drop every graph and every region's state (after replacing a
         module's parameters by new tensors, say): regions warm up again."""
         with self.lock:
-            self._fold_fast()
+            n, why = self._fast_counts()      # the states go: keep their fast calls
+            self.c.calls += n
+            self.c.eager += n
+            self.c.eager_by_reason.update(why)
             self.fast = {}
             for st in self.states.values():
                 for e in st.entries.values():
@@ -1684,7 +1689,7 @@ class Runtime(object):
         c = self.c
         regions = {}
         with self.lock:
-            self._fold_fast()
+            fast_n, fast_why = self._fast_counts()
             for st in self.states.values():
                 r = regions.setdefault(st.name, {"calls": 0, "replays": 0, "captures": 0,
                                                  "eager": 0, "keys": 0, "graphs": 0,
@@ -1692,6 +1697,8 @@ class Runtime(object):
                                                  "lib_path": None})
                 for k in ("calls", "replays", "captures", "eager"):
                     r[k] += st.n[k]
+                r["calls"] += st.fast_n
+                r["eager"] += st.fast_n
                 r["keys"] += len(st.entries)
                 for e in st.entries.values():
                     n = _STATE_NAMES[e.state]
@@ -1708,13 +1715,13 @@ class Runtime(object):
             except Exception:
                 rt = None
         return {
-            "calls": c.calls, "replays": c.replays, "captures": c.captures,
-            "eager": c.eager, "verified": c.verified, "evictions": c.evictions,
+            "calls": c.calls + fast_n, "replays": c.replays, "captures": c.captures,
+            "eager": c.eager + fast_n, "verified": c.verified, "evictions": c.evictions,
             "graphs": c.graphs, "watched": c.watched, "unwatched": c.unwatched,
             "graph_path_calls": c.graph_path,
             "path_retries": c.path_retries,
             "patched_inputs": c.patched_inputs,
-            "eager_by_reason": dict(c.eager_by_reason),
+            "eager_by_reason": dict(c.eager_by_reason + fast_why),
             "failures": dict(c.failures),
             "regions": regions,
             "plan": self.plan_path, "policy": self.policy,

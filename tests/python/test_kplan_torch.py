@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -710,6 +711,40 @@ class TestStateMachine(Base):
         self.assertEqual((s["calls"], s["eager"], s["captures"]), (9, 9, 0))
         self.assertEqual(sum(s["eager_by_reason"].values()), 9)
         self.assertEqual(s["eager_by_reason"], {"warmup": 2, "would-break-capture": 7})
+
+    def test_fast_path_under_threads(self):
+        """Regions entering the fast path on one thread while another reads
+        stats(): no error, and no call counted twice."""
+        del os.environ["NVTX_INJECTION64_PATH"]
+        T = self.T
+        self.open({}, policy="eager")
+        errors = []
+        done = threading.Event()
+
+        def worker():
+            try:
+                for i in range(300):
+                    r = kt.region("r%d" % i)(lambda x: T.add(x, 1.0))
+                    for _ in range(3):
+                        r(self.x(1))
+            except Exception as exc:       # pragma: no cover - the failure
+                errors.append(exc)
+            finally:
+                done.set()
+        th = threading.Thread(target=worker)
+        th.start()
+        while not done.is_set():
+            try:
+                kt.stats()
+            except Exception as exc:       # pragma: no cover - the failure
+                errors.append(exc)
+                break
+        th.join()
+        self.assertEqual(errors, [])
+        s = kt.stats()
+        self.assertEqual(s["calls"], 900)
+        self.assertEqual(s["eager_by_reason"], {"planned-eager": 900})
+        self.assertEqual(len(s["regions"]), 300)
 
     def test_strict_region_off_raises_every_call(self):
         """strict mode raises for a region eager for good on every call: no
