@@ -20,7 +20,7 @@
 # process (never_slower.py --ab: blocks alternating a b b a, and the bare
 # step against itself for the noise, aa); free of the spread between
 # processes, this fails when forced-eager or graph falls below NS_MIN of
-# the bare step's speed beyond that noise (NS_AB=0: off). No
+# the bare step's speed beyond that noise (NS_AB=0: off; not for DDP). No
 # run starts after NS_BUDGET seconds (default 400); the table still prints.
 # The ddp workload runs under torchrun on every GPU when there are two or
 # more, else it is skipped. Writes OUT/never_slower.md and .jsonl.
@@ -66,9 +66,10 @@ start=$(date +%s)
 # long enough that the one-time costs (the first watch attaches CUPTI:
 # 15-25 ms) are under 1 % of the whole run
 declare -A steps=([gpt2_adamw]=300 [gpt2_adamw_cap]=400 [mlp_sync]=6000 [ddp]=600 [ddp_side]=600)
-# the in-process A/B after each kplan run: "steps-per-block block-pairs"
-declare -A ab=([gpt2_adamw]="5 10" [gpt2_adamw_cap]="5 10" [mlp_sync]="20 40" [ddp]="10 10"
-	[ddp_side]="10 10")
+# the in-process A/B after each kplan run: "steps-per-block block-pairs";
+# none for DDP (bare eager steps between a captured step's replays would
+# run DDP's reducer between replays that skip it: not tried on a GPU yet)
+declare -A ab=([gpt2_adamw]="5 10" [gpt2_adamw_cap]="5 10" [mlp_sync]="20 40")
 one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 	local w=$1 v=$2 cmd abn abb more=()
 	if [ "${w#ddp}" != "$w" ]; then
@@ -80,7 +81,7 @@ one() {   # one WORKLOAD VARIANT: appends its JSON line(s) to $J
 		note "SKIP $w $v: past NS_BUDGET=${BUDGET}s"
 		return
 	fi
-	if [ "$v" != eager ] && [ "${NS_AB:-1}" = 1 ]; then
+	if [ "$v" != eager ] && [ "${NS_AB:-1}" = 1 ] && [ -n "${ab[$w]:-}" ]; then
 		read -r abn abb <<<"${ab[$w]}"
 		more=(--ab "$abn" --blocks "$abb")
 	fi
