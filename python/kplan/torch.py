@@ -603,19 +603,31 @@ DDP_STREAM_HINT = (
     "cannot join the legacy default stream")
 
 
-def _permanent(exc):
-    """The fix when exc is a capture failure that cannot change, else None.
-    The body's own exception is the context of the one capture_end raises
-    ("operation failed due to a previous error during capture")."""
+# Permanent failures that no library's capture branch avoids (an
+# optimizer's own check): a capture of the graph's path (path-retry) would
+# fail alike, one more failed capture for nothing
+PATH_INDEPENDENT = ("capturable is False",)
+
+
+def _exc_match(exc, pairs):
+    """The value of the first (needle, value) of pairs whose needle is in
+    exc's text or its causes', else None. The body's own exception is the
+    context of the one capture_end raises ("operation failed due to a
+    previous error during capture")."""
     seen = 0
     while exc is not None and seen < 8:
         text = str(exc)
-        for needle, fix in PERMANENT_FAILURES:
+        for needle, value in pairs:
             if needle in text:
-                return fix
+                return value
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
+
+
+def _permanent(exc):
+    """The fix when exc is a capture failure that cannot change, else None."""
+    return _exc_match(exc, PERMANENT_FAILURES)
 
 
 def _multi_rank(T):
@@ -1176,7 +1188,8 @@ class Runtime(object):
             # a failed capture can leave the capture stream routed to the dead
             # graph's pool: the next capture gets a new stream
             self.side.pop(dev, None)
-            if e.path == "eager" and st.lib_path is None and not multi:
+            if e.path == "eager" and st.lib_path is None and not multi \
+                    and not _exc_match(exc, [(n, True) for n in PATH_INDEPENDENT]):
                 # a library asked and its eager path failed in the capture
                 # (a host check its graph's path skips): the next call
                 # captures the graph's path, as torch.cuda.graph would

@@ -418,6 +418,26 @@ class TestCapturePath(Base):
         self.assertEqual(faketorch.captures_begun, 2)
         self.assertEqual(s["eager_by_reason"]["path-retry"], 1)
 
+    def test_optimizer_not_capturable_is_not_retried(self):
+        """AdamW(capturable=False) under a model whose library asked: its
+        check fails on either path, so one capture, no path-retry."""
+        T = self.T
+        self.open({"step": plan(warmup=2)}, can_watch=False)
+        lib = lib_probe(T, "transformers.modeling_utils")
+
+        def body(x):
+            lib()
+            if T.cuda.is_current_stream_capturing():
+                raise RuntimeError("Attempting CUDA graph capture of step() for an instance "
+                                   "of AdamW but param_groups' capturable is False.")
+            return T.add(x, 1.0)
+        self.assertEqual(self.steps(body, 10), [[i + 1.0] for i in range(10)])
+        s = kt.stats()
+        self.assertEqual((s["captures"], s["path_retries"]), (0, 0))
+        self.assertEqual(faketorch.captures_begun, 1)
+        self.assertEqual(s["regions"]["step"]["state"], "capture-failed")
+        self.assertIn("capturable=True", self.logs("capture-failed")[0])
+
     def test_no_library_asked_no_retry(self):
         T = self.T
         self.open({"step": plan(warmup=2)}, can_watch=False)
