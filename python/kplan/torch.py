@@ -38,6 +38,7 @@ import functools
 import os
 import sys
 import threading
+import traceback
 import types
 
 from . import _rt
@@ -625,6 +626,22 @@ def _exc_match(exc, pairs):
     return None
 
 
+def _without_frames(exc):
+    """exc, its causes and contexts without their tracebacks, the finished
+    frames in them cleared. A failed capture's exceptions hold the body's
+    frames (a training step's loss, and through it the autograd graph with
+    AccumulateGrad nodes made on the capture stream: torch then warns of a
+    stream mismatch at later steps), in cycles with kplan's own frames
+    that only the cyclic GC breaks; kplan reads only their texts."""
+    seen, x = 0, exc
+    while x is not None and seen < 8:
+        traceback.clear_frames(x.__traceback__)     # skips the frames still running
+        x.__traceback__ = None
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return exc
+
+
 def _permanent(exc):
     """The fix when exc is a capture failure that cannot change, else None."""
     return _exc_match(exc, PERMANENT_FAILURES)
@@ -1162,7 +1179,7 @@ class Runtime(object):
         try:
             self._capture(region, st, e, args, kwargs, tensors)
         except Exception as exc:    # _Fallback included
-            fail = exc
+            fail = _without_frames(exc)
             self._drop(e)
             self._restore_stream(prev)
         multi = _multi_rank(T)

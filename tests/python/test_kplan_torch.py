@@ -13,6 +13,7 @@ fake_kplanrt.c against the real header.
 """
 import contextlib
 import ctypes
+import gc
 import io
 import os
 import py_compile
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import weakref
 from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -437,6 +439,34 @@ class TestCapturePath(Base):
         self.assertEqual(faketorch.captures_begun, 1)
         self.assertEqual(s["regions"]["step"]["state"], "capture-failed")
         self.assertIn("capturable=True", self.logs("capture-failed")[0])
+
+    def test_failed_capture_frees_the_body_at_once(self):
+        """What the body held when its capture failed (a training step's
+        loss, and through it the autograd graph, whose AccumulateGrad nodes
+        were made on the capture stream) is freed when the call returns,
+        not at the next cyclic collection: kplan keeps no frame of it."""
+        T = self.T
+
+        class Held(object):
+            pass
+        held = []
+
+        def body(x):
+            loss = Held()          # noqa: F841  (a local of the failing frame)
+            held.append(weakref.ref(loss))
+            if T.cuda.is_current_stream_capturing():
+                raise RuntimeError("Attempting CUDA graph capture of step() for an instance "
+                                   "of AdamW but param_groups' capturable is False.")
+            return T.add(x, 1.0)
+        self.open({"step": plan(warmup=2)}, can_watch=False)
+        gc.collect()
+        gc.disable()
+        try:
+            self.assertEqual(self.steps(body, 4), [[i + 1.0] for i in range(4)])
+            self.assertEqual(faketorch.captures_begun, 1)
+            self.assertEqual([r() is None for r in held], [True] * len(held))
+        finally:
+            gc.enable()
 
     def test_no_library_asked_no_retry(self):
         T = self.T
