@@ -610,20 +610,15 @@ DDP_STREAM_HINT = (
 PATH_INDEPENDENT = ("capturable is False",)
 
 
-def _exc_match(exc, pairs):
-    """The value of the first (needle, value) of pairs whose needle is in
-    exc's text or its causes', else None. The body's own exception is the
-    context of the one capture_end raises ("operation failed due to a
-    previous error during capture")."""
+def _exc_chain(exc):
+    """exc, then its cause (or else its context), and so on: at most 8. The
+    body's own exception is the context of the one capture_end raises
+    ("operation failed due to a previous error during capture")."""
     seen = 0
     while exc is not None and seen < 8:
-        text = str(exc)
-        for needle, value in pairs:
-            if needle in text:
-                return value
+        yield exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
-    return None
 
 
 def _without_frames(exc):
@@ -633,18 +628,25 @@ def _without_frames(exc):
     AccumulateGrad nodes made on the capture stream: torch then warns of a
     stream mismatch at later steps), in cycles with kplan's own frames
     that only the cyclic GC breaks; kplan reads only their texts."""
-    seen, x = 0, exc
-    while x is not None and seen < 8:
+    for x in _exc_chain(exc):
         traceback.clear_frames(x.__traceback__)     # skips the frames still running
         x.__traceback__ = None
-        x = x.__cause__ or x.__context__
-        seen += 1
     return exc
 
 
 def _permanent(exc):
     """The fix when exc is a capture failure that cannot change, else None."""
-    return _exc_match(exc, PERMANENT_FAILURES)
+    for x in _exc_chain(exc):
+        text = str(x)
+        for needle, fix in PERMANENT_FAILURES:
+            if needle in text:
+                return fix
+    return None
+
+
+def _path_independent(exc):
+    """exc is a failure that the graph's path would meet too (PATH_INDEPENDENT)."""
+    return any(n in str(x) for x in _exc_chain(exc) for n in PATH_INDEPENDENT)
 
 
 def _multi_rank(T):
@@ -1206,7 +1208,7 @@ class Runtime(object):
             # graph's pool: the next capture gets a new stream
             self.side.pop(dev, None)
             if e.path == "eager" and st.lib_path is None and not multi \
-                    and not _exc_match(exc, [(n, True) for n in PATH_INDEPENDENT]):
+                    and not _path_independent(exc):
                 # a library asked and its eager path failed in the capture
                 # (a host check its graph's path skips): the next call
                 # captures the graph's path, as torch.cuda.graph would
